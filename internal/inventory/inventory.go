@@ -1,0 +1,390 @@
+// Package inventory is rackpool's domain model: the static shape of a rack or
+// datacenter (hosts, fabrics, switches, devices and the resource blocks they
+// become) and the dynamic records the control plane keeps about it
+// (compositions and their states).
+//
+// An Inventory is built once from a topology file by package topology and is
+// immutable afterwards; everything that changes lives in compositions, which
+// the store persists and the compose package mutates.
+package inventory
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// FabricKind names one of the four kinds of fabric rackpool drives.
+type FabricKind string
+
+// The fabric kinds.
+const (
+	PCIeSwitch     FabricKind = "pcie-switch"
+	SASCircuit     FabricKind = "sas-circuit"
+	EthernetVLAN   FabricKind = "ethernet-vlan"
+	OpticalCircuit FabricKind = "optical-circuit"
+)
+
+// FabricKinds lists the valid fabric kinds.
+var FabricKinds = []FabricKind{PCIeSwitch, SASCircuit, EthernetVLAN, OpticalCircuit}
+
+// Kind is the kind of a resource: a pooled device kind or compute.
+type Kind string
+
+// The resource kinds.
+const (
+	Compute Kind = "compute"
+	GPU     Kind = "gpu"
+	FPGA    Kind = "fpga"
+	NVMe    Kind = "nvme"
+	SSD     Kind = "ssd"
+	HDD     Kind = "hdd"
+	NIC     Kind = "nic"
+	Memory  Kind = "memory"
+)
+
+// DeviceKinds lists the kinds a device in a topology file may have.
+var DeviceKinds = []Kind{GPU, FPGA, NVMe, SSD, HDD, NIC, Memory}
+
+// BlockType is the Redfish ResourceBlockType a kind maps to.
+func (k Kind) BlockType() string {
+	switch k {
+	case Compute:
+		return "Compute"
+	case GPU, FPGA:
+		return "Processor"
+	case NVMe, SSD, HDD:
+		return "Storage"
+	case NIC:
+		return "Network"
+	case Memory:
+		return "Memory"
+	}
+	return "Expansion"
+}
+
+// DrawerMode is a Falcon-style PCIe chassis drawer mode.
+type DrawerMode string
+
+// The drawer modes (P2): one host sees all 8 slots; two hosts see 4 slots
+// each; up to three hosts share the drawer and devices move between them.
+const (
+	StandardOneHost  DrawerMode = "standard-one-host"
+	StandardTwoHosts DrawerMode = "standard-two-hosts"
+	Advanced         DrawerMode = "advanced"
+)
+
+// MaxHosts is how many hosts may share a drawer in mode m.
+func (m DrawerMode) MaxHosts() int {
+	switch m {
+	case StandardOneHost:
+		return 1
+	case StandardTwoHosts:
+		return 2
+	case Advanced:
+		return 3
+	}
+	return 0
+}
+
+// Inventory is the immutable description of everything rackpool manages.
+type Inventory struct {
+	Name     string
+	Hosts    []*Host
+	Fabrics  []*Fabric
+	Devices  []*Device
+	Blocks   []*Block
+	Zones    []*Zone
+	hostByID map[string]*Host
+	fabByID  map[string]*Fabric
+	devByID  map[string]*Device
+	blkByID  map[string]*Block
+	zoneByID map[string]*Zone
+}
+
+// Host is a compute node: CPU cores and local DRAM, with ports into fabrics.
+type Host struct {
+	ID        string
+	Rack      string
+	Cores     int
+	MemoryGiB int
+	Ports     []*HostPort
+	Block     *Block // the host's Compute resource block
+}
+
+// HostPort is a host adapter cabled to a fabric switch port.
+type HostPort struct {
+	ID     string
+	Host   *Host
+	Fabric *Fabric
+	Switch *Switch
+	Port   string
+	Metres float64
+}
+
+// Fabric is one interconnect: a PCIe switch chassis, a SAS circuit switch,
+// an Ethernet VLAN switch or an optical circuit switch.
+type Fabric struct {
+	ID       string
+	Kind     FabricKind
+	Switches []*Switch
+	Links    []*Link
+	Drawers  []*Drawer // pcie-switch chassis only
+	Devices  []*Device
+	Ports    []*HostPort
+	// Reconfig is the modelled time of one reconfiguration (PCIe hot-plug,
+	// SAS remap, VLAN change, OCS circuit set-up).
+	Reconfig time.Duration
+	// DriveOnline is the extra time a SAS drive takes to come online after a
+	// remap (P1: 1 ms COMRESET, 10 ms warm port, 90 ms no timeouts, 200 ms
+	// vanilla).
+	DriveOnline time.Duration
+	switchByID  map[string]*Switch
+}
+
+// Switch is a switch element inside a fabric.
+type Switch struct {
+	Index     int // position in Fabric.Switches
+	ID        string
+	Fabric    *Fabric
+	Ports     int
+	LatencyNS float64 // port-to-port latency
+	// PortNames are named ports beyond 1..Ports (a chassis' host ports and
+	// drawer slots).
+	PortNames []string
+}
+
+// Link joins two switches of one fabric.
+type Link struct {
+	A, B   *Switch
+	Metres float64
+}
+
+// Drawer is a Falcon-style chassis drawer of PCIe slots.
+type Drawer struct {
+	ID        string
+	Mode      DrawerMode
+	Slots     int
+	HostPorts []string // chassis host ports cabled to this drawer, in order
+}
+
+// SlotHostPorts says which of the drawer's host ports reach slot (1-based) in
+// the drawer's mode.
+func (d *Drawer) SlotHostPorts(slot int) []string {
+	switch d.Mode {
+	case StandardTwoHosts:
+		half := (d.Slots + 1) / 2
+		if len(d.HostPorts) < 2 {
+			return d.HostPorts
+		}
+		if slot <= half {
+			return d.HostPorts[:1]
+		}
+		return d.HostPorts[1:2]
+	default:
+		return d.HostPorts
+	}
+}
+
+// Device is a pooled device in a fabric. A memory node is one device that is
+// split into several Memory blocks.
+type Device struct {
+	ID              string
+	Kind            Kind
+	Model           string
+	Vendor          string
+	VendorID        string
+	DeviceID        string
+	CapacityBytes   int64
+	BlockBytes      int64 // memory nodes: size of one block
+	LinkWidth       int
+	LinkSpeed       string
+	Fabric          *Fabric
+	Switch          *Switch
+	Ports           []string // switch ports the device is cabled to
+	Metres          float64
+	Drawer          *Drawer // pcie chassis only
+	Slot            int
+	MaxCompositions int
+	OverheadNS      float64
+	Attrs           map[string]string
+	Blocks          []*Block
+}
+
+// Block is a composable resource block: a host's compute, one device, or one
+// slice of a memory node.
+type Block struct {
+	Index           int // position in Inventory.Blocks
+	ID              string
+	Kind            Kind
+	Model           string
+	CapacityBytes   int64
+	MaxCompositions int
+	Host            *Host   // compute blocks
+	Device          *Device // device blocks
+	Attrs           map[string]string
+}
+
+// Exclusive reports whether the block may be in at most one composition.
+func (b *Block) Exclusive() bool { return b.MaxCompositions <= 1 }
+
+// Fabric returns the fabric of a device block, or nil.
+func (b *Block) Fabric() *Fabric {
+	if b.Device == nil {
+		return nil
+	}
+	return b.Device.Fabric
+}
+
+// Zone is a named set of hosts and devices from the topology file; a request
+// may confine its placement to one zone.
+type Zone struct {
+	ID      string
+	Hosts   map[string]bool
+	Devices map[string]bool
+}
+
+// Contains reports whether block b is in the zone.
+func (z *Zone) Contains(b *Block) bool {
+	if b.Host != nil {
+		return z.Hosts[b.Host.ID]
+	}
+	return b.Device != nil && z.Devices[b.Device.ID]
+}
+
+// Index builds the lookup tables. Package topology calls it once.
+func (inv *Inventory) Index() {
+	inv.hostByID = map[string]*Host{}
+	inv.fabByID = map[string]*Fabric{}
+	inv.devByID = map[string]*Device{}
+	inv.blkByID = map[string]*Block{}
+	inv.zoneByID = map[string]*Zone{}
+	for _, h := range inv.Hosts {
+		inv.hostByID[h.ID] = h
+	}
+	for _, f := range inv.Fabrics {
+		inv.fabByID[f.ID] = f
+		f.switchByID = map[string]*Switch{}
+		for i, s := range f.Switches {
+			s.Index = i
+			f.switchByID[s.ID] = s
+		}
+	}
+	for _, d := range inv.Devices {
+		inv.devByID[d.ID] = d
+	}
+	for i, b := range inv.Blocks {
+		b.Index = i
+		inv.blkByID[b.ID] = b
+	}
+	for _, z := range inv.Zones {
+		inv.zoneByID[z.ID] = z
+	}
+}
+
+// Host returns the host with id, or nil.
+func (inv *Inventory) Host(id string) *Host { return inv.hostByID[id] }
+
+// Fabric returns the fabric with id, or nil.
+func (inv *Inventory) Fabric(id string) *Fabric { return inv.fabByID[id] }
+
+// Device returns the device with id, or nil.
+func (inv *Inventory) Device(id string) *Device { return inv.devByID[id] }
+
+// Block returns the block with id, or nil.
+func (inv *Inventory) Block(id string) *Block { return inv.blkByID[id] }
+
+// Zone returns the zone with id, or nil.
+func (inv *Inventory) Zone(id string) *Zone { return inv.zoneByID[id] }
+
+// Switch returns the switch with id in fabric f, or nil.
+func (f *Fabric) Switch(id string) *Switch { return f.switchByID[id] }
+
+// PortOn returns the host's port into fabric f, or nil.
+func (h *Host) PortOn(f *Fabric) *HostPort {
+	for _, p := range h.Ports {
+		if p.Fabric == f {
+			return p
+		}
+	}
+	return nil
+}
+
+// PortsOn returns all of the host's ports into fabric f.
+func (h *Host) PortsOn(f *Fabric) []*HostPort {
+	var out []*HostPort
+	for _, p := range h.Ports {
+		if p.Fabric == f {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// State is the lifecycle state of a composition.
+type State string
+
+// Composition states. A composition is Composing while its devices are being
+// attached, Composed when every attach succeeded, Updating while blocks are
+// added or removed, and Decomposing while it is being torn down.
+const (
+	Composing   State = "Composing"
+	Composed    State = "Composed"
+	Updating    State = "Updating"
+	Decomposing State = "Decomposing"
+)
+
+// Composition is a logical system composed from a compute block and device
+// blocks.
+type Composition struct {
+	ID          string
+	Name        string
+	Host        string   // host ID (its compute block is part of Blocks)
+	Blocks      []string // block IDs, compute block first
+	State       State
+	Adding      []string // Updating: blocks being added
+	Removing    []string // Updating: blocks being removed
+	Version     int64    // optimistic concurrency version, bumped on every change
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	Description string
+}
+
+// Clone returns a deep copy.
+func (c *Composition) Clone() *Composition {
+	n := *c
+	n.Blocks = append([]string(nil), c.Blocks...)
+	n.Adding = append([]string(nil), c.Adding...)
+	n.Removing = append([]string(nil), c.Removing...)
+	return &n
+}
+
+// AllBlocks returns the blocks the composition holds or is acquiring.
+func (c *Composition) AllBlocks() []string {
+	out := append([]string(nil), c.Blocks...)
+	return append(out, c.Adding...)
+}
+
+// GiB is 2^30 bytes.
+const GiB = int64(1) << 30
+
+// FormatBytes renders n bytes in the largest whole binary unit.
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return fmt.Sprintf("%d%s", n, units[i])
+}
+
+// SortedKeys returns m's keys in order.
+func SortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

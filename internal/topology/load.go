@@ -1,0 +1,714 @@
+// Package topology loads and validates topology files (YAML) into an
+// inventory, and computes the latency and hop model between every host and
+// every device: round trip = 2 × (switch port-to-port latencies on the path +
+// 5 ns per metre of cable) + the device's own overhead (P0 §5, P4 Eq. 1).
+//
+// Validation errors name the file, the line and the field:
+//
+//	rack.yaml:42: fabrics[0].devices[3].slot: slot 9 is outside drawer1's 1..8
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"rackpool/examples"
+	"rackpool/internal/inventory"
+)
+
+// ExampleRack is the built-in default topology (examples/rack.yaml).
+//
+var ExampleRack = examples.Rack
+
+// ExampleRackName is the name used for the built-in topology in messages.
+const ExampleRackName = "examples/rack.yaml"
+
+// NSPerMetre is the propagation delay of light in fibre or copper (P0 §5).
+const NSPerMetre = 5.0
+
+// Default reconfiguration times (P1 §3, P4 §2): PCIe hot-plug, SAS remap and
+// drive online after COMRESET, a VLAN change, an OCS circuit.
+const (
+	DefaultPCIeHotplug    = 100 * time.Millisecond
+	DefaultSASRemap       = time.Millisecond
+	DefaultSASDriveOnline = time.Millisecond
+	DefaultVLANChange     = 5 * time.Millisecond
+	DefaultOCSReconfig    = 25 * time.Millisecond
+)
+
+// Error is a validation error at a place in a topology file.
+type Error struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+}
+
+// LoadFile reads and validates the topology file at path.
+func LoadFile(path string) (*Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read topology: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// LoadDefault returns the built-in example rack.
+func LoadDefault() *Topology {
+	t, err := Parse(ExampleRackName, ExampleRack)
+	if err != nil {
+		panic("built-in topology is invalid: " + err.Error())
+	}
+	return t
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
+
+// Parse validates data, read from file name, into a Topology.
+func Parse(name string, data []byte) (*Topology, error) {
+	var spec fileSpec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&spec); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			if m := yamlLine.FindStringSubmatch(te.Errors[0]); m != nil {
+				line, _ := strconv.Atoi(m[1])
+				return nil, &Error{File: name, Line: line, Msg: m[2]}
+			}
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &Error{File: name, Line: line, Msg: m[2]}
+		}
+		return nil, &Error{File: name, Line: 1, Msg: err.Error()}
+	}
+	b := &builder{file: name, inv: &inventory.Inventory{Name: spec.Name}, ports: map[string]string{}}
+	if err := b.build(&spec); err != nil {
+		return nil, err
+	}
+	b.inv.Index()
+	return newTopology(b.inv), nil
+}
+
+type builder struct {
+	file  string
+	inv   *inventory.Inventory
+	ports map[string]string // "fabric/switch/port" -> who uses it
+}
+
+func (b *builder) errf(p pos, field, path, format string, args ...any) error {
+	f := path
+	if field != "" {
+		f = path + "." + field
+	}
+	return &Error{File: b.file, Line: p.at(field), Field: f, Msg: fmt.Sprintf(format, args...)}
+}
+
+// expand substitutes {n} (1-based index), {q} and {r} (quotient and remainder
+// of n-1 by per, both 1-based) in a templated string.
+func expand(s string, n, per int) string {
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	if per <= 0 {
+		per = 1
+	}
+	s = strings.ReplaceAll(s, "{n}", strconv.Itoa(n))
+	s = strings.ReplaceAll(s, "{q}", strconv.Itoa((n-1)/per+1))
+	s = strings.ReplaceAll(s, "{r}", strconv.Itoa((n-1)%per+1))
+	return s
+}
+
+func parseDuration(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 25ms)", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return d, nil
+}
+
+var sizeRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?B|B)?\s*$`)
+
+// ParseSize parses sizes such as 512GiB, 3.84TB or 4096 (bytes).
+func ParseSize(s string) (int64, error) {
+	m := sizeRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size (e.g. 8GiB, 3.84TB)", s)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	mult := map[string]float64{"": 1, "B": 1,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}[m[2]]
+	n := v * mult
+	if n > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(n), nil
+}
+
+func (b *builder) build(spec *fileSpec) error {
+	if b.inv.Name == "" {
+		b.inv.Name = "topology"
+	}
+	d := spec.Defaults
+	var err error
+	defs := map[string]*time.Duration{}
+	pcie, sasRemap, sasOnline, vlan, ocs := DefaultPCIeHotplug, DefaultSASRemap, DefaultSASDriveOnline, DefaultVLANChange, DefaultOCSReconfig
+	for _, x := range []struct {
+		field string
+		val   string
+		dst   *time.Duration
+	}{{"pcie_hotplug", d.PCIeHotplug, &pcie}, {"sas_remap", d.SASRemap, &sasRemap}, {"sas_drive_online", d.SASDriveOnline, &sasOnline}, {"vlan_change", d.VLANChange, &vlan}, {"ocs_reconfig", d.OCSReconfig, &ocs}} {
+		if *x.dst, err = parseDuration(x.val, *x.dst); err != nil {
+			return b.errf(d.pos, x.field, "defaults", "%v", err)
+		}
+		defs[x.field] = x.dst
+	}
+
+	// Fabrics first: hosts and zones refer to them.
+	fabByID := map[string]*inventory.Fabric{}
+	devByID := map[string]*inventory.Device{}
+	for fi, fs := range spec.Fabrics {
+		path := fmt.Sprintf("fabrics[%d]", fi)
+		if fs.ID == "" {
+			return b.errf(fs.pos, "id", path, "missing fabric id")
+		}
+		if fabByID[fs.ID] != nil {
+			return b.errf(fs.pos, "id", path, "duplicate fabric id %q", fs.ID)
+		}
+		f := &inventory.Fabric{ID: fs.ID, Kind: inventory.FabricKind(fs.Kind)}
+		switch f.Kind {
+		case inventory.PCIeSwitch:
+			f.Reconfig = pcie
+		case inventory.SASCircuit:
+			f.Reconfig, f.DriveOnline = sasRemap, sasOnline
+		case inventory.EthernetVLAN:
+			f.Reconfig = vlan
+		case inventory.OpticalCircuit:
+			f.Reconfig = ocs
+		default:
+			return b.errf(fs.pos, "kind", path, "unknown fabric kind %q (valid: pcie-switch, sas-circuit, ethernet-vlan, optical-circuit)", fs.Kind)
+		}
+		if f.Reconfig, err = parseDuration(fs.Reconfig, f.Reconfig); err != nil {
+			return b.errf(fs.pos, "reconfig", path, "%v", err)
+		}
+		if fs.DriveOnline != "" && f.Kind != inventory.SASCircuit {
+			return b.errf(fs.pos, "drive_online", path, "only sas-circuit fabrics have a drive online time")
+		}
+		if f.DriveOnline, err = parseDuration(fs.DriveOnline, f.DriveOnline); err != nil {
+			return b.errf(fs.pos, "drive_online", path, "%v", err)
+		}
+		fabByID[f.ID] = f
+		b.inv.Fabrics = append(b.inv.Fabrics, f)
+		if err := b.buildSwitches(f, fs, path); err != nil {
+			return err
+		}
+		for di, ds := range fs.Devices {
+			if err := b.buildDevices(f, ds, fmt.Sprintf("%s.devices[%d]", path, di), devByID); err != nil {
+				return err
+			}
+		}
+	}
+
+	hostByID := map[string]*inventory.Host{}
+	for ri, rs := range spec.Racks {
+		rpath := fmt.Sprintf("racks[%d]", ri)
+		if rs.ID == "" {
+			return b.errf(rs.pos, "id", rpath, "missing rack id")
+		}
+		for hi, hs := range rs.Hosts {
+			if err := b.buildHosts(rs.ID, hs, fmt.Sprintf("%s.hosts[%d]", rpath, hi), fabByID, hostByID); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.inv.Hosts) == 0 {
+		return &Error{File: b.file, Line: spec.pos.at("racks"), Field: "racks", Msg: "the topology has no hosts"}
+	}
+
+	for zi, zs := range spec.Zones {
+		path := fmt.Sprintf("zones[%d]", zi)
+		if zs.ID == "" {
+			return b.errf(zs.pos, "id", path, "missing zone id")
+		}
+		z := &inventory.Zone{ID: zs.ID, Hosts: map[string]bool{}, Devices: map[string]bool{}}
+		for _, prev := range b.inv.Zones {
+			if prev.ID == z.ID {
+				return b.errf(zs.pos, "id", path, "duplicate zone id %q", z.ID)
+			}
+		}
+		for _, h := range zs.Hosts {
+			if hostByID[h] == nil {
+				return b.errf(zs.pos, "hosts", path, "unknown host %q", h)
+			}
+			z.Hosts[h] = true
+		}
+		for _, dv := range zs.Devices {
+			if devByID[dv] == nil {
+				return b.errf(zs.pos, "devices", path, "unknown device %q", dv)
+			}
+			z.Devices[dv] = true
+		}
+		b.inv.Zones = append(b.inv.Zones, z)
+	}
+	return nil
+}
+
+func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string) error {
+	if fs.Chassis != nil {
+		c := fs.Chassis
+		cpath := path + ".chassis"
+		if f.Kind != inventory.PCIeSwitch {
+			return b.errf(fs.pos, "chassis", path, "only pcie-switch fabrics have a chassis")
+		}
+		if len(fs.Switches) > 0 {
+			return b.errf(fs.pos, "switches", path, "a pcie-switch fabric has either a chassis or switches, not both")
+		}
+		id := c.ID
+		if id == "" {
+			id = "chassis"
+		}
+		if c.HostPorts < 1 || c.HostPorts > 16 {
+			return b.errf(c.pos, "host_ports", cpath, "must be 1..16, got %d", c.HostPorts)
+		}
+		if c.LatencyNS < 0 {
+			return b.errf(c.pos, "latency_ns", cpath, "must not be negative")
+		}
+		sw := &inventory.Switch{ID: id, Fabric: f, LatencyNS: c.LatencyNS}
+		for i := 1; i <= c.HostPorts; i++ {
+			sw.PortNames = append(sw.PortNames, fmt.Sprintf("H%d", i))
+		}
+		if len(c.Drawers) == 0 {
+			return b.errf(c.pos, "drawers", cpath, "a chassis needs at least one drawer")
+		}
+		for di, ds := range c.Drawers {
+			dpath := fmt.Sprintf("%s.drawers[%d]", cpath, di)
+			if ds.ID == "" {
+				return b.errf(ds.pos, "id", dpath, "missing drawer id")
+			}
+			for _, prev := range f.Drawers {
+				if prev.ID == ds.ID {
+					return b.errf(ds.pos, "id", dpath, "duplicate drawer id %q", ds.ID)
+				}
+			}
+			dr := &inventory.Drawer{ID: ds.ID, Mode: inventory.DrawerMode(ds.Mode), Slots: ds.Slots}
+			if dr.Slots == 0 {
+				dr.Slots = 8
+			}
+			if dr.Slots < 1 || dr.Slots > 32 {
+				return b.errf(ds.pos, "slots", dpath, "must be 1..32, got %d", ds.Slots)
+			}
+			max := dr.Mode.MaxHosts()
+			if max == 0 {
+				return b.errf(ds.pos, "mode", dpath, "unknown drawer mode %q (valid: standard-one-host, standard-two-hosts, advanced)", ds.Mode)
+			}
+			seen := map[string]bool{}
+			for _, hp := range ds.HostPorts {
+				n, err := strconv.Atoi(strings.TrimPrefix(hp, "H"))
+				if !strings.HasPrefix(hp, "H") || err != nil || n < 1 || n > c.HostPorts {
+					return b.errf(ds.pos, "host_ports", dpath, "unknown chassis host port %q (valid: H1..H%d)", hp, c.HostPorts)
+				}
+				if seen[hp] {
+					return b.errf(ds.pos, "host_ports", dpath, "host port %s listed twice", hp)
+				}
+				seen[hp] = true
+			}
+			switch {
+			case dr.Mode == inventory.StandardOneHost && len(ds.HostPorts) != 1:
+				return b.errf(ds.pos, "host_ports", dpath, "mode standard-one-host connects exactly 1 host port to the drawer, got %d", len(ds.HostPorts))
+			case dr.Mode == inventory.StandardTwoHosts && len(ds.HostPorts) != 2:
+				return b.errf(ds.pos, "host_ports", dpath, "mode standard-two-hosts connects exactly 2 host ports to the drawer, got %d", len(ds.HostPorts))
+			case dr.Mode == inventory.Advanced && (len(ds.HostPorts) < 1 || len(ds.HostPorts) > max):
+				return b.errf(ds.pos, "host_ports", dpath, "mode advanced connects 1 to %d host ports to the drawer, got %d", max, len(ds.HostPorts))
+			}
+			dr.HostPorts = append([]string(nil), ds.HostPorts...)
+			for s := 1; s <= dr.Slots; s++ {
+				sw.PortNames = append(sw.PortNames, fmt.Sprintf("%s/slot%d", dr.ID, s))
+			}
+			f.Drawers = append(f.Drawers, dr)
+		}
+		f.Switches = []*inventory.Switch{sw}
+		return nil
+	}
+	if len(fs.Switches) == 0 {
+		return b.errf(fs.pos, "switches", path, "a fabric needs at least one switch (or a chassis, for pcie-switch)")
+	}
+	byID := map[string]*inventory.Switch{}
+	for si, ss := range fs.Switches {
+		spath := fmt.Sprintf("%s.switches[%d]", path, si)
+		count := ss.Count
+		if count == 0 {
+			count = 1
+		}
+		if count < 0 {
+			return b.errf(ss.pos, "count", spath, "must not be negative")
+		}
+		for n := 1; n <= count; n++ {
+			id := expand(ss.ID, n, 1)
+			if id == "" {
+				return b.errf(ss.pos, "id", spath, "missing switch id")
+			}
+			if count > 1 && !strings.Contains(ss.ID, "{") {
+				return b.errf(ss.pos, "id", spath, "count %d needs {n} in the id", count)
+			}
+			if byID[id] != nil {
+				return b.errf(ss.pos, "id", spath, "duplicate switch id %q", id)
+			}
+			if ss.Ports < 1 || ss.Ports > 100000 {
+				return b.errf(ss.pos, "ports", spath, "must be 1..100000, got %d", ss.Ports)
+			}
+			if ss.LatencyNS < 0 {
+				return b.errf(ss.pos, "latency_ns", spath, "must not be negative")
+			}
+			sw := &inventory.Switch{ID: id, Fabric: f, Ports: ss.Ports, LatencyNS: ss.LatencyNS}
+			byID[id] = sw
+			f.Switches = append(f.Switches, sw)
+		}
+	}
+	for li, ls := range fs.Links {
+		lpath := fmt.Sprintf("%s.links[%d]", path, li)
+		if err := b.buildLinks(f, ls, lpath, byID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) buildLinks(f *inventory.Fabric, ls *linkSpec, lpath string, byID map[string]*inventory.Switch) error {
+	count := max(ls.Count, 1)
+	for n := 1; n <= count; n++ {
+		an, bn := expand(ls.A, n, ls.Per), expand(ls.B, n, ls.Per)
+		a, bb := byID[an], byID[bn]
+		if a == nil {
+			return b.errf(ls.pos, "a", lpath, "unknown switch %q", an)
+		}
+		if bb == nil {
+			return b.errf(ls.pos, "b", lpath, "unknown switch %q", bn)
+		}
+		if a == bb {
+			return b.errf(ls.pos, "b", lpath, "a link joins two different switches")
+		}
+		if ls.Metres < 0 {
+			return b.errf(ls.pos, "metres", lpath, "must not be negative")
+		}
+		f.Links = append(f.Links, &inventory.Link{A: a, B: bb, Metres: ls.Metres})
+	}
+	return nil
+}
+
+func (b *builder) findSwitch(f *inventory.Fabric, id string) *inventory.Switch {
+	if id == "" && len(f.Switches) == 1 {
+		return f.Switches[0]
+	}
+	for _, s := range f.Switches {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// claimPort checks port is a real port of sw and not already in use.
+func (b *builder) claimPort(sw *inventory.Switch, port, who string) error {
+	valid := false
+	if n, err := strconv.Atoi(port); err == nil && n >= 1 && n <= sw.Ports {
+		valid = true
+	}
+	for _, pn := range sw.PortNames {
+		if pn == port {
+			valid = true
+		}
+	}
+	if !valid {
+		if len(sw.PortNames) > 0 && sw.Ports == 0 {
+			return fmt.Errorf("switch %s has no port %q (host ports H1..H%d)", sw.ID, port, countHostPorts(sw))
+		}
+		return fmt.Errorf("switch %s has no port %q (ports 1..%d)", sw.ID, port, sw.Ports)
+	}
+	key := sw.Fabric.ID + "/" + sw.ID + "/" + port
+	if prev, ok := b.ports[key]; ok {
+		return fmt.Errorf("port %s of switch %s is already used by %s", port, sw.ID, prev)
+	}
+	b.ports[key] = who
+	return nil
+}
+
+func countHostPorts(sw *inventory.Switch) int {
+	n := 0
+	for _, p := range sw.PortNames {
+		if strings.HasPrefix(p, "H") {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *builder) buildDevices(f *inventory.Fabric, ds *deviceSpec, path string, devByID map[string]*inventory.Device) error {
+	count := ds.Count
+	if count == 0 {
+		count = 1
+	}
+	if count < 0 {
+		return b.errf(ds.pos, "count", path, "must not be negative")
+	}
+	if count > 1 && !strings.Contains(ds.ID, "{") {
+		return b.errf(ds.pos, "id", path, "count %d needs {n} in the id", count)
+	}
+	kind := inventory.Kind(ds.Kind)
+	validKind := false
+	for _, k := range inventory.DeviceKinds {
+		validKind = validKind || k == kind
+	}
+	if !validKind {
+		return b.errf(ds.pos, "kind", path, "unknown device kind %q (valid: gpu, fpga, nvme, ssd, hdd, nic, memory)", ds.Kind)
+	}
+	if f.Kind == inventory.SASCircuit && kind != inventory.HDD && kind != inventory.SSD {
+		return b.errf(ds.pos, "kind", path, "a sas-circuit fabric carries only hdd and ssd drives, not %s", kind)
+	}
+	capacity := int64(0)
+	if ds.Capacity != "" {
+		c, err := ParseSize(ds.Capacity)
+		if err != nil {
+			return b.errf(ds.pos, "capacity", path, "%v", err)
+		}
+		capacity = c
+	}
+	var blockBytes int64
+	if kind == inventory.Memory {
+		if capacity <= 0 {
+			return b.errf(ds.pos, "capacity", path, "a memory device needs a capacity")
+		}
+		blockBytes = capacity
+		if ds.BlockSize != "" {
+			bs, err := ParseSize(ds.BlockSize)
+			if err != nil {
+				return b.errf(ds.pos, "block_size", path, "%v", err)
+			}
+			if bs <= 0 || capacity%bs != 0 {
+				return b.errf(ds.pos, "block_size", path, "block size %s must divide the capacity %s", ds.BlockSize, ds.Capacity)
+			}
+			if capacity/bs > 4096 {
+				return b.errf(ds.pos, "block_size", path, "at most 4096 blocks per memory device, got %d", capacity/bs)
+			}
+			blockBytes = bs
+		}
+	} else if ds.BlockSize != "" {
+		return b.errf(ds.pos, "block_size", path, "only memory devices are split into blocks")
+	}
+	if ds.MaxCompositions < 0 || ds.MaxCompositions > 64 {
+		return b.errf(ds.pos, "max_compositions", path, "must be 0..64, got %d", ds.MaxCompositions)
+	}
+	if kind == inventory.Memory && ds.MaxCompositions > 1 {
+		return b.errf(ds.pos, "max_compositions", path, "memory blocks are exclusive")
+	}
+	if ds.LinkWidth < 0 || ds.LinkWidth > 32 {
+		return b.errf(ds.pos, "link_width", path, "must be 0..32 lanes, got %d", ds.LinkWidth)
+	}
+	if ds.Metres < 0 {
+		return b.errf(ds.pos, "metres", path, "must not be negative")
+	}
+	if ds.OverheadNS < 0 {
+		return b.errf(ds.pos, "overhead_ns", path, "must not be negative")
+	}
+	per := ds.Per
+	if ds.First < 0 {
+		return b.errf(ds.pos, "first", path, "must not be negative")
+	}
+	first := max(ds.First, 1)
+	for n := 1; n <= count; n++ {
+		id := expand(ds.ID, n+first-1, per)
+		if id == "" {
+			return b.errf(ds.pos, "id", path, "missing device id")
+		}
+		if devByID[id] != nil {
+			return b.errf(ds.pos, "id", path, "duplicate device id %q", id)
+		}
+		dev := &inventory.Device{
+			ID: id, Kind: kind, Model: ds.Model, Vendor: ds.Vendor, VendorID: ds.VendorID, DeviceID: ds.DeviceID,
+			CapacityBytes: capacity, BlockBytes: blockBytes, LinkWidth: ds.LinkWidth, LinkSpeed: ds.LinkSpeed,
+			Fabric: f, Metres: ds.Metres, MaxCompositions: max(ds.MaxCompositions, 1),
+			OverheadNS: ds.OverheadNS, Attrs: ds.Attrs,
+		}
+		if dev.OverheadNS == 0 && kind == inventory.Memory {
+			dev.OverheadNS = 37.4 // P4 Eq. 1: remote read overhead
+		}
+		if ds.Drawer != "" || ds.Slot != 0 {
+			if len(f.Drawers) == 0 {
+				return b.errf(ds.pos, "drawer", path, "fabric %s has no chassis drawers", f.ID)
+			}
+			var dr *inventory.Drawer
+			for _, x := range f.Drawers {
+				if x.ID == ds.Drawer {
+					dr = x
+				}
+			}
+			if dr == nil {
+				return b.errf(ds.pos, "drawer", path, "unknown drawer %q", ds.Drawer)
+			}
+			slot := ds.Slot + n - 1
+			if ds.Slot < 1 || slot > dr.Slots {
+				return b.errf(ds.pos, "slot", path, "slot %d is outside %s's 1..%d", slot, dr.ID, dr.Slots)
+			}
+			dev.Drawer, dev.Slot, dev.Switch = dr, slot, f.Switches[0]
+			port := fmt.Sprintf("%s/slot%d", dr.ID, slot)
+			if err := b.claimPort(dev.Switch, port, "device "+id); err != nil {
+				return b.errf(ds.pos, "slot", path, "%v", err)
+			}
+			dev.Ports = []string{port}
+		} else {
+			if len(f.Drawers) > 0 {
+				return b.errf(ds.pos, "drawer", path, "a device in a chassis needs a drawer and slot")
+			}
+			sw := b.findSwitch(f, expand(ds.Switch, n, per))
+			if sw == nil {
+				return b.errf(ds.pos, "switch", path, "unknown switch %q in fabric %s", expand(ds.Switch, n, per), f.ID)
+			}
+			dev.Switch = sw
+			ports := ds.Ports
+			if ds.Port != "" {
+				ports = append([]string{ds.Port}, ports...)
+			}
+			if len(ports) == 0 {
+				return b.errf(ds.pos, "port", path, "a device needs a switch port")
+			}
+			for _, p := range ports {
+				p = expand(p, n, per)
+				if count > 1 && !strings.Contains(ds.Port+strings.Join(ds.Ports, ""), "{") {
+					// Numeric ports advance with each copy.
+					if v, err := strconv.Atoi(p); err == nil {
+						p = strconv.Itoa(v + (n-1)*len(ports))
+					}
+				}
+				if err := b.claimPort(sw, p, "device "+id); err != nil {
+					return b.errf(ds.pos, "port", path, "%v", err)
+				}
+				dev.Ports = append(dev.Ports, p)
+			}
+		}
+		devByID[id] = dev
+		f.Devices = append(f.Devices, dev)
+		b.inv.Devices = append(b.inv.Devices, dev)
+		b.addBlocks(dev)
+	}
+	return nil
+}
+
+func (b *builder) addBlocks(dev *inventory.Device) {
+	if dev.Kind != inventory.Memory {
+		blk := &inventory.Block{ID: dev.ID, Kind: dev.Kind, Model: dev.Model, CapacityBytes: dev.CapacityBytes,
+			MaxCompositions: dev.MaxCompositions, Device: dev, Attrs: dev.Attrs}
+		dev.Blocks = []*inventory.Block{blk}
+		b.inv.Blocks = append(b.inv.Blocks, blk)
+		return
+	}
+	n := int(dev.CapacityBytes / dev.BlockBytes)
+	for i := 1; i <= n; i++ {
+		blk := &inventory.Block{ID: fmt.Sprintf("%s-b%02d", dev.ID, i), Kind: inventory.Memory, Model: dev.Model,
+			CapacityBytes: dev.BlockBytes, MaxCompositions: 1, Device: dev, Attrs: dev.Attrs}
+		dev.Blocks = append(dev.Blocks, blk)
+		b.inv.Blocks = append(b.inv.Blocks, blk)
+	}
+}
+
+func (b *builder) buildHosts(rack string, hs *hostSpec, path string, fabByID map[string]*inventory.Fabric, hostByID map[string]*inventory.Host) error {
+	count := hs.Count
+	if count == 0 {
+		count = 1
+	}
+	if count < 0 {
+		return b.errf(hs.pos, "count", path, "must not be negative")
+	}
+	if count > 1 && !strings.Contains(hs.ID, "{") {
+		return b.errf(hs.pos, "id", path, "count %d needs {n} in the id", count)
+	}
+	if hs.Cores < 1 {
+		return b.errf(hs.pos, "cores", path, "a host needs at least 1 core, got %d", hs.Cores)
+	}
+	if hs.Memory == "" {
+		return b.errf(hs.pos, "memory", path, "a host needs local memory (e.g. 256GiB)")
+	}
+	mem, err := ParseSize(hs.Memory)
+	if err != nil || mem < inventory.GiB {
+		if err == nil {
+			err = fmt.Errorf("at least 1GiB, got %s", hs.Memory)
+		}
+		return b.errf(hs.pos, "memory", path, "%v", err)
+	}
+	for n := 1; n <= count; n++ {
+		id := expand(hs.ID, n, hs.Per)
+		if id == "" {
+			return b.errf(hs.pos, "id", path, "missing host id")
+		}
+		if hostByID[id] != nil {
+			return b.errf(hs.pos, "id", path, "duplicate host id %q", id)
+		}
+		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / inventory.GiB)}
+		for pi, ps := range hs.Ports {
+			ppath := fmt.Sprintf("%s.ports[%d]", path, pi)
+			f := fabByID[ps.Fabric]
+			if f == nil {
+				return b.errf(ps.pos, "fabric", ppath, "unknown fabric %q", ps.Fabric)
+			}
+			sw := b.findSwitch(f, expand(ps.Switch, n, hs.Per))
+			if sw == nil {
+				return b.errf(ps.pos, "switch", ppath, "unknown switch %q in fabric %s (name one when the fabric has several)", expand(ps.Switch, n, hs.Per), f.ID)
+			}
+			port := expand(ps.Port, n, hs.Per)
+			if count > 1 && !strings.Contains(ps.Port, "{") {
+				if v, err := strconv.Atoi(port); err == nil {
+					port = strconv.Itoa(v + n - 1)
+				}
+			}
+			if port == "" {
+				return b.errf(ps.pos, "port", ppath, "a host port needs a switch port")
+			}
+			if err := b.claimPort(sw, port, "host "+id); err != nil {
+				return b.errf(ps.pos, "port", ppath, "%v", err)
+			}
+			if ps.Metres < 0 {
+				return b.errf(ps.pos, "metres", ppath, "must not be negative")
+			}
+			pid := ps.ID
+			if pid == "" {
+				pid = f.ID
+			}
+			for _, prev := range h.Ports {
+				if prev.ID == pid {
+					return b.errf(ps.pos, "id", ppath, "duplicate port id %q on host %s", pid, id)
+				}
+			}
+			hp := &inventory.HostPort{ID: pid, Host: h, Fabric: f, Switch: sw, Port: port, Metres: ps.Metres}
+			h.Ports = append(h.Ports, hp)
+			f.Ports = append(f.Ports, hp)
+		}
+		blk := &inventory.Block{ID: id, Kind: inventory.Compute, MaxCompositions: 1, Host: h,
+			CapacityBytes: mem, Model: fmt.Sprintf("%d cores", hs.Cores)}
+		h.Block = blk
+		hostByID[id] = h
+		b.inv.Hosts = append(b.inv.Hosts, h)
+		b.inv.Blocks = append(b.inv.Blocks, blk)
+	}
+	return nil
+}
