@@ -1,0 +1,61 @@
+// Package store persists the control plane's state: compositions, the
+// blocks each one holds, and a few settings (such as the administrator's
+// password hash). Store is the interface; sqlite/ is the embedded default
+// backend and storetest/ is the conformance suite any backend must pass.
+//
+// Writes are plans applied atomically with optimistic version checks
+// (DESIGN rule 2): every composition carries a version; a plan that expects a
+// version the store no longer holds fails with ErrConflict and changes
+// nothing, and so does a plan that would put a block in more compositions
+// than its limit allows.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"rackpool/internal/inventory"
+)
+
+// Store is the control plane's durable state.
+type Store interface {
+	// Compositions returns every stored composition, in any state, ordered
+	// by ID.
+	Compositions(ctx context.Context) ([]*inventory.Composition, error)
+	// Apply commits p atomically and durably: when it returns nil the plan
+	// survives a crash; when it returns an error nothing of it was applied.
+	Apply(ctx context.Context, p Plan) error
+	// Setting returns the value stored under key, and false if none is.
+	Setting(ctx context.Context, key string) (string, bool, error)
+	// PutSetting stores value under key, replacing any previous value.
+	PutSetting(ctx context.Context, key, value string) error
+	// Close releases the store.
+	Close() error
+}
+
+// Plan is a set of changes applied all together or not at all.
+type Plan struct {
+	// Put inserts or replaces compositions. A composition with Version 1
+	// must not exist yet; one with Version n > 1 must be stored with
+	// version n-1. The blocks it holds are c.Blocks plus c.Adding.
+	Put []*inventory.Composition
+	// Delete removes compositions, each stored with exactly Version.
+	Delete []Deletion
+	// Limits gives the most compositions each block may be in; a block not
+	// listed may be in one.
+	Limits map[string]int
+}
+
+// Deletion names a composition to delete at an expected version.
+type Deletion struct {
+	ID      string
+	Version int64
+}
+
+// Errors.
+var (
+	// ErrConflict: a version check or a block limit failed; re-read and retry.
+	ErrConflict = errors.New("store: conflicting update")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store: closed")
+)
