@@ -337,10 +337,13 @@ const (
 // Composition is a logical system composed from a compute block and device
 // blocks.
 type Composition struct {
-	ID          string
-	Name        string
-	Host        string   // host ID (its compute block is part of Blocks)
-	Blocks      []string // block IDs, compute block first
+	ID     string
+	Name   string
+	Host   string   // host ID (its compute block is part of Blocks)
+	Blocks []string // block IDs, compute block first
+	// Ports maps each device block to the host port ID it is attached
+	// through (the scheduler's choice; an optical circuit depends on it).
+	Ports       map[string]string
 	State       State
 	Adding      []string // Updating: blocks being added
 	Removing    []string // Updating: blocks being removed
@@ -356,6 +359,12 @@ func (c *Composition) Clone() *Composition {
 	n.Blocks = append([]string(nil), c.Blocks...)
 	n.Adding = append([]string(nil), c.Adding...)
 	n.Removing = append([]string(nil), c.Removing...)
+	if c.Ports != nil {
+		n.Ports = make(map[string]string, len(c.Ports))
+		for k, v := range c.Ports {
+			n.Ports[k] = v
+		}
+	}
 	return &n
 }
 

@@ -26,7 +26,6 @@ import (
 )
 
 // ExampleRack is the built-in default topology (examples/rack.yaml).
-//
 var ExampleRack = examples.Rack
 
 // ExampleRackName is the name used for the built-in topology in messages.

@@ -1,0 +1,759 @@
+// Package schedule is rackpool's one placement engine. It is pure: it reads
+// a topology and an allocation State and returns a Plan, or the named reason
+// every candidate was rejected. The live control plane and the simulator
+// both call it.
+//
+// The pipeline for one request, in the order the checks run (cheapest
+// first, as in Nomad's generic stack):
+//
+//	candidate hosts (the named one, or every host)
+//	  → host checks: in use, cores, local memory, zone
+//	  → for each need: candidate blocks in the host's latency order
+//	      → kind, model, attributes, capacity (static)
+//	      → latency bound (static; the list is sorted, so the walk stops)
+//	      → free, optical port, drawer host limit (dynamic)
+//	  → affinity (same drawer / same switch)
+//	  → rank feasible hosts: lowest total round trip, fewest hops,
+//	    least fragmentation (fewest distinct drawers, switches and memory
+//	    nodes touched), then host order
+//
+// Every rejected candidate carries a Reason, so a caller can explain why a
+// request does not fit (see Unsatisfiable).
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// DefaultMaxLatencyNS is the round-trip bound a need gets when it names
+// none, per kind, after P0 Table 1: memory is composable within a rack
+// (DRAM is 75 ns, so the fabric may add hundreds of ns, as MONet's measured
+// 387-760 ns remote memory); GPU, FPGA, NVMe, SSD and NIC tolerate rack or
+// PoD fabrics (an SSD's ~100 µs hides ~10 µs); HDDs tolerate the datacenter.
+var DefaultMaxLatencyNS = map[inventory.Kind]float64{
+	inventory.Memory: 1_000,
+	inventory.GPU:    10_000,
+	inventory.FPGA:   10_000,
+	inventory.NVMe:   10_000,
+	inventory.SSD:    10_000,
+	inventory.NIC:    10_000,
+	inventory.HDD:    100_000,
+}
+
+// Affinity asks for blocks to be close to each other.
+type Affinity string
+
+// Affinities. On each fabric, the blocks a request gets from that fabric
+// share one drawer (same-drawer; switch when the fabric has no drawers) or
+// one switch (same-switch).
+const (
+	NoAffinity  Affinity = ""
+	SameDrawer  Affinity = "same-drawer"
+	SameSwitch  Affinity = "same-switch"
+	anyAffinity          = "none"
+)
+
+// Need asks for blocks of one kind.
+type Need struct {
+	Kind  inventory.Kind
+	Count int // blocks wanted; for memory with CapacityBytes, derived
+	// CapacityBytes is, for memory, the total wanted (rounded up to whole
+	// blocks); for other kinds, the minimum capacity of each block.
+	CapacityBytes int64
+	Model         string
+	Attrs         map[string]string
+	// MaxLatencyNS bounds the round trip; 0 means DefaultMaxLatencyNS,
+	// negative means unbounded.
+	MaxLatencyNS float64
+}
+
+// Request is what a composition asks for.
+type Request struct {
+	Host     string   // optional: the host to compose on
+	Blocks   []string // specific device blocks
+	Needs    []Need   // constrained needs
+	Affinity Affinity
+	Zone     string // optional: confine placement to a topology zone
+	// MinCores and MinMemoryGiB constrain the host chosen.
+	MinCores     int
+	MinMemoryGiB int
+	// Expand is set when adding blocks to an existing composition on Host:
+	// the host is already held by it.
+	Expand bool
+	// Held lists blocks the composition already holds (Expand), for
+	// affinity.
+	Held []string
+}
+
+// Assignment is one block of a plan and how the host reaches it.
+type Assignment struct {
+	Block *inventory.Block
+	Port  *inventory.HostPort // nil for the compute block
+	RTTNS float64
+	Hops  int
+}
+
+// Plan is the scheduler's answer.
+type Plan struct {
+	Host        *inventory.Host
+	Assignments []Assignment // the compute block first (unless Expand)
+	TotalRTTNS  float64
+	TotalHops   int
+	Groups      int // distinct drawers, switches and memory nodes touched
+}
+
+// Reason names why a candidate was rejected.
+type Reason string
+
+// Rejection reasons. Those marked "now" may clear as compositions change;
+// the others mean the request can never fit that candidate.
+const (
+	HostInUse      Reason = "host-in-use"        // now
+	HostCores      Reason = "host-cores"         // too few cores
+	HostMemory     Reason = "host-memory"        // too little local memory
+	OutsideZone    Reason = "outside-zone"       // not in the requested zone
+	Unreachable    Reason = "unreachable"        // no path from the host (fabric, drawer mode)
+	WrongKind      Reason = "wrong-kind"         // a specific block of a kind that cannot be added
+	Mismatch       Reason = "attribute-mismatch" // model or attributes differ
+	TooSmall       Reason = "capacity"           // capacity below the need
+	TooFar         Reason = "latency"            // round trip above the bound
+	InUse          Reason = "in-use"             // now: held by as many compositions as allowed
+	PortBusy       Reason = "port-busy"          // now: the optical ports are circuited elsewhere
+	DrawerHosts    Reason = "drawer-host-limit"  // now: the drawer's mode allows no more hosts
+	AffinityFailed Reason = "affinity"           // no single drawer/switch holds enough
+	Duplicate      Reason = "duplicate"          // a block listed twice
+	Insufficient   Reason = "insufficient"       // fewer such blocks exist than asked for
+)
+
+// Transient reports whether r may clear as other compositions change.
+func (r Reason) Transient() bool {
+	return r == HostInUse || r == InUse || r == PortBusy || r == DrawerHosts || r == AffinityFailed
+}
+
+// Rejection records why one candidate host (and, for a need or a specific
+// block, which one) was rejected.
+type Rejection struct {
+	Host   string `json:"host"`
+	Need   int    `json:"need"`            // index into Request.Needs, or -1
+	Block  string `json:"block,omitempty"` // a specific block
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail"`
+}
+
+// Unsatisfiable is returned when no host can take the request. Never is
+// true when the request cannot fit even on an empty rack.
+type Unsatisfiable struct {
+	Rejections []Rejection
+	Never      bool
+}
+
+func (e *Unsatisfiable) Error() string {
+	if len(e.Rejections) == 0 {
+		return "no host can take the request"
+	}
+	counts := map[Reason]int{}
+	for _, r := range e.Rejections {
+		counts[r.Reason]++
+	}
+	parts := []string{}
+	for _, r := range sortedReasons(counts) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", r, counts[r]))
+	}
+	first := e.Rejections[0]
+	return fmt.Sprintf("no host can take the request (%s); e.g. %s: %s", strings.Join(parts, ", "), first.Host, first.Detail)
+}
+
+func sortedReasons(m map[Reason]int) []Reason {
+	out := make([]Reason, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Request errors: the request itself is wrong, whatever the state.
+var (
+	ErrUnknownHost  = errors.New("unknown host")
+	ErrUnknownBlock = errors.New("unknown resource block")
+	ErrUnknownZone  = errors.New("unknown zone")
+	ErrBadRequest   = errors.New("invalid request")
+)
+
+// Scheduler places requests on one topology. It keeps per-host candidate
+// lists sorted by latency, built on first use. It is safe for concurrent use;
+// the State passed to Schedule must not change during the call.
+type Scheduler struct {
+	// Limit stops the search once this many feasible hosts have been
+	// ranked (Nomad's limit iterator); 0 means DefaultLimit for topologies
+	// with more than 256 hosts and no limit below that.
+	Limit int
+	top   *topology.Topology
+	mu    sync.Mutex
+	hosts map[*inventory.Host]*hostIndex
+}
+
+type cand struct {
+	blk  int32
+	port int16 // index into host.Ports
+	hops int16
+	rtt  float64
+}
+
+type hostIndex struct {
+	byKind map[inventory.Kind][]cand
+}
+
+// DefaultLimit is the number of feasible hosts ranked on large topologies.
+const DefaultLimit = 32
+
+// New returns a scheduler for top.
+func New(top *topology.Topology) *Scheduler {
+	return &Scheduler{top: top, hosts: map[*inventory.Host]*hostIndex{}}
+}
+
+// Topology returns the scheduler's topology.
+func (s *Scheduler) Topology() *topology.Topology { return s.top }
+
+func (s *Scheduler) index(h *inventory.Host) *hostIndex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ix := s.hosts[h]; ix != nil {
+		return ix
+	}
+	ix := &hostIndex{byKind: map[inventory.Kind][]cand{}}
+	fabrics := map[*inventory.Fabric]bool{}
+	for _, p := range h.Ports {
+		fabrics[p.Fabric] = true
+	}
+	for f := range fabrics {
+		for _, d := range f.Devices {
+			path, ok := s.top.Path(h, d.Blocks[0])
+			if !ok {
+				continue
+			}
+			port := int16(-1)
+			for i, p := range h.Ports {
+				if p == path.Port {
+					port = int16(i)
+				}
+			}
+			for _, b := range d.Blocks {
+				ix.byKind[b.Kind] = append(ix.byKind[b.Kind], cand{blk: int32(b.Index), port: port, hops: int16(path.Hops), rtt: path.RTTNS})
+			}
+		}
+	}
+	for _, list := range ix.byKind {
+		sort.Slice(list, func(i, j int) bool {
+			if list[i].rtt != list[j].rtt {
+				return list[i].rtt < list[j].rtt
+			}
+			if list[i].hops != list[j].hops {
+				return list[i].hops < list[j].hops
+			}
+			return list[i].blk < list[j].blk
+		})
+	}
+	s.hosts[h] = ix
+	return ix
+}
+
+// Schedule places req against st. It returns a Plan, an *Unsatisfiable
+// with every rejection, or a request error (ErrUnknownHost, ...).
+func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
+	if err := s.validate(req); err != nil {
+		return nil, err
+	}
+	var zone *inventory.Zone
+	if req.Zone != "" {
+		zone = s.top.Zone(req.Zone)
+	}
+	hosts := s.top.Hosts
+	if req.Host != "" {
+		hosts = []*inventory.Host{s.top.Host(req.Host)}
+	}
+	limit := s.Limit
+	if limit == 0 && len(hosts) > 256 {
+		limit = DefaultLimit
+	}
+	var best *Plan
+	var rejections []Rejection
+	feasible := 0
+	for _, h := range hosts {
+		plan, rej := s.tryHost(st, req, h, zone)
+		if plan == nil {
+			rejections = append(rejections, rej...)
+			continue
+		}
+		if best == nil || better(plan, best) {
+			best = plan
+		}
+		if feasible++; limit > 0 && feasible >= limit {
+			break
+		}
+	}
+	if best == nil {
+		never := true
+		for _, r := range rejections {
+			if r.Reason.Transient() {
+				never = false
+			}
+		}
+		return nil, &Unsatisfiable{Rejections: rejections, Never: never}
+	}
+	return best, nil
+}
+
+func better(a, b *Plan) bool {
+	if a.TotalRTTNS != b.TotalRTTNS {
+		return a.TotalRTTNS < b.TotalRTTNS
+	}
+	if a.TotalHops != b.TotalHops {
+		return a.TotalHops < b.TotalHops
+	}
+	return a.Groups < b.Groups
+}
+
+func (s *Scheduler) validate(req Request) error {
+	if req.Host != "" && s.top.Host(req.Host) == nil {
+		return fmt.Errorf("%w %q", ErrUnknownHost, req.Host)
+	}
+	if req.Zone != "" && s.top.Zone(req.Zone) == nil {
+		return fmt.Errorf("%w %q", ErrUnknownZone, req.Zone)
+	}
+	if req.Expand && req.Host == "" {
+		return fmt.Errorf("%w: expanding needs the host", ErrBadRequest)
+	}
+	switch req.Affinity {
+	case NoAffinity, SameDrawer, SameSwitch, anyAffinity:
+	default:
+		return fmt.Errorf("%w: unknown affinity %q (valid: same-drawer, same-switch)", ErrBadRequest, req.Affinity)
+	}
+	for _, id := range req.Blocks {
+		if s.top.Block(id) == nil {
+			return fmt.Errorf("%w %q", ErrUnknownBlock, id)
+		}
+	}
+	if len(req.Blocks)+len(req.Needs) == 0 && req.Expand {
+		return fmt.Errorf("%w: nothing to add", ErrBadRequest)
+	}
+	for i, n := range req.Needs {
+		valid := false
+		for _, k := range inventory.DeviceKinds {
+			valid = valid || k == n.Kind
+		}
+		if !valid {
+			return fmt.Errorf("%w: need %d: unknown kind %q (valid: gpu, fpga, nvme, ssd, hdd, nic, memory)", ErrBadRequest, i, n.Kind)
+		}
+		if n.Count < 0 || n.Count > 100000 || n.CapacityBytes < 0 {
+			return fmt.Errorf("%w: need %d: count and capacity must not be negative", ErrBadRequest, i)
+		}
+		if n.Count == 0 && !(n.Kind == inventory.Memory && n.CapacityBytes > 0) {
+			return fmt.Errorf("%w: need %d: count must be at least 1", ErrBadRequest, i)
+		}
+	}
+	if req.MinCores < 0 || req.MinMemoryGiB < 0 {
+		return fmt.Errorf("%w: minimum cores and memory must not be negative", ErrBadRequest)
+	}
+	return nil
+}
+
+// overlay tracks what a plan under construction would consume, on top of
+// the State.
+type overlay struct {
+	st       *State
+	host     *inventory.Host
+	used     map[int32]bool
+	portPeer map[*inventory.HostPort]*inventory.Device
+	circuits map[*inventory.Device]int
+	drawers  map[*inventory.Drawer]bool
+	groupKey map[*inventory.Fabric]string // affinity: the chosen group per fabric
+}
+
+func newOverlay(st *State, h *inventory.Host) *overlay {
+	return &overlay{st: st, host: h, used: map[int32]bool{}, portPeer: map[*inventory.HostPort]*inventory.Device{},
+		circuits: map[*inventory.Device]int{}, drawers: map[*inventory.Drawer]bool{}, groupKey: map[*inventory.Fabric]string{}}
+}
+
+// check returns "" when block b can be added through port p, else the reason.
+func (o *overlay) check(b *inventory.Block, p *inventory.HostPort) (Reason, *inventory.HostPort) {
+	if o.used[int32(b.Index)] {
+		return Duplicate, nil
+	}
+	if !o.st.Free(b) {
+		return InUse, nil
+	}
+	d := b.Device
+	if d.Drawer != nil && !o.drawers[d.Drawer] {
+		m := o.st.drawerHosts[d.Drawer]
+		if m[o.host] == 0 && len(m) >= d.Drawer.Mode.MaxHosts() {
+			return DrawerHosts, nil
+		}
+	}
+	if d.Fabric.Kind == inventory.OpticalCircuit {
+		// A circuit to d already up on one of the host's ports, or a free
+		// host port and a free port on d.
+		var free *inventory.HostPort
+		for _, hp := range o.host.PortsOn(d.Fabric) {
+			peer := o.portPeer[hp]
+			if peer == nil {
+				peer = o.st.portPeer[hp]
+			}
+			if peer == d {
+				return "", hp
+			}
+			if peer == nil && free == nil && o.st.top.Reaches(hp, d) {
+				free = hp
+			}
+		}
+		if free == nil || o.st.circuits[d]+o.circuits[d] >= len(d.Ports) {
+			return PortBusy, nil
+		}
+		return "", free
+	}
+	return "", p
+}
+
+func (o *overlay) take(b *inventory.Block, p *inventory.HostPort) {
+	o.used[int32(b.Index)] = true
+	d := b.Device
+	if d.Drawer != nil {
+		o.drawers[d.Drawer] = true
+	}
+	if d.Fabric.Kind == inventory.OpticalCircuit && o.st.portPeer[p] == nil && o.portPeer[p] == nil {
+		o.portPeer[p] = d
+		o.circuits[d]++
+	}
+}
+
+func groupOf(b *inventory.Block, aff Affinity) string {
+	d := b.Device
+	if aff == SameDrawer && d.Drawer != nil {
+		return d.Drawer.ID
+	}
+	return d.Switch.ID
+}
+
+func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inventory.Zone) (*Plan, []Rejection) {
+	reject := func(need int, block string, r Reason, format string, args ...any) (*Plan, []Rejection) {
+		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, Detail: fmt.Sprintf(format, args...)}}
+	}
+	// Host checks, cheapest first.
+	if !req.Expand && !st.Free(h.Block) {
+		return reject(-1, "", HostInUse, "host %s is already composed", h.ID)
+	}
+	if h.Cores < req.MinCores {
+		return reject(-1, "", HostCores, "host %s has %d cores, %d wanted", h.ID, h.Cores, req.MinCores)
+	}
+	if h.MemoryGiB < req.MinMemoryGiB {
+		return reject(-1, "", HostMemory, "host %s has %d GiB local memory, %d wanted", h.ID, h.MemoryGiB, req.MinMemoryGiB)
+	}
+	if zone != nil && !zone.Hosts[h.ID] {
+		return reject(-1, "", OutsideZone, "host %s is not in zone %s", h.ID, zone.ID)
+	}
+	o := newOverlay(st, h)
+	plan := &Plan{Host: h}
+	if !req.Expand {
+		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})
+	}
+	add := func(b *inventory.Block, path topology.Path, port *inventory.HostPort) {
+		o.take(b, port)
+		plan.Assignments = append(plan.Assignments, Assignment{Block: b, Port: port, RTTNS: path.RTTNS, Hops: path.Hops})
+		plan.TotalRTTNS += path.RTTNS
+		plan.TotalHops += path.Hops
+		if req.Affinity == SameDrawer || req.Affinity == SameSwitch {
+			o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
+		}
+	}
+	if req.Affinity == SameDrawer || req.Affinity == SameSwitch {
+		for _, id := range req.Held {
+			if b := s.top.Block(id); b != nil && b.Device != nil {
+				o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
+			}
+		}
+	}
+	// Specific blocks.
+	for _, id := range req.Blocks {
+		b := s.top.Block(id)
+		if b.Device == nil {
+			if b.Host == h && !req.Expand {
+				continue // the host's own compute block, already in the plan
+			}
+			return reject(-1, id, WrongKind, "%s is a compute block; a composition has exactly one", id)
+		}
+		if zone != nil && !zone.Contains(b) {
+			return reject(-1, id, OutsideZone, "%s is not in zone %s", id, zone.ID)
+		}
+		path, ok := s.top.Path(h, b)
+		if !ok {
+			return reject(-1, id, Unreachable, "host %s cannot reach %s%s", h.ID, id, whyUnreachable(h, b))
+		}
+		if k, ok := o.groupKey[b.Device.Fabric]; ok && k != groupOf(b, req.Affinity) {
+			return reject(-1, id, AffinityFailed, "%s is not in %s with the other blocks", id, k)
+		}
+		r, port := o.check(b, path.Port)
+		if r != "" {
+			return reject(-1, id, r, "%s: %s", id, describe(r, b))
+		}
+		add(b, path, port)
+	}
+	// Constrained needs.
+	ix := s.index(h)
+	for ni, n := range req.Needs {
+		if rej := s.fillNeed(o, ix, req, ni, n, zone, add); rej != nil {
+			return nil, []Rejection{*rej}
+		}
+	}
+	groups := map[string]bool{}
+	for _, a := range plan.Assignments {
+		if d := a.Block.Device; d != nil {
+			key := d.Fabric.ID + "/" + d.Switch.ID
+			if d.Drawer != nil {
+				key += "/" + d.Drawer.ID
+			}
+			if d.Kind == inventory.Memory {
+				key += "/" + d.ID
+			}
+			groups[key] = true
+		}
+	}
+	plan.Groups = len(groups)
+	return plan, nil
+}
+
+func whyUnreachable(h *inventory.Host, b *inventory.Block) string {
+	d := b.Device
+	if h.PortOn(d.Fabric) == nil {
+		return fmt.Sprintf(" (no port into fabric %s)", d.Fabric.ID)
+	}
+	if d.Drawer != nil {
+		return fmt.Sprintf(" (%s mode of %s connects slot %d only to %s)", d.Drawer.Mode, d.Drawer.ID, d.Slot, strings.Join(d.Drawer.SlotHostPorts(d.Slot), ", "))
+	}
+	return ""
+}
+
+func describe(r Reason, b *inventory.Block) string {
+	switch r {
+	case InUse:
+		return fmt.Sprintf("already in %d of %d allowed compositions", b.MaxCompositions, b.MaxCompositions)
+	case PortBusy:
+		return fmt.Sprintf("no free optical port pair between the host and %s", b.Device.ID)
+	case DrawerHosts:
+		return fmt.Sprintf("%s in mode %s already serves %d hosts", b.Device.Drawer.ID, b.Device.Drawer.Mode, b.Device.Drawer.Mode.MaxHosts())
+	case Duplicate:
+		return "listed twice"
+	}
+	return string(r)
+}
+
+// fillNeed walks the host's candidates of the need's kind in latency order.
+func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n Need, zone *inventory.Zone,
+	add func(*inventory.Block, topology.Path, *inventory.HostPort)) *Rejection {
+	want := n.Count
+	if n.Kind == inventory.Memory && n.CapacityBytes > 0 {
+		want = -1 // filled by bytes
+	}
+	bound := n.MaxLatencyNS
+	if bound == 0 {
+		bound = DefaultMaxLatencyNS[n.Kind]
+	}
+	if bound < 0 {
+		bound = math.Inf(1)
+	}
+	counts := map[Reason]int{}
+	got, gotBytes := 0, int64(0)
+	done := func() bool {
+		if want < 0 {
+			return gotBytes >= n.CapacityBytes
+		}
+		return got >= want
+	}
+	list := ix.byKind[n.Kind]
+	aff := req.Affinity == SameDrawer || req.Affinity == SameSwitch
+	var picked []*inventory.Block
+	// Memory: prefer a node already circuited to this host, then the node
+	// with the fewest free blocks that still covers the need (best fit).
+	if n.Kind == inventory.Memory {
+		list = s.orderMemory(o, list)
+	}
+	for _, c := range list {
+		if done() {
+			break
+		}
+		b := s.top.Blocks[c.blk]
+		if c.rtt > bound {
+			counts[TooFar]++
+			if n.Kind != inventory.Memory {
+				break // sorted by latency: the rest are farther
+			}
+			continue
+		}
+		if n.Model != "" && !strings.EqualFold(b.Model, n.Model) {
+			counts[Mismatch]++
+			continue
+		}
+		if !attrsMatch(b, n.Attrs) {
+			counts[Mismatch]++
+			continue
+		}
+		if n.Kind != inventory.Memory && n.CapacityBytes > 0 && b.CapacityBytes < n.CapacityBytes {
+			counts[TooSmall]++
+			continue
+		}
+		if zone != nil && !zone.Contains(b) {
+			counts[OutsideZone]++
+			continue
+		}
+		if aff {
+			if k, ok := o.groupKey[b.Device.Fabric]; ok && k != groupOf(b, req.Affinity) {
+				counts[AffinityFailed]++
+				continue
+			}
+		}
+		var port *inventory.HostPort
+		if c.port >= 0 {
+			port = o.host.Ports[c.port]
+		}
+		r, port := o.check(b, port)
+		if r != "" {
+			counts[r]++
+			continue
+		}
+		add(b, topology.Path{Port: port, Hops: int(c.hops), RTTNS: c.rtt}, port)
+		picked = append(picked, b)
+		got++
+		gotBytes += b.CapacityBytes
+	}
+	if done() {
+		return nil
+	}
+	// Not enough: say why, most telling reason first.
+	unreachable := 0
+	for _, b := range s.top.Blocks {
+		if b.Kind == n.Kind {
+			unreachable++
+		}
+	}
+	unreachable -= len(ix.byKind[n.Kind])
+	if unreachable > 0 {
+		counts[Unreachable] = unreachable
+	}
+	wantDesc := fmt.Sprintf("%d × %s", want, n.Kind)
+	if want < 0 {
+		wantDesc = fmt.Sprintf("%s of memory", inventory.FormatBytes(n.CapacityBytes))
+	}
+	if n.Model != "" {
+		wantDesc += " model=" + n.Model
+	}
+	reason := Reason("")
+	for _, r := range []Reason{InUse, PortBusy, DrawerHosts, AffinityFailed, TooFar, Mismatch, TooSmall, OutsideZone, Unreachable} {
+		if counts[r] > 0 {
+			reason = r
+			break
+		}
+	}
+	if reason == "" {
+		reason = Insufficient
+	}
+	var why []string
+	for _, r := range sortedReasons(counts) {
+		why = append(why, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	detail := fmt.Sprintf("host %s: %s wanted, %d found", o.host.ID, wantDesc, got)
+	if want < 0 {
+		detail = fmt.Sprintf("host %s: %s wanted, %s found", o.host.ID, wantDesc, inventory.FormatBytes(gotBytes))
+	}
+	if len(why) > 0 {
+		detail += " (rejected: " + strings.Join(why, ", ") + ")"
+	}
+	if reason == TooFar {
+		detail += fmt.Sprintf("; bound %.0f ns", bound)
+	}
+	return &Rejection{Host: o.host.ID, Need: ni, Reason: reason, Detail: detail}
+}
+
+func attrsMatch(b *inventory.Block, want map[string]string) bool {
+	for k, v := range want {
+		switch k {
+		case "model":
+			if !strings.EqualFold(b.Model, v) {
+				return false
+			}
+		case "vendor":
+			if b.Device == nil || !strings.EqualFold(b.Device.Vendor, v) {
+				return false
+			}
+		default:
+			if b.Attrs[k] != v {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// orderMemory reorders memory candidates: nodes already circuited to the
+// host first, then by latency, then nodes with fewer free blocks (best fit,
+// so large free nodes stay whole), block order within a node.
+func (s *Scheduler) orderMemory(o *overlay, list []cand) []cand {
+	type node struct {
+		dev      *inventory.Device
+		circuit  bool
+		rtt      float64
+		free     int
+		first    int
+		children []cand
+	}
+	byDev := map[*inventory.Device]*node{}
+	var nodes []*node
+	for i, c := range list {
+		b := s.top.Blocks[c.blk]
+		nd := byDev[b.Device]
+		if nd == nil {
+			nd = &node{dev: b.Device, rtt: c.rtt, first: i}
+			for _, hp := range o.host.PortsOn(b.Device.Fabric) {
+				if o.st.portPeer[hp] == b.Device {
+					nd.circuit = true
+				}
+			}
+			byDev[b.Device] = nd
+			nodes = append(nodes, nd)
+		}
+		if o.st.Free(b) {
+			nd.free++
+		}
+		nd.children = append(nd.children, c)
+	}
+	if len(nodes) <= 1 {
+		return list
+	}
+	sort.SliceStable(nodes, func(i, j int) bool {
+		a, b := nodes[i], nodes[j]
+		if a.circuit != b.circuit {
+			return a.circuit
+		}
+		if a.rtt != b.rtt {
+			return a.rtt < b.rtt
+		}
+		if (a.free == 0) != (b.free == 0) {
+			return b.free == 0
+		}
+		if a.free != b.free {
+			return a.free < b.free
+		}
+		return a.first < b.first
+	})
+	out := make([]cand, 0, len(list))
+	for _, nd := range nodes {
+		out = append(out, nd.children...)
+	}
+	return out
+}

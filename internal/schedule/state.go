@@ -1,0 +1,128 @@
+package schedule
+
+import (
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// State is the dynamic allocation state the scheduler reads: how many
+// compositions hold each block, which optical circuits exist, and which
+// hosts use each chassis drawer. The control plane keeps one up to date as
+// compositions change; the simulator keeps its own. A State is not safe for
+// concurrent mutation; the scheduler only reads it.
+type State struct {
+	top  *topology.Topology
+	used []int32 // compositions holding each block, by block index
+	// Optical circuits: the memory node each host port is circuited to and
+	// how many blocks use that circuit; circuits per memory node.
+	portPeer map[*inventory.HostPort]*inventory.Device
+	portRefs map[*inventory.HostPort]int
+	circuits map[*inventory.Device]int
+	// Hosts with devices attached in each drawer, with block counts.
+	drawerHosts map[*inventory.Drawer]map[*inventory.Host]int
+}
+
+// NewState returns an empty state (nothing allocated) for top.
+func NewState(top *topology.Topology) *State {
+	return &State{
+		top:         top,
+		used:        make([]int32, len(top.Blocks)),
+		portPeer:    map[*inventory.HostPort]*inventory.Device{},
+		portRefs:    map[*inventory.HostPort]int{},
+		circuits:    map[*inventory.Device]int{},
+		drawerHosts: map[*inventory.Drawer]map[*inventory.Host]int{},
+	}
+}
+
+// Topology returns the topology the state is about.
+func (s *State) Topology() *topology.Topology { return s.top }
+
+// Used returns how many compositions hold b.
+func (s *State) Used(b *inventory.Block) int { return int(s.used[b.Index]) }
+
+// Free reports whether b can join one more composition.
+func (s *State) Free(b *inventory.Block) bool { return int(s.used[b.Index]) < b.MaxCompositions }
+
+// Circuit returns the memory node host port p is circuited to, if any.
+func (s *State) Circuit(p *inventory.HostPort) *inventory.Device { return s.portPeer[p] }
+
+// Acquire records that host holds the assignments.
+func (s *State) Acquire(host *inventory.Host, as []Assignment) {
+	for _, a := range as {
+		s.used[a.Block.Index]++
+		d := a.Block.Device
+		if d == nil {
+			continue
+		}
+		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil {
+			if s.portRefs[a.Port] == 0 {
+				s.portPeer[a.Port] = d
+				s.circuits[d]++
+			}
+			s.portRefs[a.Port]++
+		}
+		if d.Drawer != nil {
+			m := s.drawerHosts[d.Drawer]
+			if m == nil {
+				m = map[*inventory.Host]int{}
+				s.drawerHosts[d.Drawer] = m
+			}
+			m[host]++
+		}
+	}
+}
+
+// Release undoes Acquire.
+func (s *State) Release(host *inventory.Host, as []Assignment) {
+	for _, a := range as {
+		if s.used[a.Block.Index] > 0 {
+			s.used[a.Block.Index]--
+		}
+		d := a.Block.Device
+		if d == nil {
+			continue
+		}
+		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil && s.portRefs[a.Port] > 0 {
+			s.portRefs[a.Port]--
+			if s.portRefs[a.Port] == 0 {
+				delete(s.portRefs, a.Port)
+				delete(s.portPeer, a.Port)
+				s.circuits[d]--
+			}
+		}
+		if m := s.drawerHosts[d.Drawer]; d.Drawer != nil && m != nil {
+			m[host]--
+			if m[host] <= 0 {
+				delete(m, host)
+			}
+		}
+	}
+}
+
+// Assignments resolves a composition's blocks and ports into assignments.
+// Unknown IDs are skipped.
+func (s *State) Assignments(c *inventory.Composition, blocks []string) []Assignment {
+	h := s.top.Host(c.Host)
+	out := make([]Assignment, 0, len(blocks))
+	for _, id := range blocks {
+		b := s.top.Block(id)
+		if b == nil {
+			continue
+		}
+		a := Assignment{Block: b}
+		if h != nil && b.Device != nil {
+			for _, p := range h.Ports {
+				if p.ID == c.Ports[id] && p.Fabric == b.Device.Fabric {
+					a.Port = p
+				}
+			}
+			if a.Port == nil {
+				if path, ok := s.top.Path(h, b); ok {
+					a.Port = path.Port
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"rackpool/internal/inventory"
+)
+
+// record is the JSON stored in compositions.data. Its field names are the
+// on-disk format: rename a Go field freely, never a json tag. The version
+// lives only in its column.
+type record struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name,omitempty"`
+	Host        string    `json:"host,omitempty"`
+	Blocks      []string  `json:"blocks,omitempty"`
+	State       string    `json:"state"`
+	Adding      []string  `json:"adding,omitempty"`
+	Removing    []string  `json:"removing,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	Description string    `json:"description,omitempty"`
+}
+
+// encode returns the JSON for c, with its times in UTC.
+func encode(c *inventory.Composition) ([]byte, error) {
+	b, err := json.Marshal(record{
+		ID:          c.ID,
+		Name:        c.Name,
+		Host:        c.Host,
+		Blocks:      c.Blocks,
+		State:       string(c.State),
+		Adding:      c.Adding,
+		Removing:    c.Removing,
+		CreatedAt:   c.CreatedAt.UTC(),
+		UpdatedAt:   c.UpdatedAt.UTC(),
+		Description: c.Description,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
+	}
+	return b, nil
+}
+
+// decode rebuilds a composition from its row. Empty block lists come back
+// nil; times come back in UTC.
+func decode(version int64, data []byte) (*inventory.Composition, error) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decode composition: %w", err)
+	}
+	return &inventory.Composition{
+		ID:          r.ID,
+		Name:        r.Name,
+		Host:        r.Host,
+		Blocks:      r.Blocks,
+		State:       inventory.State(r.State),
+		Adding:      r.Adding,
+		Removing:    r.Removing,
+		Version:     version,
+		CreatedAt:   r.CreatedAt.UTC(),
+		UpdatedAt:   r.UpdatedAt.UTC(),
+		Description: r.Description,
+	}, nil
+}
