@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -146,6 +147,10 @@ type Rejection struct {
 	Block  string `json:"block,omitempty"` // a specific block
 	Reason Reason `json:"reason"`
 	Detail string `json:"detail"`
+	// args are formatted into Detail only when the request fails, so a
+	// busy rack's many rejected hosts cost no string building.
+	format string
+	args   []any
 }
 
 // Unsatisfiable is returned when no host can take the request. Never is
@@ -195,10 +200,11 @@ type Scheduler struct {
 	// Limit stops the search once this many feasible hosts have been
 	// ranked (Nomad's limit iterator); 0 means DefaultLimit for topologies
 	// with more than 256 hosts and no limit below that.
-	Limit int
-	top   *topology.Topology
-	mu    sync.Mutex
-	hosts map[*inventory.Host]*hostIndex
+	Limit     int
+	top       *topology.Topology
+	kindCount map[inventory.Kind]int
+	mu        sync.Mutex
+	hosts     map[*inventory.Host]*hostIndex
 }
 
 type cand struct {
@@ -209,7 +215,8 @@ type cand struct {
 }
 
 type hostIndex struct {
-	byKind map[inventory.Kind][]cand
+	byKind   map[inventory.Kind][]cand
+	memNodes int // memory nodes the host reaches
 }
 
 // DefaultLimit is the number of feasible hosts ranked on large topologies.
@@ -217,7 +224,11 @@ const DefaultLimit = 32
 
 // New returns a scheduler for top.
 func New(top *topology.Topology) *Scheduler {
-	return &Scheduler{top: top, hosts: map[*inventory.Host]*hostIndex{}}
+	s := &Scheduler{top: top, hosts: map[*inventory.Host]*hostIndex{}, kindCount: map[inventory.Kind]int{}}
+	for _, b := range top.Blocks {
+		s.kindCount[b.Kind]++
+	}
+	return s
 }
 
 // Topology returns the scheduler's topology.
@@ -245,6 +256,9 @@ func (s *Scheduler) index(h *inventory.Host) *hostIndex {
 				if p == path.Port {
 					port = int16(i)
 				}
+			}
+			if d.Kind == inventory.Memory {
+				ix.memNodes++
 			}
 			for _, b := range d.Blocks {
 				ix.byKind[b.Kind] = append(ix.byKind[b.Kind], cand{blk: int32(b.Index), port: port, hops: int16(path.Hops), rtt: path.RTTNS})
@@ -280,17 +294,30 @@ func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
 	if req.Host != "" {
 		hosts = []*inventory.Host{s.top.Host(req.Host)}
 	}
+	best := s.search(st, req, hosts, zone, false, nil)
+	if best == nil {
+		// Search again, recording why each host was rejected: failures are
+		// the rare path, so the common one builds no explanations.
+		var rejections []Rejection
+		s.search(st, req, hosts, zone, true, &rejections)
+		return nil, unsatisfiable(rejections)
+	}
+	return best, nil
+}
+
+func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone *inventory.Zone, explain bool, rejections *[]Rejection) *Plan {
 	limit := s.Limit
 	if limit == 0 && len(hosts) > 256 {
 		limit = DefaultLimit
 	}
 	var best *Plan
-	var rejections []Rejection
 	feasible := 0
 	for _, h := range hosts {
-		plan, rej := s.tryHost(st, req, h, zone)
+		plan, rej := s.tryHost(st, req, h, zone, explain)
 		if plan == nil {
-			rejections = append(rejections, rej...)
+			if explain {
+				*rejections = append(*rejections, rej...)
+			}
 			continue
 		}
 		if best == nil || better(plan, best) {
@@ -300,16 +327,21 @@ func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
 			break
 		}
 	}
-	if best == nil {
-		never := true
-		for _, r := range rejections {
-			if r.Reason.Transient() {
-				never = false
-			}
+	return best
+}
+
+func unsatisfiable(rejections []Rejection) error {
+	never := true
+	for i, r := range rejections {
+		if r.Reason.Transient() {
+			never = false
 		}
-		return nil, &Unsatisfiable{Rejections: rejections, Never: never}
+		if r.format != "" {
+			rejections[i].Detail = fmt.Sprintf(r.format, r.args...)
+			rejections[i].format, rejections[i].args = "", nil
+		}
 	}
-	return best, nil
+	return &Unsatisfiable{Rejections: rejections, Never: never}
 }
 
 func better(a, b *Plan) bool {
@@ -379,8 +411,7 @@ type overlay struct {
 }
 
 func newOverlay(st *State, h *inventory.Host) *overlay {
-	return &overlay{st: st, host: h, used: map[int32]bool{}, portPeer: map[*inventory.HostPort]*inventory.Device{},
-		circuits: map[*inventory.Device]int{}, drawers: map[*inventory.Drawer]bool{}, groupKey: map[*inventory.Fabric]string{}}
+	return &overlay{st: st, host: h, used: make(map[int32]bool, 8)}
 }
 
 // check returns "" when block b can be added through port p, else the reason.
@@ -426,9 +457,16 @@ func (o *overlay) take(b *inventory.Block, p *inventory.HostPort) {
 	o.used[int32(b.Index)] = true
 	d := b.Device
 	if d.Drawer != nil {
+		if o.drawers == nil {
+			o.drawers = map[*inventory.Drawer]bool{}
+		}
 		o.drawers[d.Drawer] = true
 	}
 	if d.Fabric.Kind == inventory.OpticalCircuit && o.st.portPeer[p] == nil && o.portPeer[p] == nil {
+		if o.portPeer == nil {
+			o.portPeer = map[*inventory.HostPort]*inventory.Device{}
+			o.circuits = map[*inventory.Device]int{}
+		}
 		o.portPeer[p] = d
 		o.circuits[d]++
 	}
@@ -442,25 +480,37 @@ func groupOf(b *inventory.Block, aff Affinity) string {
 	return d.Switch.ID
 }
 
-func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inventory.Zone) (*Plan, []Rejection) {
+func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inventory.Zone, explain bool) (*Plan, []Rejection) {
 	reject := func(need int, block string, r Reason, format string, args ...any) (*Plan, []Rejection) {
-		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, Detail: fmt.Sprintf(format, args...)}}
+		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}}
 	}
 	// Host checks, cheapest first.
 	if !req.Expand && !st.Free(h.Block) {
+		if !explain {
+			return nil, nil
+		}
 		return reject(-1, "", HostInUse, "host %s is already composed", h.ID)
 	}
 	if h.Cores < req.MinCores {
+		if !explain {
+			return nil, nil
+		}
 		return reject(-1, "", HostCores, "host %s has %d cores, %d wanted", h.ID, h.Cores, req.MinCores)
 	}
 	if h.MemoryGiB < req.MinMemoryGiB {
+		if !explain {
+			return nil, nil
+		}
 		return reject(-1, "", HostMemory, "host %s has %d GiB local memory, %d wanted", h.ID, h.MemoryGiB, req.MinMemoryGiB)
 	}
 	if zone != nil && !zone.Hosts[h.ID] {
+		if !explain {
+			return nil, nil
+		}
 		return reject(-1, "", OutsideZone, "host %s is not in zone %s", h.ID, zone.ID)
 	}
 	o := newOverlay(st, h)
-	plan := &Plan{Host: h}
+	plan := &Plan{Host: h, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
 	if !req.Expand {
 		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})
 	}
@@ -474,6 +524,7 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 		}
 	}
 	if req.Affinity == SameDrawer || req.Affinity == SameSwitch {
+		o.groupKey = map[*inventory.Fabric]string{}
 		for _, id := range req.Held {
 			if b := s.top.Block(id); b != nil && b.Device != nil {
 				o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
@@ -487,20 +538,35 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 			if b.Host == h && !req.Expand {
 				continue // the host's own compute block, already in the plan
 			}
+			if !explain {
+				return nil, nil
+			}
 			return reject(-1, id, WrongKind, "%s is a compute block; a composition has exactly one", id)
 		}
 		if zone != nil && !zone.Contains(b) {
+			if !explain {
+				return nil, nil
+			}
 			return reject(-1, id, OutsideZone, "%s is not in zone %s", id, zone.ID)
 		}
 		path, ok := s.top.Path(h, b)
 		if !ok {
+			if !explain {
+				return nil, nil
+			}
 			return reject(-1, id, Unreachable, "host %s cannot reach %s%s", h.ID, id, whyUnreachable(h, b))
 		}
 		if k, ok := o.groupKey[b.Device.Fabric]; ok && k != groupOf(b, req.Affinity) {
+			if !explain {
+				return nil, nil
+			}
 			return reject(-1, id, AffinityFailed, "%s is not in %s with the other blocks", id, k)
 		}
 		r, port := o.check(b, path.Port)
 		if r != "" {
+			if !explain {
+				return nil, nil
+			}
 			return reject(-1, id, r, "%s: %s", id, describe(r, b))
 		}
 		add(b, path, port)
@@ -508,21 +574,30 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 	// Constrained needs.
 	ix := s.index(h)
 	for ni, n := range req.Needs {
-		if rej := s.fillNeed(o, ix, req, ni, n, zone, add); rej != nil {
+		if rej := s.fillNeed(o, ix, req, ni, n, zone, add, explain); rej != nil {
+			if !explain {
+				return nil, nil
+			}
 			return nil, []Rejection{*rej}
 		}
 	}
-	groups := map[string]bool{}
+	type group struct {
+		sw     *inventory.Switch
+		drawer *inventory.Drawer
+		node   *inventory.Device
+	}
+	var groups []group
 	for _, a := range plan.Assignments {
-		if d := a.Block.Device; d != nil {
-			key := d.Fabric.ID + "/" + d.Switch.ID
-			if d.Drawer != nil {
-				key += "/" + d.Drawer.ID
-			}
-			if d.Kind == inventory.Memory {
-				key += "/" + d.ID
-			}
-			groups[key] = true
+		d := a.Block.Device
+		if d == nil {
+			continue
+		}
+		g := group{sw: d.Switch, drawer: d.Drawer}
+		if d.Kind == inventory.Memory {
+			g.node = d
+		}
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
 		}
 	}
 	plan.Groups = len(groups)
@@ -556,7 +631,7 @@ func describe(r Reason, b *inventory.Block) string {
 
 // fillNeed walks the host's candidates of the need's kind in latency order.
 func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n Need, zone *inventory.Zone,
-	add func(*inventory.Block, topology.Path, *inventory.HostPort)) *Rejection {
+	add func(*inventory.Block, topology.Path, *inventory.HostPort), explain bool) *Rejection {
 	want := n.Count
 	if n.Kind == inventory.Memory && n.CapacityBytes > 0 {
 		want = -1 // filled by bytes
@@ -581,7 +656,7 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 	var picked []*inventory.Block
 	// Memory: prefer a node already circuited to this host, then the node
 	// with the fewest free blocks that still covers the need (best fit).
-	if n.Kind == inventory.Memory {
+	if n.Kind == inventory.Memory && ix.memNodes > 1 {
 		list = s.orderMemory(o, list)
 	}
 	for _, c := range list {
@@ -635,14 +710,11 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 	if done() {
 		return nil
 	}
-	// Not enough: say why, most telling reason first.
-	unreachable := 0
-	for _, b := range s.top.Blocks {
-		if b.Kind == n.Kind {
-			unreachable++
-		}
+	if !explain {
+		return &Rejection{}
 	}
-	unreachable -= len(ix.byKind[n.Kind])
+	// Not enough: say why, most telling reason first.
+	unreachable := s.kindCount[n.Kind] - len(ix.byKind[n.Kind])
 	if unreachable > 0 {
 		counts[Unreachable] = unreachable
 	}

@@ -109,3 +109,19 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestGenerateRacks(t *testing.T) {
+	top, err := Parse("generated", GenerateRacks(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Blocks) != 300 || len(top.Hosts) != 12 {
+		t.Fatalf("blocks = %d, hosts = %d; want 300, 12", len(top.Blocks), len(top.Hosts))
+	}
+	if _, ok := top.Path(top.Host("r1-h1"), top.Block("r2-gpu1")); ok {
+		t.Error("a host reaches another rack's GPU")
+	}
+	if _, ok := top.Path(top.Host("r1-h1"), top.Block("r1-mem-b16")); !ok {
+		t.Error("a host cannot reach its rack's memory")
+	}
+}

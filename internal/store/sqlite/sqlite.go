@@ -256,9 +256,9 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 
 // Request states.
 const (
-	queued int32 = iota
-	taken
-	abandoned
+	reqQueued int32 = iota
+	reqTaken
+	reqAbandoned
 )
 
 // request is one unit of work for the writer.
@@ -282,7 +282,7 @@ func (s *Store) submit(ctx context.Context, op func(*writer) error) error {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
-		if r.state.CompareAndSwap(queued, abandoned) {
+		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
 			return ctx.Err()
 		}
 		// The writer has it: its outcome is the truth.
@@ -336,7 +336,7 @@ func (s *Store) refuseQueued() {
 	for {
 		select {
 		case r := <-s.reqs:
-			if r.state.CompareAndSwap(queued, taken) {
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
 				r.done <- store.ErrClosed
 			}
 		default:

@@ -1,0 +1,348 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"rackpool/internal/store"
+)
+
+// writer owns the single write connection and its prepared statements. Only
+// the writer goroutine (and Close, after it has stopped) uses it.
+type writer struct {
+	conn *sql.Conn
+
+	begin, commitTx, rollback   *sql.Stmt
+	savepoint, release, undo    *sql.Stmt
+	insComp, updComp, delComp   *sql.Stmt
+	selVersion, selAllocs       *sql.Stmt
+	insAlloc, delAlloc, countOf *sql.Stmt
+	putSet                      *sql.Stmt
+
+	stmts []*sql.Stmt
+}
+
+func newWriter(ctx context.Context, conn *sql.Conn) (*writer, error) {
+	w := &writer{conn: conn}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&w.begin, `BEGIN IMMEDIATE`},
+		{&w.commitTx, `COMMIT`},
+		{&w.rollback, `ROLLBACK`},
+		{&w.savepoint, `SAVEPOINT plan`},
+		{&w.release, `RELEASE plan`},
+		{&w.undo, `ROLLBACK TO plan`},
+		{&w.insComp, `INSERT INTO compositions (id, version, state, host, data) VALUES (?, 1, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`},
+		{&w.updComp, `UPDATE compositions SET version = ?, state = ?, host = ?, data = ?
+			WHERE id = ? AND version = ?`},
+		{&w.delComp, `DELETE FROM compositions WHERE id = ? AND version = ?`},
+		{&w.selVersion, `SELECT version FROM compositions WHERE id = ?`},
+		{&w.selAllocs, `SELECT block_id FROM allocations WHERE composition_id = ?`},
+		{&w.insAlloc, `INSERT INTO allocations (block_id, composition_id) VALUES (?, ?)`},
+		{&w.delAlloc, `DELETE FROM allocations WHERE block_id = ? AND composition_id = ?`},
+		{&w.countOf, `SELECT COUNT(*) FROM allocations WHERE block_id = ?`},
+		{&w.putSet, `INSERT INTO settings (key, value) VALUES (?, ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`},
+	} {
+		st, err := conn.PrepareContext(ctx, p.sql)
+		if err != nil {
+			w.closeStmts()
+			return nil, fmt.Errorf("prepare %q: %w", p.sql, err)
+		}
+		*p.dst = st
+		w.stmts = append(w.stmts, st)
+	}
+	return w, nil
+}
+
+func (w *writer) closeStmts() error {
+	var errs []error
+	for _, st := range w.stmts {
+		errs = append(errs, st.Close())
+	}
+	w.stmts = nil
+	return errors.Join(errs...)
+}
+
+// close closes the statements and the connection. It is idempotent.
+func (w *writer) close() error {
+	err := w.closeStmts()
+	if w.conn != nil {
+		err = errors.Join(err, w.conn.Close())
+		w.conn = nil
+	}
+	return err
+}
+
+// commit runs batch in one transaction, each request inside its own
+// savepoint so that a failing one is undone alone, commits once and answers
+// every request it took. Requests their callers abandoned are skipped.
+func (w *writer) commit(batch []*request) {
+	taken := batch[:0:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(reqQueued, reqTaken) {
+			taken = append(taken, r)
+		}
+	}
+	if len(taken) == 0 {
+		return
+	}
+	errs := make([]error, len(taken))
+	fail := func(err error) {
+		for _, r := range taken {
+			r.done <- err
+		}
+	}
+	if _, err := w.begin.Exec(); err != nil {
+		fail(fmt.Errorf("begin: %w", err))
+		return
+	}
+	// A lone request needs no savepoint: a failure rolls back the whole
+	// transaction instead.
+	alone := len(taken) == 1
+	for i, r := range taken {
+		if alone {
+			errs[i] = r.op(w)
+			continue
+		}
+		if _, err := w.savepoint.Exec(); err != nil {
+			w.abort(taken, fmt.Errorf("savepoint: %w", err))
+			return
+		}
+		if errs[i] = r.op(w); errs[i] != nil {
+			if _, err := w.undo.Exec(); err != nil {
+				w.abort(taken, fmt.Errorf("roll back to savepoint: %w", err))
+				return
+			}
+		}
+		if _, err := w.release.Exec(); err != nil {
+			w.abort(taken, fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+	}
+	if alone && errs[0] != nil {
+		if _, err := w.rollback.Exec(); err != nil {
+			errs[0] = errors.Join(errs[0], fmt.Errorf("roll back: %w", err))
+		}
+		taken[0].done <- errs[0]
+		return
+	}
+	if _, err := w.commitTx.Exec(); err != nil {
+		w.abort(taken, fmt.Errorf("commit: %w", err))
+		return
+	}
+	for i, r := range taken {
+		r.done <- errs[i]
+	}
+}
+
+// abort rolls the transaction back and fails every request with err.
+func (w *writer) abort(taken []*request, err error) {
+	if _, rerr := w.rollback.Exec(); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("roll back: %w", rerr))
+	}
+	for _, r := range taken {
+		r.done <- err
+	}
+}
+
+func (w *writer) putSetting(key, value string) error {
+	if _, err := w.putSet.Exec(key, value); err != nil {
+		return fmt.Errorf("put setting %s: %w", key, err)
+	}
+	return nil
+}
+
+// putOp is one composition of a plan, encoded before it reaches the writer.
+type putOp struct {
+	id      string
+	version int64
+	state   string
+	host    string
+	data    []byte
+	blocks  []string // Blocks ∪ Adding, without duplicates
+}
+
+// preparedPlan is a store.Plan checked and encoded by the caller's
+// goroutine, so that the writer only runs SQL.
+type preparedPlan struct {
+	puts   []putOp
+	dels   []store.Deletion
+	limits map[string]int
+}
+
+func preparePlan(p store.Plan) (*preparedPlan, error) {
+	pp := &preparedPlan{dels: p.Delete, limits: p.Limits}
+	for _, d := range p.Delete {
+		if d.ID == "" {
+			return nil, errors.New("delete: empty composition ID")
+		}
+	}
+	for _, c := range p.Put {
+		switch {
+		case c == nil:
+			return nil, errors.New("put: nil composition")
+		case c.ID == "":
+			return nil, errors.New("put: empty composition ID")
+		case c.Version < 1:
+			return nil, fmt.Errorf("put composition %s: invalid version %d", c.ID, c.Version)
+		}
+		data, err := encode(c)
+		if err != nil {
+			return nil, err
+		}
+		op := putOp{id: c.ID, version: c.Version, state: string(c.State), host: c.Host, data: data}
+		seen := make(map[string]bool, len(c.Blocks)+len(c.Adding))
+		for _, list := range [][]string{c.Blocks, c.Adding} {
+			for _, b := range list {
+				if !seen[b] {
+					seen[b] = true
+					op.blocks = append(op.blocks, b)
+				}
+			}
+		}
+		pp.puts = append(pp.puts, op)
+	}
+	return pp, nil
+}
+
+// allocation is a block a plan adds to a composition.
+type allocation struct{ block, comp string }
+
+// limit is the most compositions block b may be in under pp.
+func (pp *preparedPlan) limit(b string) int {
+	if n := pp.limits[b]; n > 1 {
+		return n
+	}
+	return 1
+}
+
+// applyPlan runs pp's statements inside the current transaction. On error
+// the caller rolls back whatever it did.
+func (w *writer) applyPlan(pp *preparedPlan) error {
+	for _, d := range pp.dels {
+		res, err := w.delComp.Exec(d.ID, d.Version)
+		if err != nil {
+			return fmt.Errorf("delete composition %s: %w", d.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return w.versionConflict("delete", d.ID, d.Version, d.Version, err)
+		}
+	}
+	var added []allocation
+	for i := range pp.puts {
+		op := &pp.puts[i]
+		if op.version == 1 {
+			res, err := w.insComp.Exec(op.id, op.state, op.host, op.data)
+			if err != nil {
+				return fmt.Errorf("insert composition %s: %w", op.id, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return w.versionConflict("put", op.id, op.version, 0, err)
+			}
+			for _, b := range op.blocks {
+				if _, err := w.insAlloc.Exec(b, op.id); err != nil {
+					return fmt.Errorf("allocate block %s to composition %s: %w", b, op.id, err)
+				}
+			}
+			for _, b := range op.blocks {
+				added = append(added, allocation{b, op.id})
+			}
+			continue
+		}
+		res, err := w.updComp.Exec(op.version, op.state, op.host, op.data, op.id, op.version-1)
+		if err != nil {
+			return fmt.Errorf("update composition %s: %w", op.id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return w.versionConflict("put", op.id, op.version, op.version-1, err)
+		}
+		held, err := w.allocations(op.id)
+		if err != nil {
+			return err
+		}
+		for _, b := range op.blocks {
+			if held[b] {
+				delete(held, b)
+				continue
+			}
+			if _, err := w.insAlloc.Exec(b, op.id); err != nil {
+				return fmt.Errorf("allocate block %s to composition %s: %w", b, op.id, err)
+			}
+			added = append(added, allocation{b, op.id})
+		}
+		for b := range held {
+			if _, err := w.delAlloc.Exec(b, op.id); err != nil {
+				return fmt.Errorf("release block %s from composition %s: %w", b, op.id, err)
+			}
+		}
+	}
+	checked := make(map[string]bool, len(added))
+	for _, a := range added {
+		if checked[a.block] {
+			continue
+		}
+		checked[a.block] = true
+		var n int
+		if err := w.countOf.QueryRow(a.block).Scan(&n); err != nil {
+			return fmt.Errorf("count compositions of block %s: %w", a.block, err)
+		}
+		if lim := pp.limit(a.block); n > lim {
+			return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
+				a.comp, a.block, n, lim, store.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// versionConflict explains why a put or delete of id matched no row: err if
+// the driver failed, otherwise ErrConflict with the stored version. want is
+// the version the plan expected to find stored (0: none).
+func (w *writer) versionConflict(verb, id string, version, want int64, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s composition %s: %w", verb, id, err)
+	}
+	var stored int64
+	switch err := w.selVersion.QueryRow(id).Scan(&stored); {
+	case errors.Is(err, sql.ErrNoRows):
+		stored = 0
+	case err != nil:
+		return fmt.Errorf("%s composition %s: read version: %w", verb, id, err)
+	}
+	switch {
+	case stored == 0:
+		return fmt.Errorf("%s composition %s version %d: not stored: %w", verb, id, version, store.ErrConflict)
+	case want == 0:
+		return fmt.Errorf("%s composition %s version %d: already stored at version %d: %w",
+			verb, id, version, stored, store.ErrConflict)
+	default:
+		return fmt.Errorf("%s composition %s version %d: stored at version %d, want %d: %w",
+			verb, id, version, stored, want, store.ErrConflict)
+	}
+}
+
+// allocations returns the blocks composition id holds.
+func (w *writer) allocations(id string) (map[string]bool, error) {
+	rows, err := w.selAllocs.Query(id)
+	if err != nil {
+		return nil, fmt.Errorf("read blocks of composition %s: %w", id, err)
+	}
+	defer rows.Close()
+	held := map[string]bool{}
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("read blocks of composition %s: %w", id, err)
+		}
+		held[b] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read blocks of composition %s: %w", id, err)
+	}
+	return held, nil
+}
