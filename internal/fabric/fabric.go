@@ -132,3 +132,12 @@ var (
 	// ErrInjected: an injected fault.
 	ErrInjected = errors.New("injected fault")
 )
+
+// Restorer is implemented by drivers that can take back a known set of
+// attachments at start-up without reconfiguring anything: the hardware kept
+// them while the control plane was down. The control plane calls Restore
+// with every attachment its store says exists, before serving requests; a
+// driver without it gets Attach calls instead (idempotent, so equivalent).
+type Restorer interface {
+	Restore(ctx context.Context, as []Attachment) error
+}

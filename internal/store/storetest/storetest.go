@@ -441,7 +441,7 @@ func testAtomicity(t *testing.T, open OpenFunc) {
 
 	// A bad put after good ones and a good delete: nothing happens.
 	err = s.Apply(context.Background(), store.Plan{
-		Put:    []*inventory.Composition{comp("c", "hc"), next(a), comp("b", "hz")},
+		Put:    []*inventory.Composition{comp("c", "hc"), next(a), next(comp("zz", "hz"))},
 		Delete: []store.Deletion{{ID: "b", Version: 1}},
 	})
 	if !errors.Is(err, store.ErrConflict) {

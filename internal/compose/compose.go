@@ -1,0 +1,673 @@
+// Package compose runs composition workflows: it asks the scheduler for a
+// plan, commits the intent, drives the fabrics, and commits the outcome. It
+// is the single plan applier of DESIGN rule 2 and enforces rule 3:
+//
+//	Compose:   schedule → reserve in memory → store Composing → attach every
+//	           device → store Composed.  Any attach failure detaches
+//	           everything attached and deletes the record: all or nothing.
+//	Update:    schedule the additions → store Updating (Adding, Removing) →
+//	           attach additions → detach removals → store Composed.  Any
+//	           failure restores the previous block set.
+//	Decompose: store Decomposing → detach every device → delete the record.
+//
+// The store is written before the fabric is touched, so a crash at any
+// point leaves a record that names what may be attached. At start-up New
+// recovers: Composing and Decomposing records are rolled back (detach,
+// delete), Updating records return to their previous block set, Composed
+// records are restored into the drivers. Nothing is left in transition.
+//
+// Workflows run to completion even when the caller's context is cancelled
+// (a client that disconnects must not leave half a composition); the
+// context's values are kept.
+package compose
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"rackpool/internal/clock"
+	"rackpool/internal/fabric"
+	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
+	"rackpool/internal/store"
+	"rackpool/internal/topology"
+)
+
+// Errors.
+var (
+	// ErrNotFound: no composition with that ID.
+	ErrNotFound = errors.New("composition not found")
+	// ErrBusy: the composition is in transition (composing, updating or
+	// decomposing); retry when it settles.
+	ErrBusy = errors.New("composition is in transition")
+	// ErrAttach: a fabric refused an attach; the workflow was rolled back.
+	ErrAttach = errors.New("fabric attach failed")
+	// ErrDetach: a fabric refused a detach; the record stays Decomposing and
+	// the next Decompose (or a restart) retries.
+	ErrDetach = errors.New("fabric detach failed")
+	// ErrBadRequest: the request is malformed (e.g. removing a block the
+	// composition does not hold).
+	ErrBadRequest = errors.New("invalid request")
+	// ErrVersion: the caller's expected version is stale.
+	ErrVersion = errors.New("composition changed since it was read")
+)
+
+// Options configure a Manager. Topology, Store and Drivers are required.
+type Options struct {
+	Topology *topology.Topology
+	Store    store.Store
+	// Drivers by fabric ID; every fabric of the topology needs one.
+	Drivers map[string]fabric.Driver
+	Clock   clock.Clock  // default: the real clock
+	Logger  *slog.Logger // default: discard
+}
+
+// Request asks for a new composition.
+type Request struct {
+	Name        string
+	Description string
+	schedule.Request
+}
+
+// Manager owns the composition state of one control plane.
+type Manager struct {
+	top     *topology.Topology
+	sched   *schedule.Scheduler
+	store   store.Store
+	drivers map[string]fabric.Driver
+	clk     clock.Clock
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	st    *schedule.State
+	comps map[string]*inventory.Composition
+	// owners counts, per block, compositions holding or acquiring it.
+	owners map[string][]string
+	// running marks Decomposing compositions whose decompose is under way
+	// (one left Decomposing by a failed detach may be retried).
+	running map[string]bool
+	limits  map[string]int // shareable blocks' limits, for the store
+}
+
+// New builds a Manager, loads the stored compositions and recovers any that
+// a crash left in transition.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	if o.Topology == nil || o.Store == nil {
+		return nil, errors.New("compose: topology and store are required")
+	}
+	for _, f := range o.Topology.Fabrics {
+		if o.Drivers[f.ID] == nil {
+			return nil, fmt.Errorf("compose: no driver for fabric %s", f.ID)
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
+		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
+		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
+		running: map[string]bool{},
+	}
+	for _, b := range o.Topology.Blocks {
+		if b.MaxCompositions > 1 {
+			m.limits[b.ID] = b.MaxCompositions
+		}
+	}
+	if err := m.recover(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Topology returns the manager's topology.
+func (m *Manager) Topology() *topology.Topology { return m.top }
+
+// Drivers returns the fabric drivers by fabric ID.
+func (m *Manager) Drivers() map[string]fabric.Driver { return m.drivers }
+
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "sys-" + hex.EncodeToString(b[:])
+}
+
+// hold records c's blocks in the scheduler state and the owner index.
+// m.mu must be held.
+func (m *Manager) hold(c *inventory.Composition, blocks []string) {
+	m.st.Acquire(m.top.Host(c.Host), m.st.Assignments(c, blocks))
+	for _, b := range blocks {
+		m.owners[b] = append(m.owners[b], c.ID)
+	}
+}
+
+// drop undoes hold. m.mu must be held.
+func (m *Manager) drop(c *inventory.Composition, blocks []string) {
+	m.st.Release(m.top.Host(c.Host), m.st.Assignments(c, blocks))
+	for _, b := range blocks {
+		list := m.owners[b]
+		if i := slices.Index(list, c.ID); i >= 0 {
+			list = slices.Delete(list, i, i+1)
+		}
+		if len(list) == 0 {
+			delete(m.owners, b)
+		} else {
+			m.owners[b] = list
+		}
+	}
+}
+
+// Plan schedules req against the current state without committing
+// anything: the "explain" verb.
+func (m *Manager) Plan(req schedule.Request) (*schedule.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sched.Schedule(m.st, req)
+}
+
+// Compose places and composes a new system, all or nothing.
+func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composition, error) {
+	ctx = context.WithoutCancel(ctx)
+	req.Expand, req.Held = false, nil
+	m.mu.Lock()
+	plan, err := m.sched.Schedule(m.st, req.Request)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	now := m.clk.Now().UTC()
+	c := &inventory.Composition{ID: newID(), Name: req.Name, Description: req.Description, Host: plan.Host.ID,
+		State: inventory.Composing, Version: 1, CreatedAt: now, UpdatedAt: now, Ports: map[string]string{}}
+	if c.Name == "" {
+		c.Name = c.ID
+	}
+	for _, a := range plan.Assignments {
+		c.Blocks = append(c.Blocks, a.Block.ID)
+		if a.Port != nil {
+			c.Ports[a.Block.ID] = a.Port.ID
+		}
+	}
+	m.comps[c.ID] = c
+	m.hold(c, c.Blocks)
+	m.mu.Unlock()
+
+	abandon := func() {
+		m.mu.Lock()
+		m.drop(c, c.Blocks)
+		delete(m.comps, c.ID)
+		m.mu.Unlock()
+	}
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits}); err != nil {
+		abandon()
+		return nil, fmt.Errorf("record composition: %w", err)
+	}
+	start := time.Now()
+	if err := m.attach(ctx, c, c.Blocks); err != nil {
+		m.rollbackCompose(ctx, c)
+		abandon()
+		return nil, err
+	}
+	done := c.Clone()
+	done.State, done.Version, done.UpdatedAt = inventory.Composed, c.Version+1, m.clk.Now().UTC()
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}); err != nil {
+		m.rollbackCompose(ctx, c)
+		abandon()
+		return nil, fmt.Errorf("record composed state: %w", err)
+	}
+	m.mu.Lock()
+	m.comps[c.ID] = done
+	m.mu.Unlock()
+	m.log.Info("composed", "id", c.ID, "host", c.Host, "blocks", len(c.Blocks), "took", time.Since(start))
+	return done.Clone(), nil
+}
+
+// rollbackCompose detaches what a failed compose may have attached and
+// deletes its record. A failure here is left for recovery at start-up.
+func (m *Manager) rollbackCompose(ctx context.Context, c *inventory.Composition) {
+	if err := m.detach(ctx, c, c.Blocks); err != nil {
+		m.log.Error("rollback detach failed; recovery will retry at start-up", "id", c.ID, "err", err)
+		return
+	}
+	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+		m.log.Error("rollback delete failed; recovery will retry at start-up", "id", c.ID, "err", err)
+	}
+}
+
+// attachments turns blocks of c into fabric attachments grouped by fabric.
+func (m *Manager) attachments(c *inventory.Composition, blocks []string) map[string][]fabric.Attachment {
+	out := map[string][]fabric.Attachment{}
+	for _, a := range m.st.Assignments(c, blocks) {
+		if a.Block.Device == nil || a.Port == nil {
+			continue
+		}
+		f := a.Block.Device.Fabric.ID
+		out[f] = append(out[f], fabric.Attachment{Block: a.Block.ID, Device: a.Block.Device.ID, Host: c.Host, HostPort: a.Port.ID})
+	}
+	return out
+}
+
+// forEachFabric runs fn for each fabric's attachments, fabrics in
+// parallel, attachments of one fabric in order (a switch controller
+// applies one reconfiguration at a time). It returns the first error.
+func (m *Manager) forEachFabric(byFabric map[string][]fabric.Attachment, fn func(fabric.Driver, fabric.Attachment) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byFabric))
+	for fid, as := range byFabric {
+		d := m.drivers[fid]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, a := range as {
+				if err := fn(d, a); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+func (m *Manager) attach(ctx context.Context, c *inventory.Composition, blocks []string) error {
+	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
+		if _, err := d.Attach(ctx, a); err != nil {
+			return fmt.Errorf("attach %s to %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrAttach, err)
+	}
+	return nil
+}
+
+func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks []string) error {
+	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
+		if _, err := d.Detach(ctx, a); err != nil {
+			return fmt.Errorf("detach %s from %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDetach, err)
+	}
+	return nil
+}
+
+// Decompose tears a composition down. A composition stuck Decomposing
+// after a failed detach may be decomposed again.
+func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64) error {
+	ctx = context.WithoutCancel(ctx)
+	m.mu.Lock()
+	c := m.comps[id]
+	switch {
+	case c == nil:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	case expectVersion != 0 && c.Version != expectVersion:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is at version %d", ErrVersion, id, c.Version)
+	case c.State != inventory.Composed && c.State != inventory.Decomposing:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State)
+	case m.running[id]:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is already being decomposed", ErrBusy, id)
+	}
+	d := c.Clone()
+	d.State, d.Version, d.UpdatedAt = inventory.Decomposing, c.Version+1, m.clk.Now().UTC()
+	m.comps[id] = d
+	m.running[id] = true
+	m.mu.Unlock()
+
+	restore := func(to *inventory.Composition) {
+		m.mu.Lock()
+		m.comps[id] = to
+		delete(m.running, id)
+		m.mu.Unlock()
+	}
+	if c.State == inventory.Composed {
+		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{d}, Limits: m.limits}); err != nil {
+			restore(c)
+			return fmt.Errorf("record decomposing: %w", err)
+		}
+	} else {
+		d = c // already Decomposing in the store
+	}
+	if err := m.detach(ctx, d, d.Blocks); err != nil {
+		restore(d)
+		return err
+	}
+	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}); err != nil {
+		restore(d)
+		return fmt.Errorf("delete composition: %w", err)
+	}
+	m.mu.Lock()
+	m.drop(d, d.Blocks)
+	delete(m.comps, id)
+	delete(m.running, id)
+	m.mu.Unlock()
+	m.log.Info("decomposed", "id", id)
+	return nil
+}
+
+// Update adds and removes blocks of a composed system, all or nothing. The
+// additions are placed by the scheduler (specific blocks or needs); the
+// compute block cannot be removed.
+func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, add schedule.Request, remove []string) (*inventory.Composition, error) {
+	ctx = context.WithoutCancel(ctx)
+	m.mu.Lock()
+	c := m.comps[id]
+	if c == nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if expectVersion != 0 && c.Version != expectVersion {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is at version %d", ErrVersion, id, c.Version)
+	}
+	if c.State != inventory.Composed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State)
+	}
+	for _, r := range remove {
+		if r == c.Host {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: the compute block %s cannot be removed; decompose instead", ErrBadRequest, r)
+		}
+		if !slices.Contains(c.Blocks, r) {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s does not hold %s", ErrBadRequest, id, r)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(remove)))) != len(remove) {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: a block is listed twice", ErrBadRequest)
+	}
+	u := c.Clone()
+	u.State, u.Version, u.UpdatedAt = inventory.Updating, c.Version+1, m.clk.Now().UTC()
+	u.Removing = append([]string(nil), remove...)
+	if len(add.Blocks)+len(add.Needs) > 0 {
+		add.Host, add.Expand = c.Host, true
+		add.Held = slices.DeleteFunc(slices.Clone(c.Blocks), func(b string) bool { return slices.Contains(remove, b) })
+		for _, b := range add.Blocks {
+			if slices.Contains(c.Blocks, b) && !slices.Contains(remove, b) {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: %s already holds %s", ErrBadRequest, id, b)
+			}
+		}
+		plan, err := m.sched.Schedule(m.st, add)
+		if err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		for _, a := range plan.Assignments {
+			u.Adding = append(u.Adding, a.Block.ID)
+			if a.Port != nil {
+				u.Ports[a.Block.ID] = a.Port.ID
+			}
+		}
+	}
+	if len(u.Adding)+len(u.Removing) == 0 {
+		m.mu.Unlock()
+		return c.Clone(), nil
+	}
+	m.comps[id] = u
+	m.hold(u, u.Adding)
+	m.mu.Unlock()
+
+	revert := func() (*inventory.Composition, error) {
+		back := c.Clone()
+		back.Version, back.UpdatedAt = u.Version+1, m.clk.Now().UTC()
+		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
+			m.log.Error("revert update failed; recovery will finish it at start-up", "id", id, "err", err)
+			back = u
+		}
+		m.mu.Lock()
+		m.drop(u, u.Adding)
+		m.comps[id] = back
+		m.mu.Unlock()
+		return back, nil
+	}
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits}); err != nil {
+		m.mu.Lock()
+		m.drop(u, u.Adding)
+		m.comps[id] = c
+		m.mu.Unlock()
+		return nil, fmt.Errorf("record update: %w", err)
+	}
+	if err := m.attach(ctx, u, u.Adding); err != nil {
+		if derr := m.detach(ctx, u, u.Adding); derr != nil {
+			m.log.Error("rollback detach failed", "id", id, "err", derr)
+		}
+		_, _ = revert()
+		return nil, err
+	}
+	if err := m.detach(ctx, u, u.Removing); err != nil {
+		_ = m.detach(ctx, u, u.Adding)
+		_ = m.attach(ctx, u, u.Removing)
+		_, _ = revert()
+		return nil, err
+	}
+	done := u.Clone()
+	done.Blocks = append(slices.DeleteFunc(done.Blocks, func(b string) bool { return slices.Contains(u.Removing, b) }), u.Adding...)
+	for _, r := range u.Removing {
+		delete(done.Ports, r)
+	}
+	done.Adding, done.Removing = nil, nil
+	done.State, done.Version, done.UpdatedAt = inventory.Composed, u.Version+1, m.clk.Now().UTC()
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}); err != nil {
+		_ = m.detach(ctx, u, u.Adding)
+		_ = m.attach(ctx, u, u.Removing)
+		_, _ = revert()
+		return nil, fmt.Errorf("record updated composition: %w", err)
+	}
+	m.mu.Lock()
+	m.drop(u, u.Removing)
+	m.comps[id] = done
+	m.mu.Unlock()
+	m.log.Info("updated", "id", id, "added", len(u.Adding), "removed", len(u.Removing))
+	return done.Clone(), nil
+}
+
+// SetBlocks makes the composition hold exactly blocks (the Redfish PATCH
+// of Links.ResourceBlocks): the difference becomes one Update.
+func (m *Manager) SetBlocks(ctx context.Context, id string, expectVersion int64, blocks []string) (*inventory.Composition, error) {
+	c, err := m.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	var add, remove []string
+	for _, b := range blocks {
+		if !slices.Contains(c.Blocks, b) {
+			add = append(add, b)
+		}
+	}
+	for _, b := range c.Blocks {
+		if !slices.Contains(blocks, b) {
+			remove = append(remove, b)
+		}
+	}
+	return m.Update(ctx, id, expectVersion, schedule.Request{Blocks: add}, remove)
+}
+
+// Get returns a copy of one composition.
+func (m *Manager) Get(id string) (*inventory.Composition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.comps[id]
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return c.Clone(), nil
+}
+
+// List returns copies of all compositions, ordered by creation then ID.
+func (m *Manager) List() []*inventory.Composition {
+	m.mu.Lock()
+	out := make([]*inventory.Composition, 0, len(m.comps))
+	for _, c := range m.comps {
+		out = append(out, c.Clone())
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// BlockStatus is a block's composition status, as Redfish reports it.
+type BlockStatus struct {
+	State        string   // Unused, Composing, ComposedAndAvailable, Composed, Failed
+	Compositions []string // IDs of compositions holding it
+}
+
+// BlockStatus returns the status of block id.
+func (m *Manager) BlockStatus(id string) BlockStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.top.Block(id)
+	owners := append([]string(nil), m.owners[id]...)
+	st := BlockStatus{State: "Unused", Compositions: owners}
+	if b == nil {
+		return st
+	}
+	settled := 0
+	for _, o := range owners {
+		c := m.comps[o]
+		if c == nil {
+			continue
+		}
+		if c.State == inventory.Composed || (c.State == inventory.Updating && !slices.Contains(c.Adding, id) && !slices.Contains(c.Removing, id)) {
+			settled++
+		}
+	}
+	switch {
+	case len(owners) == 0:
+	case settled < len(owners):
+		st.State = "Composing"
+	case len(owners) < b.MaxCompositions:
+		st.State = "ComposedAndAvailable"
+	default:
+		st.State = "Composed"
+	}
+	return st
+}
+
+// recover loads the store and settles every composition left in
+// transition by a crash.
+func (m *Manager) recover(ctx context.Context) error {
+	comps, err := m.store.Compositions(ctx)
+	if err != nil {
+		return fmt.Errorf("load compositions: %w", err)
+	}
+	restore := map[string][]fabric.Attachment{}
+	var settle []*inventory.Composition
+	for _, c := range comps {
+		if m.top.Host(c.Host) == nil {
+			return fmt.Errorf("stored composition %s is on host %s, which the topology no longer has", c.ID, c.Host)
+		}
+		for _, b := range c.AllBlocks() {
+			if m.top.Block(b) == nil {
+				return fmt.Errorf("stored composition %s holds block %s, which the topology no longer has", c.ID, b)
+			}
+		}
+		m.comps[c.ID] = c
+		m.hold(c, c.AllBlocks())
+		if c.State == inventory.Composed {
+			for f, as := range m.attachments(c, c.Blocks) {
+				restore[f] = append(restore[f], as...)
+			}
+		} else {
+			settle = append(settle, c)
+		}
+	}
+	for fid, as := range restore {
+		d := m.drivers[fid]
+		if r, ok := d.(fabric.Restorer); ok {
+			if err := r.Restore(ctx, as); err != nil {
+				return fmt.Errorf("restore fabric %s: %w", fid, err)
+			}
+			continue
+		}
+		for _, a := range as {
+			if _, err := d.Attach(ctx, a); err != nil {
+				m.log.Warn("restore attachment", "block", a.Block, "host", a.Host, "err", err)
+			}
+		}
+	}
+	for _, c := range settle {
+		if err := m.settle(ctx, c); err != nil {
+			return fmt.Errorf("recover %s (%s): %w", c.ID, c.State, err)
+		}
+	}
+	if len(comps) > 0 {
+		m.log.Info("recovered compositions", "total", len(comps), "settled", len(settle))
+	}
+	return nil
+}
+
+// settle finishes or rolls back one composition found in transition.
+func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
+	switch c.State {
+	case inventory.Composing, inventory.Decomposing:
+		// Attachments may be partial: detach everything (idempotent).
+		if err := m.detach(ctx, c, c.Blocks); err != nil {
+			return err
+		}
+		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+			return err
+		}
+		m.drop(c, c.Blocks)
+		delete(m.comps, c.ID)
+		m.log.Info("rolled back composition left in transition", "id", c.ID, "state", c.State)
+	case inventory.Updating:
+		if err := m.detach(ctx, c, c.Adding); err != nil {
+			return err
+		}
+		if err := m.attach(ctx, c, c.Blocks); err != nil {
+			m.log.Warn("re-attach after interrupted update", "id", c.ID, "err", err)
+		}
+		back := c.Clone()
+		for _, a := range c.Adding {
+			delete(back.Ports, a)
+		}
+		back.Adding, back.Removing = nil, nil
+		back.State, back.Version, back.UpdatedAt = inventory.Composed, c.Version+1, m.clk.Now().UTC()
+		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
+			return err
+		}
+		m.drop(c, c.Adding)
+		m.comps[c.ID] = back
+		m.log.Info("rolled back interrupted update", "id", c.ID)
+	default:
+		return fmt.Errorf("unknown state %q", c.State)
+	}
+	return nil
+}
+
+// Describe renders a composition as one line, for logs and the CLI.
+func Describe(c *inventory.Composition) string {
+	return fmt.Sprintf("%s %s on %s: %s", c.ID, c.State, c.Host, strings.Join(c.Blocks, ","))
+}
