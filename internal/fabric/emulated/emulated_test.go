@@ -239,3 +239,29 @@ func TestStatsModel(t *testing.T) {
 		t.Errorf("Discover health = gpu1 %q, host1/pcie %q, host1 %q", st.Health["gpu1"], st.Health["host1/pcie"], st.Health["host1"])
 	}
 }
+
+func TestRestoreTakesNoTime(t *testing.T) {
+	top := topology.LoadDefault()
+	clk := clock.NewManual(time.Unix(0, 0))
+	drivers, err := NewAll(top, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := drivers["falcon1"].(fabric.Restorer)
+	as := []fabric.Attachment{{Block: "gpu1", Device: "gpu1", Host: "host1", HostPort: "pcie"}}
+	if err := d.Restore(context.Background(), as); err != nil {
+		t.Fatal(err)
+	}
+	if !clk.Now().Equal(time.Unix(0, 0)) {
+		t.Fatalf("restore advanced the clock to %v", clk.Now())
+	}
+	st, _ := drivers["falcon1"].Discover(context.Background())
+	if len(st.Attachments) != 1 || st.Attachments[0].Block != "gpu1" {
+		t.Fatalf("attachments after restore = %+v", st.Attachments)
+	}
+	// Physics still apply: host4 cannot reach gpu2.
+	bad := []fabric.Attachment{{Block: "gpu2", Device: "gpu2", Host: "host4", HostPort: "pcie"}}
+	if err := d.Restore(context.Background(), bad); err == nil {
+		t.Fatal("restore accepted an impossible attachment")
+	}
+}

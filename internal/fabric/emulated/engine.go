@@ -514,3 +514,34 @@ func (f *faults) fireAttach(device string) bool {
 	}
 	return false
 }
+
+// Restore takes back attachments the hardware kept while the control plane
+// was down (see fabric.Restorer): each goes through the same checks and
+// physics as Attach but takes no modelled time and ignores injected attach
+// faults. Already-present attachments are left alone.
+func (e *engine) Restore(ctx context.Context, as []fabric.Attachment) error {
+	for _, a := range as {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l, err := e.resolve(a)
+		if err != nil {
+			return fmt.Errorf("restore %s on %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+		}
+		if !e.top.Reaches(l.hp, l.dev) {
+			return fmt.Errorf("restore %s on %s/%s: %w", a.Block, a.Host, a.HostPort, fabric.ErrUnreachable)
+		}
+		e.mu.Lock()
+		if _, ok := e.att[l.key()]; !ok {
+			if _, err := e.model.attach(l); err != nil {
+				e.mu.Unlock()
+				return fmt.Errorf("restore %s on %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+			}
+			e.gen++
+			l.gen, l.since = e.gen, e.clk.Now()
+			e.att[l.key()] = l
+		}
+		e.mu.Unlock()
+	}
+	return nil
+}

@@ -28,6 +28,7 @@ var (
 	_ fabric.Driver        = (*Optical)(nil)
 	_ fabric.StatsReporter = (*Optical)(nil)
 	_ fabric.FaultInjector = (*Optical)(nil)
+	_ fabric.Restorer      = (*Optical)(nil)
 )
 
 type circuit struct {

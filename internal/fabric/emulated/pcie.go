@@ -21,6 +21,7 @@ var (
 	_ fabric.Driver        = (*PCIe)(nil)
 	_ fabric.StatsReporter = (*PCIe)(nil)
 	_ fabric.FaultInjector = (*PCIe)(nil)
+	_ fabric.Restorer      = (*PCIe)(nil)
 )
 
 // NewPCIe returns a driver for the pcie-switch fabric f of top. A nil clk

@@ -21,6 +21,7 @@ var (
 	_ fabric.Driver        = (*SAS)(nil)
 	_ fabric.StatsReporter = (*SAS)(nil)
 	_ fabric.FaultInjector = (*SAS)(nil)
+	_ fabric.Restorer      = (*SAS)(nil)
 )
 
 // NewSAS returns a driver for the sas-circuit fabric f of top. A nil clk

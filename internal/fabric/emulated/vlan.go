@@ -27,6 +27,7 @@ var (
 	_ fabric.Driver        = (*VLAN)(nil)
 	_ fabric.StatsReporter = (*VLAN)(nil)
 	_ fabric.FaultInjector = (*VLAN)(nil)
+	_ fabric.Restorer      = (*VLAN)(nil)
 )
 
 // NewVLAN returns a driver for the ethernet-vlan fabric f of top. A nil clk
