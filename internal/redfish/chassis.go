@@ -1,0 +1,111 @@
+package redfish
+
+import (
+	"net/http"
+	"strings"
+
+	"rackpool/internal/inventory"
+)
+
+// Chassis: one per rack, one per PCIe chassis ("falcon1") and one per
+// drawer ("falcon1-drawer1").
+
+func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	racks := map[string]bool{}
+	for _, h := range s.top.Hosts {
+		if !racks[h.Rack] {
+			racks[h.Rack] = true
+			members = append(members, reff("/redfish/v1/Chassis/%s", h.Rack))
+		}
+	}
+	for _, f := range s.top.Fabrics {
+		if len(f.Drawers) == 0 {
+			continue
+		}
+		members = append(members, reff("/redfish/v1/Chassis/%s", f.ID))
+		for _, d := range f.Drawers {
+			members = append(members, reff("/redfish/v1/Chassis/%s-%s", f.ID, d.ID))
+		}
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection", members))
+	return nil
+}
+
+func chassisBody(id, typ, name string, extra map[string]any) map[string]any {
+	body := map[string]any{
+		"@odata.id":   "/redfish/v1/Chassis/" + id,
+		"@odata.type": "#Chassis.v1_25_0.Chassis",
+		"Id":          id,
+		"Name":        name,
+		"ChassisType": typ,
+		"Status":      map[string]string{"State": "Enabled", "Health": "OK"},
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return body
+}
+
+func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var hosts []odataID
+	for _, h := range s.top.Hosts {
+		if h.Rack == id {
+			hosts = append(hosts, reff("/redfish/v1/Systems/%s", h.ID))
+		}
+	}
+	if hosts != nil {
+		writeJSON(w, http.StatusOK, chassisBody(id, "Rack", "Rack "+id, map[string]any{
+			"Links": map[string]any{"ComputerSystems": hosts},
+		}))
+		return nil
+	}
+	for _, f := range s.top.Fabrics {
+		if len(f.Drawers) == 0 {
+			continue
+		}
+		if f.ID == id {
+			var contains []odataID
+			for _, d := range f.Drawers {
+				contains = append(contains, reff("/redfish/v1/Chassis/%s-%s", f.ID, d.ID))
+			}
+			writeJSON(w, http.StatusOK, chassisBody(id, "Enclosure", "PCIe chassis "+id, map[string]any{
+				"Links": map[string]any{"Contains": contains},
+				"Oem":   map[string]any{"Rackpool": map[string]any{"Fabric": f.ID, "HostPorts": hostPortNames(f)}},
+			}))
+			return nil
+		}
+		for _, d := range f.Drawers {
+			if id != f.ID+"-"+d.ID {
+				continue
+			}
+			var blocks []odataID
+			for _, dev := range f.Devices {
+				if dev.Drawer == d {
+					for _, b := range dev.Blocks {
+						blocks = append(blocks, ref(blocksPath+b.ID))
+					}
+				}
+			}
+			writeJSON(w, http.StatusOK, chassisBody(id, "Drawer", "Drawer "+d.ID+" of "+f.ID, map[string]any{
+				"Links": map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blocks},
+				"Oem": map[string]any{"Rackpool": map[string]any{
+					"Mode": d.Mode, "Slots": d.Slots, "HostPorts": d.HostPorts, "MaxHosts": d.Mode.MaxHosts(),
+				}},
+			}))
+			return nil
+		}
+	}
+	return errNotFound("Chassis", id)
+}
+
+func hostPortNames(f *inventory.Fabric) []string {
+	var out []string
+	for _, p := range f.Switches[0].PortNames {
+		if strings.HasPrefix(p, "H") {
+			out = append(out, p)
+		}
+	}
+	return out
+}

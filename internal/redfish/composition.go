@@ -1,0 +1,243 @@
+package redfish
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"rackpool/internal/fabric"
+	"rackpool/internal/inventory"
+)
+
+func (s *Server) getCompositionService(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":             "/redfish/v1/CompositionService",
+		"@odata.type":           "#CompositionService.v1_2_0.CompositionService",
+		"Id":                    "CompositionService",
+		"Name":                  "Composition Service",
+		"Status":                map[string]string{"State": "Enabled", "Health": "OK"},
+		"ServiceEnabled":        true,
+		"AllowOverprovisioning": false,
+		"AllowZoneAffinity":     true,
+		"ResourceBlocks":        ref("/redfish/v1/CompositionService/ResourceBlocks"),
+		"ResourceZones":         ref("/redfish/v1/CompositionService/ResourceZones"),
+		"Actions": map[string]any{"Oem": map[string]any{
+			"#Rackpool.Explain": map[string]string{"target": "/redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain"},
+		}},
+	})
+	return nil
+}
+
+func (s *Server) getResourceBlocks(w http.ResponseWriter, r *http.Request) error {
+	members := make([]odataID, 0, len(s.top.Blocks))
+	for _, b := range s.top.Blocks {
+		members = append(members, ref(blocksPath+b.ID))
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", members))
+	return nil
+}
+
+// health returns the fabric's view of a device's health.
+func (s *Server) health(ctx context.Context, d *inventory.Device) fabric.Health {
+	drv := s.mgr.Drivers()[d.Fabric.ID]
+	if drv == nil {
+		return fabric.OK
+	}
+	st, err := drv.Discover(ctx)
+	if err != nil {
+		return fabric.Warning
+	}
+	if h, ok := st.Health[d.ID]; ok {
+		return h
+	}
+	return fabric.OK
+}
+
+func (s *Server) getResourceBlock(w http.ResponseWriter, r *http.Request) error {
+	b := s.top.Block(r.PathValue("id"))
+	if b == nil {
+		return errNotFound("ResourceBlock", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, s.blockBody(r.Context(), b))
+	return nil
+}
+
+func (s *Server) blockBody(ctx context.Context, b *inventory.Block) map[string]any {
+	st := s.mgr.BlockStatus(b.ID)
+	health := fabric.OK
+	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
+	var chassis []odataID
+	if b.CapacityBytes > 0 {
+		oem["CapacityBytes"] = b.CapacityBytes
+	}
+	if d := b.Device; d != nil {
+		health = s.health(ctx, d)
+		oem["Device"] = d.ID
+		oem["Fabric"] = d.Fabric.ID
+		oem["Switch"] = d.Switch.ID
+		oem["SwitchPorts"] = d.Ports
+		if d.Vendor != "" {
+			oem["Vendor"] = d.Vendor
+		}
+		if d.VendorID != "" {
+			oem["VendorId"] = d.VendorID
+			oem["DeviceId"] = d.DeviceID
+		}
+		if d.LinkWidth > 0 {
+			oem["LinkWidth"] = d.LinkWidth
+			oem["LinkSpeed"] = d.LinkSpeed
+		}
+		if d.Drawer != nil {
+			oem["Drawer"] = d.Drawer.ID
+			oem["DrawerMode"] = d.Drawer.Mode
+			oem["Slot"] = d.Slot
+			chassis = append(chassis, reff("/redfish/v1/Chassis/%s-%s", d.Fabric.ID, d.Drawer.ID))
+		}
+		if len(b.Attrs) > 0 {
+			oem["Attributes"] = b.Attrs
+		}
+	} else {
+		oem["Cores"] = b.Host.Cores
+		oem["LocalMemoryGiB"] = b.Host.MemoryGiB
+		chassis = append(chassis, reff("/redfish/v1/Chassis/%s", b.Host.Rack))
+	}
+	state := st.State
+	if health == fabric.Critical {
+		state = "Failed"
+	}
+	var systems []odataID
+	for _, c := range st.Compositions {
+		systems = append(systems, reff("/redfish/v1/Systems/%s", c))
+	}
+	if systems == nil {
+		systems = []odataID{}
+	}
+	if chassis == nil {
+		chassis = []odataID{}
+	}
+	return map[string]any{
+		"@odata.id":         blocksPath + b.ID,
+		"@odata.type":       "#ResourceBlock.v1_4_0.ResourceBlock",
+		"Id":                b.ID,
+		"Name":              strings.ToUpper(string(b.Kind[:1])) + string(b.Kind[1:]) + " " + b.ID,
+		"ResourceBlockType": []string{b.Kind.BlockType()},
+		"Status":            map[string]string{"State": "Enabled", "Health": string(health)},
+		"CompositionStatus": map[string]any{
+			"Reserved":             false,
+			"CompositionState":     state,
+			"SharingCapable":       b.MaxCompositions > 1,
+			"MaxCompositions":      b.MaxCompositions,
+			"NumberOfCompositions": len(st.Compositions),
+		},
+		"Links": map[string]any{
+			"ComputerSystems": systems,
+			"Chassis":         chassis,
+			"Zones":           s.zonesOf(b),
+		},
+		"Oem": map[string]any{"Rackpool": oem},
+	}
+}
+
+// Resource zones: one per host ("host1": the host's compute block and
+// every device block it can reach in the current drawer modes and
+// cabling), and one per zone of the topology file ("zone-training").
+
+func (s *Server) zonesOf(b *inventory.Block) []odataID {
+	out := []odataID{}
+	for _, h := range s.top.Hosts {
+		if _, ok := s.top.Path(h, b); ok {
+			out = append(out, reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
+		}
+	}
+	for _, z := range s.top.Zones {
+		if z.Contains(b) {
+			out = append(out, reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
+		}
+	}
+	return out
+}
+
+func (s *Server) getResourceZones(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	for _, h := range s.top.Hosts {
+		members = append(members, reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
+	}
+	for _, z := range s.top.Zones {
+		members = append(members, reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ResourceZones", "ZoneCollection", "Resource Zone Collection", members))
+	return nil
+}
+
+func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var blocks []odataID
+	desc := ""
+	if h := s.top.Host(id); h != nil {
+		desc = "Blocks host " + h.ID + " can be composed with in the current cabling and drawer modes"
+		for _, b := range s.top.Blocks {
+			if _, ok := s.top.Path(h, b); ok {
+				blocks = append(blocks, ref(blocksPath+b.ID))
+			}
+		}
+	} else if z := s.top.Zone(strings.TrimPrefix(id, "zone-")); z != nil && strings.HasPrefix(id, "zone-") {
+		desc = "Zone " + z.ID + " of the topology file"
+		for _, b := range s.top.Blocks {
+			if z.Contains(b) {
+				blocks = append(blocks, ref(blocksPath+b.ID))
+			}
+		}
+	} else {
+		return errNotFound("Zone", id)
+	}
+	if blocks == nil {
+		blocks = []odataID{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":   "/redfish/v1/CompositionService/ResourceZones/" + id,
+		"@odata.type": "#Zone.v1_6_0.Zone",
+		"Id":          id,
+		"Name":        "Resource Zone " + id,
+		"Description": desc,
+		"ZoneType":    "ZoneOfResourceBlocks",
+		"Status":      map[string]string{"State": "Enabled", "Health": "OK"},
+		"Links":       map[string]any{"ResourceBlocks": blocks},
+	})
+	return nil
+}
+
+// explain answers "would this request fit, where, and if not why": the
+// same body as POST /redfish/v1/Systems, nothing is changed.
+func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
+	var body composeRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toRequest()
+	if err != nil {
+		return err
+	}
+	if err := s.hostFromBlocks(&req); err != nil {
+		return err
+	}
+	plan, err := s.mgr.Plan(req)
+	if err != nil {
+		ae := translate(err)
+		if ae.oem == nil {
+			return ae
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"Fits": false, "Reason": ae.resolution, "Details": ae.oem})
+		return nil
+	}
+	var blocks []map[string]any
+	for _, a := range plan.Assignments {
+		e := map[string]any{"Id": a.Block.ID, "Kind": a.Block.Kind, "RoundTripNs": a.RTTNS, "Hops": a.Hops}
+		if a.Port != nil {
+			e["HostPort"] = a.Port.ID
+		}
+		blocks = append(blocks, e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"Fits": true, "Host": plan.Host.ID, "Blocks": blocks,
+		"TotalRoundTripNs": plan.TotalRTTNS, "TotalHops": plan.TotalHops, "Groups": plan.Groups})
+	return nil
+}

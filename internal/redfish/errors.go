@@ -1,0 +1,212 @@
+package redfish
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/schedule"
+)
+
+// Registry prefixes of the message IDs rackpool uses.
+const (
+	baseRegistry        = "Base.1.22."
+	compositionRegistry = "Composition.1.1."
+)
+
+// apiError is an error with its HTTP status and Redfish message. Handlers
+// return one; writeError renders it as the Redfish error body, the one
+// shape every error leaves the service in.
+type apiError struct {
+	status     int
+	id         string // message ID with registry prefix
+	message    string
+	args       []string
+	severity   string
+	resolution string
+	oem        any // extra detail under Oem.Rackpool (e.g. rejections)
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func newError(status int, id, msg string, args ...string) *apiError {
+	sev := "Critical"
+	if status < 500 && (strings.Contains(id, "Property") || strings.Contains(id, "Query")) {
+		sev = "Warning"
+	}
+	return &apiError{status: status, id: id, message: msg, args: args, severity: sev}
+}
+
+func errNotFound(kind, name string) *apiError {
+	return newError(http.StatusNotFound, baseRegistry+"ResourceNotFound",
+		fmt.Sprintf("The requested resource of type %s named '%s' was not found.", kind, name), kind, name)
+}
+
+func errMalformed(detail string) *apiError {
+	e := newError(http.StatusBadRequest, baseRegistry+"MalformedJSON",
+		"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
+	e.resolution = "Ensure that the request body is valid JSON and resubmit the request. " + detail
+	return e
+}
+
+func errPropertyType(prop, value string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"PropertyValueTypeError",
+		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop)
+}
+
+func errPropertyUnknown(prop string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"PropertyUnknown",
+		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop)
+}
+
+func errPropertyMissing(prop string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"PropertyMissing",
+		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
+}
+
+func errPropertyValue(prop, value, why string) *apiError {
+	e := newError(http.StatusBadRequest, baseRegistry+"PropertyValueIncorrect",
+		fmt.Sprintf("The property '%s' with the requested value of '%s' could not be written because the value is not acceptable for the property.", prop, value), prop, value)
+	e.resolution = why
+	return e
+}
+
+func errNoSession() *apiError {
+	return newError(http.StatusUnauthorized, baseRegistry+"NoValidSession",
+		"There is no valid session established with the implementation.")
+}
+
+func errPrivilege() *apiError {
+	return newError(http.StatusForbidden, baseRegistry+"InsufficientPrivilege",
+		"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
+}
+
+func errMethod() *apiError {
+	return newError(http.StatusMethodNotAllowed, baseRegistry+"OperationNotAllowed",
+		"The HTTP method is not allowed on this resource.")
+}
+
+func errTooLarge(limit int64) *apiError {
+	e := newError(http.StatusRequestEntityTooLarge, baseRegistry+"PayloadTooLarge",
+		"The supplied payload exceeds the maximum size supported by the service.")
+	e.resolution = fmt.Sprintf("Send a request body of at most %d bytes.", limit)
+	return e
+}
+
+func errInternal(err error) *apiError {
+	e := newError(http.StatusInternalServerError, baseRegistry+"InternalError",
+		"The request failed due to an internal service error.  The service is still operational.")
+	e.resolution = err.Error()
+	return e
+}
+
+// translate maps workflow and scheduler errors to Redfish errors.
+func translate(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var u *schedule.Unsatisfiable
+	switch {
+	case errors.As(err, &u):
+		status := http.StatusConflict
+		if u.Never {
+			status = http.StatusBadRequest
+		}
+		kind := "ResourceBlock"
+		for _, r := range u.Rejections {
+			if r.Block != "" && len(u.Rejections) == 1 && r.Reason == schedule.InUse {
+				e := newError(http.StatusConflict, compositionRegistry+"ResourceBlockInUse",
+					fmt.Sprintf("Resource block '%s' cannot be part of any new compositions.", r.Block), r.Block)
+				e.resolution = r.Detail
+				e.oem = map[string]any{"Rejections": u.Rejections}
+				return e
+			}
+		}
+		e := newError(status, compositionRegistry+"NoResourceMatch",
+			fmt.Sprintf("The requested resources of type '%s' are not available for allocation.", kind), kind)
+		e.resolution = u.Error()
+		e.oem = map[string]any{"Rejections": u.Rejections, "CanNeverFit": u.Never}
+		return e
+	case errors.Is(err, schedule.ErrUnknownBlock):
+		id := strings.Trim(strings.TrimPrefix(err.Error(), schedule.ErrUnknownBlock.Error()+" "), `"`)
+		return newError(http.StatusBadRequest, compositionRegistry+"ResourceBlockNotFound",
+			fmt.Sprintf("Resource block '%s' was not found.", id), id)
+	case errors.Is(err, schedule.ErrUnknownHost), errors.Is(err, schedule.ErrUnknownZone), errors.Is(err, schedule.ErrBadRequest),
+		errors.Is(err, compose.ErrBadRequest):
+		e := newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error())
+		e.resolution = "Correct the request and resubmit it."
+		return e
+	case errors.Is(err, compose.ErrNotFound):
+		return errNotFound("ComputerSystem", strings.TrimPrefix(err.Error(), compose.ErrNotFound.Error()+": "))
+	case errors.Is(err, compose.ErrBusy):
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.")
+		e.resolution = err.Error()
+		return e
+	case errors.Is(err, compose.ErrVersion):
+		e := newError(http.StatusPreconditionFailed, baseRegistry+"PreconditionFailed",
+			"The ETag supplied did not match the ETag required to change this resource.")
+		e.resolution = err.Error()
+		return e
+	case errors.Is(err, compose.ErrAttach), errors.Is(err, compose.ErrDetach):
+		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
+			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
+		e.resolution = err.Error() + " (the operation was rolled back)"
+		if errors.Is(err, compose.ErrDetach) {
+			e.resolution = err.Error() + " (the system stays Decomposing; retry the DELETE)"
+		}
+		return e
+	}
+	return errInternal(err)
+}
+
+// writeError renders e as a Redfish error body.
+func writeError(w http.ResponseWriter, e *apiError) {
+	info := map[string]any{
+		"@odata.type":       "#Message.v1_1_1.Message",
+		"MessageId":         e.id,
+		"Message":           e.message,
+		"MessageArgs":       nonNil(e.args),
+		"MessageSeverity":   e.severity,
+		"Resolution":        e.resolution,
+		"RelatedProperties": []string{},
+	}
+	if e.resolution == "" {
+		delete(info, "Resolution")
+	}
+	if e.oem != nil {
+		info["Oem"] = map[string]any{"Rackpool": e.oem}
+	}
+	body := map[string]any{"error": map[string]any{
+		"code":                  e.id,
+		"message":               e.message,
+		"@Message.ExtendedInfo": []any{info},
+	}}
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool"`)
+	}
+	if e.status == http.StatusMethodNotAllowed && w.Header().Get("Allow") == "" {
+		w.Header().Set("Allow", "GET, HEAD")
+	}
+	writeJSON(w, e.status, body)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("OData-Version", "4.0")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

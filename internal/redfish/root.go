@@ -1,0 +1,222 @@
+package redfish
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// routes registers every route. Privileges: public routes need no
+// credentials; login routes need any account; configureComponents routes
+// change state and need the Administrator.
+func (s *Server) routes() {
+	s.handle("GET /redfish", public, s.getVersions)
+	s.handle("GET /redfish/v1", public, s.getServiceRoot)
+	s.handle("GET /redfish/v1/{$}", public, s.getServiceRoot)
+	s.handle("GET /redfish/v1/$metadata", public, s.getMetadata)
+	s.handle("GET /redfish/v1/odata", public, s.getOData)
+
+	s.handle("GET /redfish/v1/SessionService", login, s.getSessionService)
+	s.handle("GET /redfish/v1/SessionService/Sessions", login, s.getSessions)
+	s.handle("POST /redfish/v1/SessionService/Sessions", public, s.postSession)
+	s.handle("GET /redfish/v1/SessionService/Sessions/{id}", login, s.getSession)
+	s.handle("DELETE /redfish/v1/SessionService/Sessions/{id}", login, s.deleteSession)
+
+	s.handle("GET /redfish/v1/Systems", login, s.getSystems)
+	s.handle("POST /redfish/v1/Systems", configureComponents, s.postSystem)
+	s.handle("GET /redfish/v1/Systems/{id}", login, s.getSystem)
+	s.handle("PATCH /redfish/v1/Systems/{id}", configureComponents, s.patchSystem)
+	s.handle("DELETE /redfish/v1/Systems/{id}", configureComponents, s.deleteSystem)
+	s.handle("POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.AddResourceBlock", configureComponents, s.addResourceBlock)
+	s.handle("POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.RemoveResourceBlock", configureComponents, s.removeResourceBlock)
+	s.handle("POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand", configureComponents, s.expandSystem)
+
+	s.handle("GET /redfish/v1/CompositionService", login, s.getCompositionService)
+	s.handle("GET /redfish/v1/CompositionService/ResourceBlocks", login, s.getResourceBlocks)
+	s.handle("GET /redfish/v1/CompositionService/ResourceBlocks/{id}", login, s.getResourceBlock)
+	s.handle("GET /redfish/v1/CompositionService/ResourceZones", login, s.getResourceZones)
+	s.handle("GET /redfish/v1/CompositionService/ResourceZones/{id}", login, s.getResourceZone)
+	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain", login, s.explain)
+
+	s.handle("GET /redfish/v1/Chassis", login, s.getChassisCollection)
+	s.handle("GET /redfish/v1/Chassis/{id}", login, s.getChassis)
+
+	s.handle("GET /redfish/v1/Fabrics", login, s.getFabrics)
+	s.handle("GET /redfish/v1/Fabrics/{id}", login, s.getFabric)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Switches", login, s.getSwitches)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}", login, s.getSwitch)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports", login, s.getPorts)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports/{port}", login, s.getPort)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Endpoints", login, s.getEndpoints)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", login, s.getEndpoint)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Zones", login, s.getFabricZones)
+	s.handle("GET /redfish/v1/Fabrics/{id}/Zones/{zone}", login, s.getFabricZone)
+	s.handle("POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.InjectFault", configureComponents, s.injectFault)
+	s.handle("POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.ClearFaults", configureComponents, s.clearFaults)
+
+	s.handle("GET /redfish/v1/Oem/Rackpool/Topology", login, s.getTopology)
+}
+
+func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
+	return nil
+}
+
+func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":          "/redfish/v1",
+		"@odata.type":        "#ServiceRoot.v1_17_0.ServiceRoot",
+		"Id":                 "RootService",
+		"Name":               "rackpool Root Service",
+		"RedfishVersion":     "1.21.0",
+		"UUID":               s.uuid,
+		"Product":            "rackpool",
+		"Vendor":             "rackpool",
+		"Systems":            ref("/redfish/v1/Systems"),
+		"Chassis":            ref("/redfish/v1/Chassis"),
+		"Fabrics":            ref("/redfish/v1/Fabrics"),
+		"CompositionService": ref("/redfish/v1/CompositionService"),
+		"SessionService":     ref("/redfish/v1/SessionService"),
+		"Links":              map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
+		"ProtocolFeaturesSupported": map[string]any{
+			"ExcerptQuery": false, "OnlyMemberQuery": false, "SelectQuery": false,
+			"ExpandQuery": map[string]any{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},
+			"FilterQuery": false,
+		},
+		"Oem": map[string]any{"Rackpool": map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}},
+	})
+	return nil
+}
+
+// metadataNamespaces lists the schemas the service uses, for $metadata.
+var metadataNamespaces = []struct{ file, ns, version string }{
+	{"ServiceRoot", "ServiceRoot", "v1_17_0"},
+	{"ComputerSystemCollection", "ComputerSystemCollection", ""},
+	{"ComputerSystem", "ComputerSystem", "v1_22_0"},
+	{"ChassisCollection", "ChassisCollection", ""},
+	{"Chassis", "Chassis", "v1_25_0"},
+	{"CompositionService", "CompositionService", "v1_2_0"},
+	{"ResourceBlockCollection", "ResourceBlockCollection", ""},
+	{"ResourceBlock", "ResourceBlock", "v1_4_0"},
+	{"ZoneCollection", "ZoneCollection", ""},
+	{"Zone", "Zone", "v1_6_0"},
+	{"FabricCollection", "FabricCollection", ""},
+	{"Fabric", "Fabric", "v1_3_0"},
+	{"SwitchCollection", "SwitchCollection", ""},
+	{"Switch", "Switch", "v1_9_0"},
+	{"PortCollection", "PortCollection", ""},
+	{"Port", "Port", "v1_11_0"},
+	{"EndpointCollection", "EndpointCollection", ""},
+	{"Endpoint", "Endpoint", "v1_8_0"},
+	{"SessionService", "SessionService", "v1_1_8"},
+	{"SessionCollection", "SessionCollection", ""},
+	{"Session", "Session", "v1_7_0"},
+	{"Message", "Message", "v1_1_1"},
+	{"Resource", "Resource", "v1_19_0"},
+}
+
+func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	b.WriteString(`<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">` + "\n")
+	for _, n := range metadataNamespaces {
+		fmt.Fprintf(&b, "  <edmx:Reference Uri=\"http://redfish.dmtf.org/schemas/v1/%s_v1.xml\">\n", n.file)
+		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", n.ns)
+		if n.version != "" {
+			fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s.%s\"/>\n", n.ns, n.version)
+		}
+		b.WriteString("  </edmx:Reference>\n")
+	}
+	b.WriteString("  <edmx:DataServices>\n    <Schema xmlns=\"http://docs.oasis-open.org/odata/ns/edm\" Namespace=\"Service\">\n")
+	b.WriteString("      <EntityContainer Name=\"Service\" Extends=\"ServiceRoot.v1_17_0.ServiceContainer\"/>\n")
+	b.WriteString("    </Schema>\n  </edmx:DataServices>\n</edmx:Edmx>\n")
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("OData-Version", "4.0")
+	_, err := w.Write([]byte(b.String()))
+	return err
+}
+
+func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
+	var value []map[string]string
+	for _, n := range []string{"Systems", "Chassis", "Fabrics", "CompositionService", "SessionService"} {
+		value = append(value, map[string]string{"name": n, "kind": "Singleton", "url": "/redfish/v1/" + n})
+	}
+	value = append([]map[string]string{{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}}, value...)
+	writeJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})
+	return nil
+}
+
+func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":      "/redfish/v1/SessionService",
+		"@odata.type":    "#SessionService.v1_1_8.SessionService",
+		"Id":             "SessionService",
+		"Name":           "Session Service",
+		"ServiceEnabled": true,
+		"SessionTimeout": int(s.auth.idleLimit.Seconds()),
+		"Sessions":       ref("/redfish/v1/SessionService/Sessions"),
+	})
+	return nil
+}
+
+func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	for _, sess := range s.auth.listSessions() {
+		members = append(members, reff("/redfish/v1/SessionService/Sessions/%s", sess.ID))
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/SessionService/Sessions", "SessionCollection", "Session Collection", members))
+	return nil
+}
+
+func sessionBody(sess session) map[string]any {
+	return map[string]any{
+		"@odata.id":   "/redfish/v1/SessionService/Sessions/" + sess.ID,
+		"@odata.type": "#Session.v1_7_0.Session",
+		"Id":          sess.ID,
+		"Name":        "User Session",
+		"UserName":    sess.User,
+		"CreatedTime": sess.Created.UTC().Format("2006-01-02T15:04:05Z"),
+	}
+}
+
+func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		UserName *string
+		Password *string
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.UserName == nil {
+		return errPropertyMissing("UserName")
+	}
+	if req.Password == nil {
+		return errPropertyMissing("Password")
+	}
+	sess, ok := s.auth.login(*req.UserName, *req.Password)
+	if !ok {
+		s.log.Warn("login failed", "user", *req.UserName, "remote", r.RemoteAddr)
+		return errNoSession()
+	}
+	w.Header().Set("X-Auth-Token", sess.token)
+	w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, sessionBody(*sess))
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	sess, ok := s.auth.sessionByID(r.PathValue("id"))
+	if !ok {
+		return errNotFound("Session", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, sessionBody(sess))
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	if !s.auth.logout(r.PathValue("id")) {
+		return errNotFound("Session", r.PathValue("id"))
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,505 @@
+package redfish
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
+	"rackpool/internal/topology"
+)
+
+const blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
+
+// composeRequest is the body of POST /redfish/v1/Systems. Specific
+// composition lists Links.ResourceBlocks; constrained composition asks for
+// counts, either in the DMTF shape (Processors, Memory, Storage,
+// NetworkInterfaces members with @Redfish.RequestedCount) or precisely
+// under Oem.Rackpool.
+type composeRequest struct {
+	Name        string
+	Description string
+	Links       *struct {
+		ResourceBlocks []odataID
+	}
+	Processors *struct {
+		Members []struct {
+			RequestedCount int `json:"@Redfish.RequestedCount"`
+			ProcessorType  string
+			Model          string
+			TotalCores     int
+		}
+	}
+	Memory *struct {
+		Members []struct {
+			RequestedCount int `json:"@Redfish.RequestedCount"`
+			CapacityMiB    int64
+		}
+	}
+	Storage *struct {
+		Members []struct {
+			RequestedCount int `json:"@Redfish.RequestedCount"`
+			CapacityBytes  int64
+			MediaType      string // SSD or HDD
+			Protocol       string // NVMe, SAS
+		}
+	}
+	NetworkInterfaces *struct {
+		Members []struct {
+			RequestedCount int `json:"@Redfish.RequestedCount"`
+			Model          string
+		}
+	}
+	Oem *struct {
+		Rackpool *OemCompose
+	}
+}
+
+// OemCompose is the precise form of a constrained request.
+type OemCompose struct {
+	Host         string
+	Zone         string
+	Affinity     string
+	MinCores     int
+	MinMemoryGiB int
+	Needs        []OemNeed
+}
+
+// OemNeed asks for blocks of one kind.
+type OemNeed struct {
+	Kind         string
+	Count        int
+	Capacity     string // e.g. 64GiB (memory: total; others: per block)
+	Model        string
+	Attributes   map[string]string
+	MaxLatencyNS float64
+}
+
+func blockIDFromRef(r odataID, prop string) (string, error) {
+	if !strings.HasPrefix(r.ID, blocksPath) || strings.Contains(r.ID[len(blocksPath):], "/") || r.ID == blocksPath {
+		return "", errPropertyValue(prop, r.ID, "Use links of the form "+blocksPath+"{Id}.")
+	}
+	return r.ID[len(blocksPath):], nil
+}
+
+// toRequest converts the body into a scheduler request.
+func (c *composeRequest) toRequest() (schedule.Request, error) {
+	var req schedule.Request
+	if c.Links != nil {
+		for i, l := range c.Links.ResourceBlocks {
+			id, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
+			if err != nil {
+				return req, err
+			}
+			req.Blocks = append(req.Blocks, id)
+		}
+	}
+	if c.Processors != nil {
+		for i, m := range c.Processors.Members {
+			prop := fmt.Sprintf("Processors.Members[%d]", i)
+			switch strings.ToUpper(m.ProcessorType) {
+			case "CPU":
+				req.MinCores = m.TotalCores
+			case "GPU", "FPGA":
+				if m.RequestedCount < 1 {
+					return req, errPropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+				}
+				req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Kind(strings.ToLower(m.ProcessorType)), Count: m.RequestedCount, Model: m.Model})
+			default:
+				return req, errPropertyValue(prop+".ProcessorType", m.ProcessorType, "Use CPU, GPU or FPGA.")
+			}
+		}
+	}
+	if c.Memory != nil {
+		for i, m := range c.Memory.Members {
+			if m.RequestedCount < 1 || m.CapacityMiB < 1 {
+				return req, errPropertyValue(fmt.Sprintf("Memory.Members[%d]", i), fmt.Sprint(m.CapacityMiB), "Ask for a RequestedCount of at least 1 and a CapacityMiB of at least 1.")
+			}
+			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(m.RequestedCount) * m.CapacityMiB << 20})
+		}
+	}
+	if c.Storage != nil {
+		for i, m := range c.Storage.Members {
+			prop := fmt.Sprintf("Storage.Members[%d]", i)
+			if m.RequestedCount < 1 {
+				return req, errPropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+			}
+			kind := inventory.SSD
+			switch {
+			case strings.EqualFold(m.Protocol, "NVMe"):
+				kind = inventory.NVMe
+			case strings.EqualFold(m.MediaType, "HDD"):
+				kind = inventory.HDD
+			case m.MediaType == "" || strings.EqualFold(m.MediaType, "SSD"):
+			default:
+				return req, errPropertyValue(prop+".MediaType", m.MediaType, "Use SSD or HDD.")
+			}
+			req.Needs = append(req.Needs, schedule.Need{Kind: kind, Count: m.RequestedCount, CapacityBytes: m.CapacityBytes})
+		}
+	}
+	if c.NetworkInterfaces != nil {
+		for i, m := range c.NetworkInterfaces.Members {
+			if m.RequestedCount < 1 {
+				return req, errPropertyValue(fmt.Sprintf("NetworkInterfaces.Members[%d].@Redfish.RequestedCount", i), strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+			}
+			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.NIC, Count: m.RequestedCount, Model: m.Model})
+		}
+	}
+	if c.Oem != nil && c.Oem.Rackpool != nil {
+		o := c.Oem.Rackpool
+		req.Host, req.Zone, req.Affinity = o.Host, o.Zone, schedule.Affinity(o.Affinity)
+		req.MinCores, req.MinMemoryGiB = max(req.MinCores, o.MinCores), o.MinMemoryGiB
+		needs, err := oemNeeds(o.Needs, "Oem.Rackpool.Needs")
+		if err != nil {
+			return req, err
+		}
+		req.Needs = append(req.Needs, needs...)
+	}
+	return req, nil
+}
+
+func oemNeeds(in []OemNeed, prop string) ([]schedule.Need, error) {
+	var out []schedule.Need
+	for i, n := range in {
+		p := fmt.Sprintf("%s[%d]", prop, i)
+		need := schedule.Need{Kind: inventory.Kind(strings.ToLower(n.Kind)), Count: n.Count, Model: n.Model, Attrs: n.Attributes, MaxLatencyNS: n.MaxLatencyNS}
+		if n.Capacity != "" {
+			c, err := topology.ParseSize(n.Capacity)
+			if err != nil {
+				return nil, errPropertyValue(p+".Capacity", n.Capacity, err.Error())
+			}
+			need.CapacityBytes = c
+		}
+		out = append(out, need)
+	}
+	return out, nil
+}
+
+// hostFromBlocks moves a compute block named among the links into
+// req.Host.
+func (s *Server) hostFromBlocks(req *schedule.Request) error {
+	var rest []string
+	for _, id := range req.Blocks {
+		b := s.top.Block(id)
+		if b != nil && b.Host != nil {
+			if req.Host != "" && req.Host != b.Host.ID {
+				return errPropertyValue("Links.ResourceBlocks", id, "A composition has exactly one compute block.")
+			}
+			req.Host = b.Host.ID
+			continue
+		}
+		rest = append(rest, id)
+	}
+	req.Blocks = rest
+	return nil
+}
+
+func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
+	var body composeRequest
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	req, err := body.toRequest()
+	if err != nil {
+		return err
+	}
+	if err := s.hostFromBlocks(&req); err != nil {
+		return err
+	}
+	if len(req.Blocks) == 0 && len(req.Needs) == 0 && req.Host == "" {
+		return errPropertyMissing("Links.ResourceBlocks")
+	}
+	c, err := s.mgr.Compose(r.Context(), compose.Request{Name: body.Name, Description: body.Description, Request: req})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/redfish/v1/Systems/"+c.ID)
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusCreated, s.systemBody(c))
+	return nil
+}
+
+func etag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }
+
+// ifMatch returns the version an If-Match header asks for, 0 when absent.
+func ifMatch(r *http.Request) (int64, error) {
+	h := r.Header.Get("If-Match")
+	if h == "" || h == "*" {
+		return 0, nil
+	}
+	v := strings.TrimPrefix(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), "")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		// An ETag we never issued cannot match.
+		return -1, nil
+	}
+	return n, nil
+}
+
+func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	for _, h := range s.top.Hosts {
+		members = append(members, reff("/redfish/v1/Systems/%s", h.ID))
+	}
+	for _, c := range s.mgr.List() {
+		members = append(members, reff("/redfish/v1/Systems/%s", c.ID))
+	}
+	body := collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members)
+	body["@Redfish.CollectionCapabilities"] = map[string]any{
+		"@odata.type": "#CollectionCapabilities.v1_4_0.CollectionCapabilities",
+		"Capabilities": []any{map[string]any{
+			"CapabilitiesObject": ref("/redfish/v1/Systems"),
+			"UseCase":            "ComputerSystemComposition",
+			"Links":              map[string]any{"TargetCollection": ref("/redfish/v1/Systems")},
+		}},
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if h := s.top.Host(id); h != nil {
+		writeJSON(w, http.StatusOK, s.hostBody(h))
+		return nil
+	}
+	c, err := s.mgr.Get(id)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusOK, s.systemBody(c))
+	return nil
+}
+
+func (s *Server) hostBody(h *inventory.Host) map[string]any {
+	st := s.mgr.BlockStatus(h.ID)
+	return map[string]any{
+		"@odata.id":        "/redfish/v1/Systems/" + h.ID,
+		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
+		"Id":               h.ID,
+		"Name":             "Host " + h.ID,
+		"SystemType":       "Physical",
+		"PowerState":       "On",
+		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
+		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1},
+		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": h.MemoryGiB},
+		"Links": map[string]any{
+			"ResourceBlocks": []odataID{ref(blocksPath + h.ID)},
+			"Chassis":        []odataID{reff("/redfish/v1/Chassis/%s", h.Rack)},
+		},
+		"Oem": map[string]any{"Rackpool": map[string]any{"ComposedInto": st.Compositions}},
+	}
+}
+
+func (s *Server) systemBody(c *inventory.Composition) map[string]any {
+	h := s.top.Host(c.Host)
+	var links []odataID
+	var blocks []map[string]any
+	pooled := int64(0)
+	counts := map[inventory.Kind]int{}
+	for _, id := range c.Blocks {
+		links = append(links, ref(blocksPath+id))
+		b := s.top.Block(id)
+		if b == nil {
+			continue
+		}
+		counts[b.Kind]++
+		entry := map[string]any{"Id": id, "Kind": b.Kind}
+		if b.Device != nil {
+			if p, ok := s.top.Path(h, b); ok {
+				entry["RoundTripNs"] = p.RTTNS
+				entry["Hops"] = p.Hops
+			}
+			entry["HostPort"] = c.Ports[id]
+			entry["Fabric"] = b.Device.Fabric.ID
+			if b.Kind == inventory.Memory {
+				pooled += b.CapacityBytes
+			}
+		}
+		blocks = append(blocks, entry)
+	}
+	state := "Enabled"
+	if c.State != inventory.Composed {
+		state = "Starting"
+	}
+	return map[string]any{
+		"@odata.id":        "/redfish/v1/Systems/" + c.ID,
+		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
+		"@odata.etag":      etag(c.Version),
+		"Id":               c.ID,
+		"Name":             c.Name,
+		"Description":      c.Description,
+		"SystemType":       "Composed",
+		"PowerState":       "On",
+		"Status":           map[string]string{"State": state, "Health": "OK"},
+		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1 + counts[inventory.GPU] + counts[inventory.FPGA]},
+		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(h.MemoryGiB) + float64(pooled)/float64(inventory.GiB)},
+		"Links":            map[string]any{"ResourceBlocks": links},
+		"Actions": map[string]any{
+			"#ComputerSystem.AddResourceBlock":    map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.AddResourceBlock"},
+			"#ComputerSystem.RemoveResourceBlock": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.RemoveResourceBlock"},
+			"Oem":                                 map[string]any{"#Rackpool.Expand": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/Oem/Rackpool.Expand"}},
+		},
+		"Oem": map[string]any{"Rackpool": map[string]any{
+			"CompositionState": c.State,
+			"Version":          c.Version,
+			"Host":             c.Host,
+			"Blocks":           blocks,
+			"Adding":           nonNil(c.Adding),
+			"Removing":         nonNil(c.Removing),
+			"Created":          c.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
+			"Updated":          c.UpdatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
+		}},
+	}
+}
+
+func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if s.top.Host(id) != nil {
+		return errPropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
+	}
+	want, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Links *struct {
+			ResourceBlocks *[]odataID
+		}
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Links == nil || body.Links.ResourceBlocks == nil {
+		return errPropertyMissing("Links.ResourceBlocks")
+	}
+	var blocks []string
+	for i, l := range *body.Links.ResourceBlocks {
+		bid, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
+		if err != nil {
+			return err
+		}
+		if s.top.Block(bid) == nil {
+			return translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
+		}
+		blocks = append(blocks, bid)
+	}
+	c, err := s.mgr.SetBlocks(r.Context(), id, want, blocks)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusOK, s.systemBody(c))
+	return nil
+}
+
+func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if s.top.Host(id) != nil {
+		e := newError(http.StatusMethodNotAllowed, baseRegistry+"ResourceCannotBeDeleted",
+			"The delete request failed because the resource requested cannot be deleted.")
+		e.resolution = id + " is a physical host, not a composed system."
+		w.Header().Set("Allow", "GET")
+		return e
+	}
+	want, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	if err := s.mgr.Decompose(r.Context(), id, want); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type blockAction struct {
+	ResourceBlock      *odataID
+	ResourceBlockETag  string
+	ComputerSystemETag string
+}
+
+func (s *Server) blockActionTarget(r *http.Request) (string, int64, error) {
+	var body blockAction
+	if err := decode(r, &body); err != nil {
+		return "", 0, err
+	}
+	if body.ResourceBlock == nil {
+		return "", 0, errPropertyMissing("ResourceBlock")
+	}
+	bid, err := blockIDFromRef(*body.ResourceBlock, "ResourceBlock")
+	if err != nil {
+		return "", 0, err
+	}
+	if s.top.Block(bid) == nil {
+		return "", 0, translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
+	}
+	want := int64(0)
+	if body.ComputerSystemETag != "" {
+		r.Header.Set("If-Match", body.ComputerSystemETag)
+	}
+	want, _ = ifMatch(r)
+	return bid, want, nil
+}
+
+func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error {
+	bid, want, err := s.blockActionTarget(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusOK, s.systemBody(c))
+	return nil
+}
+
+func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) error {
+	bid, want, err := s.blockActionTarget(r)
+	if err != nil {
+		return err
+	}
+	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want, schedule.Request{}, []string{bid})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusOK, s.systemBody(c))
+	return nil
+}
+
+// expandSystem adds blocks by need: {"Needs": [...], "Remove": [ids],
+// "Affinity": "same-drawer"}.
+func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Needs    []OemNeed
+		Blocks   []string
+		Remove   []string
+		Affinity string
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	needs, err := oemNeeds(body.Needs, "Needs")
+	if err != nil {
+		return err
+	}
+	if len(needs)+len(body.Blocks)+len(body.Remove) == 0 {
+		return errPropertyMissing("Needs")
+	}
+	want, _ := ifMatch(r)
+	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want,
+		schedule.Request{Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity)}, body.Remove)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	writeJSON(w, http.StatusOK, s.systemBody(c))
+	return nil
+}
