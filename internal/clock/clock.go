@@ -58,3 +58,16 @@ func (m *Manual) Advance(d time.Duration) {
 	m.now = m.now.Add(d)
 	m.mu.Unlock()
 }
+
+// Instant reads the wall clock but never waits: Sleep returns at once. The
+// control plane gives it to emulated fabrics to leave their modelled
+// reconfiguration times out of wall-clock latency (benchmarks, tests).
+type Instant struct{}
+
+var _ Clock = Instant{}
+
+// Now returns time.Now.
+func (Instant) Now() time.Time { return time.Now() }
+
+// Sleep returns at once.
+func (Instant) Sleep(time.Duration) {}

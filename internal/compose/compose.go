@@ -403,13 +403,22 @@ func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, ad
 		return nil, fmt.Errorf("%w: a block is listed twice", ErrBadRequest)
 	}
 	u := c.Clone()
+	if u.Ports == nil {
+		u.Ports = map[string]string{} // a stored composition without device blocks may have none
+	}
 	u.State, u.Version, u.UpdatedAt = inventory.Updating, c.Version+1, m.clk.Now().UTC()
 	u.Removing = append([]string(nil), remove...)
 	if len(add.Blocks)+len(add.Needs) > 0 {
 		add.Host, add.Expand = c.Host, true
 		add.Held = slices.DeleteFunc(slices.Clone(c.Blocks), func(b string) bool { return slices.Contains(remove, b) })
 		for _, b := range add.Blocks {
-			if slices.Contains(c.Blocks, b) && !slices.Contains(remove, b) {
+			if slices.Contains(remove, b) {
+				// Attaching first and detaching second would leave the
+				// block recorded but detached.
+				m.mu.Unlock()
+				return nil, fmt.Errorf("%w: %s is both added and removed", ErrBadRequest, b)
+			}
+			if slices.Contains(c.Blocks, b) {
 				m.mu.Unlock()
 				return nil, fmt.Errorf("%w: %s already holds %s", ErrBadRequest, id, b)
 			}

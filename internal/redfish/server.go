@@ -85,8 +85,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Path; len(p) > len("/redfish/v1/") && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
-	h, pattern := s.mux.Handler(r)
-	if pattern == "" {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
 		if s.anyMethodMatches(r) {
 			writeError(rec, errMethod())
 			return
@@ -95,7 +94,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path))
 		return
 	}
-	h.ServeHTTP(rec, r)
+	s.mux.ServeHTTP(rec, r) // sets the path values
 }
 
 // anyMethodMatches reports whether the path exists for some other method.

@@ -98,7 +98,7 @@ func open(path string) (_ *Store, err error) {
 
 	// The writer: exactly one connection, which also switches the file to
 	// WAL (a persistent setting) and runs the migrations.
-	s.writeDB, err = sql.Open("sqlite", dsn(path, "journal_mode(WAL)", "wal_autocheckpoint(16000)"))
+	s.writeDB, err = sql.Open("sqlite", dsn(path, "journal_mode(WAL)"))
 	if err != nil {
 		return nil, err
 	}

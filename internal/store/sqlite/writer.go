@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"time"
 	"context"
 	"database/sql"
 	"errors"
@@ -99,7 +98,6 @@ func (w *writer) commit(batch []*request) {
 			r.done <- err
 		}
 	}
-	tb := time.Now()
 	if _, err := w.begin.Exec(); err != nil {
 		fail(fmt.Errorf("begin: %w", err))
 		return
@@ -134,12 +132,10 @@ func (w *writer) commit(batch []*request) {
 		taken[0].done <- errs[0]
 		return
 	}
-	t0 := time.Now()
 	if _, err := w.commitTx.Exec(); err != nil {
 		w.abort(taken, fmt.Errorf("commit: %w", err))
 		return
 	}
-	DebugCommits = append(DebugCommits, [3]int64{int64(time.Since(t0)), int64(len(taken)), int64(t0.Sub(tb))})
 	for i, r := range taken {
 		r.done <- errs[i]
 	}
@@ -350,5 +346,3 @@ func (w *writer) allocations(id string) (map[string]bool, error) {
 	}
 	return held, nil
 }
-
-var DebugCommits [][3]int64

@@ -1,0 +1,104 @@
+// Command rackpool is the composable disaggregated infrastructure control
+// plane and its client. Run "rackpool help" for the verbs.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name, args, help string
+	run              func(args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "[--addr A] [--data DIR] [--topology FILE]", "run the control plane (Redfish API) on the emulated fabrics", runServe},
+		{"blocks", "[--kind K] [--state S]", "list resource blocks with their composition state", runBlocks},
+		{"zones", "", "list resource zones (what each host can be composed with)", runZones},
+		{"systems", "", "list composed systems", runSystems},
+		{"show", "SYSTEM", "show one composed system, block by block", runShow},
+		{"compose", "[--host H] [--need SPEC]... [BLOCK...]", "compose a system from specific blocks or by need", runCompose},
+		{"decompose", "SYSTEM...", "decompose systems, returning their blocks to the pools", runDecompose},
+		{"expand", "SYSTEM [--need SPEC]... [BLOCK...]", "add blocks to a composed system", runExpand},
+		{"shrink", "SYSTEM BLOCK...", "remove blocks from a composed system", runShrink},
+		{"explain", "[same as compose]", "say where a request would go, or why it does not fit", runExplain},
+		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
+		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
+	}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, `rackpool composes logical servers out of pooled GPUs, drives, NICs and memory.
+
+Usage: rackpool VERB [flags] [args]
+
+Verbs:
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(os.Stderr, "  %-10s %-44s %s\n", c.name, c.args, c.help)
+	}
+	fmt.Fprintf(os.Stderr, `
+Client verbs talk to --url (default $RACKPOOL_URL or http://127.0.0.1:8080) as
+$RACKPOOL_USER (default Administrator) with $RACKPOOL_PASSWORD, and print
+tables; add --json for machine-readable output.
+
+A need SPEC is "COUNT KIND [key=value...]" or "SIZE memory", e.g.
+  --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB max-latency=2000"
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	verb := os.Args[1]
+	if verb == "help" || verb == "-h" || verb == "--help" {
+		usage()
+		return
+	}
+	for _, c := range commands() {
+		if c.name == verb {
+			if err := c.run(os.Args[2:]); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					os.Exit(2)
+				}
+				fmt.Fprintln(os.Stderr, "rackpool "+verb+": "+err.Error())
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "rackpool: unknown verb %q (try rackpool help)\n", verb)
+	os.Exit(2)
+}
+
+// parseInterspersed parses flags wherever they appear among positional
+// arguments and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// multi is a repeatable string flag.
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, "; ") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"rackpool/api"
+	"rackpool/internal/topology"
+)
+
+func runTopology(args []string) error {
+	fs, cf := newClientFlags("topology")
+	file := fs.String("file", "", "validate and show this topology file instead of asking the server")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	var v *api.TopologyView
+	if *file != "" {
+		top, err := topology.LoadFile(*file)
+		if err != nil {
+			return err
+		}
+		v = viewOf(top)
+	} else {
+		c, err := cf.client()
+		if err != nil {
+			return err
+		}
+		if v, err = c.Topology(context.Background()); err != nil {
+			return err
+		}
+	}
+	if cf.json {
+		return printJSON(v)
+	}
+	printTopology(v)
+	return nil
+}
+
+// viewOf builds the same document the server returns, for a local file.
+func viewOf(top *topology.Topology) *api.TopologyView {
+	v := &api.TopologyView{Name: top.Name}
+	for _, h := range top.Hosts {
+		hv := api.HostView{ID: h.ID, Rack: h.Rack, Cores: h.Cores, MemoryGiB: h.MemoryGiB}
+		for _, p := range h.Ports {
+			hv.Ports = append(hv.Ports, api.PortView{ID: p.ID, Fabric: p.Fabric.ID, Switch: p.Switch.ID, Port: p.Port, Metres: p.Metres})
+		}
+		v.Hosts = append(v.Hosts, hv)
+	}
+	for _, f := range top.Fabrics {
+		fv := api.FabricView{ID: f.ID, Kind: string(f.Kind), ReconfigurationMs: float64(f.Reconfig.Microseconds()) / 1000}
+		for _, sw := range f.Switches {
+			fv.Switches = append(fv.Switches, api.SwitchView{ID: sw.ID, Ports: sw.Ports + len(sw.PortNames), LatencyNs: sw.LatencyNS})
+		}
+		for _, d := range f.Drawers {
+			fv.Drawers = append(fv.Drawers, api.DrawerView{ID: d.ID, Mode: string(d.Mode), Slots: d.Slots, HostPorts: d.HostPorts})
+		}
+		for _, d := range f.Devices {
+			dv := api.DeviceView{ID: d.ID, Kind: string(d.Kind), Model: d.Model, Switch: d.Switch.ID, Ports: d.Ports, Slot: d.Slot,
+				CapacityBytes: d.CapacityBytes, Blocks: len(d.Blocks)}
+			if d.Drawer != nil {
+				dv.Drawer = d.Drawer.ID
+			}
+			fv.Devices = append(fv.Devices, dv)
+		}
+		v.Fabrics = append(v.Fabrics, fv)
+	}
+	for _, z := range top.Zones {
+		zv := api.ZoneView{ID: z.ID}
+		for h := range z.Hosts {
+			zv.Hosts = append(zv.Hosts, h)
+		}
+		for d := range z.Devices {
+			zv.Devices = append(zv.Devices, d)
+		}
+		sort.Strings(zv.Hosts)
+		sort.Strings(zv.Devices)
+		v.Zones = append(v.Zones, zv)
+	}
+	return v
+}
+
+func printTopology(v *api.TopologyView) {
+	w := os.Stdout
+	fmt.Fprintf(w, "%s: %d hosts, %d fabrics\n\n", v.Name, len(v.Hosts), len(v.Fabrics))
+	fmt.Fprintln(w, "hosts")
+	for _, h := range v.Hosts {
+		var ports []string
+		for _, p := range h.Ports {
+			ports = append(ports, fmt.Sprintf("%s→%s:%s", p.ID, p.Fabric, p.Port))
+		}
+		fmt.Fprintf(w, "  %-10s %-8s %3d cores %5d GiB   %s\n", h.ID, h.Rack, h.Cores, h.MemoryGiB, strings.Join(ports, "  "))
+	}
+	for _, f := range v.Fabrics {
+		fmt.Fprintf(w, "\n%s (%s, reconfiguration %.3g ms)\n", f.ID, f.Kind, f.ReconfigurationMs)
+		for _, s := range f.Switches {
+			fmt.Fprintf(w, "  switch %s: %d ports, %.0f ns port to port\n", s.ID, s.Ports, s.LatencyNs)
+		}
+		drawers := map[string][]api.DeviceView{}
+		var loose []api.DeviceView
+		for _, d := range f.Devices {
+			if d.Drawer != "" {
+				drawers[d.Drawer] = append(drawers[d.Drawer], d)
+			} else {
+				loose = append(loose, d)
+			}
+		}
+		for _, dr := range f.Drawers {
+			fmt.Fprintf(w, "  drawer %s: %s, host ports %s\n", dr.ID, dr.Mode, strings.Join(dr.HostPorts, ","))
+			for _, d := range drawers[dr.ID] {
+				fmt.Fprintf(w, "    slot %-2d %-6s %-6s %-12s %s\n", d.Slot, d.ID, d.Kind, d.Model, human(d.CapacityBytes))
+			}
+		}
+		for _, d := range groupDevices(loose) {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+	if len(v.Zones) > 0 {
+		fmt.Fprintln(w, "\nzones")
+		for _, z := range v.Zones {
+			fmt.Fprintf(w, "  %s: hosts %s; devices %s\n", z.ID, strings.Join(z.Hosts, ","), strings.Join(z.Devices, ","))
+		}
+	}
+}
+
+// groupDevices folds runs of alike devices into one line.
+func groupDevices(ds []api.DeviceView) []string {
+	var out []string
+	for i := 0; i < len(ds); {
+		j := i
+		for j+1 < len(ds) && ds[j+1].Kind == ds[i].Kind && ds[j+1].Model == ds[i].Model && ds[j+1].CapacityBytes == ds[i].CapacityBytes {
+			j++
+		}
+		d := ds[i]
+		line := fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s port %s", d.Kind, d.ID, d.Model, human(d.CapacityBytes), d.Switch, strings.Join(d.Ports, ","))
+		if j > i {
+			line = fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s ports %s..%s (%d devices)", d.Kind, d.ID+".."+ds[j].ID, d.Model, human(d.CapacityBytes), d.Switch, d.Ports[0], ds[j].Ports[len(ds[j].Ports)-1], j-i+1)
+		}
+		if d.Blocks > 1 {
+			line += fmt.Sprintf(", %d blocks", d.Blocks)
+		}
+		out = append(out, line)
+		i = j + 1
+	}
+	return out
+}

@@ -1,0 +1,494 @@
+package compose_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/fabric"
+	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
+	"rackpool/internal/topology"
+)
+
+// seedEnv overrides TestConcurrentModel's random seed, to replay a failure.
+const seedEnv = "COMPOSE_MODEL_SEED"
+
+// refModel is the reference the concurrent test checks the manager
+// against: for every composition a successful operation returned, its
+// latest version and block set. Decomposed IDs are tombstoned, so a late
+// report of an earlier success cannot resurrect them.
+type refModel struct {
+	mu   sync.Mutex
+	live map[string]refEntry
+	gone map[string]bool
+}
+
+type refEntry struct {
+	version int64
+	blocks  []string // sorted
+}
+
+func (r *refModel) put(c *inventory.Composition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gone[c.ID] {
+		return
+	}
+	if old, ok := r.live[c.ID]; ok && old.version >= c.Version {
+		return // a later success was recorded first
+	}
+	r.live[c.ID] = refEntry{version: c.Version, blocks: slices.Sorted(slices.Values(c.Blocks))}
+}
+
+func (r *refModel) del(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.live, id)
+	r.gone[id] = true
+}
+
+// pick returns a random live ID, or "" when there is none.
+func (r *refModel) pick(rng *rand.Rand) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.live) == 0 {
+		return ""
+	}
+	ids := make([]string, 0, len(r.live))
+	for id := range r.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids[rng.IntN(len(ids))]
+}
+
+func (r *refModel) lines() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, e := range r.live {
+		out = append(out, fmt.Sprintf("%s %v", id, e.blocks))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func listLines(cs []*inventory.Composition) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s %v", c.ID, slices.Sorted(slices.Values(c.Blocks))))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestConcurrentModel runs random compose, update, set-blocks and
+// decompose operations from several goroutines against one manager whose
+// fabrics fail about one attach in ten, and checks the manager against a
+// reference model: no block is ever in more compositions than it allows,
+// and at the end the manager, the store, the fabrics and a recovered
+// manager all agree with the model exactly.
+func TestConcurrentModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(seedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with %s=%d)", seed, seedEnv, seed)
+	workers, ops := 8, 150
+	if testing.Short() {
+		ops = 40
+	}
+	runModel(t, loadRack(t), seed, workers, ops)
+}
+
+func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops int) {
+	e := newEnv(t, top)
+	fids := inventory.SortedKeys(e.faulty)
+	for i, fid := range fids {
+		e.faulty[fid].FailAttachesWithProbability(0.1, rand.New(rand.NewPCG(seed, uint64(1000+i))))
+	}
+	ref := &refModel{live: map[string]refEntry{}, gone: map[string]bool{}}
+	var devices []*inventory.Block
+	for _, b := range top.Blocks {
+		if b.Device != nil {
+			devices = append(devices, b)
+		}
+	}
+	w := &modelWorker{t: t, top: top, m: e.m, ref: ref, devices: devices}
+
+	done := make(chan struct{})
+	checked := make(chan int)
+	go func() {
+		rng := rand.New(rand.NewPCG(seed, 999))
+		n := 0
+		defer func() { checked <- n }()
+		for {
+			w.checkInvariants(rng)
+			n++
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	stats := make([]map[string]int, workers)
+	for g := range workers {
+		stats[g] = map[string]int{}
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(g)))
+			for range ops {
+				stats[g][w.step(rng)]++
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	t.Logf("invariant checks while running: %d", <-checked)
+	total := map[string]int{}
+	for _, s := range stats {
+		for k, v := range s {
+			total[k] += v
+		}
+	}
+	t.Logf("outcomes: %v", total)
+	if total["compose ok"] == 0 || total["update ok"] == 0 || total["set ok"] == 0 || total["decompose ok"] == 0 || total["compose ErrAttach"] == 0 {
+		t.Errorf("the run did not exercise every workflow: %v", total)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// The end state.
+	w.checkInvariants(rand.New(rand.NewPCG(seed, 998)))
+	list := e.m.List()
+	if got, want := listLines(list), ref.lines(); !slices.Equal(got, want) {
+		t.Errorf("manager differs from the model\nmanager: %q\nmodel:   %q", got, want)
+	}
+	e.checkConsistent()
+
+	// A restart over fresh drivers recovers the same compositions and
+	// restores their attachments.
+	e2 := *e
+	e2.faulty, e2.drivers = e.freshDrivers()
+	e2.m = e2.manager(e2.drivers)
+	if got, want := summaries(e2.m.List()), summaries(list); !slices.Equal(got, want) {
+		t.Errorf("recovered manager differs\nrecovered: %q\noriginal:  %q", got, want)
+	}
+	e2.checkConsistent()
+
+	// Decompose everything through the original manager, faults off.
+	for _, fid := range fids {
+		e.faulty[fid].Reset()
+	}
+	for _, c := range list {
+		if err := e.m.Decompose(ctx, c.ID, c.Version); err != nil {
+			t.Errorf("decompose %s: %v", c.ID, err)
+		}
+	}
+	e.checkEmpty()
+}
+
+// modelWorker performs random operations; its methods are safe for
+// concurrent use (each goroutine passes its own rng).
+type modelWorker struct {
+	t       *testing.T
+	top     *topology.Topology
+	m       *compose.Manager
+	ref     *refModel
+	devices []*inventory.Block
+}
+
+var modelKinds = []inventory.Kind{inventory.GPU, inventory.NVMe, inventory.HDD, inventory.SSD, inventory.Memory, inventory.NIC}
+
+func (w *modelWorker) randomHost(rng *rand.Rand) string {
+	return w.top.Hosts[rng.IntN(len(w.top.Hosts))].ID
+}
+
+func (w *modelWorker) randomNeeds(rng *rand.Rand, max int) []schedule.Need {
+	var needs []schedule.Need
+	for _, k := range rng.Perm(len(modelKinds))[:1+rng.IntN(max)] {
+		n := schedule.Need{Kind: modelKinds[k], Count: 1 + rng.IntN(3)}
+		if n.Kind == inventory.Memory && rng.IntN(2) == 0 {
+			n.Count, n.CapacityBytes = 0, int64(1+rng.IntN(3))*8*inventory.GiB
+		}
+		needs = append(needs, n)
+	}
+	return needs
+}
+
+// randomDevices returns n distinct random device blocks not in except.
+func (w *modelWorker) randomDevices(rng *rand.Rand, n int, except []string) []string {
+	var out []string
+	for range 4 * n {
+		if len(out) == n {
+			break
+		}
+		b := w.devices[rng.IntN(len(w.devices))].ID
+		if !slices.Contains(out, b) && !slices.Contains(except, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// step performs one random operation and returns its outcome's name.
+func (w *modelWorker) step(rng *rand.Rand) string {
+	switch p := rng.IntN(100); {
+	case p < 25:
+		req := compose.Request{Request: schedule.Request{Needs: w.randomNeeds(rng, 3)}}
+		if rng.IntN(2) == 0 {
+			req.Host = w.randomHost(rng)
+		}
+		return w.compose(req, nil)
+	case p < 40:
+		blocks := w.randomDevices(rng, 1+rng.IntN(3), nil)
+		req := compose.Request{Request: schedule.Request{Blocks: blocks}}
+		if rng.IntN(3) > 0 {
+			req.Host = w.randomHost(rng)
+		}
+		want := blocks
+		if req.Host != "" {
+			want = append([]string{req.Host}, blocks...)
+		}
+		return w.compose(req, want)
+	case p < 60:
+		return w.update(rng)
+	case p < 70:
+		return w.setBlocks(rng)
+	default:
+		return w.decompose(rng)
+	}
+}
+
+// outcome classifies err, failing the test on an error the operation must
+// never return, and returns the outcome's name.
+func (w *modelWorker) outcome(op string, err error, allowed ...error) string {
+	if err == nil {
+		return op + " ok"
+	}
+	var u *schedule.Unsatisfiable
+	if errors.As(err, &u) {
+		return op + " unsatisfiable"
+	}
+	if errors.Is(err, compose.ErrAttach) {
+		// Only the injected faults may fail an attach: anything else means
+		// the scheduler's view and the fabric disagree.
+		for _, physics := range []error{fabric.ErrInUse, fabric.ErrPortBusy, fabric.ErrDrawerHosts, fabric.ErrUnreachable, fabric.ErrUnknown, fabric.ErrFailed} {
+			if errors.Is(err, physics) {
+				w.t.Errorf("%s: a fabric refused what the scheduler planned: %v", op, err)
+			}
+		}
+		if !errors.Is(err, fabric.ErrInjected) {
+			w.t.Errorf("%s: attach failed without an injected fault: %v", op, err)
+		}
+		return op + " ErrAttach"
+	}
+	for _, a := range allowed {
+		if errors.Is(err, a) {
+			return fmt.Sprintf("%s %v", op, a)
+		}
+	}
+	w.t.Errorf("%s: unexpected error: %v", op, err)
+	return op + " unexpected"
+}
+
+// checkComposed checks a composition a successful operation returned.
+func (w *modelWorker) checkComposed(op string, c *inventory.Composition) {
+	if c.State != inventory.Composed || len(c.Adding)+len(c.Removing) != 0 {
+		w.t.Errorf("%s returned %s", op, summary(c))
+	}
+	if len(c.Blocks) == 0 || c.Blocks[0] != c.Host || w.top.Host(c.Host) == nil {
+		w.t.Errorf("%s returned blocks %v on host %s", op, c.Blocks, c.Host)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(c.Blocks)))) != len(c.Blocks) {
+		w.t.Errorf("%s returned duplicate blocks %v", op, c.Blocks)
+	}
+}
+
+func (w *modelWorker) compose(req compose.Request, want []string) string {
+	c, err := w.m.Compose(ctx, req)
+	if err == nil {
+		w.ref.put(c)
+		w.checkComposed("compose", c)
+		if req.Host != "" && c.Host != req.Host {
+			w.t.Errorf("compose on %s landed on %s", req.Host, c.Host)
+		}
+		if want != nil && !slices.Equal(c.Blocks, want) {
+			w.t.Errorf("compose of %v got %v", want, c.Blocks)
+		}
+		if want == nil {
+			w.checkNeeds("compose", c, c.Blocks[1:], req.Needs)
+		}
+	}
+	return w.outcome("compose", err)
+}
+
+// checkNeeds checks that added, the blocks placed for needs, are of the
+// kinds and counts asked for.
+func (w *modelWorker) checkNeeds(op string, c *inventory.Composition, added []string, needs []schedule.Need) {
+	got := map[inventory.Kind]int{}
+	for _, b := range added {
+		got[w.top.Block(b).Kind]++
+	}
+	for _, n := range needs {
+		want := n.Count
+		if n.CapacityBytes > 0 {
+			want = int(n.CapacityBytes / (8 * inventory.GiB))
+		}
+		if got[n.Kind] != want {
+			w.t.Errorf("%s %s: %d blocks of %s, want %d (blocks %v)", op, c.ID, got[n.Kind], n.Kind, want, added)
+		}
+	}
+}
+
+func (w *modelWorker) update(rng *rand.Rand) string {
+	id := w.ref.pick(rng)
+	if id == "" {
+		return "update nothing"
+	}
+	c, err := w.m.Get(id)
+	if err != nil {
+		return w.outcome("update", err, compose.ErrNotFound)
+	}
+	var remove, keep []string
+	for i, b := range c.Blocks {
+		if i > 0 && len(remove) < 2 && rng.IntN(3) == 0 {
+			remove = append(remove, b)
+		} else {
+			keep = append(keep, b)
+		}
+	}
+	var add schedule.Request
+	switch rng.IntN(3) {
+	case 0:
+		add.Needs = w.randomNeeds(rng, 1)
+	case 1:
+		add.Blocks = w.randomDevices(rng, 1+rng.IntN(2), c.Blocks)
+	}
+	version := c.Version
+	if rng.IntN(5) == 0 {
+		version = 0
+	}
+	got, err := w.m.Update(ctx, id, version, add, remove)
+	if err == nil {
+		w.ref.put(got)
+		w.checkComposed("update", got)
+		if version != 0 {
+			// It updated exactly the composition read.
+			if !slices.Equal(got.Blocks[:min(len(keep), len(got.Blocks))], keep) {
+				w.t.Errorf("update of %v removing %v got %v", c.Blocks, remove, got.Blocks)
+			} else if add.Blocks != nil && !slices.Equal(got.Blocks[len(keep):], add.Blocks) {
+				w.t.Errorf("update of %v adding %v got %v", c.Blocks, add.Blocks, got.Blocks)
+			} else if add.Needs != nil {
+				w.checkNeeds("update", got, got.Blocks[len(keep):], add.Needs)
+			}
+		}
+	}
+	return w.outcome("update", err, compose.ErrNotFound, compose.ErrBusy, compose.ErrVersion, compose.ErrBadRequest)
+}
+
+func (w *modelWorker) setBlocks(rng *rand.Rand) string {
+	id := w.ref.pick(rng)
+	if id == "" {
+		return "set nothing"
+	}
+	c, err := w.m.Get(id)
+	if err != nil {
+		return w.outcome("set", err, compose.ErrNotFound)
+	}
+	var want []string
+	for i, b := range c.Blocks {
+		if i == 0 || rng.IntN(3) > 0 {
+			want = append(want, b)
+		}
+	}
+	want = append(want, w.randomDevices(rng, rng.IntN(3), c.Blocks)...)
+	got, err := w.m.SetBlocks(ctx, id, c.Version, want)
+	if err == nil {
+		w.ref.put(got)
+		w.checkComposed("set", got)
+		if !slices.Equal(slices.Sorted(slices.Values(got.Blocks)), slices.Sorted(slices.Values(want))) {
+			w.t.Errorf("set blocks %v of %v got %v", want, c.Blocks, got.Blocks)
+		}
+	}
+	return w.outcome("set", err, compose.ErrNotFound, compose.ErrBusy, compose.ErrVersion, compose.ErrBadRequest)
+}
+
+func (w *modelWorker) decompose(rng *rand.Rand) string {
+	id := w.ref.pick(rng)
+	if id == "" {
+		return "decompose nothing"
+	}
+	var version int64
+	if rng.IntN(4) == 0 {
+		if c, err := w.m.Get(id); err == nil {
+			version = c.Version
+		}
+	}
+	err := w.m.Decompose(ctx, id, version)
+	if err == nil {
+		w.ref.del(id)
+		if _, err := w.m.Get(id); !errors.Is(err, compose.ErrNotFound) {
+			w.t.Errorf("Get after decompose of %s: %v, want ErrNotFound", id, err)
+		}
+	}
+	return w.outcome("decompose", err, compose.ErrNotFound, compose.ErrBusy, compose.ErrVersion)
+}
+
+// checkInvariants checks one snapshot of the manager: no block in more
+// compositions than it allows, no host in two, every composition starting
+// with its own compute block; and that BlockStatus of a few random blocks
+// is within the block's limit.
+func (w *modelWorker) checkInvariants(rng *rand.Rand) {
+	holders := map[string][]string{}
+	hosts := map[string]string{}
+	for _, c := range w.m.List() {
+		if prev, ok := hosts[c.Host]; ok {
+			w.t.Errorf("host %s in %s and %s", c.Host, prev, c.ID)
+		}
+		hosts[c.Host] = c.ID
+		if len(c.Blocks) == 0 || c.Blocks[0] != c.Host {
+			w.t.Errorf("%s: blocks %v do not start with host %s", c.ID, c.Blocks, c.Host)
+		}
+		for _, b := range c.AllBlocks() {
+			if slices.Contains(holders[b], c.ID) {
+				w.t.Errorf("%s holds %s twice: %s", c.ID, b, summary(c))
+			}
+			holders[b] = append(holders[b], c.ID)
+		}
+	}
+	for id, cs := range holders {
+		b := w.top.Block(id)
+		if b == nil {
+			w.t.Errorf("unknown block %s in %v", id, cs)
+			continue
+		}
+		if limit := max(b.MaxCompositions, 1); len(cs) > limit {
+			w.t.Errorf("block %s (limit %d) is in %d compositions: %v", id, limit, len(cs), cs)
+		}
+	}
+	for range 8 {
+		b := w.top.Blocks[rng.IntN(len(w.top.Blocks))]
+		st := w.m.BlockStatus(b.ID)
+		if len(st.Compositions) > max(b.MaxCompositions, 1) {
+			w.t.Errorf("BlockStatus(%s) = %s in %v, over its limit %d", b.ID, st.State, st.Compositions, b.MaxCompositions)
+		}
+		if (st.State == "Unused") != (len(st.Compositions) == 0) {
+			w.t.Errorf("BlockStatus(%s) = %s in %v", b.ID, st.State, st.Compositions)
+		}
+	}
+}
