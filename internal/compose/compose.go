@@ -215,15 +215,17 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 	}
 	start := time.Now()
 	if err := m.attach(ctx, c, c.Blocks); err != nil {
-		m.rollbackCompose(ctx, c)
-		abandon()
+		if m.rollbackCompose(ctx, c) {
+			abandon()
+		}
 		return nil, err
 	}
 	done := c.Clone()
 	done.State, done.Version, done.UpdatedAt = inventory.Composed, c.Version+1, m.clk.Now().UTC()
 	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}); err != nil {
-		m.rollbackCompose(ctx, c)
-		abandon()
+		if m.rollbackCompose(ctx, c) {
+			abandon()
+		}
 		return nil, fmt.Errorf("record composed state: %w", err)
 	}
 	m.mu.Lock()
@@ -234,15 +236,19 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 }
 
 // rollbackCompose detaches what a failed compose may have attached and
-// deletes its record. A failure here is left for recovery at start-up.
-func (m *Manager) rollbackCompose(ctx context.Context, c *inventory.Composition) {
+// deletes its record, and reports whether it did. A failure here is left
+// for recovery at start-up; until then the composition stays Composing and
+// keeps its blocks, which may still be attached and are still recorded.
+func (m *Manager) rollbackCompose(ctx context.Context, c *inventory.Composition) bool {
 	if err := m.detach(ctx, c, c.Blocks); err != nil {
 		m.log.Error("rollback detach failed; recovery will retry at start-up", "id", c.ID, "err", err)
-		return
+		return false
 	}
 	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
 		m.log.Error("rollback delete failed; recovery will retry at start-up", "id", c.ID, "err", err)
+		return false
 	}
+	return true
 }
 
 // attachments turns blocks of c into fabric attachments grouped by fabric.
@@ -463,16 +469,21 @@ func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, ad
 		m.mu.Unlock()
 		return nil, fmt.Errorf("record update: %w", err)
 	}
+	// A rollback that cannot put the fabrics back leaves the composition
+	// Updating, holding every block it names, for recovery at start-up.
 	if err := m.attach(ctx, u, u.Adding); err != nil {
 		if derr := m.detach(ctx, u, u.Adding); derr != nil {
-			m.log.Error("rollback detach failed", "id", id, "err", derr)
+			m.log.Error("rollback detach failed; recovery will finish it at start-up", "id", id, "err", derr)
+			return nil, err
 		}
 		_, _ = revert()
 		return nil, err
 	}
 	if err := m.detach(ctx, u, u.Removing); err != nil {
-		_ = m.detach(ctx, u, u.Adding)
-		_ = m.attach(ctx, u, u.Removing)
+		if rerr := errors.Join(m.detach(ctx, u, u.Adding), m.attach(ctx, u, u.Removing)); rerr != nil {
+			m.log.Error("rollback failed; recovery will finish it at start-up", "id", id, "err", rerr)
+			return nil, err
+		}
 		_, _ = revert()
 		return nil, err
 	}

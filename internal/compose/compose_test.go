@@ -2,6 +2,7 @@ package compose_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -621,4 +622,89 @@ func TestUpdateAfterRestartWithoutDevices(t *testing.T) {
 		t.Errorf("blocks %v, want %v", got.Blocks, want)
 	}
 	e.checkConsistent()
+}
+
+// TestUpdateNeedsSkipHeldBlocks: blocks placed for an update's needs must
+// be new to the composition. A shareable NIC the composition already
+// holds (or is removing) has room for more compositions, but not for this
+// one twice.
+func TestUpdateNeedsSkipHeldBlocks(t *testing.T) {
+	top := loadRack(t)
+	for _, remove := range [][]string{nil, {"nic1"}} {
+		t.Run(fmt.Sprintf("remove %v", remove), func(t *testing.T) {
+			e := newEnv(t, top)
+			c := e.compose(specific("host1", "nic1"))
+			got, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Needs: []schedule.Need{{Kind: inventory.NIC, Count: 1}}}, remove)
+			var u *schedule.Unsatisfiable
+			switch {
+			case errors.As(err, &u):
+				// host1 reaches only nic1: acceptable.
+			case err != nil:
+				t.Fatalf("update: %v", err)
+			case len(slices.Compact(slices.Sorted(slices.Values(got.Blocks)))) != len(got.Blocks):
+				t.Errorf("update placed a block the composition holds: %v", got.Blocks)
+			}
+			if st := e.m.BlockStatus("nic1"); len(st.Compositions) > 1 {
+				t.Errorf("nic1 is held %d times: %v", len(st.Compositions), st.Compositions)
+			}
+			e.checkConsistent()
+		})
+	}
+}
+
+// TestComposeAfterFailedRollback: when a failed compose cannot detach what
+// it attached, the blocks it holds are still attached and still recorded
+// in the store until a restart recovers them. Meanwhile the manager must
+// not offer them as free: BlockStatus must not say Unused for an attached
+// block, and a compose asking for them must fail with a documented error
+// (Unsatisfiable), not a store conflict.
+func TestComposeAfterFailedRollback(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	e.faulty["falcon1"].FailNthAttach(2)
+	e.faulty["falcon1"].FailNextDetaches(1)
+	if _, err := e.m.Compose(ctx, specific("host1", "gpu1", "gpu2")); !errors.Is(err, compose.ErrAttach) {
+		t.Fatalf("compose: %v, want ErrAttach", err)
+	}
+	if got := discovered(t, e.drivers); !slices.Contains(got, "falcon1: gpu1 -> host1/pcie") {
+		t.Fatalf("the failed rollback detached gpu1 after all (%q): the scenario needs it attached", got)
+	}
+	if st := e.m.BlockStatus("gpu1"); st.State == "Unused" {
+		t.Errorf("gpu1 is attached to host1 but BlockStatus says Unused")
+	}
+	_, err := e.m.Compose(ctx, specific("host1", "gpu3"))
+	var u *schedule.Unsatisfiable
+	if err == nil || !errors.As(err, &u) {
+		t.Errorf("compose on host1 while the failed composition still holds it: %v, want *schedule.Unsatisfiable", err)
+	}
+	e.m = e.manager(e.drivers)
+	e.checkEmpty()
+}
+
+// TestUpdateAfterFailedRollback: when an update's attach fails and the
+// rollback cannot detach the additions already attached, those blocks are
+// still attached to the host. The manager must not give them to another
+// composition (whose attach would then fail), and a restart must leave
+// the fabrics matching the compositions.
+func TestUpdateAfterFailedRollback(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	c := e.compose(specific("host1", "hdd1"))
+	e.faulty["falcon1"].FailNthAttach(2)
+	e.faulty["falcon1"].FailNextDetaches(1)
+	if _, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"gpu2", "gpu3"}}, nil); !errors.Is(err, compose.ErrAttach) {
+		t.Fatalf("update: %v, want ErrAttach", err)
+	}
+	if got := discovered(t, e.drivers); !slices.Contains(got, "falcon1: gpu2 -> host1/pcie") {
+		t.Fatalf("the failed rollback detached gpu2 after all (%q): the scenario needs it attached", got)
+	}
+	if st := e.m.BlockStatus("gpu2"); st.State == "Unused" {
+		t.Errorf("gpu2 is attached to host1 but BlockStatus says Unused")
+	}
+	if _, err := e.m.Compose(ctx, specific("host2", "gpu2")); errors.Is(err, compose.ErrAttach) {
+		t.Errorf("compose of gpu2 on host2 reached the fabric: %v", err)
+	}
+	e.m = e.manager(e.drivers)
+	e.checkConsistent()
+	if got, err := e.m.Get(c.ID); err != nil || !slices.Equal(got.Blocks, c.Blocks) {
+		t.Errorf("after restart Get = %v, %v; want blocks %v", got, err, c.Blocks)
+	}
 }

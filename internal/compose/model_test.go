@@ -110,7 +110,19 @@ func TestConcurrentModel(t *testing.T) {
 	if testing.Short() {
 		ops = 40
 	}
-	runModel(t, loadRack(t), seed, workers, ops)
+	t.Run("example-rack", func(t *testing.T) {
+		// 4 hosts and drawer, optical-port and sharing limits: heavy
+		// contention on few compositions.
+		runModel(t, loadRack(t), seed, workers, ops)
+	})
+	t.Run("generated-4-racks", func(t *testing.T) {
+		// 16 hosts: many compositions live at once.
+		top, err := topology.Parse("generated", topology.GenerateRacks(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runModel(t, top, seed, workers, ops)
+	})
 }
 
 func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops int) {
@@ -230,16 +242,21 @@ func (w *modelWorker) randomNeeds(rng *rand.Rand, max int) []schedule.Need {
 	return needs
 }
 
-// randomDevices returns n distinct random device blocks not in except.
-func (w *modelWorker) randomDevices(rng *rand.Rand, n int, except []string) []string {
+// randomDevices returns up to n distinct random device blocks that host
+// reaches and that are not in except; one in ten may be any block at all.
+func (w *modelWorker) randomDevices(rng *rand.Rand, n int, host string, except []string) []string {
+	h := w.top.Host(host)
 	var out []string
-	for range 4 * n {
+	for range 20 * n {
 		if len(out) == n {
 			break
 		}
-		b := w.devices[rng.IntN(len(w.devices))].ID
-		if !slices.Contains(out, b) && !slices.Contains(except, b) {
-			out = append(out, b)
+		b := w.devices[rng.IntN(len(w.devices))]
+		if _, ok := w.top.Path(h, b); !ok && rng.IntN(10) > 0 {
+			continue
+		}
+		if !slices.Contains(out, b.ID) && !slices.Contains(except, b.ID) {
+			out = append(out, b.ID)
 		}
 	}
 	return out
@@ -247,24 +264,24 @@ func (w *modelWorker) randomDevices(rng *rand.Rand, n int, except []string) []st
 
 // step performs one random operation and returns its outcome's name.
 func (w *modelWorker) step(rng *rand.Rand) string {
-	switch p := rng.IntN(100); {
+	p := rng.IntN(100)
+	if p >= 40 && w.ref.pick(rng) == "" {
+		p = 0 // nothing to update or decompose: compose instead
+	}
+	switch {
 	case p < 25:
 		req := compose.Request{Request: schedule.Request{Needs: w.randomNeeds(rng, 3)}}
 		if rng.IntN(2) == 0 {
 			req.Host = w.randomHost(rng)
 		}
-		return w.compose(req, nil)
+		return w.compose(req)
 	case p < 40:
-		blocks := w.randomDevices(rng, 1+rng.IntN(3), nil)
-		req := compose.Request{Request: schedule.Request{Blocks: blocks}}
+		host := w.randomHost(rng)
+		req := compose.Request{Request: schedule.Request{Blocks: w.randomDevices(rng, 1+rng.IntN(3), host, nil)}}
 		if rng.IntN(3) > 0 {
-			req.Host = w.randomHost(rng)
+			req.Host = host
 		}
-		want := blocks
-		if req.Host != "" {
-			want = append([]string{req.Host}, blocks...)
-		}
-		return w.compose(req, want)
+		return w.compose(req)
 	case p < 60:
 		return w.update(rng)
 	case p < 70:
@@ -319,7 +336,7 @@ func (w *modelWorker) checkComposed(op string, c *inventory.Composition) {
 	}
 }
 
-func (w *modelWorker) compose(req compose.Request, want []string) string {
+func (w *modelWorker) compose(req compose.Request) string {
 	c, err := w.m.Compose(ctx, req)
 	if err == nil {
 		w.ref.put(c)
@@ -327,12 +344,10 @@ func (w *modelWorker) compose(req compose.Request, want []string) string {
 		if req.Host != "" && c.Host != req.Host {
 			w.t.Errorf("compose on %s landed on %s", req.Host, c.Host)
 		}
-		if want != nil && !slices.Equal(c.Blocks, want) {
-			w.t.Errorf("compose of %v got %v", want, c.Blocks)
+		if req.Blocks != nil && !slices.Equal(c.Blocks[1:], req.Blocks) {
+			w.t.Errorf("compose of %v got %v", req.Blocks, c.Blocks)
 		}
-		if want == nil {
-			w.checkNeeds("compose", c, c.Blocks[1:], req.Needs)
-		}
+		w.checkNeeds("compose", c, c.Blocks[1:], req.Needs)
 	}
 	return w.outcome("compose", err)
 }
@@ -377,7 +392,7 @@ func (w *modelWorker) update(rng *rand.Rand) string {
 	case 0:
 		add.Needs = w.randomNeeds(rng, 1)
 	case 1:
-		add.Blocks = w.randomDevices(rng, 1+rng.IntN(2), c.Blocks)
+		add.Blocks = w.randomDevices(rng, 1+rng.IntN(2), c.Host, c.Blocks)
 	}
 	version := c.Version
 	if rng.IntN(5) == 0 {
@@ -416,7 +431,7 @@ func (w *modelWorker) setBlocks(rng *rand.Rand) string {
 			want = append(want, b)
 		}
 	}
-	want = append(want, w.randomDevices(rng, rng.IntN(3), c.Blocks)...)
+	want = append(want, w.randomDevices(rng, rng.IntN(3), c.Host, c.Blocks)...)
 	got, err := w.m.SetBlocks(ctx, id, c.Version, want)
 	if err == nil {
 		w.ref.put(got)

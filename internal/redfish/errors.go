@@ -118,7 +118,7 @@ func translate(err error) *apiError {
 		}
 		kind := "ResourceBlock"
 		for _, r := range u.Rejections {
-			if r.Block != "" && len(u.Rejections) == 1 && r.Reason == schedule.InUse {
+			if r.Block != "" && r.Reason == schedule.InUse {
 				e := newError(http.StatusConflict, compositionRegistry+"ResourceBlockInUse",
 					fmt.Sprintf("Resource block '%s' cannot be part of any new compositions.", r.Block), r.Block)
 				e.resolution = r.Detail

@@ -136,7 +136,7 @@ const (
 
 // Transient reports whether r may clear as other compositions change.
 func (r Reason) Transient() bool {
-	return r == HostInUse || r == InUse || r == PortBusy || r == DrawerHosts || r == AffinityFailed
+	return r == HostInUse || r == InUse || r == PortBusy || r == DrawerHosts
 }
 
 // Rejection records why one candidate host (and, for a need or a specific
@@ -300,7 +300,9 @@ func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
 		// the rare path, so the common one builds no explanations.
 		var rejections []Rejection
 		s.search(st, req, hosts, zone, true, &rejections)
-		return nil, unsatisfiable(rejections)
+		// Would it fit if nothing were allocated? If not, it never will.
+		never := s.search(NewState(s.top), req, hosts, zone, false, nil) == nil
+		return nil, unsatisfiable(rejections, never)
 	}
 	return best, nil
 }
@@ -330,12 +332,8 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 	return best
 }
 
-func unsatisfiable(rejections []Rejection) error {
-	never := true
+func unsatisfiable(rejections []Rejection, never bool) error {
 	for i, r := range rejections {
-		if r.Reason.Transient() {
-			never = false
-		}
 		if r.format != "" {
 			rejections[i].Detail = fmt.Sprintf(r.format, r.args...)
 			rejections[i].format, rejections[i].args = "", nil
@@ -645,6 +643,7 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 	}
 	counts := map[Reason]int{}
 	got, gotBytes := 0, int64(0)
+	blocked, blockedBytes := 0, int64(0) // rejected only for reasons that may clear
 	done := func() bool {
 		if want < 0 {
 			return gotBytes >= n.CapacityBytes
@@ -700,6 +699,10 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 		r, port := o.check(b, port)
 		if r != "" {
 			counts[r]++
+			if r.Transient() {
+				blocked++
+				blockedBytes += b.CapacityBytes
+			}
 			continue
 		}
 		add(b, topology.Path{Port: port, Hops: int(c.hops), RTTNS: c.rtt}, port)
@@ -725,8 +728,14 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 	if n.Model != "" {
 		wantDesc += " model=" + n.Model
 	}
+	// Name a transient reason only when the need would fit once those
+	// blocks free up; otherwise the request can never fit this host.
+	order := []Reason{InUse, PortBusy, DrawerHosts, AffinityFailed, TooFar, Mismatch, TooSmall, OutsideZone, Unreachable}
+	if (want >= 0 && got+blocked < want) || (want < 0 && gotBytes+blockedBytes < n.CapacityBytes) {
+		order = order[3:]
+	}
 	reason := Reason("")
-	for _, r := range []Reason{InUse, PortBusy, DrawerHosts, AffinityFailed, TooFar, Mismatch, TooSmall, OutsideZone, Unreachable} {
+	for _, r := range order {
 		if counts[r] > 0 {
 			reason = r
 			break

@@ -1,0 +1,36 @@
+# rackpool — the two commands that matter are `make run` and `make test`.
+GO      ?= go
+BIN     := bin/rackpool
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+
+.PHONY: help build run test test-short check bench e2e clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/rackpool
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/rackpool
+
+run: build ## build and serve the built-in example rack with SQLite state in ./data
+	./$(BIN) serve --addr 127.0.0.1:8080 --data ./data
+
+test: ## run every test (unit tests under -race, end-to-end tests, benchmarks once)
+	$(GO) vet ./...
+	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
+
+test-short: ## unit tests only, no race detector, no end-to-end
+	$(GO) test -short -count=1 ./...
+
+check: ## gofmt, go vet, staticcheck, go mod tidy leaves no diff
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+bench: build ## run the composition benchmark and print the table for docs/benchmarks.md
+	$(GO) run ./bench/compose
+
+clean: ## remove build output and the default state directory
+	rm -rf bin data

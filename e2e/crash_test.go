@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/topology"
+)
+
+// TestKillDuringComposeStorm kills `serve` with SIGKILL while clients
+// compose and decompose concurrently (fabrics taking their real modelled
+// time, so many workflows are mid-attach), restarts it on the same data
+// directory and checks: every composition is fully Composed or absent, no
+// block is stuck Composing or allocated twice, every acknowledged
+// composition that was not being decomposed survived with its blocks.
+func TestKillDuringComposeStorm(t *testing.T) {
+	skipShort(t)
+	data := t.TempDir()
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
+	// 10 racks of 4 hosts: room for dozens of compositions at once.
+	topo := filepath.Join(t.TempDir(), "racks.yaml")
+	if err := os.WriteFile(topo, topology.GenerateRacks(10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 2; round++ {
+		srv := start(t, data, env, "--topology", topo)
+		c := srv.client()
+		var (
+			mu         sync.Mutex
+			acked      = map[string][]string{} // composed and acknowledged
+			attempted  = map[string]bool{}     // decompose sent, maybe not acknowledged
+			acks, errs int
+		)
+		needs := [][]api.Need{
+			{{Kind: "gpu", Count: 1}},
+			{{Kind: "nvme", Count: 1}, {Kind: "memory", Capacity: "16GiB"}},
+			{{Kind: "hdd", Count: 2}, {Kind: "ssd", Count: 1}},
+			{{Kind: "memory", Capacity: "32GiB"}, {Kind: "nic", Count: 1}},
+			{{Kind: "gpu", Count: 2}, {Kind: "hdd", Count: 1}},
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(seed uint64) {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(round)))
+				var mine []string
+				for i := 0; i < 200; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					if len(mine) > 0 && rng.IntN(3) == 0 {
+						id := mine[0]
+						mu.Lock()
+						attempted[id] = true
+						mu.Unlock()
+						err := c.Decompose(ctx, id)
+						cancel()
+						if err == nil {
+							mine = mine[1:]
+							mu.Lock()
+							delete(acked, id)
+							acks++
+							mu.Unlock()
+						} else if isDown(err) {
+							return
+						}
+						continue
+					}
+					sys, err := c.Compose(ctx, api.ComposeRequest{Needs: needs[rng.IntN(len(needs))]})
+					cancel()
+					if err != nil {
+						if isDown(err) {
+							return
+						}
+						mu.Lock()
+						errs++ // the racks are full: expected now and then
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					var blocks []string
+					for _, b := range sys.Links.ResourceBlocks {
+						blocks = append(blocks, b.Last())
+					}
+					mu.Lock()
+					acked[sys.ID] = blocks
+					acks++
+					mu.Unlock()
+					mine = append(mine, sys.ID)
+				}
+			}(uint64(w))
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		_ = srv.cmd.Wait()
+		wg.Wait()
+		mu.Lock()
+		t.Logf("round %d: %d acknowledged operations, %d refused, %d live acknowledged compositions at the kill", round, acks, errs, len(acked))
+		if acks == 0 {
+			t.Fatal("no operation was acknowledged before the kill; the test proves nothing")
+		}
+		mu.Unlock()
+
+		srv = start(t, data, env, "--topology", topo)
+		c = srv.client()
+		t.Logf("round %d: recovery log: %d compositions rolled back", round, strings.Count(srv.stderr.String(), "rolled back"))
+		snap := take(t, c)
+		checkConsistent(t, snap, maxCompositions(t, c))
+		for id, blocks := range acked {
+			got, ok := snap.systems[id]
+			if attempted[id] {
+				if ok && !slices.Equal(got, blocks) {
+					t.Errorf("%s changed blocks across the crash: %v -> %v", id, blocks, got)
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("acknowledged composition %s lost in the crash", id)
+				continue
+			}
+			if !slices.Equal(got, blocks) {
+				t.Errorf("%s changed blocks across the crash: %v -> %v", id, blocks, got)
+			}
+		}
+		if round == 1 {
+			// Decompose everything: every block must come back Unused.
+			for id := range snap.systems {
+				if err := c.Decompose(context.Background(), id); err != nil {
+					t.Fatalf("decompose %s: %v", id, err)
+				}
+			}
+			for b, st := range take(t, c).states {
+				if st != "Unused" {
+					t.Errorf("block %s is %s after decomposing everything", b, st)
+				}
+			}
+		}
+		srv.kill()
+	}
+}
+
+func isDown(err error) bool {
+	_, isAPI := err.(*api.Error)
+	return !isAPI
+}
+
+func maxCompositions(t *testing.T, c *api.Client) map[string]int {
+	blocks, err := c.Blocks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, b := range blocks {
+		out[b.ID] = b.CompositionStatus.MaxCompositions
+	}
+	return out
+}

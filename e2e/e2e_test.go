@@ -1,0 +1,229 @@
+// Package e2e holds binary-level tests: they build rackpool, start real
+// `rackpool serve` processes on loopback with SQLite state in a temporary
+// directory, and drive them through the API and the CLI as a user would.
+// They are skipped with -short.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rackpool/api"
+)
+
+const password = "e2e-secret"
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rackpool-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "rackpool")
+	out, err := exec.Command("go", "build", "-o", binary, "../cmd/rackpool").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build rackpool: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is one running `rackpool serve`.
+type server struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	data   string
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs serve on data with extra flags; env adds environment entries.
+func start(t *testing.T, data string, env []string, flags ...string) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"serve", "--addr", addr, "--data", data}, flags...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	s := &server{t: t, cmd: cmd, url: "http://" + addr, data: data, stderr: &syncBuffer{}}
+	cmd.Stderr = s.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.url + "/redfish/v1")
+		if err == nil {
+			resp.Body.Close()
+			return s
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("serve did not come up:\n%s", s.stderr)
+	return nil
+}
+
+func startDefault(t *testing.T, flags ...string) *server {
+	return start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password}, flags...)
+}
+
+func (s *server) kill() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+func (s *server) client() *api.Client { return api.New(s.url, "Administrator", password) }
+
+// request sends a raw request and returns status and body.
+func (s *server) request(method, path, body string, auth bool) (int, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if auth {
+		req.SetBasicAuth("Administrator", password)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// cli runs a client verb against s.
+func (s *server) cli(args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "RACKPOOL_URL="+s.url, "RACKPOOL_PASSWORD="+password, "RACKPOOL_USER=Administrator")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test; run without -short")
+	}
+}
+
+// snapshot is what the API says about compositions and blocks.
+type snapshot struct {
+	systems map[string][]string // composed system -> blocks
+	states  map[string]string   // block -> composition state
+}
+
+func take(t *testing.T, c *api.Client) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := c.Blocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := snapshot{systems: map[string][]string{}, states: map[string]string{}}
+	for _, sys := range systems {
+		if sys.SystemType != "Composed" {
+			continue
+		}
+		if st := sys.Oem.Rackpool.CompositionState; st != "Composed" {
+			t.Errorf("system %s is %s", sys.ID, st)
+		}
+		for _, b := range sys.Links.ResourceBlocks {
+			s.systems[sys.ID] = append(s.systems[sys.ID], b.Last())
+		}
+	}
+	for _, b := range blocks {
+		s.states[b.ID] = b.CompositionStatus.CompositionState
+		if b.CompositionStatus.NumberOfCompositions > b.CompositionStatus.MaxCompositions {
+			t.Errorf("block %s in %d compositions, max %d", b.ID, b.CompositionStatus.NumberOfCompositions, b.CompositionStatus.MaxCompositions)
+		}
+	}
+	return s
+}
+
+// checkConsistent asserts no block is in transition or double-allocated
+// and that block states agree with the systems.
+func checkConsistent(t *testing.T, s snapshot, maxComp map[string]int) {
+	t.Helper()
+	owners := map[string]int{}
+	for _, blocks := range s.systems {
+		for _, b := range blocks {
+			owners[b]++
+		}
+	}
+	for b, st := range s.states {
+		if st == "Composing" {
+			t.Errorf("block %s stuck Composing", b)
+		}
+		n := owners[b]
+		max := maxComp[b]
+		if max == 0 {
+			max = 1
+		}
+		if n > max {
+			t.Errorf("block %s allocated %d times (max %d)", b, n, max)
+		}
+		if n == 0 && st != "Unused" {
+			t.Errorf("block %s is %s but in no system", b, st)
+		}
+		if n > 0 && st == "Unused" {
+			t.Errorf("block %s is Unused but in %d systems", b, n)
+		}
+	}
+}
+
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
