@@ -417,6 +417,7 @@ func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, ad
 	if len(add.Blocks)+len(add.Needs) > 0 {
 		add.Host, add.Expand = c.Host, true
 		add.Held = slices.DeleteFunc(slices.Clone(c.Blocks), func(b string) bool { return slices.Contains(remove, b) })
+		add.Exclude = append(add.Exclude, remove...)
 		for _, b := range add.Blocks {
 			if slices.Contains(remove, b) {
 				// Attaching first and detaching second would leave the

@@ -89,9 +89,12 @@ type Request struct {
 	// Expand is set when adding blocks to an existing composition on Host:
 	// the host is already held by it.
 	Expand bool
-	// Held lists blocks the composition already holds (Expand), for
-	// affinity.
+	// Held lists blocks the composition already holds (Expand): they are
+	// never chosen again, and affinity keeps new blocks with them.
 	Held []string
+	// Exclude lists blocks that must not be chosen (e.g. blocks the same
+	// update removes).
+	Exclude []string
 }
 
 // Assignment is one block of a plan and how the host reaches it.
@@ -508,6 +511,13 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 		return reject(-1, "", OutsideZone, "host %s is not in zone %s", h.ID, zone.ID)
 	}
 	o := newOverlay(st, h)
+	for _, ids := range [][]string{req.Held, req.Exclude} {
+		for _, id := range ids {
+			if b := s.top.Block(id); b != nil {
+				o.used[int32(b.Index)] = true
+			}
+		}
+	}
 	plan := &Plan{Host: h, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
 	if !req.Expand {
 		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})

@@ -12,16 +12,17 @@ import (
 // on-disk format: rename a Go field freely, never a json tag. The version
 // lives only in its column.
 type record struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name,omitempty"`
-	Host        string    `json:"host,omitempty"`
-	Blocks      []string  `json:"blocks,omitempty"`
-	State       string    `json:"state"`
-	Adding      []string  `json:"adding,omitempty"`
-	Removing    []string  `json:"removing,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
-	Description string    `json:"description,omitempty"`
+	ID          string            `json:"id"`
+	Name        string            `json:"name,omitempty"`
+	Host        string            `json:"host,omitempty"`
+	Blocks      []string          `json:"blocks,omitempty"`
+	Ports       map[string]string `json:"ports,omitempty"`
+	State       string            `json:"state"`
+	Adding      []string          `json:"adding,omitempty"`
+	Removing    []string          `json:"removing,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	UpdatedAt   time.Time         `json:"updated_at"`
+	Description string            `json:"description,omitempty"`
 }
 
 // encode returns the JSON for c, with its times in UTC.
@@ -31,6 +32,7 @@ func encode(c *inventory.Composition) ([]byte, error) {
 		Name:        c.Name,
 		Host:        c.Host,
 		Blocks:      c.Blocks,
+		Ports:       c.Ports,
 		State:       string(c.State),
 		Adding:      c.Adding,
 		Removing:    c.Removing,
@@ -56,6 +58,7 @@ func decode(version int64, data []byte) (*inventory.Composition, error) {
 		Name:        r.Name,
 		Host:        r.Host,
 		Blocks:      r.Blocks,
+		Ports:       r.Ports,
 		State:       inventory.State(r.State),
 		Adding:      r.Adding,
 		Removing:    r.Removing,
