@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: help build run test test-short check bench e2e clean
 

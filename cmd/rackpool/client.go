@@ -403,7 +403,7 @@ func runDecompose(args []string) error {
 		return err
 	}
 	if len(pos) == 0 {
-		return errors.New("usage: rackpool decompose SYSTEM...")
+		return errors.New("usage: rackpool decompose SYSTEM [SYSTEM ...]")
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -431,7 +431,7 @@ func runExpand(args []string) error {
 		return err
 	}
 	if len(pos) < 1 || (len(pos) == 1 && len(*needs) == 0) {
-		return errors.New("usage: rackpool expand SYSTEM [--need SPEC]... [BLOCK...]")
+		return errors.New("usage: rackpool expand SYSTEM [--need SPEC] [BLOCK ...]")
 	}
 	var ns []api.Need
 	for _, spec := range *needs {
@@ -459,7 +459,7 @@ func runShrink(args []string) error {
 		return err
 	}
 	if len(pos) < 2 {
-		return errors.New("usage: rackpool shrink SYSTEM BLOCK...")
+		return errors.New("usage: rackpool shrink SYSTEM BLOCK [BLOCK ...]")
 	}
 	c, err := cf.client()
 	if err != nil {

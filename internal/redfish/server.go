@@ -122,8 +122,6 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-type ctxKey struct{}
-
 // wrap authenticates, authorises and renders handler errors.
 func (s *Server) wrap(priv privilege, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

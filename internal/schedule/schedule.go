@@ -662,7 +662,6 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 	}
 	list := ix.byKind[n.Kind]
 	aff := req.Affinity == SameDrawer || req.Affinity == SameSwitch
-	var picked []*inventory.Block
 	// Memory: prefer a node already circuited to this host, then the node
 	// with the fewest free blocks that still covers the need (best fit).
 	if n.Kind == inventory.Memory && ix.memNodes > 1 {
@@ -716,7 +715,6 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 			continue
 		}
 		add(b, topology.Path{Port: port, Hops: int(c.hops), RTTNS: c.rtt}, port)
-		picked = append(picked, b)
 		got++
 		gotBytes += b.CapacityBytes
 	}

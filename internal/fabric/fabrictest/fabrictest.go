@@ -504,7 +504,7 @@ func (s *suite) concurrent(t *testing.T) {
 					delete(mine, p)
 				}
 				if _, err := d.Discover(ctx); err != nil {
-					errs <- fmt.Errorf("Discover: %v", err)
+					errs <- fmt.Errorf("discover: %v", err)
 					return
 				}
 			}
