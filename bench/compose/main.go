@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"time"
@@ -38,8 +39,19 @@ import (
 func main() {
 	seconds := flag.Float64("seconds", 5, "duration of each API run")
 	clients := flag.Int("clients", 8, "concurrent API clients on the generated topology")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the API runs to this file")
 	flag.Parse()
 	dur := time.Duration(*seconds * float64(time.Second))
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	fmt.Printf("# rackpool compose benchmark\n\n%s, %d CPUs, %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
 	fmt.Println("| scenario | blocks | clients | pairs/s | compose p50 | compose p99 | decompose p50 | decompose p99 |")
