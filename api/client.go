@@ -372,10 +372,12 @@ func (c *Client) Topology(ctx context.Context) (*TopologyView, error) {
 // TopologyView is the body of GET /redfish/v1/Oem/Rackpool/Topology: the
 // whole shape of the rack in one document, for the CLI's topology view.
 type TopologyView struct {
-	Name    string
-	Hosts   []HostView
-	Fabrics []FabricView
-	Zones   []ZoneView
+	ODataID   string `json:"@odata.id,omitempty"`
+	ODataType string `json:"@odata.type,omitempty"`
+	Name      string
+	Hosts     []HostView
+	Fabrics   []FabricView
+	Zones     []ZoneView
 }
 
 // HostView is one host.

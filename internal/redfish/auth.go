@@ -184,9 +184,21 @@ func (a *Auth) bySessionToken(token string) (*session, bool) {
 	return s, true
 }
 
+// dropIdle deletes the sessions idle longer than the limit, so that no
+// listing shows a session its token can no longer use. Call with a.mu held.
+func (a *Auth) dropIdle(now time.Time) {
+	for tok, s := range a.sessions {
+		if now.Sub(s.LastUsed) > a.idleLimit {
+			delete(a.sessions, tok)
+		}
+	}
+}
+
 func (a *Auth) listSessions() []session {
+	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.dropIdle(now)
 	out := make([]session, 0, len(a.sessions))
 	for _, s := range a.sessions {
 		out = append(out, *s)
@@ -195,8 +207,10 @@ func (a *Auth) listSessions() []session {
 }
 
 func (a *Auth) sessionByID(id string) (session, bool) {
+	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.dropIdle(now)
 	for _, s := range a.sessions {
 		if s.ID == id {
 			return *s, true
@@ -206,8 +220,10 @@ func (a *Auth) sessionByID(id string) (session, bool) {
 }
 
 func (a *Auth) logout(id string) bool {
+	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.dropIdle(now)
 	for tok, s := range a.sessions {
 		if s.ID == id {
 			delete(a.sessions, tok)

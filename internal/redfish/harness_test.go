@@ -26,7 +26,7 @@ import (
 //	  nvme1-2, nic1, fpga1; drawer2 (two hosts): slots 1-4 (gpu5-8, A100)
 //	  reach only host2, slots 5-8 (nvme3-4, nic2, fpga2) only host4
 //	sas1: hdd1-16, ssd1-8          vlan1: essd1-4
-//	ocs1: memnode1, memnode2 (64 × 8 GiB blocks each: memnode1-b00, ...)
+//	ocs1: memnode1, memnode2 (64 × 8 GiB blocks each: memnode1-b01, ...)
 
 // password is the Administrator password of every test service. It is
 // distinctive so that a test can look for it in response bodies.
@@ -111,7 +111,7 @@ func (r reply) errorCode(t testing.TB) string {
 	t.Helper()
 	var e struct {
 		Error struct {
-			Code string         `json:"code"`
+			Code string           `json:"code"`
 			Info []map[string]any `json:"@Message.ExtendedInfo"`
 		} `json:"error"`
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func (s *Server) getTopology(w http.ResponseWriter, r *http.Request) error {
-	v := api.TopologyView{Name: s.top.Name}
+	v := api.TopologyView{ODataID: "/redfish/v1/Oem/Rackpool/Topology", ODataType: "#RackpoolTopology.v1_0_0.RackpoolTopology", Name: s.top.Name}
 	for _, h := range s.top.Hosts {
 		hv := api.HostView{ID: h.ID, Rack: h.Rack, Cores: h.Cores, MemoryGiB: h.MemoryGiB}
 		for _, p := range h.Ports {

@@ -86,7 +86,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
-		if s.anyMethodMatches(r) {
+		if allowed := s.allowedMethods(r); len(allowed) > 0 {
+			rec.Header().Set("Allow", strings.Join(allowed, ", "))
 			writeError(rec, errMethod())
 			return
 		}
@@ -97,19 +98,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(rec, r) // sets the path values
 }
 
-// anyMethodMatches reports whether the path exists for some other method.
-func (s *Server) anyMethodMatches(r *http.Request) bool {
+// allowedMethods lists the methods the path answers to.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
 	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
-		if m == r.Method {
-			continue
-		}
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, p := s.mux.Handler(probe); p != "" {
-			return true
+			out = append(out, m)
+			if m == "GET" {
+				out = append(out, "HEAD")
+			}
 		}
 	}
-	return false
+	return out
 }
 
 type statusRecorder struct {

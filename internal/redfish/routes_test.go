@@ -1,0 +1,303 @@
+package redfish_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// route is one registered route, read from root.go so that a route added
+// there without a test here fails TestEveryGETRoute.
+type route struct {
+	method, pattern, privilege string
+}
+
+var handleCall = regexp.MustCompile(`s\.handle\("(GET|POST|PATCH|DELETE|PUT) ([^"]+)", (\w+),`)
+
+func routes(t *testing.T) []route {
+	t.Helper()
+	src, err := os.ReadFile("root.go")
+	if err != nil {
+		t.Fatalf("read root.go: %v", err)
+	}
+	var out []route
+	for _, m := range handleCall.FindAllStringSubmatch(string(src), -1) {
+		out = append(out, route{method: m[1], pattern: m[2], privilege: m[3]})
+	}
+	if len(out) < 30 {
+		t.Fatalf("found only %d routes in root.go; has the registration changed shape?", len(out))
+	}
+	return out
+}
+
+// concrete fills a pattern's wildcards with "x".
+func concrete(pattern string) string {
+	pattern = strings.ReplaceAll(pattern, "{$}", "")
+	return regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(pattern, "x")
+}
+
+// resources are the GET routes that are not Redfish resources and so carry
+// no @odata.id of their own: the version document, the OData service
+// document and CSDL, and the Oem topology document (which has the shape
+// of api.TopologyView).
+var notResources = []string{"/redfish", "/redfish/v1/$metadata", "/redfish/v1/odata"}
+
+// TestEveryGETRoute: each GET route answers 200 with its own @odata.id
+// for real IDs and a Redfish 404 for unknown ones.
+func TestEveryGETRoute(t *testing.T) {
+	s := newService(t)
+	_, session := s.login()
+	sys := s.compose(specificBody("host1", "gpu1", "memnode1-b01"))
+	f := "/redfish/v1/Fabrics/"
+	type paths struct{ valid, unknown []string }
+	table := map[string]paths{
+		"/redfish":                            {valid: []string{"/redfish"}},
+		"/redfish/v1":                         {valid: []string{"/redfish/v1"}},
+		"/redfish/v1/{$}":                     {valid: []string{"/redfish/v1/"}},
+		"/redfish/v1/$metadata":               {valid: []string{"/redfish/v1/$metadata"}},
+		"/redfish/v1/odata":                   {valid: []string{"/redfish/v1/odata"}},
+		"/redfish/v1/SessionService":          {valid: []string{"/redfish/v1/SessionService"}},
+		"/redfish/v1/SessionService/Sessions": {valid: []string{"/redfish/v1/SessionService/Sessions"}},
+		"/redfish/v1/SessionService/Sessions/{id}": {
+			valid: []string{"/redfish/v1/SessionService/Sessions/" + session}, unknown: []string{"/redfish/v1/SessionService/Sessions/nope"}},
+		"/redfish/v1/Systems": {valid: []string{"/redfish/v1/Systems", "/redfish/v1/Systems/"}},
+		"/redfish/v1/Systems/{id}": {
+			valid:   []string{"/redfish/v1/Systems/host1", "/redfish/v1/Systems/host4", "/redfish/v1/Systems/" + sys},
+			unknown: []string{"/redfish/v1/Systems/host9", "/redfish/v1/Systems/sys-000000000000"}},
+		"/redfish/v1/CompositionService":                {valid: []string{"/redfish/v1/CompositionService"}},
+		"/redfish/v1/CompositionService/ResourceBlocks": {valid: []string{"/redfish/v1/CompositionService/ResourceBlocks"}},
+		"/redfish/v1/CompositionService/ResourceBlocks/{id}": {
+			valid:   []string{blocksPath + "host2", blocksPath + "gpu1", blocksPath + "memnode2-b64", blocksPath + "essd4"},
+			unknown: []string{blocksPath + "gpu99", blocksPath + "memnode1-b00", blocksPath + "memnode1"}},
+		"/redfish/v1/CompositionService/ResourceZones": {valid: []string{"/redfish/v1/CompositionService/ResourceZones"}},
+		"/redfish/v1/CompositionService/ResourceZones/{id}": {
+			valid:   []string{zonesPath + "host1", zonesPath + "zone-training"},
+			unknown: []string{zonesPath + "host9", zonesPath + "training", zonesPath + "zone-nope", zonesPath + "zone-host1"}},
+		"/redfish/v1/Chassis": {valid: []string{"/redfish/v1/Chassis"}},
+		"/redfish/v1/Chassis/{id}": {
+			valid:   []string{"/redfish/v1/Chassis/rack1", "/redfish/v1/Chassis/falcon1", "/redfish/v1/Chassis/falcon1-drawer2"},
+			unknown: []string{"/redfish/v1/Chassis/rack9", "/redfish/v1/Chassis/sas1", "/redfish/v1/Chassis/falcon1-drawer9"}},
+		"/redfish/v1/Fabrics":               {valid: []string{"/redfish/v1/Fabrics"}},
+		"/redfish/v1/Fabrics/{id}":          {valid: []string{f + "falcon1", f + "sas1", f + "ocs1", f + "vlan1"}, unknown: []string{f + "nofab"}},
+		"/redfish/v1/Fabrics/{id}/Switches": {valid: []string{f + "falcon1/Switches"}, unknown: []string{f + "nofab/Switches"}},
+		"/redfish/v1/Fabrics/{id}/Switches/{sw}": {
+			valid:   []string{f + "falcon1/Switches/chassis", f + "sas1/Switches/sas-sw1"},
+			unknown: []string{f + "falcon1/Switches/nosw", f + "nofab/Switches/chassis", f + "sas1/Switches/chassis"}},
+		"/redfish/v1/Fabrics/{id}/Switches/{sw}/Ports": {
+			valid: []string{f + "ocs1/Switches/ocs-sw1/Ports"}, unknown: []string{f + "ocs1/Switches/nosw/Ports", f + "nofab/Switches/ocs-sw1/Ports"}},
+		"/redfish/v1/Fabrics/{id}/Switches/{sw}/Ports/{port}": {
+			valid: []string{f + "falcon1/Switches/chassis/Ports/H1", f + "falcon1/Switches/chassis/Ports/drawer2-slot8",
+				f + "sas1/Switches/sas-sw1/Ports/160", f + "sas1/Switches/sas-sw1/Ports/1"},
+			unknown: []string{f + "sas1/Switches/sas-sw1/Ports/161", f + "sas1/Switches/sas-sw1/Ports/0",
+				f + "sas1/Switches/sas-sw1/Ports/01", f + "falcon1/Switches/chassis/Ports/drawer3-slot1"}},
+		"/redfish/v1/Fabrics/{id}/Endpoints": {valid: []string{f + "vlan1/Endpoints"}, unknown: []string{f + "nofab/Endpoints"}},
+		"/redfish/v1/Fabrics/{id}/Endpoints/{ep}": {
+			valid:   []string{f + "falcon1/Endpoints/host1-pcie", f + "falcon1/Endpoints/gpu1", f + "ocs1/Endpoints/memnode2"},
+			unknown: []string{f + "falcon1/Endpoints/hdd1", f + "falcon1/Endpoints/host1-sas", f + "falcon1/Endpoints/host9-pcie"}},
+		"/redfish/v1/Fabrics/{id}/Zones": {valid: []string{f + "falcon1/Zones"}, unknown: []string{f + "nofab/Zones"}},
+		"/redfish/v1/Fabrics/{id}/Zones/{zone}": {
+			valid:   []string{f + "falcon1/Zones/host1-pcie"},
+			unknown: []string{f + "falcon1/Zones/host2-pcie", f + "sas1/Zones/host1-pcie", f + "nofab/Zones/host1-pcie"}},
+		"/redfish/v1/Oem/Rackpool/Topology": {valid: []string{"/redfish/v1/Oem/Rackpool/Topology"}},
+	}
+	seen := map[string]bool{}
+	for _, rt := range routes(t) {
+		if rt.method != "GET" {
+			continue
+		}
+		seen[rt.pattern] = true
+		p, ok := table[rt.pattern]
+		if !ok {
+			t.Errorf("GET %s has no paths in this test's table", rt.pattern)
+			continue
+		}
+		t.Run(strings.TrimPrefix(rt.pattern, "/"), func(t *testing.T) {
+			for _, path := range p.valid {
+				r := s.must(http.StatusOK, "GET", path, nil, admin)
+				if path == "/redfish/v1/$metadata" {
+					if !strings.Contains(r.header.Get("Content-Type"), "xml") || !strings.Contains(string(r.body), "<edmx:Edmx") {
+						t.Errorf("$metadata: %s %s", r.header.Get("Content-Type"), r.body)
+					}
+					continue
+				}
+				body := r.json(t)
+				if slices.Contains(notResources, path) {
+					continue
+				}
+				if want := strings.TrimSuffix(path, "/"); body["@odata.id"] != want {
+					t.Errorf("GET %s: @odata.id %v", path, body["@odata.id"])
+				}
+				if typ, _ := body["@odata.type"].(string); !strings.HasPrefix(typ, "#") {
+					t.Errorf("GET %s: @odata.type %q", path, typ)
+				}
+				if r.header.Get("OData-Version") != "4.0" {
+					t.Errorf("GET %s: OData-Version %q", path, r.header.Get("OData-Version"))
+				}
+			}
+			for _, path := range p.unknown {
+				r := s.must(http.StatusNotFound, "GET", path, nil, admin)
+				if code := r.errorCode(t); !strings.HasPrefix(code, "Base.1.22.Resource") {
+					t.Errorf("GET %s: %s", path, code)
+				}
+			}
+		})
+	}
+	for pattern := range table {
+		if !seen[pattern] {
+			t.Errorf("table names GET %s, which root.go does not register", pattern)
+		}
+	}
+}
+
+const (
+	blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
+	zonesPath  = "/redfish/v1/CompositionService/ResourceZones/"
+)
+
+// TestWalkService follows every @odata.id from the service root and checks
+// each resolves to a 200 JSON resource naming itself, and that every
+// action target is a route (POSTing an empty object to it gives neither 404
+// nor 405). Dangling links fail here.
+func TestWalkService(t *testing.T) {
+	s := newService(t)
+	s.login()
+	s.compose(specificBody("host1", "gpu1", "memnode1-b01", "hdd3", "essd1"))
+	s.compose(specificBody("host2", "nic1", "gpu6"))
+	s.injectFault(http.StatusNoContent, "falcon1", map[string]any{"Kind": "device-fails", "Target": "gpu6"})
+	token, _ := s.login()
+	tok := cred{token: token}
+
+	const maxGETs = 3000
+	queue := []string{"/redfish/v1"}
+	from := map[string]string{"/redfish/v1": "(start)"}
+	targets := map[string]string{}
+	gets := 0
+	for len(queue) > 0 {
+		path := queue[0]
+		queue = queue[1:]
+		if gets++; gets > maxGETs {
+			t.Fatalf("more than %d resources; is some link generating new ones?", maxGETs)
+		}
+		r := s.do("GET", path, nil, tok)
+		if r.status != http.StatusOK {
+			t.Errorf("GET %s (linked from %s): %d %s", path, from[path], r.status, r.body)
+			continue
+		}
+		var body any
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Errorf("GET %s (linked from %s): not JSON: %v", path, from[path], err)
+			continue
+		}
+		if m, ok := body.(map[string]any); ok && !slices.Contains(notResources, path) {
+			if m["@odata.id"] != path {
+				t.Errorf("GET %s: @odata.id %v", path, m["@odata.id"])
+			}
+			if members, ok := m["Members"].([]any); ok && m["Members@odata.count"] != float64(len(members)) {
+				t.Errorf("GET %s: Members@odata.count %v for %d members", path, m["Members@odata.count"], len(members))
+			}
+		}
+		walkJSON(body, "", func(key, val string) {
+			switch key {
+			case "@odata.id":
+				link, _, _ := strings.Cut(val, "#")
+				if _, ok := from[link]; !ok {
+					from[link] = path
+					queue = append(queue, link)
+				}
+			case "target":
+				targets[val] = path
+			}
+		})
+	}
+	if gets < 500 {
+		t.Fatalf("walked only %d resources; the example rack has more", gets)
+	}
+	t.Logf("walked %d resources, %d action targets", gets, len(targets))
+	for _, want := range []string{"/redfish/v1/Fabrics/falcon1/Zones/host2-pcie", "/redfish/v1/Fabrics/ocs1/Zones/host1-ocs-a",
+		blocksPath + "memnode2-b64", "/redfish/v1/Fabrics/sas1/Switches/sas-sw1/Ports/160", "/redfish/v1/Oem/Rackpool/Topology"} {
+		if _, ok := from[want]; !ok {
+			t.Errorf("the walk never reached %s", want)
+		}
+	}
+	if len(targets) < 8 {
+		t.Errorf("only %d action targets: %v", len(targets), targets)
+	}
+	// With the faults cleared first, empty POSTs to the actions must change
+	// nothing at all.
+	for _, f := range []string{"falcon1", "sas1", "ocs1", "vlan1"} {
+		s.must(http.StatusNoContent, "POST", "/redfish/v1/Fabrics/"+f+"/Actions/Oem/Rackpool.ClearFaults", `{}`, admin)
+	}
+	before := s.snapshot()
+	for target, owner := range targets {
+		r := s.do("POST", target, `{}`, admin)
+		if r.status == http.StatusNotFound || r.status == http.StatusMethodNotAllowed || r.status >= 500 {
+			t.Errorf("POST {} to action %s (of %s): %d %s", target, owner, r.status, r.body)
+		}
+	}
+	if after := s.snapshot(); !slices.Equal(before, after) {
+		t.Errorf("empty action POSTs changed state\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// walkJSON calls fn for every string property, with its key.
+func walkJSON(v any, key string, fn func(key, val string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			walkJSON(x, k, fn)
+		}
+	case []any:
+		for _, x := range v {
+			walkJSON(x, key, fn)
+		}
+	case string:
+		fn(key, v)
+	}
+}
+
+// TestUnauthenticatedRoutes: without credentials (or with bad ones) only
+// the public routes answer; every other route, whatever its method, is a
+// 401 before its handler runs, so it changes nothing.
+func TestUnauthenticatedRoutes(t *testing.T) {
+	s := newService(t)
+	sys := s.compose(specificBody("host1", "gpu1"))
+	before := s.snapshot()
+	// A wrong Basic password costs an Argon2 check; try it on the routes
+	// that change state.
+	wrongBasic := cred{hdr: map[string]string{"Authorization": "Basic QWRtaW5pc3RyYXRvcjpndWVzcw=="}}
+	for _, rt := range routes(t) {
+		path := strings.ReplaceAll(concrete(rt.pattern), "/Systems/x", "/Systems/"+sys)
+		bad := []cred{{}, {token: "deadbeef"}}
+		if rt.method != "GET" {
+			bad = append(bad, wrongBasic)
+		}
+		t.Run(rt.method+" "+rt.pattern, func(t *testing.T) {
+			for _, c := range bad {
+				body := any(nil)
+				if rt.method == "POST" || rt.method == "PATCH" {
+					body = map[string]any{"ResourceBlock": blockRef("gpu2")}
+				}
+				r := s.do(rt.method, path, body, c)
+				if rt.privilege == "public" {
+					if r.status == http.StatusUnauthorized {
+						t.Fatalf("public route refused: %s", r.body)
+					}
+					continue
+				}
+				if r.status != http.StatusUnauthorized {
+					t.Fatalf("%s %s with %+v: %d, want 401: %s", rt.method, path, c, r.status, r.body)
+				}
+				if code := r.errorCode(t); code != "Base.1.22.NoValidSession" {
+					t.Fatalf("code %s", code)
+				}
+			}
+		})
+	}
+	if after := s.snapshot(); !slices.Equal(before, after) {
+		t.Fatalf("unauthenticated requests changed state\nbefore %v\nafter  %v", before, after)
+	}
+}
