@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 
 	"rackpool/api"
@@ -23,7 +22,7 @@ func runTopology(args []string) error {
 		if err != nil {
 			return err
 		}
-		v = viewOf(top)
+		v = top.View()
 	} else {
 		c, err := cf.client()
 		if err != nil {
@@ -38,49 +37,6 @@ func runTopology(args []string) error {
 	}
 	printTopology(v)
 	return nil
-}
-
-// viewOf builds the same document the server returns, for a local file.
-func viewOf(top *topology.Topology) *api.TopologyView {
-	v := &api.TopologyView{Name: top.Name}
-	for _, h := range top.Hosts {
-		hv := api.HostView{ID: h.ID, Rack: h.Rack, Cores: h.Cores, MemoryGiB: h.MemoryGiB}
-		for _, p := range h.Ports {
-			hv.Ports = append(hv.Ports, api.PortView{ID: p.ID, Fabric: p.Fabric.ID, Switch: p.Switch.ID, Port: p.Port, Metres: p.Metres})
-		}
-		v.Hosts = append(v.Hosts, hv)
-	}
-	for _, f := range top.Fabrics {
-		fv := api.FabricView{ID: f.ID, Kind: string(f.Kind), ReconfigurationMs: float64(f.Reconfig.Microseconds()) / 1000}
-		for _, sw := range f.Switches {
-			fv.Switches = append(fv.Switches, api.SwitchView{ID: sw.ID, Ports: sw.Ports + len(sw.PortNames), LatencyNs: sw.LatencyNS})
-		}
-		for _, d := range f.Drawers {
-			fv.Drawers = append(fv.Drawers, api.DrawerView{ID: d.ID, Mode: string(d.Mode), Slots: d.Slots, HostPorts: d.HostPorts})
-		}
-		for _, d := range f.Devices {
-			dv := api.DeviceView{ID: d.ID, Kind: string(d.Kind), Model: d.Model, Switch: d.Switch.ID, Ports: d.Ports, Slot: d.Slot,
-				CapacityBytes: d.CapacityBytes, Blocks: len(d.Blocks)}
-			if d.Drawer != nil {
-				dv.Drawer = d.Drawer.ID
-			}
-			fv.Devices = append(fv.Devices, dv)
-		}
-		v.Fabrics = append(v.Fabrics, fv)
-	}
-	for _, z := range top.Zones {
-		zv := api.ZoneView{ID: z.ID}
-		for h := range z.Hosts {
-			zv.Hosts = append(zv.Hosts, h)
-		}
-		for d := range z.Devices {
-			zv.Devices = append(zv.Devices, d)
-		}
-		sort.Strings(zv.Hosts)
-		sort.Strings(zv.Devices)
-		v.Zones = append(v.Zones, zv)
-	}
-	return v
 }
 
 func printTopology(v *api.TopologyView) {

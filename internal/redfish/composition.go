@@ -209,15 +209,8 @@ func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
 // explain answers "would this request fit, where, and if not why": the
 // same body as POST /redfish/v1/Systems, nothing is changed.
 func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
-	var body composeRequest
-	if err := decode(r, &body); err != nil {
-		return err
-	}
-	req, err := body.toRequest()
+	_, req, err := s.readCompose(r)
 	if err != nil {
-		return err
-	}
-	if err := s.hostFromBlocks(&req); err != nil {
 		return err
 	}
 	plan, err := s.mgr.Plan(req)

@@ -197,20 +197,30 @@ func (s *Server) hostFromBlocks(req *schedule.Request) error {
 	return nil
 }
 
-func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
+// readCompose decodes a composition request body (POST Systems, Explain)
+// into the body and the scheduler request.
+func (s *Server) readCompose(r *http.Request) (composeRequest, schedule.Request, error) {
 	var body composeRequest
 	if err := decode(r, &body); err != nil {
-		return err
+		return body, schedule.Request{}, err
 	}
 	req, err := body.toRequest()
 	if err != nil {
-		return err
+		return body, req, err
 	}
 	if err := s.hostFromBlocks(&req); err != nil {
-		return err
+		return body, req, err
 	}
 	if len(req.Blocks) == 0 && len(req.Needs) == 0 && req.Host == "" {
-		return errPropertyMissing("Links.ResourceBlocks")
+		return body, req, errPropertyMissing("Links.ResourceBlocks")
+	}
+	return body, req, nil
+}
+
+func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
+	body, req, err := s.readCompose(r)
+	if err != nil {
+		return err
 	}
 	c, err := s.mgr.Compose(r.Context(), compose.Request{Name: body.Name, Description: body.Description, Request: req})
 	if err != nil {
