@@ -46,7 +46,7 @@ func printTopology(v *api.TopologyView) {
 	for _, h := range v.Hosts {
 		var ports []string
 		for _, p := range h.Ports {
-			ports = append(ports, fmt.Sprintf("%s→%s:%s", p.ID, p.Fabric, p.Port))
+			ports = append(ports, fmt.Sprintf("%s→%s:%s/%s", p.ID, p.Fabric, p.Switch, p.Port))
 		}
 		fmt.Fprintf(w, "  %-10s %-8s %3d cores %5d GiB   %s\n", h.ID, h.Rack, h.Cores, h.MemoryGiB, strings.Join(ports, "  "))
 	}
@@ -87,7 +87,7 @@ func groupDevices(ds []api.DeviceView) []string {
 	var out []string
 	for i := 0; i < len(ds); {
 		j := i
-		for j+1 < len(ds) && ds[j+1].Kind == ds[i].Kind && ds[j+1].Model == ds[i].Model && ds[j+1].CapacityBytes == ds[i].CapacityBytes {
+		for j+1 < len(ds) && ds[j+1].Kind == ds[i].Kind && ds[j+1].Model == ds[i].Model && ds[j+1].CapacityBytes == ds[i].CapacityBytes && ds[j+1].Switch == ds[i].Switch {
 			j++
 		}
 		d := ds[i]
