@@ -59,6 +59,8 @@ var (
 	ErrBadRequest = errors.New("invalid request")
 	// ErrVersion: the caller's expected version is stale.
 	ErrVersion = errors.New("composition changed since it was read")
+	// ErrQuota: the tenant's quota for a kind of block would be exceeded.
+	ErrQuota = errors.New("tenant quota exceeded")
 )
 
 // Options configure a Manager. Topology, Store and Drivers are required.
@@ -69,12 +71,37 @@ type Options struct {
 	Drivers map[string]fabric.Driver
 	Clock   clock.Clock  // default: the real clock
 	Logger  *slog.Logger // default: discard
+	// OnChange, when set, is called after every committed change of a
+	// composition or reservation (events, metrics). It must not block.
+	OnChange func(Change)
+	// OnFabricOp, when set, is called after every attach or detach with the
+	// fabric's kind, the operation ("attach", "detach"), its duration and
+	// its error.
+	OnFabricOp func(kind inventory.FabricKind, op string, took time.Duration, err error)
 }
+
+// Change describes a committed change: Old is nil for a new composition,
+// New is nil for one that is gone. Reason says why ("composed",
+// "updated", "decomposed", "reserved", "released", "expired",
+// "failed").
+type Change struct {
+	Old, New *inventory.Composition
+	Reason   string
+	Err      error // for "failed"
+}
+
+// Quota limits how many blocks of each kind one tenant may hold across its
+// compositions and reservations. A kind not listed is unlimited.
+type Quota map[inventory.Kind]int
 
 // Request asks for a new composition.
 type Request struct {
 	Name        string
 	Description string
+	// Tenant owns the composition ("" for none); Quota is that tenant's
+	// quota, checked atomically with the placement.
+	Tenant string
+	Quota  Quota
 	schedule.Request
 }
 
@@ -96,6 +123,9 @@ type Manager struct {
 	// (one left Decomposing by a failed detach may be retried).
 	running map[string]bool
 	limits  map[string]int // shareable blocks' limits, for the store
+
+	onChange   func(Change)
+	onFabricOp func(inventory.FabricKind, string, time.Duration, error)
 }
 
 // New builds a Manager, loads the stored compositions and recovers any that
@@ -119,7 +149,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{},
+		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp,
 	}
 	for _, b := range o.Topology.Blocks {
 		if b.MaxCompositions > 1 {
@@ -138,10 +168,10 @@ func (m *Manager) Topology() *topology.Topology { return m.top }
 // Drivers returns the fabric drivers by fabric ID.
 func (m *Manager) Drivers() map[string]fabric.Driver { return m.drivers }
 
-func newID() string {
+func newID(prefix string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return "sys-" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // hold records c's blocks in the scheduler state and the owner index.
@@ -180,16 +210,30 @@ func (m *Manager) Plan(req schedule.Request) (*schedule.Plan, error) {
 // Compose places and composes a new system, all or nothing.
 func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
+	m.Expire(ctx)
 	req.Expand, req.Held = false, nil
 	m.mu.Lock()
-	plan, err := m.sched.Schedule(m.st, req.Request)
+	c, err := m.place(req, inventory.Composing, "sys-")
 	if err != nil {
 		m.mu.Unlock()
 		return nil, err
 	}
+	m.comps[c.ID] = c
+	m.hold(c, c.Blocks)
+	m.mu.Unlock()
+	return m.realize(ctx, c, nil)
+}
+
+// place schedules req and returns the composition it would make, checking
+// the tenant's quota. m.mu must be held.
+func (m *Manager) place(req Request, state inventory.State, prefix string) (*inventory.Composition, error) {
+	plan, err := m.sched.Schedule(m.st, req.Request)
+	if err != nil {
+		return nil, err
+	}
 	now := m.clk.Now().UTC()
-	c := &inventory.Composition{ID: newID(), Name: req.Name, Description: req.Description, Host: plan.Host.ID,
-		State: inventory.Composing, Version: 1, CreatedAt: now, UpdatedAt: now, Ports: map[string]string{}}
+	c := &inventory.Composition{ID: newID(prefix), Name: req.Name, Description: req.Description, Host: plan.Host.ID,
+		State: state, Version: 1, CreatedAt: now, UpdatedAt: now, Ports: map[string]string{}, Tenant: req.Tenant}
 	if c.Name == "" {
 		c.Name = c.ID
 	}
@@ -199,17 +243,23 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 			c.Ports[a.Block.ID] = a.Port.ID
 		}
 	}
-	m.comps[c.ID] = c
-	m.hold(c, c.Blocks)
-	m.mu.Unlock()
+	if err := m.checkQuota(req.Tenant, req.Quota, c.Blocks); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// realize records c (held in memory, state Composing) with the deletions
+// in del, attaches its devices and records it Composed; on any failure it
+// rolls back and the deletions stay undone only if the first record failed.
+func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []store.Deletion) (*inventory.Composition, error) {
 	abandon := func() {
 		m.mu.Lock()
 		m.drop(c, c.Blocks)
 		delete(m.comps, c.ID)
 		m.mu.Unlock()
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Delete: del, Limits: m.limits}); err != nil {
 		abandon()
 		return nil, fmt.Errorf("record composition: %w", err)
 	}
@@ -218,6 +268,7 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 		if m.rollbackCompose(ctx, c) {
 			abandon()
 		}
+		m.notify(Change{Old: c, Reason: "failed", Err: err})
 		return nil, err
 	}
 	done := c.Clone()
@@ -226,13 +277,22 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 		if m.rollbackCompose(ctx, c) {
 			abandon()
 		}
+		m.notify(Change{Old: c, Reason: "failed", Err: err})
 		return nil, fmt.Errorf("record composed state: %w", err)
 	}
 	m.mu.Lock()
 	m.comps[c.ID] = done
 	m.mu.Unlock()
-	m.log.Info("composed", "id", c.ID, "host", c.Host, "blocks", len(c.Blocks), "took", time.Since(start))
+	m.log.Info("composed", "id", c.ID, "host", c.Host, "blocks", len(c.Blocks), "tenant", c.Tenant, "took", time.Since(start))
+	m.notify(Change{New: done.Clone(), Reason: "composed"})
 	return done.Clone(), nil
+}
+
+// notify reports a committed change to the OnChange hook.
+func (m *Manager) notify(ch Change) {
+	if m.onChange != nil {
+		m.onChange(ch)
+	}
 }
 
 // rollbackCompose detaches what a failed compose may have attached and
@@ -294,7 +354,10 @@ func (m *Manager) forEachFabric(byFabric map[string][]fabric.Attachment, fn func
 
 func (m *Manager) attach(ctx context.Context, c *inventory.Composition, blocks []string) error {
 	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
-		if _, err := d.Attach(ctx, a); err != nil {
+		start := time.Now()
+		_, err := d.Attach(ctx, a)
+		m.fabricOp(a, "attach", start, err)
+		if err != nil {
 			return fmt.Errorf("attach %s to %s/%s: %w", a.Block, a.Host, a.HostPort, err)
 		}
 		return nil
@@ -307,7 +370,10 @@ func (m *Manager) attach(ctx context.Context, c *inventory.Composition, blocks [
 
 func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks []string) error {
 	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
-		if _, err := d.Detach(ctx, a); err != nil {
+		start := time.Now()
+		_, err := d.Detach(ctx, a)
+		m.fabricOp(a, "detach", start, err)
+		if err != nil {
 			return fmt.Errorf("detach %s from %s/%s: %w", a.Block, a.Host, a.HostPort, err)
 		}
 		return nil
@@ -325,7 +391,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	m.mu.Lock()
 	c := m.comps[id]
 	switch {
-	case c == nil:
+	case c == nil || c.State == inventory.Reserved:
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	case expectVersion != 0 && c.Version != expectVersion:
@@ -372,6 +438,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	delete(m.running, id)
 	m.mu.Unlock()
 	m.log.Info("decomposed", "id", id)
+	m.notify(Change{Old: d, Reason: "decomposed"})
 	return nil
 }
 
@@ -379,10 +446,16 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 // additions are placed by the scheduler (specific blocks or needs); the
 // compute block cannot be removed.
 func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, add schedule.Request, remove []string) (*inventory.Composition, error) {
+	return m.UpdateWithQuota(ctx, id, expectVersion, add, remove, nil)
+}
+
+// UpdateWithQuota is Update with the owning tenant's quota checked
+// atomically with the placement of the additions.
+func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion int64, add schedule.Request, remove []string, quota Quota) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
 	m.mu.Lock()
 	c := m.comps[id]
-	if c == nil {
+	if c == nil || c.State == inventory.Reserved {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -440,6 +513,10 @@ func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, ad
 			if a.Port != nil {
 				u.Ports[a.Block.ID] = a.Port.ID
 			}
+		}
+		if err := m.checkQuota(c.Tenant, quota, u.Adding); err != nil {
+			m.mu.Unlock()
+			return nil, err
 		}
 	}
 	if len(u.Adding)+len(u.Removing) == 0 {
@@ -506,6 +583,7 @@ func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, ad
 	m.comps[id] = done
 	m.mu.Unlock()
 	m.log.Info("updated", "id", id, "added", len(u.Adding), "removed", len(u.Removing))
+	m.notify(Change{Old: c, New: done.Clone(), Reason: "updated"})
 	return done.Clone(), nil
 }
 
@@ -535,18 +613,25 @@ func (m *Manager) Get(id string) (*inventory.Composition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.comps[id]
-	if c == nil {
+	if c == nil || c.State == inventory.Reserved {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return c.Clone(), nil
 }
 
-// List returns copies of all compositions, ordered by creation then ID.
+// List returns copies of all compositions (not reservations), ordered by
+// creation then ID.
 func (m *Manager) List() []*inventory.Composition {
+	return m.list(func(c *inventory.Composition) bool { return c.State != inventory.Reserved })
+}
+
+func (m *Manager) list(keep func(*inventory.Composition) bool) []*inventory.Composition {
 	m.mu.Lock()
 	out := make([]*inventory.Composition, 0, len(m.comps))
 	for _, c := range m.comps {
-		out = append(out, c.Clone())
+		if keep(c) {
+			out = append(out, c.Clone())
+		}
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -561,7 +646,8 @@ func (m *Manager) List() []*inventory.Composition {
 // BlockStatus is a block's composition status, as Redfish reports it.
 type BlockStatus struct {
 	State        string   // Unused, Composing, ComposedAndAvailable, Composed, Failed
-	Compositions []string // IDs of compositions holding it
+	Compositions []string // IDs of compositions holding it (not reservations)
+	Reservations []string // IDs of reservations holding it
 }
 
 // BlockStatus returns the status of block id.
@@ -569,8 +655,16 @@ func (m *Manager) BlockStatus(id string) BlockStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := m.top.Block(id)
-	owners := append([]string(nil), m.owners[id]...)
-	st := BlockStatus{State: "Unused", Compositions: owners}
+	var owners []string
+	st := BlockStatus{State: "Unused"}
+	for _, o := range m.owners[id] {
+		if c := m.comps[o]; c != nil && c.State == inventory.Reserved {
+			st.Reservations = append(st.Reservations, o)
+		} else {
+			owners = append(owners, o)
+		}
+	}
+	st.Compositions = owners
 	if b == nil {
 		return st
 	}
@@ -588,7 +682,7 @@ func (m *Manager) BlockStatus(id string) BlockStatus {
 	case len(owners) == 0:
 	case settled < len(owners):
 		st.State = "Composing"
-	case len(owners) < b.MaxCompositions:
+	case len(owners)+len(st.Reservations) < b.MaxCompositions:
 		st.State = "ComposedAndAvailable"
 	default:
 		st.State = "Composed"
@@ -620,7 +714,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			for f, as := range m.attachments(c, c.Blocks) {
 				restore[f] = append(restore[f], as...)
 			}
-		} else {
+		} else if c.State != inventory.Reserved { // reservations attach nothing
 			settle = append(settle, c)
 		}
 	}

@@ -332,6 +332,10 @@ const (
 	Composed    State = "Composed"
 	Updating    State = "Updating"
 	Decomposing State = "Decomposing"
+	// Reserved: the blocks are held for a later composition (a Redfish
+	// CompositionReservation) but nothing is attached. A reservation ends at
+	// ExpiresAt unless it is composed or released first.
+	Reserved State = "Reserved"
 )
 
 // Composition is a logical system composed from a compute block and device
@@ -351,6 +355,10 @@ type Composition struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	Description string
+	// Tenant owns the composition; "" is the operators' own (no tenant).
+	Tenant string
+	// ExpiresAt ends a Reserved composition; zero for the other states.
+	ExpiresAt time.Time
 }
 
 // Clone returns a deep copy.

@@ -23,10 +23,17 @@ type record struct {
 	CreatedAt   time.Time         `json:"created_at"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 	Description string            `json:"description,omitempty"`
+	Tenant      string            `json:"tenant,omitempty"`
+	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
 }
 
 // encode returns the JSON for c, with its times in UTC.
 func encode(c *inventory.Composition) ([]byte, error) {
+	var expires *time.Time
+	if !c.ExpiresAt.IsZero() {
+		t := c.ExpiresAt.UTC()
+		expires = &t
+	}
 	b, err := json.Marshal(record{
 		ID:          c.ID,
 		Name:        c.Name,
@@ -39,6 +46,8 @@ func encode(c *inventory.Composition) ([]byte, error) {
 		CreatedAt:   c.CreatedAt.UTC(),
 		UpdatedAt:   c.UpdatedAt.UTC(),
 		Description: c.Description,
+		Tenant:      c.Tenant,
+		ExpiresAt:   expires,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
@@ -66,5 +75,14 @@ func decode(version int64, data []byte) (*inventory.Composition, error) {
 		CreatedAt:   r.CreatedAt.UTC(),
 		UpdatedAt:   r.UpdatedAt.UTC(),
 		Description: r.Description,
+		Tenant:      r.Tenant,
+		ExpiresAt:   expiresAt(r.ExpiresAt),
 	}, nil
+}
+
+func expiresAt(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }

@@ -1,0 +1,264 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"rackpool/internal/fabric"
+	"rackpool/internal/inventory"
+	"rackpool/internal/store"
+)
+
+// Reservations (Redfish CompositionReservations) are compositions in state
+// Reserved: placed, recorded and holding their blocks in the scheduler
+// state and the store exactly like a composition, so nothing else can take
+// them, but with nothing attached. Compose turns one into a composed system
+// (the same blocks and host ports, a new system ID) in one store plan that
+// deletes the reservation and records the system; Release and expiry
+// delete it. Expiry is checked lazily before every placement and by
+// ExpireLoop, so an expired reservation never blocks a request.
+
+// Reserve places req and holds the result until ttl has passed.
+func (m *Manager) Reserve(ctx context.Context, req Request, ttl time.Duration) (*inventory.Composition, error) {
+	ctx = context.WithoutCancel(ctx)
+	if ttl <= 0 {
+		return nil, fmt.Errorf("%w: reservation duration must be positive", ErrBadRequest)
+	}
+	m.Expire(ctx)
+	req.Expand, req.Held = false, nil
+	m.mu.Lock()
+	r, err := m.place(req, inventory.Reserved, "res-")
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	r.ExpiresAt = r.CreatedAt.Add(ttl)
+	m.comps[r.ID] = r
+	m.hold(r, r.Blocks)
+	m.mu.Unlock()
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{r}, Limits: m.limits}); err != nil {
+		m.mu.Lock()
+		m.drop(r, r.Blocks)
+		delete(m.comps, r.ID)
+		m.mu.Unlock()
+		return nil, fmt.Errorf("record reservation: %w", err)
+	}
+	m.log.Info("reserved", "id", r.ID, "host", r.Host, "blocks", len(r.Blocks), "tenant", r.Tenant, "expires", r.ExpiresAt)
+	m.notify(Change{New: r.Clone(), Reason: "reserved"})
+	return r.Clone(), nil
+}
+
+// ComposeReserved composes the system reservation id holds, all or
+// nothing. On failure the reservation is gone and its blocks are free
+// again (the Redfish Compose action consumes the reservation it names).
+// name and description replace the reservation's when not empty.
+func (m *Manager) ComposeReserved(ctx context.Context, id, name, description string) (*inventory.Composition, error) {
+	ctx = context.WithoutCancel(ctx)
+	m.Expire(ctx)
+	m.mu.Lock()
+	r := m.comps[id]
+	if r == nil || r.State != inventory.Reserved {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: reservation %s", ErrNotFound, id)
+	}
+	now := m.clk.Now().UTC()
+	c := r.Clone()
+	c.ID, c.State, c.Version, c.CreatedAt, c.UpdatedAt, c.ExpiresAt = newID("sys-"), inventory.Composing, 1, now, now, time.Time{}
+	if name != "" {
+		c.Name = name
+	} else if c.Name == r.ID {
+		c.Name = c.ID
+	}
+	if description != "" {
+		c.Description = description
+	}
+	m.drop(r, r.Blocks)
+	delete(m.comps, r.ID)
+	m.comps[c.ID] = c
+	m.hold(c, c.Blocks)
+	m.mu.Unlock()
+	done, err := m.realize(ctx, c, []store.Deletion{{ID: r.ID, Version: r.Version}})
+	if err != nil && !m.stored(ctx, r.ID) {
+		m.notify(Change{Old: r, Reason: "released"})
+	} else if err != nil {
+		// The first record failed: the reservation is still stored; put it
+		// back in memory.
+		m.mu.Lock()
+		if m.comps[r.ID] == nil {
+			m.comps[r.ID] = r
+			m.hold(r, r.Blocks)
+		}
+		m.mu.Unlock()
+	}
+	return done, err
+}
+
+// stored reports whether the store still holds composition id.
+func (m *Manager) stored(ctx context.Context, id string) bool {
+	all, err := m.store.Compositions(ctx)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(all, func(c *inventory.Composition) bool { return c.ID == id })
+}
+
+// Release deletes reservation id.
+func (m *Manager) Release(ctx context.Context, id string) error {
+	return m.release(context.WithoutCancel(ctx), id, "released", false)
+}
+
+func (m *Manager) release(ctx context.Context, id, reason string, onlyExpired bool) error {
+	m.mu.Lock()
+	r := m.comps[id]
+	if r == nil || r.State != inventory.Reserved || m.running[id] {
+		m.mu.Unlock()
+		return fmt.Errorf("%w: reservation %s", ErrNotFound, id)
+	}
+	if onlyExpired && m.clk.Now().Before(r.ExpiresAt) {
+		m.mu.Unlock()
+		return nil
+	}
+	m.running[id] = true
+	m.mu.Unlock()
+	err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: r.Version}}})
+	m.mu.Lock()
+	delete(m.running, id)
+	if err == nil {
+		m.drop(r, r.Blocks)
+		delete(m.comps, id)
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("delete reservation: %w", err)
+	}
+	m.log.Info("reservation ended", "id", id, "reason", reason)
+	m.notify(Change{Old: r, Reason: reason})
+	return nil
+}
+
+// GetReservation returns a copy of reservation id.
+func (m *Manager) GetReservation(id string) (*inventory.Composition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.comps[id]
+	if r == nil || r.State != inventory.Reserved {
+		return nil, fmt.Errorf("%w: reservation %s", ErrNotFound, id)
+	}
+	return r.Clone(), nil
+}
+
+// Reservations lists the live reservations.
+func (m *Manager) Reservations() []*inventory.Composition {
+	now := m.clk.Now()
+	return m.list(func(c *inventory.Composition) bool {
+		return c.State == inventory.Reserved && now.Before(c.ExpiresAt)
+	})
+}
+
+// Expire deletes every reservation past its expiry.
+func (m *Manager) Expire(ctx context.Context) {
+	now := m.clk.Now()
+	m.mu.Lock()
+	var due []string
+	for id, c := range m.comps {
+		if c.State == inventory.Reserved && !now.Before(c.ExpiresAt) && !m.running[id] {
+			due = append(due, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range due {
+		if err := m.release(ctx, id, "expired", true); err != nil {
+			m.log.Warn("expire reservation", "id", id, "err", err)
+		}
+	}
+}
+
+// ExpireLoop expires reservations every interval until ctx ends.
+func (m *Manager) ExpireLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Expire(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// Usage counts the blocks of each kind tenant holds in compositions and
+// reservations.
+func (m *Manager) Usage(tenant string) map[inventory.Kind]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usage(tenant)
+}
+
+func (m *Manager) usage(tenant string) map[inventory.Kind]int {
+	out := map[inventory.Kind]int{}
+	for _, c := range m.comps {
+		if c.Tenant != tenant {
+			continue
+		}
+		for _, id := range c.AllBlocks() {
+			if b := m.top.Block(id); b != nil {
+				out[b.Kind]++
+			}
+		}
+	}
+	return out
+}
+
+// checkQuota fails when adding blocks would take tenant over quota.
+// m.mu must be held.
+func (m *Manager) checkQuota(tenant string, q Quota, blocks []string) error {
+	if len(q) == 0 {
+		return nil
+	}
+	use := m.usage(tenant)
+	add := map[inventory.Kind]int{}
+	for _, id := range blocks {
+		if b := m.top.Block(id); b != nil {
+			add[b.Kind]++
+		}
+	}
+	for k, n := range add {
+		if lim, ok := q[k]; ok && use[k]+n > lim {
+			return fmt.Errorf("%w: tenant %q would hold %d %s blocks, quota %d", ErrQuota, tenant, use[k]+n, k, lim)
+		}
+	}
+	return nil
+}
+
+// fabricOp reports one driver call to the OnFabricOp hook.
+func (m *Manager) fabricOp(a fabric.Attachment, op string, start time.Time, err error) {
+	if m.onFabricOp == nil {
+		return
+	}
+	if b := m.top.Block(a.Block); b != nil && b.Device != nil {
+		m.onFabricOp(b.Device.Fabric.Kind, op, time.Since(start), err)
+	}
+}
+
+// EstimateFabricTime is the modelled time the fabrics need to attach
+// blocks to host: fabrics work in parallel, each applies its
+// reconfigurations one after another (see forEachFabric).
+func (m *Manager) EstimateFabricTime(blocks []string) time.Duration {
+	per := map[*inventory.Fabric]time.Duration{}
+	for _, id := range blocks {
+		b := m.top.Block(id)
+		if b == nil || b.Device == nil {
+			continue
+		}
+		f := b.Device.Fabric
+		per[f] += f.Reconfig + f.DriveOnline
+	}
+	var most time.Duration
+	for _, d := range per {
+		most = max(most, d)
+	}
+	return most
+}
