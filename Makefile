@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench e2e clean
+.PHONY: help build run test test-short check bench e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,11 +15,15 @@ build: ## build bin/rackpool
 run: build ## build and serve the built-in example rack with SQLite state in ./data
 	./$(BIN) serve --addr 127.0.0.1:8080 --data ./data
 
-test: ## run every test (unit tests under -race, end-to-end tests, benchmarks once)
+test: ## run every test (unit tests under -race, end-to-end tests, benchmarks once, DMTF conformance)
 	$(GO) vet ./...
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
 	$(GO) run ./bench/compose -seconds 0.2 > /dev/null
+	$(MAKE) conformance
+
+conformance: ## DMTF Redfish service, protocol and interop validators (reports in build/conformance)
+	GO=$(GO) scripts/conformance.sh
 
 test-short: ## unit tests only, no race detector, no end-to-end
 	$(GO) test -short -count=1 ./...

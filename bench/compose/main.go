@@ -28,6 +28,8 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
+	"rackpool/internal/events"
+	"rackpool/internal/metrics"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish"
@@ -131,7 +133,10 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	if err != nil {
 		log.Fatal(err)
 	}
-	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers})
+	// Wired as serve wires it: audit log, events and metrics included.
+	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
+	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -143,7 +148,7 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &http.Server{Handler: redfish.New(mgr, auth, nil)}
+	srv := &http.Server{Handler: redfish.New(mgr, auth, redfish.Options{Store: st, Observer: obs, AsyncThreshold: -1})}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
+	"rackpool/internal/events"
+	"rackpool/internal/metrics"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
@@ -28,6 +31,14 @@ func runServe(args []string) error {
 	topoFile := fs.String("topology", "", "topology file (default: the built-in example rack)")
 	fabricTime := fs.String("fabric-time", "real", "real: emulated fabrics take their modelled reconfiguration time; instant: they answer at once (benchmarks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json (structured logs on stderr)")
+	asyncThreshold := fs.Duration("async-threshold", redfish.DefaultAsyncThreshold,
+		"compositions whose modelled fabric time exceeds this answer 202 with a task monitor (negative: never)")
+	importFile := fs.String("import", "", "apply the allocation in this export file at start-up, all or nothing (see 'rackpool export')")
+	monitorEvery := fs.Duration("monitor-interval", events.DefaultMonitorInterval, "how often fabric health and telemetry are polled for events")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key); Redfish requires HTTPS for Basic auth")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	tlsSelfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS with an ephemeral self-signed certificate (tests, development)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,7 +49,15 @@ func runServe(args []string) error {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var log *slog.Logger
+	switch *logFormat {
+	case "text":
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	case "json":
+		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	default:
+		return fmt.Errorf("--log-format: want text or json, got %q", *logFormat)
+	}
 
 	var top *topology.Topology
 	if *topoFile == "" {
@@ -77,7 +96,11 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log})
+	bus := events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
+	defer bus.Close()
+	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
+	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
 	if err != nil {
 		return err
 	}
@@ -85,17 +108,43 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	redfish.Version = version
+	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold})
+	if err := api.Restore(ctx); err != nil {
+		return err
+	}
+	if *importFile != "" {
+		n, err := importAllocation(ctx, api, *importFile)
+		if err != nil {
+			return fmt.Errorf("--import %s: %w", *importFile, err)
+		}
+		log.Info("imported allocation", "file", *importFile, "compositions", n)
+	}
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	go mgr.ExpireLoop(bg, time.Second)
+	go events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log}).Run(bg)
+	obs.Watch()
+	tlsConf, err := tlsConfig(*tlsCert, *tlsKey, *tlsSelfSigned, *addr)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
+	scheme := "http"
+	if tlsConf != nil {
+		ln, scheme = tls.NewListener(ln, tlsConf), "https"
+	}
 	srv := &http.Server{
-		Handler:           redfish.New(mgr, auth, log),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,
 	}
-	log.Info("rackpool serving", "url", "http://"+ln.Addr().String()+"/redfish/v1", "topology", top.Name,
+	srv.RegisterOnShutdown(bus.Close) // ends SSE streams
+	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "topology", top.Name,
 		"hosts", len(top.Hosts), "blocks", len(top.Blocks), "data", *data, "fabric_time", *fabricTime,
 		"compositions", len(mgr.List()))
 
@@ -117,4 +166,18 @@ func runServe(args []string) error {
 		}
 	}
 	return nil
+}
+
+// importAllocation applies an export file at start-up.
+func importAllocation(ctx context.Context, api *redfish.Server, file string) (int, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	a, err := redfish.ParseAllocation(data)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := api.ImportAllocation(ctx, a)
+	return len(ids), err
 }

@@ -78,6 +78,9 @@ type Options struct {
 	// fabric's kind, the operation ("attach", "detach"), its duration and
 	// its error.
 	OnFabricOp func(kind inventory.FabricKind, op string, took time.Duration, err error)
+	// OnSchedule, when set, is called after every scheduler decision with
+	// its duration and outcome.
+	OnSchedule func(took time.Duration, err error)
 }
 
 // Change describes a committed change: Old is nil for a new composition,
@@ -102,6 +105,8 @@ type Request struct {
 	// quota, checked atomically with the placement.
 	Tenant string
 	Quota  Quota
+	// Group, for a reservation, names the request it belongs to.
+	Group string
 	schedule.Request
 }
 
@@ -126,6 +131,7 @@ type Manager struct {
 
 	onChange   func(Change)
 	onFabricOp func(inventory.FabricKind, string, time.Duration, error)
+	onSchedule func(time.Duration, error)
 }
 
 // New builds a Manager, loads the stored compositions and recovers any that
@@ -149,7 +155,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp,
+		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	for _, b := range o.Topology.Blocks {
 		if b.MaxCompositions > 1 {
@@ -227,13 +233,13 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 // place schedules req and returns the composition it would make, checking
 // the tenant's quota. m.mu must be held.
 func (m *Manager) place(req Request, state inventory.State, prefix string) (*inventory.Composition, error) {
-	plan, err := m.sched.Schedule(m.st, req.Request)
+	plan, err := m.schedule(req.Request)
 	if err != nil {
 		return nil, err
 	}
 	now := m.clk.Now().UTC()
 	c := &inventory.Composition{ID: newID(prefix), Name: req.Name, Description: req.Description, Host: plan.Host.ID,
-		State: state, Version: 1, CreatedAt: now, UpdatedAt: now, Ports: map[string]string{}, Tenant: req.Tenant}
+		State: state, Version: 1, CreatedAt: now, UpdatedAt: now, Ports: map[string]string{}, Tenant: req.Tenant, Group: req.Group}
 	if c.Name == "" {
 		c.Name = c.ID
 	}
@@ -286,6 +292,17 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []s
 	m.log.Info("composed", "id", c.ID, "host", c.Host, "blocks", len(c.Blocks), "tenant", c.Tenant, "took", time.Since(start))
 	m.notify(Change{New: done.Clone(), Reason: "composed"})
 	return done.Clone(), nil
+}
+
+// schedule runs the scheduler and reports its decision time. m.mu must be
+// held.
+func (m *Manager) schedule(req schedule.Request) (*schedule.Plan, error) {
+	start := time.Now()
+	p, err := m.sched.Schedule(m.st, req)
+	if m.onSchedule != nil {
+		m.onSchedule(time.Since(start), err)
+	}
+	return p, err
 }
 
 // notify reports a committed change to the OnChange hook.
@@ -503,7 +520,7 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 				return nil, fmt.Errorf("%w: %s already holds %s", ErrBadRequest, id, b)
 			}
 		}
-		plan, err := m.sched.Schedule(m.st, add)
+		plan, err := m.schedule(add)
 		if err != nil {
 			m.mu.Unlock()
 			return nil, err
@@ -590,6 +607,11 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 // SetBlocks makes the composition hold exactly blocks (the Redfish PATCH
 // of Links.ResourceBlocks): the difference becomes one Update.
 func (m *Manager) SetBlocks(ctx context.Context, id string, expectVersion int64, blocks []string) (*inventory.Composition, error) {
+	return m.SetBlocksWithQuota(ctx, id, expectVersion, blocks, nil)
+}
+
+// SetBlocksWithQuota is SetBlocks with the owner's quota checked.
+func (m *Manager) SetBlocksWithQuota(ctx context.Context, id string, expectVersion int64, blocks []string, quota Quota) (*inventory.Composition, error) {
 	c, err := m.Get(id)
 	if err != nil {
 		return nil, err
@@ -605,7 +627,7 @@ func (m *Manager) SetBlocks(ctx context.Context, id string, expectVersion int64,
 			remove = append(remove, b)
 		}
 	}
-	return m.Update(ctx, id, expectVersion, schedule.Request{Blocks: add}, remove)
+	return m.UpdateWithQuota(ctx, id, expectVersion, schedule.Request{Blocks: add}, remove, quota)
 }
 
 // Get returns a copy of one composition.
@@ -648,6 +670,8 @@ type BlockStatus struct {
 	State        string   // Unused, Composing, ComposedAndAvailable, Composed, Failed
 	Compositions []string // IDs of compositions holding it (not reservations)
 	Reservations []string // IDs of reservations holding it
+	// Tenants owning each holder: Compositions first, then Reservations.
+	Tenants []string
 }
 
 // BlockStatus returns the status of block id.
@@ -665,6 +689,11 @@ func (m *Manager) BlockStatus(id string) BlockStatus {
 		}
 	}
 	st.Compositions = owners
+	for _, o := range append(append([]string(nil), owners...), st.Reservations...) {
+		if c := m.comps[o]; c != nil {
+			st.Tenants = append(st.Tenants, c.Tenant)
+		}
+	}
 	if b == nil {
 		return st
 	}

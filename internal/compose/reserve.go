@@ -8,6 +8,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 )
 
@@ -65,7 +66,7 @@ func (m *Manager) ComposeReserved(ctx context.Context, id, name, description str
 	}
 	now := m.clk.Now().UTC()
 	c := r.Clone()
-	c.ID, c.State, c.Version, c.CreatedAt, c.UpdatedAt, c.ExpiresAt = newID("sys-"), inventory.Composing, 1, now, now, time.Time{}
+	c.ID, c.State, c.Version, c.CreatedAt, c.UpdatedAt, c.ExpiresAt, c.Group = newID("sys-"), inventory.Composing, 1, now, now, time.Time{}, ""
 	if name != "" {
 		c.Name = name
 	} else if c.Name == r.ID {
@@ -261,4 +262,28 @@ func (m *Manager) EstimateFabricTime(blocks []string) time.Duration {
 		most = max(most, d)
 	}
 	return most
+}
+
+// PlanAll places reqs one after another as if all were applied together,
+// and changes nothing: each plan's blocks are held while the next is
+// placed, then all are let go.
+func (m *Manager) PlanAll(reqs []schedule.Request) ([]*schedule.Plan, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var plans []*schedule.Plan
+	defer func() {
+		for i := len(plans) - 1; i >= 0; i-- {
+			m.st.Release(plans[i].Host, plans[i].Assignments)
+		}
+	}()
+	for _, req := range reqs {
+		req.Expand, req.Held = false, nil
+		p, err := m.sched.Schedule(m.st, req)
+		if err != nil {
+			return nil, err
+		}
+		m.st.Acquire(p.Host, p.Assignments)
+		plans = append(plans, p)
+	}
+	return plans, nil
 }

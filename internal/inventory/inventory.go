@@ -359,6 +359,9 @@ type Composition struct {
 	Tenant string
 	// ExpiresAt ends a Reserved composition; zero for the other states.
 	ExpiresAt time.Time
+	// Group ties together the reservations one request made (a Redfish
+	// CompositionReservation may hold several systems).
+	Group string
 }
 
 // Clone returns a deep copy.

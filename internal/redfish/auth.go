@@ -7,8 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -65,15 +67,98 @@ func CheckPassword(hash, password string) bool {
 	return subtle.ConstantTimeCompare(got, want) == 1
 }
 
-// Auth holds the accounts and sessions of the service.
+// Roles: the three standard Redfish roles.
+const (
+	RoleAdministrator = "Administrator"
+	RoleOperator      = "Operator"
+	RoleReadOnly      = "ReadOnly"
+)
+
+// roles lists each role's privileges.
+var roles = map[string][]string{
+	RoleAdministrator: {"Login", "ConfigureManager", "ConfigureUsers", "ConfigureSelf", "ConfigureComponents"},
+	RoleOperator:      {"Login", "ConfigureSelf", "ConfigureComponents"},
+	RoleReadOnly:      {"Login", "ConfigureSelf"},
+}
+
+// Account is one user of the service. Hash is the Argon2id PHC string;
+// it never leaves the process except into the store.
+type Account struct {
+	UserName string `json:"user"`
+	Role     string `json:"role"`
+	Tenant   string `json:"tenant,omitempty"`
+	Enabled  bool   `json:"enabled"`
+	Hash     string `json:"hash"`
+}
+
+// Tenant is a group of accounts that see and act only on their own
+// compositions and reservations (and the free pool), within quotas.
+type Tenant struct {
+	ID          string         `json:"id"`
+	Description string         `json:"description,omitempty"`
+	Quotas      map[string]int `json:"quotas,omitempty"` // block kind -> most blocks held
+}
+
+// Principal is the authenticated identity of a request.
+type Principal struct {
+	User, Role, Tenant string
+	Session            string // session ID, when authenticated by token
+}
+
+// has reports whether p's role grants the Redfish privilege priv.
+func (p Principal) has(priv string) bool {
+	for _, x := range roles[p.Role] {
+		if x == priv {
+			return true
+		}
+	}
+	return false
+}
+
+// sees reports whether p may see what tenant owns: accounts without a
+// tenant see everything; a tenant's accounts see only their tenant's.
+func (p Principal) sees(tenant string) bool { return p.Tenant == "" || p.Tenant == tenant }
+
+// LockoutPolicy is AccountService's account lockout: Threshold failed
+// logins within ResetAfter lock the account for Duration. Threshold 0
+// disables lockout.
+type LockoutPolicy struct {
+	Threshold  int           `json:"threshold"`
+	Duration   time.Duration `json:"duration"`
+	ResetAfter time.Duration `json:"reset_after"`
+}
+
+// DefaultLockout: 5 failures in 5 minutes lock an account for 5 minutes.
+var DefaultLockout = LockoutPolicy{Threshold: 5, Duration: 5 * time.Minute, ResetAfter: 5 * time.Minute}
+
+// MinPasswordLength is the shortest password accepted for a new account.
+const MinPasswordLength = 8
+
+const (
+	accountsSettingKey = "accounts"
+	tenantsSettingKey  = "tenants"
+	lockoutSettingKey  = "lockout"
+)
+
+// Auth holds the accounts, tenants and sessions of the service.
 type Auth struct {
 	clk       clock.Clock
 	idleLimit time.Duration
+	st        store.Store
 
 	mu       sync.Mutex
-	hashes   map[string]string // user -> PHC hash
+	accounts map[string]*Account // by user name; the Administrator included
+	tenants  map[string]*Tenant
+	lockout  LockoutPolicy
+	failures map[string]*failures
 	verified map[[32]byte]time.Time
 	sessions map[string]*session // by token
+}
+
+type failures struct {
+	count       int
+	first       time.Time
+	lockedUntil time.Time
 }
 
 type session struct {
@@ -100,8 +185,8 @@ func SetupAdmin(ctx context.Context, st store.Store, envPassword string) (genera
 	return generated, st.PutSetting(ctx, adminSettingKey, HashPassword(generated))
 }
 
-// NewAuth loads the accounts from st. Sessions idle longer than idle
-// expire.
+// NewAuth loads the accounts and tenants from st. Sessions idle longer
+// than idle expire.
 func NewAuth(ctx context.Context, st store.Store, clk clock.Clock, idle time.Duration) (*Auth, error) {
 	hash, ok, err := st.Setting(ctx, adminSettingKey)
 	if err != nil {
@@ -113,40 +198,123 @@ func NewAuth(ctx context.Context, st store.Store, clk clock.Clock, idle time.Dur
 	if idle <= 0 {
 		idle = 30 * time.Minute
 	}
-	return &Auth{clk: clk, idleLimit: idle, hashes: map[string]string{AdminUser: hash},
-		verified: map[[32]byte]time.Time{}, sessions: map[string]*session{}}, nil
+	a := &Auth{clk: clk, idleLimit: idle, st: st, accounts: map[string]*Account{}, tenants: map[string]*Tenant{},
+		lockout: DefaultLockout, failures: map[string]*failures{},
+		verified: map[[32]byte]time.Time{}, sessions: map[string]*session{}}
+	if err := loadSetting(ctx, st, accountsSettingKey, &a.accounts); err != nil {
+		return nil, err
+	}
+	if err := loadSetting(ctx, st, tenantsSettingKey, &a.tenants); err != nil {
+		return nil, err
+	}
+	if err := loadSetting(ctx, st, lockoutSettingKey, &a.lockout); err != nil {
+		return nil, err
+	}
+	a.accounts[AdminUser] = &Account{UserName: AdminUser, Role: RoleAdministrator, Enabled: true, Hash: hash}
+	return a, nil
 }
+
+func loadSetting(ctx context.Context, st store.Store, key string, v any) error {
+	raw, ok, err := st.Setting(ctx, key)
+	if err != nil || !ok {
+		return err
+	}
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		return fmt.Errorf("setting %s: %w", key, err)
+	}
+	return nil
+}
+
+// saveLocked writes the accounts (all but the built-in Administrator's,
+// whose hash has its own setting), tenants and lockout policy. a.mu must
+// be held.
+func (a *Auth) saveLocked(ctx context.Context) error {
+	others := map[string]*Account{}
+	for n, acc := range a.accounts {
+		if n != AdminUser {
+			others[n] = acc
+		}
+	}
+	for key, v := range map[string]any{accountsSettingKey: others, tenantsSettingKey: a.tenants, lockoutSettingKey: a.lockout} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := a.st.PutSetting(ctx, key, string(b)); err != nil {
+			return err
+		}
+	}
+	return a.st.PutSetting(ctx, adminSettingKey, a.accounts[AdminUser].Hash)
+}
+
+// errLocked: the account is locked out after repeated failures.
+var errLocked = errors.New("account locked")
 
 // verify checks a user name and password. Successful checks are
 // remembered for a minute by a digest of the credentials, so Basic-auth
-// clients do not pay for Argon2 on every request.
-func (a *Auth) verify(user, password string) bool {
+// clients do not pay for Argon2 on every request. Repeated failures lock
+// the account (errLocked) even for the right password.
+func (a *Auth) verify(user, password string) (Principal, error) {
 	digest := sha256.Sum256([]byte(user + "\x00" + password))
 	now := a.clk.Now()
 	a.mu.Lock()
-	if until, ok := a.verified[digest]; ok && now.Before(until) {
+	acc, ok := a.accounts[user]
+	if ok && !acc.Enabled {
 		a.mu.Unlock()
-		return true
+		CheckPassword(HashPassword("x"), password)
+		return Principal{}, errNoAccount
 	}
-	hash, ok := a.hashes[user]
+	if f := a.failures[user]; ok && f != nil && now.Before(f.lockedUntil) {
+		a.mu.Unlock()
+		return Principal{}, errLocked
+	}
+	if until, hit := a.verified[digest]; ok && hit && now.Before(until) {
+		p := Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}
+		a.mu.Unlock()
+		return p, nil
+	}
+	var hash string
+	if ok {
+		hash = acc.Hash
+	}
 	a.mu.Unlock()
 	if !ok {
 		// Spend the same time as a real check so timing does not reveal
 		// which accounts exist.
 		CheckPassword(HashPassword("x"), password)
-		return false
+		return Principal{}, errNoAccount
 	}
-	if !CheckPassword(hash, password) {
-		return false
-	}
+	good := CheckPassword(hash, password)
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	acc, ok = a.accounts[user]
+	if !ok || acc.Hash != hash {
+		return Principal{}, errNoAccount // changed meanwhile
+	}
+	if !good {
+		f := a.failures[user]
+		if f == nil || now.Sub(f.first) > a.lockout.ResetAfter {
+			f = &failures{first: now}
+			a.failures[user] = f
+		}
+		f.count++
+		if a.lockout.Threshold > 0 && f.count >= a.lockout.Threshold {
+			f.lockedUntil = now.Add(a.lockout.Duration)
+			f.count, f.first = 0, now
+			return Principal{}, errLocked
+		}
+		return Principal{}, errNoAccount
+	}
+	delete(a.failures, user)
 	if len(a.verified) > 1024 {
 		a.verified = map[[32]byte]time.Time{}
 	}
 	a.verified[digest] = now.Add(time.Minute)
-	a.mu.Unlock()
-	return true
+	return Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}, nil
 }
+
+// errNoAccount: wrong user name or password (never says which).
+var errNoAccount = errors.New("invalid credentials")
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -155,33 +323,35 @@ func randomHex(n int) string {
 }
 
 // login creates a session.
-func (a *Auth) login(user, password string) (*session, bool) {
-	if !a.verify(user, password) {
-		return nil, false
+func (a *Auth) login(user, password string) (*session, error) {
+	if _, err := a.verify(user, password); err != nil {
+		return nil, err
 	}
 	now := a.clk.Now()
 	s := &session{ID: randomHex(8), User: user, token: randomHex(32), Created: now, LastUsed: now}
 	a.mu.Lock()
 	a.sessions[s.token] = s
 	a.mu.Unlock()
-	return s, true
+	return s, nil
 }
 
-// bySessionToken returns the live session with token, touching it.
-func (a *Auth) bySessionToken(token string) (*session, bool) {
+// bySessionToken returns the principal of the live session with token,
+// touching it.
+func (a *Auth) bySessionToken(token string) (Principal, bool) {
 	now := a.clk.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.sessions[token]
 	if !ok {
-		return nil, false
+		return Principal{}, false
 	}
-	if now.Sub(s.LastUsed) > a.idleLimit {
+	acc := a.accounts[s.User]
+	if now.Sub(s.LastUsed) > a.idleLimit || acc == nil || !acc.Enabled {
 		delete(a.sessions, token)
-		return nil, false
+		return Principal{}, false
 	}
 	s.LastUsed = now
-	return s, true
+	return Principal{User: s.User, Role: acc.Role, Tenant: acc.Tenant, Session: s.ID}, true
 }
 
 // dropIdle deletes the sessions idle longer than the limit, so that no
@@ -194,6 +364,27 @@ func (a *Auth) dropIdle(now time.Time) {
 	}
 }
 
+// dropSessionsOf ends every session of user. Call with a.mu held.
+func (a *Auth) dropSessionsOf(user string) {
+	for tok, s := range a.sessions {
+		if s.User == user {
+			delete(a.sessions, tok)
+		}
+	}
+	for k := range a.verified {
+		delete(a.verified, k) // the cache is keyed by digest; drop it all
+	}
+}
+
+// ActiveSessions counts the live sessions.
+func (a *Auth) ActiveSessions() int {
+	now := a.clk.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dropIdle(now)
+	return len(a.sessions)
+}
+
 func (a *Auth) listSessions() []session {
 	now := a.clk.Now()
 	a.mu.Lock()
@@ -203,6 +394,7 @@ func (a *Auth) listSessions() []session {
 	for _, s := range a.sessions {
 		out = append(out, *s)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

@@ -72,7 +72,7 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 			}
 			writeJSON(w, http.StatusOK, chassisBody(id, "Enclosure", "PCIe chassis "+id, map[string]any{
 				"Links": map[string]any{"Contains": contains},
-				"Oem":   map[string]any{"Rackpool": map[string]any{"Fabric": f.ID, "HostPorts": hostPortNames(f)}},
+				"Oem":   rackpoolOem("Chassis", map[string]any{"Fabric": f.ID, "HostPorts": nonNil(hostPortNames(f))}),
 			}))
 			return nil
 		}
@@ -90,9 +90,9 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 			}
 			writeJSON(w, http.StatusOK, chassisBody(id, "Drawer", "Drawer "+d.ID+" of "+f.ID, map[string]any{
 				"Links": map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blocks},
-				"Oem": map[string]any{"Rackpool": map[string]any{
-					"Mode": d.Mode, "Slots": d.Slots, "HostPorts": d.HostPorts, "MaxHosts": d.Mode.MaxHosts(),
-				}},
+				"Oem": rackpoolOem("Chassis", map[string]any{
+					"Mode": d.Mode, "Slots": d.Slots, "HostPorts": nonNil(d.HostPorts), "MaxHosts": d.Mode.MaxHosts(),
+				}),
 			}))
 			return nil
 		}

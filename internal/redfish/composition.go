@@ -5,33 +5,23 @@ import (
 	"net/http"
 	"strings"
 
+	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 )
 
 func (s *Server) getCompositionService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":             "/redfish/v1/CompositionService",
-		"@odata.type":           "#CompositionService.v1_2_0.CompositionService",
-		"Id":                    "CompositionService",
-		"Name":                  "Composition Service",
-		"Status":                map[string]string{"State": "Enabled", "Health": "OK"},
-		"ServiceEnabled":        true,
-		"AllowOverprovisioning": false,
-		"AllowZoneAffinity":     true,
-		"ResourceBlocks":        ref("/redfish/v1/CompositionService/ResourceBlocks"),
-		"ResourceZones":         ref("/redfish/v1/CompositionService/ResourceZones"),
-		"Actions": map[string]any{"Oem": map[string]any{
-			"#Rackpool.Explain": map[string]string{"target": "/redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain"},
-		}},
-	})
+	writeJSON(w, http.StatusOK, s.compositionServiceBody())
 	return nil
 }
 
 func (s *Server) getResourceBlocks(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
 	members := make([]odataID, 0, len(s.top.Blocks))
 	for _, b := range s.top.Blocks {
-		members = append(members, ref(blocksPath+b.ID))
+		if blockVisible(p, b, s.mgr.BlockStatus(b.ID)) {
+			members = append(members, ref(blocksPath+b.ID))
+		}
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", members))
 	return nil
@@ -58,12 +48,16 @@ func (s *Server) getResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if b == nil {
 		return errNotFound("ResourceBlock", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, s.blockBody(r.Context(), b))
+	st := s.mgr.BlockStatus(b.ID)
+	if !blockVisible(principal(r), b, st) {
+		return errNotFound("ResourceBlock", b.ID)
+	}
+	writeJSON(w, http.StatusOK, s.blockBody(r, b, st))
 	return nil
 }
 
-func (s *Server) blockBody(ctx context.Context, b *inventory.Block) map[string]any {
-	st := s.mgr.BlockStatus(b.ID)
+func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
+	ctx := r.Context()
 	health := fabric.OK
 	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
 	var chassis []odataID
@@ -106,7 +100,7 @@ func (s *Server) blockBody(ctx context.Context, b *inventory.Block) map[string]a
 		state = "Failed"
 	}
 	var systems []odataID
-	for _, c := range st.Compositions {
+	for _, c := range s.visibleSystems(principal(r), st.Compositions) {
 		systems = append(systems, reff("/redfish/v1/Systems/%s", c))
 	}
 	if systems == nil {
@@ -123,7 +117,7 @@ func (s *Server) blockBody(ctx context.Context, b *inventory.Block) map[string]a
 		"ResourceBlockType": []string{b.Kind.BlockType()},
 		"Status":            map[string]string{"State": "Enabled", "Health": string(health)},
 		"CompositionStatus": map[string]any{
-			"Reserved":             false,
+			"Reserved":             len(st.Reservations) > 0,
 			"CompositionState":     state,
 			"SharingCapable":       b.MaxCompositions > 1,
 			"MaxCompositions":      b.MaxCompositions,
@@ -134,7 +128,7 @@ func (s *Server) blockBody(ctx context.Context, b *inventory.Block) map[string]a
 			"Chassis":         chassis,
 			"Zones":           s.zonesOf(b),
 		},
-		"Oem": map[string]any{"Rackpool": oem},
+		"Oem": rackpoolOem("ResourceBlock", oem),
 	}
 }
 
@@ -176,14 +170,14 @@ func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
 	if h := s.top.Host(id); h != nil {
 		desc = "Blocks host " + h.ID + " can be composed with in the current cabling and drawer modes"
 		for _, b := range s.top.Blocks {
-			if _, ok := s.top.Path(h, b); ok {
+			if _, ok := s.top.Path(h, b); ok && blockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
 				blocks = append(blocks, ref(blocksPath+b.ID))
 			}
 		}
 	} else if z := s.top.Zone(strings.TrimPrefix(id, "zone-")); z != nil && strings.HasPrefix(id, "zone-") {
 		desc = "Zone " + z.ID + " of the topology file"
 		for _, b := range s.top.Blocks {
-			if z.Contains(b) {
+			if z.Contains(b) && blockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
 				blocks = append(blocks, ref(blocksPath+b.ID))
 			}
 		}

@@ -32,6 +32,12 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.message }
 
+// withResolution sets the resolution text and returns e.
+func (e *apiError) withResolution(r string) *apiError {
+	e.resolution = r
+	return e
+}
+
 func newError(status int, id, msg string, args ...string) *apiError {
 	sev := "Critical"
 	if status < 500 && (strings.Contains(id, "Property") || strings.Contains(id, "Query")) {
@@ -142,6 +148,10 @@ func translate(err error) *apiError {
 		return e
 	case errors.Is(err, compose.ErrNotFound):
 		return errNotFound("ComputerSystem", strings.TrimPrefix(err.Error(), compose.ErrNotFound.Error()+": "))
+	case errors.Is(err, compose.ErrQuota):
+		return newError(http.StatusConflict, baseRegistry+"ResourceExhaustion",
+			"The resource 'ResourceBlocks' was unable to satisfy the request due to unavailability of resources.", "ResourceBlocks").
+			withResolution(err.Error() + "; ask an administrator to raise the tenant's quota or release resources.")
 	case errors.Is(err, compose.ErrBusy):
 		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.")
@@ -202,9 +212,19 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// writeJSON sends v as the JSON body. A GET or HEAD answered 200 is first
+// shaped by its query and given its ETag, Link and Allow headers
+// (query.go); it may be answered 304, or 400 for a query the body cannot
+// take.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("OData-Version", "4.0")
+	if rec := recorderOf(w); rec != nil && status == http.StatusOK {
+		var done bool
+		if v, done = rec.shape(w, v); done {
+			return
+		}
+	}
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

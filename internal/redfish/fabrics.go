@@ -60,11 +60,11 @@ func (s *Server) getFabric(w http.ResponseWriter, r *http.Request) error {
 			"#Rackpool.InjectFault": map[string]string{"target": base + "/Actions/Oem/Rackpool.InjectFault"},
 			"#Rackpool.ClearFaults": map[string]string{"target": base + "/Actions/Oem/Rackpool.ClearFaults"},
 		}},
-		"Oem": map[string]any{"Rackpool": map[string]any{
+		"Oem": rackpoolOem("Fabric", map[string]any{
 			"Kind":              f.Kind,
 			"ReconfigurationMs": float64(f.Reconfig.Microseconds()) / 1000,
 			"DriveOnlineMs":     float64(f.DriveOnline.Microseconds()) / 1000,
-		}},
+		}),
 	})
 	return nil
 }
@@ -109,7 +109,7 @@ func (s *Server) getSwitch(w http.ResponseWriter, r *http.Request) error {
 		"TotalSwitchWidth": len(portIDs(sw)),
 		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
 		"Ports":            ref(base + "/Ports"),
-		"Oem":              map[string]any{"Rackpool": map[string]any{"PortToPortLatencyNs": sw.LatencyNS}},
+		"Oem":              rackpoolOem("Switch", map[string]any{"PortToPortLatencyNs": sw.LatencyNS}),
 	})
 	return nil
 }
@@ -176,6 +176,10 @@ func (s *Server) getPort(w http.ResponseWriter, r *http.Request) error {
 	links := map[string]any{}
 	status := map[string]string{"State": "Enabled", "Health": "OK"}
 	link := "LinkUp"
+	portOem := map[string]any{}
+	if role != "" {
+		portOem["Role"] = role
+	}
 	if ep == "" {
 		status["State"] = "Absent"
 		link = "NoLink"
@@ -192,7 +196,7 @@ func (s *Server) getPort(w http.ResponseWriter, r *http.Request) error {
 		"LinkStatus":   link,
 		"Status":       status,
 		"Links":        links,
-		"Oem":          map[string]any{"Rackpool": map[string]any{"Role": role}},
+		"Oem":          rackpoolOem("Port", portOem),
 	})
 	return nil
 }
@@ -233,8 +237,8 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 			body["EndpointProtocol"] = fabricTypes[f.Kind]
 			body["ConnectedEntities"] = []any{map[string]any{"EntityType": "RootComplex", "EntityRole": "Initiator",
 				"EntityLink": reff("/redfish/v1/Systems/%s", hp.Host.ID)}}
-			body["Links"] = map[string]any{"Ports": []odataID{reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, hp.Switch.ID, strings.ReplaceAll(hp.Port, "/", "-"))}}
-			body["Oem"] = map[string]any{"Rackpool": map[string]any{"Host": hp.Host.ID, "CableMetres": hp.Metres}}
+			body["Links"] = map[string]any{"ConnectedPorts": []odataID{reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, hp.Switch.ID, strings.ReplaceAll(hp.Port, "/", "-"))}}
+			body["Oem"] = rackpoolOem("Endpoint", map[string]any{"Host": hp.Host.ID, "CableMetres": hp.Metres})
 			writeJSON(w, http.StatusOK, body)
 			return nil
 		}
@@ -257,7 +261,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 		body["EndpointProtocol"] = fabricTypes[f.Kind]
 		body["ConnectedEntities"] = []any{map[string]any{"EntityType": entity, "EntityRole": "Target"}}
 		body["Status"] = map[string]string{"State": "Enabled", "Health": string(s.health(r.Context(), d))}
-		body["Links"] = map[string]any{"Ports": ports}
+		body["Links"] = map[string]any{"ConnectedPorts": ports}
 		oem := map[string]any{"ResourceBlocks": blocks}
 		if sr, ok := s.mgr.Drivers()[f.ID].(fabric.StatsReporter); ok {
 			if stats, err := sr.Stats(r.Context()); err == nil {
@@ -268,7 +272,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 		}
-		body["Oem"] = map[string]any{"Rackpool": oem}
+		body["Oem"] = rackpoolOem("Endpoint", oem)
 		writeJSON(w, http.StatusOK, body)
 		return nil
 	}
@@ -276,9 +280,13 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 }
 
 // fabricZones groups the live compositions' attachments on f by host.
-func (s *Server) fabricZones(f *inventory.Fabric) map[string][]string {
+func (s *Server) fabricZones(r *http.Request, f *inventory.Fabric) map[string][]string {
 	zones := map[string][]string{}
+	p := principal(r)
 	for _, c := range s.mgr.List() {
+		if !p.sees(c.Tenant) {
+			continue
+		}
 		h := s.top.Host(c.Host)
 		for _, id := range c.AllBlocks() {
 			b := s.top.Block(id)
@@ -308,7 +316,7 @@ func (s *Server) getFabricZones(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var members []odataID
-	zones := s.fabricZones(f)
+	zones := s.fabricZones(r, f)
 	for _, hp := range f.Ports {
 		if id := hp.Host.ID + "-" + hp.ID; zones[id] != nil {
 			members = append(members, reff("/redfish/v1/Fabrics/%s/Zones/%s", f.ID, id))
@@ -324,7 +332,7 @@ func (s *Server) getFabricZone(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("zone")
-	eps, ok := s.fabricZones(f)[id]
+	eps, ok := s.fabricZones(r, f)[id]
 	if !ok {
 		return errNotFound("Zone", id)
 	}

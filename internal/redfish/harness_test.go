@@ -13,6 +13,9 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
+	"rackpool/internal/events"
+	"rackpool/internal/fabric"
+	"rackpool/internal/metrics"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
@@ -44,6 +47,11 @@ type service struct {
 	srv     *httptest.Server
 	mgr     *compose.Manager
 	authClk *clock.Manual
+	auth    *redfish.Auth
+	bus     *events.Bus
+	obs     *redfish.Observer
+	drivers map[string]fabric.Driver
+	store   *sqlite.Store
 	fabClk  *clock.Manual
 }
 
@@ -62,7 +70,13 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("emulated drivers: %v", err)
 	}
-	s.mgr, err = compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk})
+	s.bus = events.New(events.Options{})
+	t.Cleanup(s.bus.Close)
+	s.obs = redfish.NewObserver(metrics.NewRegistry(), s.bus)
+	s.drivers = drivers
+	s.store = st
+	s.mgr, err = compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk,
+		OnChange: s.obs.OnChange, OnFabricOp: s.obs.OnFabricOp, OnSchedule: s.obs.OnSchedule})
 	if err != nil {
 		t.Fatalf("compose.New: %v", err)
 	}
@@ -73,7 +87,14 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("NewAuth: %v", err)
 	}
-	s.handler = redfish.New(s.mgr, auth, nil)
+	// Tests that send wrong passwords on purpose must not lock the
+	// Administrator out of the rest of the test; the lockout tests
+	// turn it back on.
+	if err := auth.SetLockout(ctx, redfish.LockoutPolicy{}); err != nil {
+		t.Fatalf("SetLockout: %v", err)
+	}
+	s.auth = auth
+	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1})
 	s.srv = httptest.NewServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s

@@ -15,6 +15,7 @@ func (s *Server) routes() {
 	s.handle("GET /redfish/v1/{$}", public, s.getServiceRoot)
 	s.handle("GET /redfish/v1/$metadata", public, s.getMetadata)
 	s.handle("GET /redfish/v1/odata", public, s.getOData)
+	s.handle("GET "+rackpoolSchemaURI, public, s.getRackpoolSchema)
 
 	s.handle("GET /redfish/v1/SessionService", login, s.getSessionService)
 	s.handle("GET /redfish/v1/SessionService/Sessions", login, s.getSessions)
@@ -55,6 +56,13 @@ func (s *Server) routes() {
 	s.handle("POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.ClearFaults", configureComponents, s.clearFaults)
 
 	s.handle("GET /redfish/v1/Oem/Rackpool/Topology", login, s.getTopology)
+
+	s.accountRoutes()
+	s.compositionRoutes()
+	s.taskRoutes()
+	s.eventRoutes()
+	s.logRoutes()
+	s.configRoutes()
 }
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
@@ -77,13 +85,16 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 		"Fabrics":            ref("/redfish/v1/Fabrics"),
 		"CompositionService": ref("/redfish/v1/CompositionService"),
 		"SessionService":     ref("/redfish/v1/SessionService"),
+		"AccountService":     ref("/redfish/v1/AccountService"),
 		"Links":              map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
 		"ProtocolFeaturesSupported": map[string]any{
-			"ExcerptQuery": false, "OnlyMemberQuery": false, "SelectQuery": false,
-			"ExpandQuery": map[string]any{"ExpandAll": false, "Levels": false, "Links": false, "NoLinks": false},
-			"FilterQuery": false,
+			// What query.go implements.
+			"ExcerptQuery": false, "OnlyMemberQuery": true, "SelectQuery": true,
+			"ExpandQuery": map[string]any{"ExpandAll": true, "Levels": true, "Links": true, "NoLinks": true,
+				"MaxLevels": maxExpandLevels},
+			"FilterQuery": false, "TopSkipQuery": true,
 		},
-		"Oem": map[string]any{"Rackpool": map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}},
+		"Oem": rackpoolOem("ServiceRoot", map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}),
 	})
 	return nil
 }
@@ -111,6 +122,7 @@ var metadataNamespaces = []struct{ file, ns, version string }{
 	{"SessionService", "SessionService", "v1_1_8"},
 	{"SessionCollection", "SessionCollection", ""},
 	{"Session", "Session", "v1_7_0"},
+	{"CollectionCapabilities", "CollectionCapabilities", "v1_4_0"},
 	{"Message", "Message", "v1_1_1"},
 	{"Resource", "Resource", "v1_19_0"},
 }
@@ -127,6 +139,12 @@ func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
 		}
 		b.WriteString("  </edmx:Reference>\n")
 	}
+	// The OEM schema (oem_schema.go), served by the service itself.
+	fmt.Fprintf(&b, "  <edmx:Reference Uri=\"%s\">\n", rackpoolSchemaURI)
+	for _, ns := range []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0"} {
+		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", ns)
+	}
+	b.WriteString("  </edmx:Reference>\n")
 	b.WriteString("  <edmx:DataServices>\n    <Schema xmlns=\"http://docs.oasis-open.org/odata/ns/edm\" Namespace=\"Service\">\n")
 	b.WriteString("      <EntityContainer Name=\"Service\" Extends=\"ServiceRoot.v1_17_0.ServiceContainer\"/>\n")
 	b.WriteString("    </Schema>\n  </edmx:DataServices>\n</edmx:Edmx>\n")
@@ -160,9 +178,12 @@ func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
 	var members []odataID
 	for _, sess := range s.auth.listSessions() {
-		members = append(members, reff("/redfish/v1/SessionService/Sessions/%s", sess.ID))
+		if p.has("ConfigureUsers") || sess.User == p.User {
+			members = append(members, reff("/redfish/v1/SessionService/Sessions/%s", sess.ID))
+		}
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/SessionService/Sessions", "SessionCollection", "Session Collection", members))
 	return nil
@@ -193,9 +214,10 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 	if req.Password == nil {
 		return errPropertyMissing("Password")
 	}
-	sess, ok := s.auth.login(*req.UserName, *req.Password)
-	if !ok {
-		s.log.Warn("login failed", "user", *req.UserName, "remote", r.RemoteAddr)
+	noteAudit(r).user = *req.UserName
+	sess, err := s.auth.login(*req.UserName, *req.Password)
+	if err != nil {
+		s.denied(r, Principal{User: *req.UserName}, "login failed: "+err.Error())
 		return errNoSession()
 	}
 	w.Header().Set("X-Auth-Token", sess.token)
@@ -206,7 +228,7 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	sess, ok := s.auth.sessionByID(r.PathValue("id"))
-	if !ok {
+	if p := principal(r); !ok || (!p.has("ConfigureUsers") && sess.User != p.User) {
 		return errNotFound("Session", r.PathValue("id"))
 	}
 	writeJSON(w, http.StatusOK, sessionBody(sess))
@@ -214,6 +236,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	if sess, ok := s.auth.sessionByID(r.PathValue("id")); ok && !principal(r).has("ConfigureUsers") && sess.User != principal(r).User {
+		return errNotFound("Session", r.PathValue("id"))
+	}
 	if !s.auth.logout(r.PathValue("id")) {
 		return errNotFound("Session", r.PathValue("id"))
 	}

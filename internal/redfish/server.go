@@ -14,6 +14,7 @@ package redfish
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,20 +26,29 @@ import (
 	"time"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/events"
+	"rackpool/internal/metrics"
+	"rackpool/internal/store"
 	"rackpool/internal/topology"
 )
 
 // MaxBody is the largest request body accepted.
 const MaxBody = 1 << 20
 
-// Privilege is what a route requires.
+// privilege is what a route requires: none, or one Redfish privilege.
 type privilege int
 
 const (
 	public              privilege = iota // no authentication
 	login                                // any authenticated account (Redfish "Login")
-	configureComponents                  // mutations (Redfish "ConfigureComponents")
+	configureComponents                  // compositions, reservations, connections ("ConfigureComponents")
+	configureUsers                       // accounts and tenants ("ConfigureUsers")
+	configureManager                     // service-wide settings, faults, logs ("ConfigureManager")
+	configureSelf                        // one's own account and sessions ("ConfigureSelf")
 )
+
+var privilegeNames = map[privilege]string{login: "Login", configureComponents: "ConfigureComponents",
+	configureUsers: "ConfigureUsers", configureManager: "ConfigureManager", configureSelf: "ConfigureSelf"}
 
 // Server serves the Redfish API over one composition manager.
 type Server struct {
@@ -49,15 +59,49 @@ type Server struct {
 	mux     *http.ServeMux
 	started time.Time
 	uuid    string
+
+	store          store.Store // audit log; may be nil
+	events         *events.Bus
+	obs            *Observer
+	metrics        *serverMetrics
+	asyncThreshold time.Duration
+	tasks          taskList
+	settings       compositionSettings
 }
 
-// New returns a Server. log may be nil.
-func New(mgr *compose.Manager, auth *Auth, log *slog.Logger) *Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+// Options configure a Server beyond its manager and accounts.
+type Options struct {
+	Logger *slog.Logger // default: discard
+	// Store receives the audit log (every mutation and every refusal).
+	Store store.Store
+	// Observer publishes events and keeps the metrics; serve shares it
+	// with the composition manager's hooks. Default: a new one.
+	Observer *Observer
+	// AsyncThreshold: compositions whose modelled fabric time exceeds it
+	// answer 202 with a task monitor. 0 means DefaultAsyncThreshold;
+	// negative means never (unless the client sends Prefer: respond-async).
+	AsyncThreshold time.Duration
+}
+
+// DefaultAsyncThreshold is the modelled fabric time above which a
+// composition runs as a task.
+const DefaultAsyncThreshold = time.Second
+
+// New returns a Server.
+func New(mgr *compose.Manager, auth *Auth, o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: log, mux: http.NewServeMux(), started: time.Now(),
-		uuid: serviceUUID(mgr.Topology().Name)}
+	if o.Observer == nil {
+		o.Observer = NewObserver(metrics.NewRegistry(), events.New(events.Options{Logger: o.Logger}))
+	}
+	if o.AsyncThreshold == 0 {
+		o.AsyncThreshold = DefaultAsyncThreshold
+	}
+	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
+		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}}
+	s.metrics = newServerMetrics(o.Observer, s)
 	s.routes()
 	return s
 }
@@ -66,13 +110,15 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // handle registers pattern with its privilege.
 func (s *Server) handle(pattern string, priv privilege, h handlerFunc) {
-	s.mux.Handle(pattern, s.wrap(priv, h))
+	s.mux.Handle(pattern, s.wrap(pattern, priv, s.ifMatchGuard(h)))
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. The query of a GET or HEAD is parsed
+// here, before any handler runs, and travels on the recorder to writeJSON
+// (query.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	rec := &statusRecorder{ResponseWriter: w, status: 200, srv: s, req: r}
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
@@ -85,6 +131,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Path; len(p) > len("/redfish/v1/") && strings.HasSuffix(p, "/") {
 		r.URL.Path = strings.TrimRight(p, "/")
 	}
+	if s.preflight(rec, r) { // protocol.go: OData-Version, POST to …/Members
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		if allowed := s.allowedMethods(r); len(allowed) > 0 {
 			rec.Header().Set("Allow", strings.Join(allowed, ", "))
@@ -94,6 +143,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
 			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path))
 		return
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		q, err := parseQuery(r.URL.RawQuery)
+		if err != nil {
+			writeError(rec, err)
+			return
+		}
+		rec.q = q
 	}
 	s.mux.ServeHTTP(rec, r) // sets the path values
 }
@@ -114,9 +171,33 @@ func (s *Server) allowedMethods(r *http.Request) []string {
 	return out
 }
 
+// statusRecorder is the writer every handler writes to. Besides the
+// status it carries what writeJSON needs to shape a GET's body: the
+// request, its parsed query and the server to make in-process GETs with.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status   int
+	srv      *Server
+	req      *http.Request
+	q        *query // nil unless a GET or HEAD
+	internal bool   // an in-process GET (internalGet): ETag only
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// recorderOf finds the statusRecorder under w, nil if there is none.
+func recorderOf(w http.ResponseWriter) *statusRecorder {
+	for {
+		switch x := w.(type) {
+		case *statusRecorder:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
@@ -124,45 +205,102 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// wrap authenticates, authorises and renders handler errors.
-func (s *Server) wrap(priv privilege, h handlerFunc) http.Handler {
+// wrap authenticates, authorises, audits and renders handler errors.
+// Every request but GET and HEAD, and every refused request, is audited
+// before its response is complete.
+func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
+		mutation := r.Method != http.MethodGet && r.Method != http.MethodHead
+		info := &auditInfo{}
+		var p Principal
 		if priv != public {
-			user, ok := s.authenticate(r)
-			if !ok {
+			var err error
+			p, err = s.authenticate(r)
+			if err != nil {
+				s.denied(r, p, err.Error())
+				s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
 				writeError(w, errNoSession())
 				return
 			}
-			if priv == configureComponents && user != AdminUser {
+			if !p.has(privilegeNames[priv]) {
+				s.denied(r, p, "missing privilege "+privilegeNames[priv])
+				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + privilegeNames[priv]}, "")
 				writeError(w, errPrivilege())
 				return
 			}
 		}
+		r = r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, info))
 		if r.ContentLength > MaxBody {
+			if mutation {
+				s.auditRequest(r, p, pattern, http.StatusRequestEntityTooLarge, info, "")
+			}
 			writeError(w, errTooLarge(MaxBody))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-		if err := h(w, r); err != nil {
-			writeError(w, translate(err))
+		if !mutation {
+			if err := h(w, r); err != nil {
+				writeError(w, translate(err))
+			}
+			return
 		}
+		// Mutations: hold the response until the audit entry is durable.
+		rec := &recorder{header: http.Header{}}
+		errID := ""
+		if err := h(rec, r); err != nil {
+			e := translate(err)
+			errID = e.id
+			writeError(rec, e)
+		}
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		s.auditRequest(r, p, pattern, rec.status, info, errID)
+		for k, vs := range rec.header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
 	})
 }
 
 // authenticate accepts an X-Auth-Token session or HTTP Basic credentials.
-func (s *Server) authenticate(r *http.Request) (string, bool) {
+func (s *Server) authenticate(r *http.Request) (Principal, error) {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-		sess, ok := s.auth.bySessionToken(tok)
+		p, ok := s.auth.bySessionToken(tok)
 		if !ok {
-			return "", false
+			return Principal{}, errors.New("invalid or expired session token")
 		}
-		return sess.User, true
+		return p, nil
 	}
-	if user, pass, ok := r.BasicAuth(); ok && s.auth.verify(user, pass) {
-		return user, true
+	if user, pass, ok := r.BasicAuth(); ok {
+		p, err := s.auth.verify(user, pass)
+		if err != nil {
+			return Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
+		}
+		return p, nil
 	}
-	return "", false
+	return Principal{}, errors.New("no credentials")
+}
+
+type principalKey struct{}
+
+func withPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principal returns the authenticated identity of r (zero for public
+// routes).
+func principal(r *http.Request) Principal {
+	p, _ := r.Context().Value(principalKey{}).(Principal)
+	return p
+}
+
+// denied records a refused request (audit log, logs). Secrets are never
+// part of reason.
+func (s *Server) denied(r *http.Request, p Principal, reason string) {
+	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "user", p.User, "remote", r.RemoteAddr, "reason", reason)
 }
 
 // decode reads a JSON object body into v strictly: malformed JSON, wrong

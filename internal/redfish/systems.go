@@ -20,9 +20,11 @@ const blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
 // NetworkInterfaces members with @Redfish.RequestedCount) or precisely
 // under Oem.Rackpool.
 type composeRequest struct {
-	Name        string
-	Description string
-	Links       *struct {
+	Name                  string
+	Description           string
+	ZoneAffinity          *string `json:"@Redfish.ZoneAffinity"`
+	AllowOverprovisioning *bool   `json:"@Redfish.AllowOverprovisioning"`
+	Links                 *struct {
 		ResourceBlocks []odataID
 	}
 	Processors *struct {
@@ -118,7 +120,7 @@ func (c *composeRequest) toRequest() (schedule.Request, error) {
 			if m.RequestedCount < 1 || m.CapacityMiB < 1 {
 				return req, errPropertyValue(fmt.Sprintf("Memory.Members[%d]", i), fmt.Sprint(m.CapacityMiB), "Ask for a RequestedCount of at least 1 and a CapacityMiB of at least 1.")
 			}
-			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(m.RequestedCount) * m.CapacityMiB << 20})
+			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(m.RequestedCount) * m.CapacityMiB << 20, Exact: true})
 		}
 	}
 	if c.Storage != nil {
@@ -137,7 +139,7 @@ func (c *composeRequest) toRequest() (schedule.Request, error) {
 			default:
 				return req, errPropertyValue(prop+".MediaType", m.MediaType, "Use SSD or HDD.")
 			}
-			req.Needs = append(req.Needs, schedule.Need{Kind: kind, Count: m.RequestedCount, CapacityBytes: m.CapacityBytes})
+			req.Needs = append(req.Needs, schedule.Need{Kind: kind, Count: m.RequestedCount, CapacityBytes: m.CapacityBytes, Exact: true})
 		}
 	}
 	if c.NetworkInterfaces != nil {
@@ -208,6 +210,9 @@ func (s *Server) readCompose(r *http.Request) (composeRequest, schedule.Request,
 	if err != nil {
 		return body, req, err
 	}
+	if err := s.applyPolicy(&body, &req); err != nil {
+		return body, req, err
+	}
 	if err := s.hostFromBlocks(&req); err != nil {
 		return body, req, err
 	}
@@ -222,7 +227,8 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Compose(r.Context(), compose.Request{Name: body.Name, Description: body.Description, Request: req})
+	c, err := s.mgr.Compose(r.Context(), compose.Request{Name: body.Name, Description: body.Description, Request: req,
+		Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r))})
 	if err != nil {
 		return err
 	}
@@ -250,12 +256,17 @@ func ifMatch(r *http.Request) (int64, error) {
 }
 
 func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
 	var members []odataID
 	for _, h := range s.top.Hosts {
-		members = append(members, reff("/redfish/v1/Systems/%s", h.ID))
+		if blockVisible(p, h.Block, s.mgr.BlockStatus(h.ID)) {
+			members = append(members, reff("/redfish/v1/Systems/%s", h.ID))
+		}
 	}
 	for _, c := range s.mgr.List() {
-		members = append(members, reff("/redfish/v1/Systems/%s", c.ID))
+		if p.sees(c.Tenant) {
+			members = append(members, reff("/redfish/v1/Systems/%s", c.ID))
+		}
 	}
 	body := collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members)
 	body["@Redfish.CollectionCapabilities"] = map[string]any{
@@ -273,10 +284,13 @@ func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if h := s.top.Host(id); h != nil {
-		writeJSON(w, http.StatusOK, s.hostBody(h))
+		if !blockVisible(principal(r), h.Block, s.mgr.BlockStatus(h.ID)) {
+			return errNotFound("ComputerSystem", id)
+		}
+		writeJSON(w, http.StatusOK, s.hostBody(r, h))
 		return nil
 	}
-	c, err := s.mgr.Get(id)
+	c, err := s.systemVisible(r, id)
 	if err != nil {
 		return err
 	}
@@ -285,7 +299,7 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) hostBody(h *inventory.Host) map[string]any {
+func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 	st := s.mgr.BlockStatus(h.ID)
 	return map[string]any{
 		"@odata.id":        "/redfish/v1/Systems/" + h.ID,
@@ -301,7 +315,7 @@ func (s *Server) hostBody(h *inventory.Host) map[string]any {
 			"ResourceBlocks": []odataID{ref(blocksPath + h.ID)},
 			"Chassis":        []odataID{reff("/redfish/v1/Chassis/%s", h.Rack)},
 		},
-		"Oem": map[string]any{"Rackpool": map[string]any{"ComposedInto": st.Compositions}},
+		"Oem": rackpoolOem("ComputerSystem", map[string]any{"ComposedInto": nonNil(s.visibleSystems(principal(r), st.Compositions))}),
 	}
 }
 
@@ -336,7 +350,7 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 	if c.State != inventory.Composed {
 		state = "Starting"
 	}
-	return map[string]any{
+	body := map[string]any{
 		"@odata.id":        "/redfish/v1/Systems/" + c.ID,
 		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
 		"@odata.etag":      etag(c.Version),
@@ -354,7 +368,7 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 			"#ComputerSystem.RemoveResourceBlock": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.RemoveResourceBlock"},
 			"Oem":                                 map[string]any{"#Rackpool.Expand": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/Oem/Rackpool.Expand"}},
 		},
-		"Oem": map[string]any{"Rackpool": map[string]any{
+		"Oem": rackpoolOem("ComputerSystem", map[string]any{
 			"CompositionState": c.State,
 			"Version":          c.Version,
 			"Host":             c.Host,
@@ -363,14 +377,21 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 			"Removing":         nonNil(c.Removing),
 			"Created":          c.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
 			"Updated":          c.UpdatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
-		}},
+		}),
 	}
+	if c.Description == "" {
+		delete(body, "Description") // DSP0266: omit rather than send ""
+	}
+	return body
 }
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if s.top.Host(id) != nil {
 		return errPropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
+	}
+	if _, err := s.systemVisible(r, id); err != nil {
+		return err
 	}
 	want, err := ifMatch(r)
 	if err != nil {
@@ -398,7 +419,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		}
 		blocks = append(blocks, bid)
 	}
-	c, err := s.mgr.SetBlocks(r.Context(), id, want, blocks)
+	c, err := s.mgr.SetBlocksWithQuota(r.Context(), id, want, blocks, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err
 	}
@@ -415,6 +436,9 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 		e.resolution = id + " is a physical host, not a composed system."
 		w.Header().Set("Allow", "GET")
 		return e
+	}
+	if _, err := s.systemVisible(r, id); err != nil {
+		return err
 	}
 	want, err := ifMatch(r)
 	if err != nil {
@@ -434,6 +458,9 @@ type blockAction struct {
 }
 
 func (s *Server) blockActionTarget(r *http.Request) (string, int64, error) {
+	if _, err := s.systemVisible(r, r.PathValue("id")); err != nil {
+		return "", 0, err
+	}
 	var body blockAction
 	if err := decode(r, &body); err != nil {
 		return "", 0, err
@@ -461,7 +488,7 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil)
+	c, err := s.mgr.UpdateWithQuota(r.Context(), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err
 	}
@@ -487,6 +514,9 @@ func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) err
 // expandSystem adds blocks by need: {"Needs": [...], "Remove": [ids],
 // "Affinity": "same-drawer"}.
 func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
+	if _, err := s.systemVisible(r, r.PathValue("id")); err != nil {
+		return err
+	}
 	var body struct {
 		Needs    []OemNeed
 		Blocks   []string
@@ -504,8 +534,8 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Needs")
 	}
 	want, _ := ifMatch(r)
-	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want,
-		schedule.Request{Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity)}, body.Remove)
+	c, err := s.mgr.UpdateWithQuota(r.Context(), r.PathValue("id"), want,
+		schedule.Request{Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity)}, body.Remove, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err
 	}

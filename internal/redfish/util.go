@@ -1,5 +1,21 @@
 package redfish
 
-import "crypto/sha1"
+import (
+	"bytes"
+	"crypto/sha1"
+	"io"
+	"sort"
+)
 
 func sha1Sum(s string) [20]byte { return sha1.Sum([]byte(s)) }
+
+func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -74,6 +74,10 @@ type Need struct {
 	// MaxLatencyNS bounds the round trip; 0 means DefaultMaxLatencyNS,
 	// negative means unbounded.
 	MaxLatencyNS float64
+	// Exact forbids overprovisioning (Redfish AllowOverprovisioning=false):
+	// with CapacityBytes set, each block must have exactly that capacity,
+	// or, for memory, the blocks must add up to exactly that total.
+	Exact bool
 }
 
 // Request is what a composition asks for.
@@ -689,6 +693,11 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 		}
 		if n.Kind != inventory.Memory && n.CapacityBytes > 0 && b.CapacityBytes < n.CapacityBytes {
 			counts[TooSmall]++
+			continue
+		}
+		if n.Exact && n.CapacityBytes > 0 && ((n.Kind != inventory.Memory && b.CapacityBytes != n.CapacityBytes) ||
+			(n.Kind == inventory.Memory && gotBytes+b.CapacityBytes > n.CapacityBytes)) {
+			counts[Mismatch]++
 			continue
 		}
 		if zone != nil && !zone.Contains(b) {

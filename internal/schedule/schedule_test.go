@@ -181,3 +181,38 @@ func TestStateAcquireRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestExact: without overprovisioning, memory must add up to exactly the
+// request and other blocks must have exactly the asked capacity.
+func TestExact(t *testing.T) {
+	top := topology.LoadDefault()
+	s, st := New(top), NewState(top)
+	gib := int64(inventory.GiB)
+	for _, tc := range []struct {
+		need Need
+		fits bool
+	}{
+		{Need{Kind: inventory.Memory, CapacityBytes: 64 * gib, Exact: true}, true},
+		{Need{Kind: inventory.Memory, CapacityBytes: 12 * gib}, true},
+		{Need{Kind: inventory.Memory, CapacityBytes: 12 * gib, Exact: true}, false},
+		{Need{Kind: inventory.HDD, Count: 1, CapacityBytes: 1}, true},
+		{Need{Kind: inventory.HDD, Count: 1, CapacityBytes: 1, Exact: true}, false},
+	} {
+		p, err := s.Schedule(st, Request{Host: "host1", Needs: []Need{tc.need}})
+		if (err == nil) != tc.fits {
+			t.Errorf("%+v: fits=%v, err=%v", tc.need, err == nil, err)
+			continue
+		}
+		if err == nil && tc.need.Kind == inventory.Memory {
+			var total int64
+			for _, a := range p.Assignments {
+				if a.Block.Kind == inventory.Memory {
+					total += a.Block.CapacityBytes
+				}
+			}
+			if tc.need.Exact && total != tc.need.CapacityBytes {
+				t.Errorf("%+v: got %d bytes", tc.need, total)
+			}
+		}
+	}
+}

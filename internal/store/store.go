@@ -1,13 +1,17 @@
 // Package store persists the control plane's state: compositions, the
-// blocks each one holds, and a few settings (such as the administrator's
-// password hash). Store is the interface; sqlite/ is the embedded default
-// backend and storetest/ is the conformance suite any backend must pass.
+// blocks each one holds, a few settings (such as the administrator's
+// password hash) and the audit log. Store is the interface; sqlite/ is the
+// embedded default backend and storetest/ is the conformance suite any
+// backend must pass.
 //
 // Writes are plans applied atomically with optimistic version checks
 // (DESIGN rule 2): every composition carries a version; a plan that expects a
 // version the store no longer holds fails with ErrConflict and changes
 // nothing, and so does a plan that would put a block in more compositions
 // than its limit allows.
+//
+// The audit log (audit.go) is append-only: entries get increasing IDs and
+// are read back in ID order, filtered and paged by AuditQuery.
 package store
 
 import (
@@ -29,6 +33,18 @@ type Store interface {
 	Setting(ctx context.Context, key string) (string, bool, error)
 	// PutSetting stores value under key, replacing any previous value.
 	PutSetting(ctx context.Context, key, value string) error
+	// AppendAudit adds e to the audit log, as durably as Apply: when it
+	// returns nil the entry survives a crash. It returns e with its ID
+	// assigned (greater than every earlier entry's) and Time kept as given
+	// (in UTC). An entry that fails e.Validate is refused with an error
+	// wrapping ErrInvalidAudit. Callers must not put secrets in any field
+	// (see AuditEntry).
+	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
+	// Audit returns the entries q selects, ordered by ID, at most
+	// q.EffectiveLimit() of them.
+	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
+	// AuditCount returns how many entries the audit log holds.
+	AuditCount(ctx context.Context) (int64, error)
 	// Close releases the store.
 	Close() error
 }

@@ -17,14 +17,22 @@
 //	    primary key's block_id prefix.
 //	settings (key PK, value)
 //
-// All tables are WITHOUT ROWID: every lookup is by primary key.
+// These tables are WITHOUT ROWID: every lookup is by primary key. Version 2
+// adds the audit log:
+//
+//	audit (id INTEGER PK AUTOINCREMENT, time, username, tenant, remote,
+//	       method, target, action, outcome, status, detail)
+//	    time is nanoseconds since the Unix epoch, indexed for time-range
+//	    queries; outcome is checked to be success, failure or denied.
+//	    AUTOINCREMENT keeps IDs increasing even if the newest rows are
+//	    ever deleted. Rows are only inserted, never updated.
 //
 // # Durability
 //
 // The file is in WAL mode with synchronous=FULL, so every COMMIT fsyncs the
-// WAL before it returns: once Apply or PutSetting has returned nil, the
-// change survives kill -9 and power loss (to the extent the disk honours
-// fsync). Foreign keys are on and busy_timeout is 5 s on every connection.
+// WAL before it returns: once Apply, PutSetting or AppendAudit has
+// returned nil, the change survives kill -9 and power loss (to the extent
+// the disk honours fsync). Foreign keys are on and busy_timeout is 5 s on every connection.
 // SQLite's automatic checkpoint (every 1000 WAL pages) runs on the writer
 // connection right after a commit.
 //
@@ -46,9 +54,12 @@
 // Apply waits for and reports its real outcome, so an acknowledged plan is
 // always committed and a failed one never is.
 //
-// Reads (Compositions, Setting) use a separate pool of query-only
-// connections, which WAL lets run beside the writer; each read sees the
-// last commit made before it started.
+// AppendAudit goes through the same writer, so an audit entry costs no
+// fsync of its own under load: it shares the batch's COMMIT.
+//
+// Reads (Compositions, Setting, Audit, AuditCount) use a separate pool of
+// query-only connections, which WAL lets run beside the writer; each read
+// sees the last commit made before it started.
 //
 // Close stops accepting work, lets a batch already in progress commit,
 // answers anything still queued with store.ErrClosed and closes the

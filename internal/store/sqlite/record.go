@@ -25,6 +25,7 @@ type record struct {
 	Description string            `json:"description,omitempty"`
 	Tenant      string            `json:"tenant,omitempty"`
 	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
+	Group       string            `json:"group,omitempty"`
 }
 
 // encode returns the JSON for c, with its times in UTC.
@@ -48,6 +49,7 @@ func encode(c *inventory.Composition) ([]byte, error) {
 		Description: c.Description,
 		Tenant:      c.Tenant,
 		ExpiresAt:   expires,
+		Group:       c.Group,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
@@ -77,6 +79,7 @@ func decode(version int64, data []byte) (*inventory.Composition, error) {
 		Description: r.Description,
 		Tenant:      r.Tenant,
 		ExpiresAt:   expiresAt(r.ExpiresAt),
+		Group:       r.Group,
 	}, nil
 }
 

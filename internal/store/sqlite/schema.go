@@ -28,6 +28,23 @@ var migrations = []string{
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	) WITHOUT ROWID;`,
+
+	// 2: the audit log. AUTOINCREMENT so that an ID is never reused, even
+	// after the newest rows were deleted.
+	`CREATE TABLE audit (
+		id       INTEGER PRIMARY KEY AUTOINCREMENT,
+		time     INTEGER NOT NULL, -- nanoseconds since the Unix epoch
+		username TEXT NOT NULL,
+		tenant   TEXT NOT NULL,
+		remote   TEXT NOT NULL,
+		method   TEXT NOT NULL,
+		target   TEXT NOT NULL,
+		action   TEXT NOT NULL,
+		outcome  TEXT NOT NULL CHECK (outcome IN ('success', 'failure', 'denied')),
+		status   INTEGER NOT NULL,
+		detail   TEXT NOT NULL
+	);
+	CREATE INDEX audit_by_time ON audit (time);`,
 }
 
 // migrate brings the database on conn up to len(migrations), in one

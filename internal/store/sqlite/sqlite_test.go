@@ -133,9 +133,11 @@ func TestOpenCreatesDirAndSchema(t *testing.T) {
 		query, want string
 	}{
 		{"PRAGMA journal_mode", "wal"},
-		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "1"},
+		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "2"},
 		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name)",
-			"allocations,compositions,schema_version,settings"},
+			"allocations,audit,compositions,schema_version,settings,sqlite_sequence"},
+		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name)",
+			"allocations_by_composition,audit_by_time"},
 	}
 	for _, tt := range tests {
 		var got string
@@ -366,6 +368,17 @@ func TestCrashChild(t *testing.T) {
 			}
 		}()
 	}
+	go func() {
+		for i := 0; ; i++ {
+			target := fmt.Sprintf("/p%d/%06d", os.Getpid(), i)
+			e, err := s.AppendAudit(ctx, store.AuditEntry{Time: time.Now(), User: "crash", Target: target, Outcome: store.AuditSuccess})
+			if err != nil {
+				ack("error audit %s: %v", target, err)
+				return
+			}
+			ack("audit %d %s", e.ID, target)
+		}
+	}()
 	select {} // until killed
 }
 
@@ -392,6 +405,7 @@ func TestCrash(t *testing.T) {
 			deleted bool
 		}
 		acked := map[string]*ackState{}
+		auditAcked := map[int64]string{} // ID → target
 		lines := make(chan string)
 		go func() {
 			defer close(lines)
@@ -423,6 +437,10 @@ func TestCrash(t *testing.T) {
 					}
 					acked[f[1]].version = v
 					count++
+				case len(f) == 3 && f[0] == "audit":
+					id, _ := strconv.ParseInt(f[1], 10, 64)
+					auditAcked[id] = f[2]
+					count++
 				case len(f) == 2 && f[0] == "del":
 					acked[f[1]].deleted = true
 					count++
@@ -449,9 +467,31 @@ func TestCrash(t *testing.T) {
 		checkConsistent(t, filepath.Join(dir, sqlite.FileName))
 		s := openAt(t, dir)
 		cs, err := s.Compositions(context.Background())
-		s.Close()
 		if err != nil {
 			t.Fatal(err)
+		}
+		audited := map[int64]string{}
+		for q := (store.AuditQuery{Limit: store.MaxAuditLimit}); ; {
+			page, err := s.Audit(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, e := range page {
+				audited[e.ID] = e.Target
+			}
+			q.AfterID = page[len(page)-1].ID
+		}
+		s.Close()
+		if len(auditAcked) == 0 {
+			t.Error("child acknowledged no audit entry")
+		}
+		for id, target := range auditAcked {
+			if got, ok := audited[id]; !ok || got != target {
+				t.Errorf("audit entry %d (%s) acknowledged, stored %q, %v", id, target, got, ok)
+			}
 		}
 		stored := map[string]int64{}
 		for _, c := range cs {

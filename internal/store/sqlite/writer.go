@@ -19,7 +19,7 @@ type writer struct {
 	insComp, updComp, delComp   *sql.Stmt
 	selVersion, selAllocs       *sql.Stmt
 	insAlloc, delAlloc, countOf *sql.Stmt
-	putSet                      *sql.Stmt
+	putSet, insAudit            *sql.Stmt
 
 	stmts []*sql.Stmt
 }
@@ -48,6 +48,8 @@ func newWriter(ctx context.Context, conn *sql.Conn) (*writer, error) {
 		{&w.countOf, `SELECT COUNT(*) FROM allocations WHERE block_id = ?`},
 		{&w.putSet, `INSERT INTO settings (key, value) VALUES (?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`},
+		{&w.insAudit, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
 		st, err := conn.PrepareContext(ctx, p.sql)
 		if err != nil {

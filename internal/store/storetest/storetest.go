@@ -14,7 +14,9 @@
 //
 // Each subtest opens its stores on its own t.TempDir and closes them itself.
 // Opening the same directory again after Close must see everything that was
-// committed before (the persistence subtest checks this).
+// committed before (the persistence subtests check this). The Audit*
+// subtests cover the audit log: ID order, filters, limits and paging,
+// concurrent appends and durability across a reopen.
 package storetest
 
 import (
@@ -48,6 +50,11 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Persistence", testPersistence},
 		{"CanceledContext", testCanceledContext},
 		{"Closed", testClosed},
+		{"AuditAppend", testAuditAppend},
+		{"AuditInvalid", testAuditInvalid},
+		{"AuditFilters", testAuditFilters},
+		{"AuditConcurrent", testAuditConcurrent},
+		{"AuditPersistence", testAuditPersistence},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
@@ -618,6 +625,12 @@ func testCanceledContext(t *testing.T, open OpenFunc) {
 		t.Fatalf("Apply = %v, want context.Canceled", err)
 	}
 	expect(t, s)
+	if _, err := s.AppendAudit(ctx, auditEntry(1, "a", "", store.AuditSuccess)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("AppendAudit = %v, want context.Canceled", err)
+	}
+	if n := auditCount(t, s); n != 0 {
+		t.Fatalf("AuditCount = %d after a canceled AppendAudit", n)
+	}
 }
 
 func testClosed(t *testing.T, open OpenFunc) {
@@ -638,5 +651,14 @@ func testClosed(t *testing.T, open OpenFunc) {
 	}
 	if _, _, err := s.Setting(ctx, "k"); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Setting after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.AppendAudit(ctx, auditEntry(1, "a", "", store.AuditSuccess)); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("AppendAudit after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Audit(ctx, store.AuditQuery{}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Audit after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.AuditCount(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("AuditCount after Close = %v, want ErrClosed", err)
 	}
 }

@@ -1,0 +1,370 @@
+package redfish
+
+import (
+	"net/http"
+	"time"
+)
+
+// AccountService: accounts with the three standard roles, tenants (an OEM
+// property of accounts, and an OEM collection with quotas), the lockout
+// policy. Administrators (ConfigureUsers) manage everything; any account
+// may read itself and change its own password (ConfigureSelf).
+
+const accountsPath = "/redfish/v1/AccountService/Accounts/"
+const tenantsPath = "/redfish/v1/AccountService/Oem/Rackpool/Tenants"
+
+func (s *Server) accountRoutes() {
+	s.handle("GET /redfish/v1/AccountService", login, s.getAccountService)
+	s.handle("PATCH /redfish/v1/AccountService", configureUsers, s.patchAccountService)
+	s.handle("GET /redfish/v1/AccountService/Accounts", login, s.getAccounts)
+	s.handle("POST /redfish/v1/AccountService/Accounts", configureUsers, s.postAccount)
+	s.handle("GET /redfish/v1/AccountService/Accounts/{id}", login, s.getAccount)
+	s.handle("PATCH /redfish/v1/AccountService/Accounts/{id}", configureSelf, s.patchAccount)
+	s.handle("DELETE /redfish/v1/AccountService/Accounts/{id}", configureUsers, s.deleteAccount)
+	s.handle("GET /redfish/v1/AccountService/Roles", login, s.getRoles)
+	s.handle("GET /redfish/v1/AccountService/Roles/{id}", login, s.getRole)
+	s.handle("GET "+tenantsPath, login, s.getTenants)
+	s.handle("POST "+tenantsPath, configureUsers, s.postTenant)
+	s.handle("GET "+tenantsPath+"/{id}", login, s.getTenant)
+	s.handle("PATCH "+tenantsPath+"/{id}", configureUsers, s.patchTenant)
+	s.handle("DELETE "+tenantsPath+"/{id}", configureUsers, s.deleteTenant)
+}
+
+func (s *Server) getAccountService(w http.ResponseWriter, r *http.Request) error {
+	lp := s.auth.Lockout()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":                         "/redfish/v1/AccountService",
+		"@odata.type":                       "#AccountService.v1_15_0.AccountService",
+		"Id":                                "AccountService",
+		"Name":                              "Account Service",
+		"Status":                            map[string]string{"State": "Enabled", "Health": "OK"},
+		"ServiceEnabled":                    true,
+		"MinPasswordLength":                 MinPasswordLength,
+		"MaxPasswordLength":                 256,
+		"AccountLockoutThreshold":           lp.Threshold,
+		"AccountLockoutDuration":            int(lp.Duration.Seconds()),
+		"AccountLockoutCounterResetAfter":   int(lp.ResetAfter.Seconds()),
+		"AccountLockoutCounterResetEnabled": true,
+		"LocalAccountAuth":                  "Enabled",
+		"Accounts":                          ref("/redfish/v1/AccountService/Accounts"),
+		"Roles":                             ref("/redfish/v1/AccountService/Roles"),
+		"Oem": map[string]any{"Rackpool": map[string]any{
+			"Tenants":         ref(tenantsPath),
+			"PasswordHashing": "Argon2id",
+		}},
+	})
+	return nil
+}
+
+func (s *Server) patchAccountService(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		AccountLockoutThreshold         *int
+		AccountLockoutDuration          *int
+		AccountLockoutCounterResetAfter *int
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	lp := s.auth.Lockout()
+	if body.AccountLockoutThreshold != nil {
+		lp.Threshold = *body.AccountLockoutThreshold
+	}
+	if body.AccountLockoutDuration != nil {
+		lp.Duration = time.Duration(*body.AccountLockoutDuration) * time.Second
+	}
+	if body.AccountLockoutCounterResetAfter != nil {
+		lp.ResetAfter = time.Duration(*body.AccountLockoutCounterResetAfter) * time.Second
+	}
+	if err := s.auth.SetLockout(r.Context(), lp); err != nil {
+		return err
+	}
+	return s.getAccountService(w, r)
+}
+
+func (s *Server) getAccounts(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	var members []odataID
+	for _, a := range s.auth.Accounts() {
+		if p.has("ConfigureUsers") || a.UserName == p.User {
+			members = append(members, ref(accountsPath+a.UserName))
+		}
+	}
+	body := collection("/redfish/v1/AccountService/Accounts", "ManagerAccountCollection", "Accounts", members)
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Server) accountBody(a Account) map[string]any {
+	oem := map[string]any{}
+	if a.Tenant != "" {
+		oem["Tenant"] = a.Tenant
+	}
+	return map[string]any{
+		"@odata.id":    accountsPath + a.UserName,
+		"@odata.type":  "#ManagerAccount.v1_12_0.ManagerAccount",
+		"Id":           a.UserName,
+		"Name":         "User Account",
+		"UserName":     a.UserName,
+		"RoleId":       a.Role,
+		"Enabled":      a.Enabled,
+		"Locked":       s.auth.locked(a.UserName),
+		"Password":     nil,
+		"AccountTypes": []string{"Redfish"},
+		"Links":        map[string]any{"Role": ref("/redfish/v1/AccountService/Roles/" + a.Role)},
+		"Oem":          map[string]any{"Rackpool": oem},
+	}
+}
+
+// visibleAccount returns the account id if r's principal may see it:
+// administrators see all, others only themselves (404 otherwise, so
+// account names do not leak).
+func (s *Server) visibleAccount(r *http.Request, id string) (Account, error) {
+	p := principal(r)
+	a, ok := s.auth.Account(id)
+	if !ok || (!p.has("ConfigureUsers") && p.User != id) {
+		return Account{}, errNotFound("ManagerAccount", id)
+	}
+	return a, nil
+}
+
+func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.visibleAccount(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.accountBody(a))
+	return nil
+}
+
+type accountOem struct {
+	Rackpool *struct {
+		Tenant *string
+	}
+}
+
+func (s *Server) postAccount(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		UserName     *string
+		Password     *string
+		RoleId       *string
+		Enabled      *bool
+		AccountTypes []string
+		Oem          *accountOem
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	switch {
+	case body.UserName == nil:
+		return errPropertyMissing("UserName")
+	case body.Password == nil:
+		return errPropertyMissing("Password")
+	case body.RoleId == nil:
+		return errPropertyMissing("RoleId")
+	}
+	enabled := true
+	if body.Enabled != nil {
+		enabled = *body.Enabled
+	}
+	tenant := ""
+	if body.Oem != nil && body.Oem.Rackpool != nil && body.Oem.Rackpool.Tenant != nil {
+		tenant = *body.Oem.Rackpool.Tenant
+	}
+	a, err := s.auth.CreateAccount(r.Context(), *body.UserName, *body.Password, *body.RoleId, tenant, enabled)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", accountsPath+a.UserName)
+	writeJSON(w, http.StatusCreated, s.accountBody(a))
+	return nil
+}
+
+func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if _, err := s.visibleAccount(r, id); err != nil {
+		return err
+	}
+	var body struct {
+		Password *string
+		RoleId   *string
+		Enabled  *bool
+		UserName *string
+		Oem      *accountOem
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	ch := AccountChange{Password: body.Password, Role: body.RoleId, Enabled: body.Enabled}
+	if body.Oem != nil && body.Oem.Rackpool != nil {
+		ch.Tenant = body.Oem.Rackpool.Tenant
+	}
+	if body.UserName != nil && *body.UserName != id {
+		return errPropertyValue("UserName", *body.UserName, "Accounts cannot be renamed; create a new one.")
+	}
+	if !principal(r).has("ConfigureUsers") && (ch.Role != nil || ch.Enabled != nil || ch.Tenant != nil) {
+		return errPrivilege().withResolution("Only administrators change roles, tenants or enablement; you may change your own Password.")
+	}
+	if ch == (AccountChange{}) {
+		return errPropertyMissing("Password")
+	}
+	a, err := s.auth.UpdateAccount(r.Context(), id, ch)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.accountBody(a))
+	return nil
+}
+
+func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
+	if err := s.auth.DeleteAccount(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getRoles(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	for _, id := range []string{RoleAdministrator, RoleOperator, RoleReadOnly} {
+		members = append(members, ref("/redfish/v1/AccountService/Roles/"+id))
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/AccountService/Roles", "RoleCollection", "Roles", members))
+	return nil
+}
+
+func (s *Server) getRole(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	privs, ok := roles[id]
+	if !ok {
+		return errNotFound("Role", id)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":          "/redfish/v1/AccountService/Roles/" + id,
+		"@odata.type":        "#Role.v1_3_0.Role",
+		"Id":                 id,
+		"Name":               id + " Role",
+		"RoleId":             id,
+		"IsPredefined":       true,
+		"AssignedPrivileges": privs,
+	})
+	return nil
+}
+
+// Tenants (OEM): a tenant's accounts see only their tenant.
+
+func (s *Server) tenantBody(t Tenant) map[string]any {
+	usage := map[string]int{}
+	for k, n := range s.mgr.Usage(t.ID) {
+		usage[string(k)] = n
+	}
+	quotas := t.Quotas
+	if quotas == nil {
+		quotas = map[string]int{}
+	}
+	return map[string]any{
+		"@odata.id":   tenantsPath + "/" + t.ID,
+		"Id":          t.ID,
+		"Name":        "Tenant " + t.ID,
+		"Description": t.Description,
+		"Quotas":      quotas,
+		"Usage":       usage,
+	}
+}
+
+func (s *Server) getTenants(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	members := []odataID{}
+	for _, t := range s.auth.Tenants() {
+		if p.has("ConfigureUsers") || p.Tenant == t.ID {
+			members = append(members, ref(tenantsPath+"/"+t.ID))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id": tenantsPath, "Name": "Tenants", "Members": members, "Members@odata.count": len(members),
+	})
+	return nil
+}
+
+func (s *Server) visibleTenant(r *http.Request, id string) (Tenant, error) {
+	p := principal(r)
+	t, ok := s.auth.TenantByID(id)
+	if !ok || (!p.has("ConfigureUsers") && p.Tenant != id) {
+		return Tenant{}, errNotFound("Tenant", id)
+	}
+	return t, nil
+}
+
+func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.visibleTenant(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.tenantBody(t))
+	return nil
+}
+
+func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Id          *string
+		Description string
+		Quotas      map[string]int
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Id == nil {
+		return errPropertyMissing("Id")
+	}
+	if _, ok := s.auth.TenantByID(*body.Id); ok {
+		return newError(http.StatusConflict, baseRegistry+"ResourceAlreadyExists",
+			"The requested resource of type Tenant with the property Id with the value '"+*body.Id+"' already exists.", "Tenant", "Id", *body.Id)
+	}
+	t := Tenant{ID: *body.Id, Description: body.Description, Quotas: body.Quotas}
+	if _, err := s.auth.PutTenant(r.Context(), t); err != nil {
+		return err
+	}
+	w.Header().Set("Location", tenantsPath+"/"+t.ID)
+	writeJSON(w, http.StatusCreated, s.tenantBody(t))
+	return nil
+}
+
+func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) error {
+	t, err := s.visibleTenant(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Description *string
+		Quotas      map[string]int
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Description != nil {
+		t.Description = *body.Description
+	}
+	if body.Quotas != nil {
+		t.Quotas = body.Quotas
+	}
+	if _, err := s.auth.PutTenant(r.Context(), t); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.tenantBody(t))
+	return nil
+}
+
+func (s *Server) deleteTenant(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	for _, c := range append(s.mgr.List(), s.mgr.Reservations()...) {
+		if c.Tenant == id {
+			return newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+				"The change to the requested resource failed because the resource is in use or in transition.").
+				withResolution("Decompose the tenant's systems and release its reservations first (" + c.ID + ").")
+		}
+	}
+	if err := s.auth.DeleteTenant(r.Context(), id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,753 @@
+package redfish
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
+)
+
+// CompositionService v1.2: the Compose action with a Manifest, composition
+// reservations, the free and active pools, and the service's composition
+// policy (AllowOverprovisioning, AllowZoneAffinity, ReservationDuration).
+//
+// The Compose action is all or nothing across its stanzas:
+//
+//	Preview         places every ComposeSystem stanza against the current
+//	                state (as if applied together) and changes nothing.
+//	PreviewReserve  places and reserves them all (one CompositionReservation
+//	                holding one reserved system per stanza) or none.
+//	Apply           with ReservationId composes the reserved systems; without
+//	                it reserves then composes. DecomposeSystem stanzas run
+//	                after every ComposeSystem stanza has succeeded. If any
+//	                compose fails, the systems already composed by this
+//	                request are decomposed and nothing remains.
+//
+// A decompose that fails after the composes succeeded leaves that system
+// Decomposing (retry its DELETE); this is the one case in which an Apply
+// reports an error with part of its work done, and the error says so.
+
+const (
+	reservationsPath = "/redfish/v1/CompositionService/CompositionReservations/"
+	// DefaultReservationDuration is how long a PreviewReserve holds blocks.
+	DefaultReservationDuration = 5 * time.Minute
+	compositionSettingKey      = "composition-service"
+)
+
+type compositionSettings struct {
+	mu               sync.Mutex
+	allowOverprov    bool
+	disallowZoneAff  bool
+	reservationTTL   time.Duration
+	loadedFromRecord bool
+}
+
+type compositionRecord struct {
+	AllowOverprovisioning bool   `json:"allow_overprovisioning"`
+	AllowZoneAffinity     bool   `json:"allow_zone_affinity"`
+	ReservationSeconds    int64  `json:"reservation_seconds"`
+	Note                  string `json:"note,omitempty"`
+}
+
+// loadCompositionSettings reads the persisted policy, if any.
+func (s *Server) loadCompositionSettings(ctx context.Context) error {
+	if s.store == nil {
+		return nil
+	}
+	raw, ok, err := s.store.Setting(ctx, compositionSettingKey)
+	if err != nil || !ok {
+		return err
+	}
+	var rec compositionRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return fmt.Errorf("setting %s: %w", compositionSettingKey, err)
+	}
+	s.settings.mu.Lock()
+	defer s.settings.mu.Unlock()
+	s.settings.allowOverprov = rec.AllowOverprovisioning
+	s.settings.disallowZoneAff = !rec.AllowZoneAffinity
+	if rec.ReservationSeconds > 0 {
+		s.settings.reservationTTL = time.Duration(rec.ReservationSeconds) * time.Second
+	}
+	return nil
+}
+
+func (s *Server) policy() (overprov, zoneAffinity bool, ttl time.Duration) {
+	s.settings.mu.Lock()
+	defer s.settings.mu.Unlock()
+	return s.settings.allowOverprov, !s.settings.disallowZoneAff, s.settings.reservationTTL
+}
+
+// applyPolicy applies the request annotations @Redfish.ZoneAffinity and
+// @Redfish.AllowOverprovisioning under the service's policy.
+func (s *Server) applyPolicy(body *composeRequest, req *schedule.Request) error {
+	overprov, zoneAff, _ := s.policy()
+	if body.AllowOverprovisioning != nil && *body.AllowOverprovisioning && overprov {
+		for i := range req.Needs {
+			req.Needs[i].Exact = false
+		}
+	}
+	if body.ZoneAffinity != nil {
+		z := *body.ZoneAffinity
+		if !zoneAff {
+			return errPropertyValue("@Redfish.ZoneAffinity", z, "This service has AllowZoneAffinity false; omit the annotation.")
+		}
+		switch {
+		case s.top.Host(z) != nil:
+			if req.Host != "" && req.Host != z {
+				return errPropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
+			}
+			req.Host = z
+		case strings.HasPrefix(z, "zone-") && s.top.Zone(strings.TrimPrefix(z, "zone-")) != nil:
+			req.Zone = strings.TrimPrefix(z, "zone-")
+		default:
+			return errPropertyValue("@Redfish.ZoneAffinity", z, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
+		}
+	}
+	return nil
+}
+
+func (s *Server) compositionRoutes() {
+	s.handle("PATCH /redfish/v1/CompositionService", configureManager, s.patchCompositionService)
+	s.handle("GET /redfish/v1/CompositionService/FreePool", login, s.getFreePool)
+	s.handle("GET /redfish/v1/CompositionService/ActivePool", login, s.getActivePool)
+	s.handle("GET /redfish/v1/CompositionService/CompositionReservations", login, s.getReservations)
+	s.handle("GET /redfish/v1/CompositionService/CompositionReservations/{id}", login, s.getReservation)
+	s.handle("DELETE /redfish/v1/CompositionService/CompositionReservations/{id}", configureComponents, s.deleteReservation)
+	s.handle("POST /redfish/v1/CompositionService/Actions/CompositionService.Compose", configureComponents, s.composeAction)
+	s.handle("GET /redfish/v1/CompositionService/ComposeActionInfo", login, s.getComposeActionInfo)
+}
+
+// compositionServiceBody extends the service resource with v1.2.
+func (s *Server) compositionServiceBody() map[string]any {
+	overprov, zoneAff, ttl := s.policy()
+	return map[string]any{
+		"@odata.id":               "/redfish/v1/CompositionService",
+		"@odata.type":             "#CompositionService.v1_2_0.CompositionService",
+		"Id":                      "CompositionService",
+		"Name":                    "Composition Service",
+		"Status":                  map[string]string{"State": "Enabled", "Health": "OK"},
+		"ServiceEnabled":          true,
+		"AllowOverprovisioning":   overprov,
+		"AllowZoneAffinity":       zoneAff,
+		"ReservationDuration":     isoDuration(ttl),
+		"ResourceBlocks":          ref("/redfish/v1/CompositionService/ResourceBlocks"),
+		"ResourceZones":           ref("/redfish/v1/CompositionService/ResourceZones"),
+		"FreePool":                ref("/redfish/v1/CompositionService/FreePool"),
+		"ActivePool":              ref("/redfish/v1/CompositionService/ActivePool"),
+		"CompositionReservations": ref("/redfish/v1/CompositionService/CompositionReservations"),
+		"Actions": map[string]any{
+			"#CompositionService.Compose": map[string]string{
+				"target":              "/redfish/v1/CompositionService/Actions/CompositionService.Compose",
+				"@Redfish.ActionInfo": "/redfish/v1/CompositionService/ComposeActionInfo",
+			},
+			"Oem": map[string]any{
+				"#Rackpool.Explain": map[string]string{"target": "/redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain"},
+			},
+		},
+	}
+}
+
+// isoDuration renders d as an ISO 8601 duration (PT5M, PT1H30M, PT45S).
+func isoDuration(d time.Duration) string {
+	secs := int64(d / time.Second)
+	out := "PT"
+	if h := secs / 3600; h > 0 {
+		out += fmt.Sprintf("%dH", h)
+	}
+	if m := secs % 3600 / 60; m > 0 {
+		out += fmt.Sprintf("%dM", m)
+	}
+	if sec := secs % 60; sec > 0 || out == "PT" {
+		out += fmt.Sprintf("%dS", sec)
+	}
+	return out
+}
+
+// parseISODuration parses the subset isoDuration writes (and days).
+func parseISODuration(v string) (time.Duration, error) {
+	bad := fmt.Errorf("want an ISO 8601 duration such as PT5M")
+	if !strings.HasPrefix(v, "P") {
+		return 0, bad
+	}
+	var total time.Duration
+	rest := v[1:]
+	inTime := false
+	for rest != "" {
+		if rest[0] == 'T' {
+			inTime, rest = true, rest[1:]
+			continue
+		}
+		i := 0
+		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.') {
+			i++
+		}
+		if i == 0 || i == len(rest) {
+			return 0, bad
+		}
+		var n float64
+		if _, err := fmt.Sscanf(rest[:i], "%g", &n); err != nil {
+			return 0, bad
+		}
+		unit := map[string]time.Duration{"D": 24 * time.Hour, "H": time.Hour, "M": time.Minute, "S": time.Second}
+		u := string(rest[i])
+		if (u == "D") == inTime || unit[u] == 0 {
+			return 0, bad
+		}
+		total += time.Duration(n * float64(unit[u]))
+		rest = rest[i+1:]
+	}
+	return total, nil
+}
+
+func (s *Server) patchCompositionService(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		AllowOverprovisioning *bool
+		AllowZoneAffinity     *bool
+		ReservationDuration   *string
+		ServiceEnabled        *bool
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.ServiceEnabled != nil && !*body.ServiceEnabled {
+		return errPropertyValue("ServiceEnabled", "false", "The composition service cannot be disabled.")
+	}
+	overprov, zoneAff, ttl := s.policy()
+	if body.AllowOverprovisioning != nil {
+		overprov = *body.AllowOverprovisioning
+	}
+	if body.AllowZoneAffinity != nil {
+		zoneAff = *body.AllowZoneAffinity
+	}
+	if body.ReservationDuration != nil {
+		d, err := parseISODuration(*body.ReservationDuration)
+		if err != nil || d < time.Second || d > 7*24*time.Hour {
+			return errPropertyValue("ReservationDuration", *body.ReservationDuration, "Use an ISO 8601 duration between PT1S and P7D, such as PT5M.")
+		}
+		ttl = d
+	}
+	if s.store != nil {
+		raw, _ := json.Marshal(compositionRecord{AllowOverprovisioning: overprov, AllowZoneAffinity: zoneAff, ReservationSeconds: int64(ttl / time.Second)})
+		if err := s.store.PutSetting(r.Context(), compositionSettingKey, string(raw)); err != nil {
+			return err
+		}
+	}
+	s.settings.mu.Lock()
+	s.settings.allowOverprov, s.settings.disallowZoneAff, s.settings.reservationTTL = overprov, !zoneAff, ttl
+	s.settings.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.compositionServiceBody())
+	return nil
+}
+
+// FreePool: blocks with room for another composition and no reservation;
+// ActivePool: blocks in compositions the client may see.
+
+func (s *Server) pool(r *http.Request, active bool) []odataID {
+	p := principal(r)
+	members := []odataID{}
+	for _, b := range s.top.Blocks {
+		st := s.mgr.BlockStatus(b.ID)
+		if !blockVisible(p, b, st) {
+			continue
+		}
+		inUse := len(st.Compositions) > 0
+		free := len(st.Compositions)+len(st.Reservations) < max(b.MaxCompositions, 1)
+		if active && inUse && len(s.visibleSystems(p, st.Compositions)) > 0 || !active && free {
+			members = append(members, ref(blocksPath+b.ID))
+		}
+	}
+	return members
+}
+
+func (s *Server) getFreePool(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/FreePool", "ResourceBlockCollection", "Free Pool", s.pool(r, false)))
+	return nil
+}
+
+func (s *Server) getActivePool(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ActivePool", "ResourceBlockCollection", "Active Pool", s.pool(r, true)))
+	return nil
+}
+
+// Reservations: one CompositionReservation per Compose request (its
+// Group); each holds one reserved system per ComposeSystem stanza.
+
+// reservationGroups returns the live reservations r's principal may see,
+// grouped by request.
+func (s *Server) reservationGroups(r *http.Request) map[string][]*inventory.Composition {
+	p := principal(r)
+	out := map[string][]*inventory.Composition{}
+	for _, c := range s.mgr.Reservations() {
+		if p.sees(c.Tenant) {
+			g := c.Group
+			if g == "" {
+				g = c.ID
+			}
+			out[g] = append(out[g], c)
+		}
+	}
+	return out
+}
+
+func (s *Server) getReservations(w http.ResponseWriter, r *http.Request) error {
+	var members []odataID
+	for _, g := range sortedKeys(s.reservationGroups(r)) {
+		members = append(members, ref(reservationsPath+g))
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/CompositionReservations",
+		"CompositionReservationCollection", "Composition Reservation Collection", members))
+	return nil
+}
+
+func (s *Server) reservationBody(id string, rs []*inventory.Composition) map[string]any {
+	var blocks []odataID
+	var stanzas []any
+	for _, c := range rs {
+		var links []odataID
+		for _, b := range c.Blocks {
+			blocks = append(blocks, ref(blocksPath+b))
+			links = append(links, ref(blocksPath+b))
+		}
+		stanzas = append(stanzas, map[string]any{
+			"StanzaType": "ComposeSystem",
+			"StanzaId":   c.Name,
+			"Request":    map[string]any{"Name": c.Name, "Links": map[string]any{"ResourceBlocks": links}},
+		})
+	}
+	first := rs[0]
+	return map[string]any{
+		"@odata.id":              reservationsPath + id,
+		"@odata.type":            "#CompositionReservation.v1_0_0.CompositionReservation",
+		"Id":                     id,
+		"Name":                   "Composition Reservation " + id,
+		"ReservationTime":        first.CreatedAt.UTC().Format(time.RFC3339),
+		"Client":                 first.Tenant,
+		"ReservedResourceBlocks": blocks,
+		"Manifest": map[string]any{
+			"Description": first.Description,
+			"Timestamp":   first.CreatedAt.UTC().Format(time.RFC3339),
+			"Expand":      "None",
+			"Stanzas":     stanzas,
+		},
+		"Oem": map[string]any{"Rackpool": map[string]any{"ExpiresAt": first.ExpiresAt.UTC().Format(time.RFC3339)}},
+	}
+}
+
+func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	rs, ok := s.reservationGroups(r)[id]
+	if !ok {
+		return errNotFound("CompositionReservation", id)
+	}
+	writeJSON(w, http.StatusOK, s.reservationBody(id, rs))
+	return nil
+}
+
+func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	rs, ok := s.reservationGroups(r)[id]
+	if !ok {
+		return errNotFound("CompositionReservation", id)
+	}
+	for _, c := range rs {
+		if err := s.mgr.Release(r.Context(), c.ID); err != nil {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getComposeActionInfo(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":   "/redfish/v1/CompositionService/ComposeActionInfo",
+		"@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
+		"Id":          "ComposeActionInfo",
+		"Name":        "Compose Action Info",
+		"Parameters": []any{
+			map[string]any{"Name": "RequestFormat", "Required": true, "DataType": "String", "AllowableValues": []string{"Manifest"}},
+			map[string]any{"Name": "RequestType", "Required": true, "DataType": "String", "AllowableValues": []string{"Preview", "PreviewReserve", "Apply"}},
+			map[string]any{"Name": "Manifest", "Required": false, "DataType": "Object", "ObjectDataType": "#Manifest.v1_1_0.Manifest"},
+			map[string]any{"Name": "ReservationId", "Required": false, "DataType": "String"},
+		},
+	})
+	return nil
+}
+
+// The action.
+
+type stanza struct {
+	StanzaType    string
+	StanzaId      string
+	OEMStanzaType string
+	Request       json.RawMessage
+	Response      json.RawMessage
+}
+
+type manifest struct {
+	Description string
+	Timestamp   string
+	Expand      string
+	Stanzas     []stanza
+}
+
+type composeActionBody struct {
+	RequestFormat *string
+	RequestType   *string
+	Manifest      *manifest
+	ReservationId *string
+}
+
+// plannedStanza is a ComposeSystem stanza turned into a request.
+type plannedStanza struct {
+	st   stanza
+	body composeRequest
+	req  compose.Request
+}
+
+func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
+	var body composeActionBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.RequestFormat == nil {
+		return errActionParamMissing("RequestFormat")
+	}
+	if *body.RequestFormat != "Manifest" {
+		return errActionParamValue("RequestFormat", *body.RequestFormat)
+	}
+	if body.RequestType == nil {
+		return errActionParamMissing("RequestType")
+	}
+	typ := *body.RequestType
+	if typ != "Preview" && typ != "PreviewReserve" && typ != "Apply" {
+		return errActionParamValue("RequestType", typ)
+	}
+	if body.ReservationId != nil {
+		if typ != "Apply" {
+			return errPropertyValue("ReservationId", *body.ReservationId, "A ReservationId goes with RequestType Apply.")
+		}
+		return s.applyReservation(w, r, *body.ReservationId, body.Manifest)
+	}
+	if body.Manifest == nil {
+		return errActionParamMissing("Manifest")
+	}
+	composes, decomposes, err := s.readManifest(r, body.Manifest)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case "Preview":
+		if len(decomposes) > 0 && len(composes) == 0 {
+			return s.respondManifest(w, typ, body.Manifest, nil, nil, "")
+		}
+		plans, err := s.previewAll(composes)
+		if err != nil {
+			return err
+		}
+		return s.respondManifest(w, typ, body.Manifest, plans, nil, "")
+	case "PreviewReserve":
+		if len(decomposes) > 0 {
+			return errPropertyValue("Manifest.Stanzas", "DecomposeSystem", "Only ComposeSystem stanzas can be reserved.")
+		}
+		group, rs, err := s.reserveAll(r.Context(), composes)
+		if err != nil {
+			return err
+		}
+		return s.respondManifest(w, typ, body.Manifest, nil, rs, group)
+	}
+	var blocks []string
+	for _, c := range composes {
+		blocks = append(blocks, c.req.Blocks...)
+	}
+	return s.maybeAsync(w, r, s.estimateStanzas(composes), func(w http.ResponseWriter, r *http.Request) error {
+		_, rs, err := s.reserveAll(r.Context(), composes)
+		if err != nil {
+			return err
+		}
+		done, err := s.composeAll(r.Context(), rs)
+		if err != nil {
+			return err
+		}
+		if err := s.decomposeAll(r.Context(), decomposes); err != nil {
+			return err
+		}
+		return s.respondManifest(w, typ, body.Manifest, nil, done, "")
+	})
+}
+
+// estimateStanzas is the modelled fabric time of the stanzas, from a
+// preview (blocks the scheduler would pick).
+func (s *Server) estimateStanzas(composes []plannedStanza) time.Duration {
+	plans, err := s.previewAll(composes)
+	if err != nil {
+		return 0
+	}
+	var most time.Duration
+	for _, p := range plans {
+		var ids []string
+		for _, a := range p.Assignments {
+			ids = append(ids, a.Block.ID)
+		}
+		most = max(most, s.mgr.EstimateFabricTime(ids))
+	}
+	return most
+}
+
+func errActionParamMissing(name string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"ActionParameterMissing",
+		fmt.Sprintf("The action CompositionService.Compose requires the parameter %s to be present in the request body.", name),
+		"CompositionService.Compose", name)
+}
+
+func errActionParamValue(name, value string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
+		fmt.Sprintf("The value '%s' for the parameter %s in the action CompositionService.Compose is not in the list of acceptable values.", value, name),
+		value, name, "CompositionService.Compose")
+}
+
+// readManifest validates every stanza before anything happens.
+func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []string, error) {
+	if len(m.Stanzas) == 0 {
+		return nil, nil, errPropertyMissing("Manifest.Stanzas")
+	}
+	if len(m.Stanzas) > 64 {
+		return nil, nil, errPropertyValue("Manifest.Stanzas", fmt.Sprint(len(m.Stanzas)), "Send at most 64 stanzas.")
+	}
+	var composes []plannedStanza
+	var decomposes []string
+	seen := map[string]bool{}
+	for i, st := range m.Stanzas {
+		prop := fmt.Sprintf("Manifest.Stanzas[%d]", i)
+		if seen[st.StanzaId] && st.StanzaId != "" {
+			return nil, nil, errPropertyValue(prop+".StanzaId", st.StanzaId, "Stanza IDs must be unique.")
+		}
+		seen[st.StanzaId] = true
+		if len(st.Request) == 0 {
+			return nil, nil, errPropertyMissing(prop + ".Request")
+		}
+		sub := r.Clone(r.Context())
+		sub.Body = readCloser(st.Request)
+		switch st.StanzaType {
+		case "ComposeSystem":
+			body, req, err := s.readCompose(sub)
+			if err != nil {
+				return nil, nil, prefixProperty(err, prop+".Request.")
+			}
+			name := body.Name
+			if name == "" {
+				name = st.StanzaId
+			}
+			composes = append(composes, plannedStanza{st: st, body: body, req: compose.Request{Name: name, Description: body.Description,
+				Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r)), Request: req}})
+		case "DecomposeSystem":
+			var ref struct {
+				ID    string `json:"@odata.id"`
+				Links *struct {
+					ComputerSystems []odataID
+				}
+			}
+			if err := json.Unmarshal(st.Request, &ref); err != nil {
+				return nil, nil, errMalformed(prop + ".Request: " + err.Error())
+			}
+			ids := []string{ref.ID}
+			if ref.Links != nil {
+				ids = nil
+				for _, l := range ref.Links.ComputerSystems {
+					ids = append(ids, l.ID)
+				}
+			}
+			for _, id := range ids {
+				sys, ok := strings.CutPrefix(id, "/redfish/v1/Systems/")
+				if !ok || sys == "" {
+					return nil, nil, errPropertyValue(prop+".Request.@odata.id", id, "Name the system to decompose as /redfish/v1/Systems/{Id}.")
+				}
+				if _, err := s.systemVisible(r, sys); err != nil {
+					return nil, nil, err
+				}
+				decomposes = append(decomposes, sys)
+			}
+		default:
+			return nil, nil, errPropertyValue(prop+".StanzaType", st.StanzaType, "Use ComposeSystem or DecomposeSystem.")
+		}
+	}
+	return composes, decomposes, nil
+}
+
+// previewAll places the stanzas one after another on a scratch copy of
+// the state, so the preview shows what applying them together would do.
+func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) {
+	reqs := make([]schedule.Request, len(composes))
+	for i, c := range composes {
+		reqs[i] = c.req.Request
+	}
+	return s.mgr.PlanAll(reqs)
+}
+
+// reserveAll reserves every stanza or none.
+func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
+	_, _, ttl := s.policy()
+	group := "r" + randomHex(6)
+	var rs []*inventory.Composition
+	for i, c := range composes {
+		req := c.req
+		req.Group = group
+		res, err := s.mgr.Reserve(ctx, req, ttl)
+		if err != nil {
+			for _, done := range rs {
+				_ = s.mgr.Release(ctx, done.ID)
+			}
+			return "", nil, stanzaError(err, composes[i].st.StanzaId)
+		}
+		rs = append(rs, res)
+	}
+	return group, rs, nil
+}
+
+// composeAll composes reservations rs or, on any failure, nothing.
+func (s *Server) composeAll(ctx context.Context, rs []*inventory.Composition) ([]*inventory.Composition, error) {
+	var done []*inventory.Composition
+	for i, res := range rs {
+		c, err := s.mgr.ComposeReserved(ctx, res.ID, "", "")
+		if err != nil {
+			for _, d := range done {
+				if derr := s.mgr.Decompose(ctx, d.ID, 0); derr != nil {
+					s.log.Error("undo of a failed Compose action left a system", "id", d.ID, "err", derr)
+				}
+			}
+			for _, rest := range rs[i+1:] {
+				_ = s.mgr.Release(ctx, rest.ID)
+			}
+			return nil, stanzaError(err, res.Name)
+		}
+		done = append(done, c)
+	}
+	return done, nil
+}
+
+func (s *Server) decomposeAll(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := s.mgr.Decompose(ctx, id, 0); err != nil {
+			e := translate(err)
+			e.resolution = "The ComposeSystem stanzas were applied; decomposing " + id + " failed: " + e.resolution
+			return e
+		}
+	}
+	return nil
+}
+
+func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id string, m *manifest) error {
+	rs, ok := s.reservationGroups(r)[id]
+	if !ok {
+		return errNotFound("CompositionReservation", id)
+	}
+	var blocks []string
+	for _, c := range rs {
+		blocks = append(blocks, c.Blocks...)
+	}
+	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
+		done, err := s.composeAll(r.Context(), rs)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			m = &manifest{Expand: "None"}
+			for _, c := range rs {
+				m.Stanzas = append(m.Stanzas, stanza{StanzaType: "ComposeSystem", StanzaId: c.Name})
+			}
+		}
+		return s.respondManifest(w, "Apply", m, nil, done, id)
+	})
+}
+
+// respondManifest answers the action: the manifest with each ComposeSystem
+// stanza's Response filled in (the planned, reserved or composed system).
+func (s *Server) respondManifest(w http.ResponseWriter, typ string, m *manifest, plans []*schedule.Plan,
+	systems []*inventory.Composition, reservation string) error {
+	out := map[string]any{"RequestFormat": "Manifest", "RequestType": typ}
+	var stanzas []any
+	k := 0
+	for _, st := range m.Stanzas {
+		entry := map[string]any{"StanzaType": st.StanzaType, "StanzaId": st.StanzaId}
+		if len(st.Request) > 0 {
+			entry["Request"] = st.Request
+		}
+		if st.StanzaType == "ComposeSystem" {
+			switch {
+			case plans != nil && k < len(plans):
+				entry["Response"] = planBody(plans[k])
+			case systems != nil && k < len(systems):
+				c := systems[k]
+				if c.State == inventory.Reserved {
+					entry["Response"] = map[string]any{"Name": c.Name, "Links": map[string]any{"ResourceBlocks": blockRefs(c.Blocks)}}
+				} else {
+					entry["Response"] = s.systemBody(c)
+				}
+			}
+			k++
+		}
+		stanzas = append(stanzas, entry)
+	}
+	out["Manifest"] = map[string]any{"Description": m.Description, "Expand": orDefault(m.Expand, "None"), "Stanzas": stanzas,
+		"Timestamp": time.Now().UTC().Format(time.RFC3339)}
+	if reservation != "" {
+		out["ReservationId"] = reservation
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func planBody(p *schedule.Plan) map[string]any {
+	var ids []string
+	for _, a := range p.Assignments {
+		ids = append(ids, a.Block.ID)
+	}
+	return map[string]any{"Links": map[string]any{"ResourceBlocks": blockRefs(ids)},
+		"Oem": map[string]any{"Rackpool": map[string]any{"Host": p.Host.ID, "TotalRoundTripNs": p.TotalRTTNS, "TotalHops": p.TotalHops}}}
+}
+
+func blockRefs(ids []string) []odataID {
+	out := []odataID{}
+	for _, id := range ids {
+		out = append(out, ref(blocksPath+id))
+	}
+	return out
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// stanzaError names the stanza in a placement error.
+func stanzaError(err error, stanzaID string) error {
+	e := translate(err)
+	if e.resolution == "" {
+		e.resolution = "Stanza " + stanzaID + " failed; nothing was applied."
+	} else {
+		e.resolution = "Stanza " + stanzaID + ": " + e.resolution + " Nothing was applied."
+	}
+	return e
+}
+
+// prefixProperty qualifies a property error with the stanza's path.
+func prefixProperty(err error, prefix string) error {
+	e := translate(err)
+	for i, a := range e.args {
+		if i == 0 && (strings.Contains(e.id, "Property")) {
+			e.args[i] = prefix + a
+			e.message = strings.Replace(e.message, a, prefix+a, 1)
+		}
+	}
+	return e
+}

@@ -1,0 +1,206 @@
+package redfish
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/schedule"
+)
+
+// Configuration export and import (P2): the current allocation, every
+// composed system with its host, blocks, name, description and tenant,
+// plus the tenants and their quotas, as one JSON document. Importing it
+// (at start-up with `rackpool serve --import FILE`, or with the
+// Rackpool.ImportAllocation action) validates the whole document first,
+// then reserves every system and composes them all, or nothing: the same
+// all-or-nothing path as the Compose action. Accounts are not part of it,
+// since they carry password hashes.
+
+// AllocationFormat identifies the export document.
+const AllocationFormat = "rackpool-allocation/1"
+
+// Allocation is the export document.
+type Allocation struct {
+	Format     string             `json:"format"`
+	Topology   string             `json:"topology"`
+	ExportedAt time.Time          `json:"exported_at"`
+	Tenants    []Tenant           `json:"tenants"`
+	Systems    []AllocationSystem `json:"systems"`
+}
+
+// AllocationSystem is one composed system of an Allocation.
+type AllocationSystem struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Tenant      string   `json:"tenant,omitempty"`
+	Host        string   `json:"host"`
+	Blocks      []string `json:"blocks"` // device blocks (the host's compute block is implied)
+}
+
+// ExportAllocation returns the current allocation.
+func (s *Server) ExportAllocation() Allocation {
+	a := Allocation{Format: AllocationFormat, Topology: s.top.Name, ExportedAt: time.Now().UTC(), Tenants: s.auth.Tenants(),
+		Systems: []AllocationSystem{}}
+	for _, c := range s.mgr.List() {
+		sys := AllocationSystem{Name: c.Name, Description: c.Description, Tenant: c.Tenant, Host: c.Host, Blocks: []string{}}
+		for _, b := range c.Blocks {
+			if b != c.Host {
+				sys.Blocks = append(sys.Blocks, b)
+			}
+		}
+		a.Systems = append(a.Systems, sys)
+	}
+	return a
+}
+
+// ParseAllocation decodes an export document strictly.
+func ParseAllocation(data []byte) (Allocation, error) {
+	var a Allocation
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, fmt.Errorf("not an allocation document: %w", err)
+	}
+	if a.Format != AllocationFormat {
+		return a, fmt.Errorf("format %q, want %q", a.Format, AllocationFormat)
+	}
+	return a, nil
+}
+
+// ImportAllocation validates a and composes all its systems, or nothing.
+// Tenants it names that do not exist are created with its quotas.
+func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
+	if a.Topology != s.top.Name {
+		return nil, fmt.Errorf("the document was exported from topology %q, this service runs %q", a.Topology, s.top.Name)
+	}
+	known := map[string]bool{}
+	for _, t := range s.auth.Tenants() {
+		known[t.ID] = true
+	}
+	var newTenants []Tenant
+	for _, t := range a.Tenants {
+		if !known[t.ID] {
+			if err := checkQuotas(t.Quotas); err != nil {
+				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
+			}
+			newTenants = append(newTenants, t)
+			known[t.ID] = true
+		}
+	}
+	var stanzas []plannedStanza
+	for i, sys := range a.Systems {
+		if s.top.Host(sys.Host) == nil {
+			return nil, fmt.Errorf("systems[%d] (%s): unknown host %q", i, sys.Name, sys.Host)
+		}
+		for _, b := range sys.Blocks {
+			if s.top.Block(b) == nil {
+				return nil, fmt.Errorf("systems[%d] (%s): unknown block %q", i, sys.Name, b)
+			}
+		}
+		if sys.Tenant != "" && !known[sys.Tenant] {
+			return nil, fmt.Errorf("systems[%d] (%s): tenant %q is neither in the document nor on this service", i, sys.Name, sys.Tenant)
+		}
+		stanzas = append(stanzas, plannedStanza{st: stanza{StanzaType: "ComposeSystem", StanzaId: sys.Name},
+			req: compose.Request{Name: sys.Name, Description: sys.Description, Tenant: sys.Tenant,
+				Request: schedule.Request{Host: sys.Host, Blocks: sys.Blocks}}})
+	}
+	// Everything must fit together before anything changes.
+	if _, err := s.previewAll(stanzas); err != nil {
+		return nil, fmt.Errorf("the allocation does not fit: %w", err)
+	}
+	for _, t := range newTenants {
+		if _, err := s.auth.PutTenant(ctx, t); err != nil {
+			return nil, fmt.Errorf("create tenant %s: %w", t.ID, err)
+		}
+	}
+	undoTenants := func() {
+		for _, t := range newTenants {
+			_ = s.auth.DeleteTenant(ctx, t.ID)
+		}
+	}
+	_, rs, err := s.reserveAll(ctx, stanzas)
+	if err != nil {
+		undoTenants()
+		return nil, err
+	}
+	done, err := s.composeAll(ctx, rs)
+	if err != nil {
+		undoTenants()
+		return nil, err
+	}
+	ids := make([]string, len(done))
+	for i, c := range done {
+		ids[i] = c.ID
+	}
+	return ids, nil
+}
+
+func (s *Server) configRoutes() {
+	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", configureManager, s.exportAction)
+	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", configureManager, s.importAction)
+}
+
+func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength > 0 {
+		var empty struct{}
+		if err := decode(r, &empty); err != nil {
+			return err
+		}
+	}
+	a := s.ExportAllocation()
+	noteAudit(r).detail = fmt.Sprintf("exported %d systems", len(a.Systems))
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
+	var a Allocation
+	if err := decode(r, &a); err != nil {
+		return err
+	}
+	if a.Format != AllocationFormat {
+		return errPropertyValue("format", a.Format, "Send a document made by Rackpool.ExportAllocation ("+AllocationFormat+").")
+	}
+	var blocks []string
+	for _, sys := range a.Systems {
+		blocks = append(blocks, sys.Blocks...)
+	}
+	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
+		ids, err := s.ImportAllocation(r.Context(), a)
+		if err != nil {
+			if _, ok := err.(*apiError); ok {
+				return err
+			}
+			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
+				withResolution("Nothing was imported. Correct the document or free the resources, then retry.")
+		}
+		noteAudit(r).detail = fmt.Sprintf("imported %d systems", len(ids))
+		var refs []odataID
+		for _, id := range ids {
+			refs = append(refs, ref("/redfish/v1/Systems/"+id))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"Systems": nonNilRefs(refs)})
+		return nil
+	})
+}
+
+func nonNilRefs(r []odataID) []odataID {
+	if r == nil {
+		return []odataID{}
+	}
+	return r
+}
+
+// Restore loads what the service keeps in the store besides compositions
+// and accounts: the composition policy and the event subscriptions.
+func (s *Server) Restore(ctx context.Context) error {
+	if err := s.loadCompositionSettings(ctx); err != nil {
+		return err
+	}
+	return s.restoreSubscriptions(ctx)
+}

@@ -1,0 +1,378 @@
+package redfish
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"rackpool/internal/events"
+)
+
+// EventService: a Server-Sent Events stream (GET .../SSE, resumable with
+// Last-Event-ID) and push subscriptions (EventDestination, Redfish
+// protocol, POSTed by the bus with retries). Events are composition
+// changes (OnChange), task life cycles, and what the fabric monitor sees:
+// device, port and host failures and telemetry thresholds. A tenant's
+// accounts receive only their tenant's events; accounts without a tenant
+// receive all. Subscriptions are stored and re-added at start-up.
+
+const (
+	subscriptionsPath   = "/redfish/v1/EventService/Subscriptions/"
+	subscriptionsKey    = "event-subscriptions"
+	maxSubscriptions    = 64
+	sseKeepAliveDefault = 15 * time.Second
+)
+
+// registryPrefixes the service emits.
+var registryPrefixes = []string{"ResourceEvent", "Composition", "TaskEvent", "Base"}
+
+var eventTypes = []string{events.TypeStatusChange, events.TypeResourceUpdated, events.TypeResourceAdded,
+	events.TypeResourceRemoved, events.TypeAlert}
+
+func (s *Server) eventRoutes() {
+	s.handle("GET /redfish/v1/EventService", login, s.getEventService)
+	s.handle("GET /redfish/v1/EventService/SSE", login, s.getSSE)
+	s.handle("GET /redfish/v1/EventService/Subscriptions", login, s.getSubscriptions)
+	s.handle("POST /redfish/v1/EventService/Subscriptions", configureComponents, s.postSubscription)
+	s.handle("GET /redfish/v1/EventService/Subscriptions/{id}", login, s.getSubscription)
+	s.handle("DELETE /redfish/v1/EventService/Subscriptions/{id}", configureComponents, s.deleteSubscription)
+	s.handle("POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent", configureManager, s.submitTestEvent)
+	s.handle("GET /metrics", login, s.getMetrics)
+}
+
+// publish puts e on the bus.
+func (s *Server) publish(e events.Event) { s.events.Publish(e) }
+
+func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":                    "/redfish/v1/EventService",
+		"@odata.type":                  "#EventService.v1_10_0.EventService",
+		"Id":                           "EventService",
+		"Name":                         "Event Service",
+		"Status":                       map[string]string{"State": "Enabled", "Health": "OK"},
+		"ServiceEnabled":               true,
+		"DeliveryRetryAttempts":        events.DeliveryTries - 1,
+		"DeliveryRetryIntervalSeconds": int(events.DefaultRetryBackoff.Seconds()),
+		"EventFormatTypes":             []string{"Event"},
+		"RegistryPrefixes":             registryPrefixes,
+		"ServerSentEventUri":           "/redfish/v1/EventService/SSE",
+		"SSEFilterPropertiesSupported": map[string]any{
+			"EventType": true, "MessageId": true, "OriginResource": true, "RegistryPrefix": true,
+			"ResourceType": false, "EventFormatType": false, "MetricReportDefinition": false, "SubordinateResources": false,
+		},
+		"Subscriptions": ref("/redfish/v1/EventService/Subscriptions"),
+		"Actions": map[string]any{
+			"#EventService.SubmitTestEvent": map[string]string{"target": "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent"},
+		},
+	})
+	return nil
+}
+
+// sseFilter reads the SSE filter query: EventTypes, MessageIds,
+// RegistryPrefixes and OriginResources, each comma-separated (DSP0266's
+// $filter form "EventType eq 'Alert'" is not supported and answers 501
+// like every other $filter).
+func sseFilter(r *http.Request) (events.Destination, []string) {
+	q := r.URL.Query()
+	split := func(k string) []string {
+		var out []string
+		for _, v := range q[k] {
+			for _, p := range strings.Split(v, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	return events.Destination{EventTypes: split("EventTypes"), RegistryPrefixes: split("RegistryPrefixes"),
+		OriginResources: split("OriginResources")}, split("MessageIds")
+}
+
+func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	filter, msgIDs := sseFilter(r)
+	since := s.events.LastID()
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
+				fmt.Sprintf("The header '%s' is invalid.", "Last-Event-ID: "+v), "Last-Event-ID: "+v)
+		}
+		since = n
+	}
+	ch, cancel := s.events.Subscribe(func(e events.Event) bool {
+		if !events.Visible(p.Tenant, e) || !events.Match(filter, e) {
+			return false
+		}
+		if len(msgIDs) == 0 {
+			return true
+		}
+		for _, m := range msgIDs {
+			if e.MessageID == m || strings.HasSuffix(e.MessageID, "."+m) {
+				return true
+			}
+		}
+		return false
+	}, since)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return nil // the connection cannot stream; nothing more to say
+	}
+	keepAlive := time.NewTicker(sseKeepAliveDefault)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-keepAlive.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return nil
+			}
+		case e, ok := <-ch:
+			if !ok {
+				return nil // the bus closed or dropped this slow client
+			}
+			if err := events.WriteSSE(w, e); err != nil {
+				return nil
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}
+
+// subscription is a stored push destination.
+type subscription struct {
+	events.Destination
+	Owner string `json:"owner"`
+}
+
+func (s *Server) subscriptions() []subscription {
+	var out []subscription
+	for _, d := range s.events.Destinations() {
+		out = append(out, subscription{Destination: d})
+	}
+	return out
+}
+
+// restoreSubscriptions re-adds the stored push destinations.
+func (s *Server) restoreSubscriptions(ctx context.Context) error {
+	if s.store == nil {
+		return nil
+	}
+	raw, ok, err := s.store.Setting(ctx, subscriptionsKey)
+	if err != nil || !ok {
+		return err
+	}
+	var ds []events.Destination
+	if err := json.Unmarshal([]byte(raw), &ds); err != nil {
+		return fmt.Errorf("setting %s: %w", subscriptionsKey, err)
+	}
+	for _, d := range ds {
+		if err := s.events.AddDestination(d); err != nil && !errors.Is(err, events.ErrDestinationExists) {
+			s.log.Warn("restore event subscription", "id", d.ID, "err", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) saveSubscriptions(ctx context.Context) error {
+	if s.store == nil {
+		return nil
+	}
+	ds := s.events.Destinations()
+	if ds == nil {
+		ds = []events.Destination{}
+	}
+	raw, err := json.Marshal(ds)
+	if err != nil {
+		return err
+	}
+	return s.store.PutSetting(ctx, subscriptionsKey, string(raw))
+}
+
+func (s *Server) visibleDestination(r *http.Request, id string) (events.Destination, error) {
+	for _, d := range s.events.Destinations() {
+		if d.ID == id && principal(r).sees(d.Tenant) {
+			return d, nil
+		}
+	}
+	return events.Destination{}, errNotFound("EventDestination", id)
+}
+
+func (s *Server) getSubscriptions(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	var members []odataID
+	for _, d := range s.events.Destinations() {
+		if p.sees(d.Tenant) {
+			members = append(members, ref(subscriptionsPath+d.ID))
+		}
+	}
+	writeJSON(w, http.StatusOK, collection("/redfish/v1/EventService/Subscriptions", "EventDestinationCollection", "Event Subscriptions", members))
+	return nil
+}
+
+func destinationBody(d events.Destination) map[string]any {
+	body := map[string]any{
+		"@odata.id":           subscriptionsPath + d.ID,
+		"@odata.type":         "#EventDestination.v1_14_0.EventDestination",
+		"Id":                  d.ID,
+		"Name":                "Event Subscription " + d.ID,
+		"Destination":         d.URL,
+		"Context":             d.Context,
+		"Protocol":            "Redfish",
+		"SubscriptionType":    "RedfishEvent",
+		"EventFormatType":     "Event",
+		"DeliveryRetryPolicy": "RetryForever",
+		"RegistryPrefixes":    nonNil(d.RegistryPrefixes),
+		"EventTypes":          nonNil(d.EventTypes),
+		"OriginResources":     []odataID{},
+		"Status":              map[string]string{"State": "Enabled", "Health": "OK"},
+	}
+	var origins []odataID
+	for _, o := range d.OriginResources {
+		origins = append(origins, ref(o))
+	}
+	if origins != nil {
+		body["OriginResources"] = origins
+	}
+	if d.Tenant != "" {
+		body["Oem"] = map[string]any{"Rackpool": map[string]any{"Tenant": d.Tenant}}
+	}
+	return body
+}
+
+func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.visibleDestination(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, destinationBody(d))
+	return nil
+}
+
+func (s *Server) postSubscription(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Destination      *string
+		Context          string
+		Protocol         string
+		SubscriptionType string
+		EventFormatType  string
+		EventTypes       []string
+		RegistryPrefixes []string
+		OriginResources  []odataID
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Destination == nil {
+		return errPropertyMissing("Destination")
+	}
+	u, err := url.Parse(*body.Destination)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errPropertyValue("Destination", *body.Destination, "Use an absolute http or https URL.")
+	}
+	if body.Protocol != "" && body.Protocol != "Redfish" {
+		return errPropertyValue("Protocol", body.Protocol, "Only the Redfish protocol is supported.")
+	}
+	if body.SubscriptionType != "" && body.SubscriptionType != "RedfishEvent" {
+		return errPropertyValue("SubscriptionType", body.SubscriptionType, "Use RedfishEvent; for SSE, GET /redfish/v1/EventService/SSE.")
+	}
+	if body.EventFormatType != "" && body.EventFormatType != "Event" {
+		return errPropertyValue("EventFormatType", body.EventFormatType, "Only Event is supported.")
+	}
+	for _, t := range body.EventTypes {
+		if !contains(eventTypes, t) {
+			return errPropertyValue("EventTypes", t, "Use "+strings.Join(eventTypes, ", ")+".")
+		}
+	}
+	for _, p := range body.RegistryPrefixes {
+		if !contains(registryPrefixes, p) {
+			return errPropertyValue("RegistryPrefixes", p, "Use "+strings.Join(registryPrefixes, ", ")+".")
+		}
+	}
+	if len(s.events.Destinations()) >= maxSubscriptions {
+		return newError(http.StatusServiceUnavailable, baseRegistry+"EventSubscriptionLimitExceeded",
+			"The event subscription failed due to the number of simultaneous subscriptions exceeding the limit of the implementation.")
+	}
+	d := events.Destination{ID: randomHex(6), URL: *body.Destination, Context: body.Context, Protocol: "Redfish",
+		EventTypes: body.EventTypes, RegistryPrefixes: body.RegistryPrefixes, Tenant: tenantOf(r)}
+	for _, o := range body.OriginResources {
+		d.OriginResources = append(d.OriginResources, o.ID)
+	}
+	if err := s.events.AddDestination(d); err != nil {
+		return errPropertyValue("Destination", *body.Destination, err.Error())
+	}
+	if err := s.saveSubscriptions(r.Context()); err != nil {
+		s.events.RemoveDestination(d.ID)
+		return err
+	}
+	w.Header().Set("Location", subscriptionsPath+d.ID)
+	writeJSON(w, http.StatusCreated, destinationBody(d))
+	return nil
+}
+
+func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.visibleDestination(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	s.events.RemoveDestination(d.ID)
+	if err := s.saveSubscriptions(r.Context()); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		EventType         string
+		MessageId         string
+		Message           string
+		MessageArgs       []string
+		Severity          string
+		MessageSeverity   string
+		OriginOfCondition string
+		EventId           string
+		EventTimestamp    string
+		EventGroupId      int
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	e := events.Event{Type: orDefault(body.EventType, events.TypeAlert), MessageID: orDefault(body.MessageId, "Base.1.22.Success"),
+		Message: orDefault(body.Message, "Test event."), Args: body.MessageArgs,
+		Severity: orDefault(body.MessageSeverity, orDefault(body.Severity, events.SeverityOK)), Origin: body.OriginOfCondition}
+	if !contains(append(eventTypes, events.TypeOther), e.Type) {
+		return errPropertyValue("EventType", e.Type, "Use "+strings.Join(eventTypes, ", ")+".")
+	}
+	if !contains([]string{events.SeverityOK, events.SeverityWarning, events.SeverityCritical}, e.Severity) {
+		return errPropertyValue("MessageSeverity", e.Severity, "Use OK, Warning or Critical.")
+	}
+	s.publish(e)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,196 @@
+package redfish
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/events"
+	"rackpool/internal/inventory"
+	"rackpool/internal/metrics"
+)
+
+// Observer turns what the control plane does into events (EventService)
+// and Prometheus metrics (/metrics). serve wires its hooks into the
+// composition manager (compose.Options) before the Server exists, so one
+// Observer sees both the workflows and the API.
+type Observer struct {
+	bus *events.Bus
+	reg *metrics.Registry
+
+	requests    *metrics.CounterVec
+	reqLatency  *metrics.HistogramVec
+	composeLat  *metrics.HistogramVec
+	schedLat    *metrics.HistogramVec
+	fabricLat   *metrics.HistogramVec
+	changes     *metrics.CounterVec
+	faults      *metrics.CounterVec
+	refusals    *metrics.CounterVec
+	auditFailed *metrics.Counter
+}
+
+// NewObserver registers rackpool's metrics in reg and publishes to bus.
+func NewObserver(reg *metrics.Registry, bus *events.Bus) *Observer {
+	fast := []float64{1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1}
+	o := &Observer{bus: bus, reg: reg,
+		requests: reg.Counter("rackpool_http_requests_total", "Redfish API requests by method and status code.", "method", "code"),
+		reqLatency: reg.Histogram("rackpool_http_request_duration_seconds", "Redfish API request latency.",
+			metrics.DefBuckets, "method"),
+		composeLat: reg.Histogram("rackpool_compose_duration_seconds",
+			"Time to compose a system through the API (placement, durable records, fabric attach), by outcome.",
+			metrics.DefBuckets, "outcome"),
+		schedLat: reg.Histogram("rackpool_scheduler_decision_seconds", "Scheduler decision time, by outcome.", fast, "outcome"),
+		fabricLat: reg.Histogram("rackpool_fabric_operation_seconds", "Fabric attach and detach time, by fabric kind, operation and outcome.",
+			metrics.DefBuckets, "fabric_kind", "op", "outcome"),
+		changes:  reg.Counter("rackpool_composition_changes_total", "Committed composition and reservation changes, by reason.", "reason"),
+		faults:   reg.Counter("rackpool_fabric_faults_total", "Faults and threshold crossings reported by fabrics, by severity.", "severity"),
+		refusals: reg.Counter("rackpool_refused_requests_total", "Requests refused for authentication or authorisation, by reason.", "reason"),
+		auditFailed: reg.Counter("rackpool_audit_write_failures_total",
+			"Audit entries that could not be written (the request itself was answered).").With(),
+	}
+	return o
+}
+
+// Bus returns the event bus.
+func (o *Observer) Bus() *events.Bus { return o.bus }
+
+// Registry returns the metrics registry.
+func (o *Observer) Registry() *metrics.Registry { return o.reg }
+
+func outcome(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// OnSchedule is compose.Options.OnSchedule.
+func (o *Observer) OnSchedule(took time.Duration, err error) {
+	o.schedLat.With(outcome(err)).Observe(took.Seconds())
+}
+
+// OnFabricOp is compose.Options.OnFabricOp.
+func (o *Observer) OnFabricOp(kind inventory.FabricKind, op string, took time.Duration, err error) {
+	o.fabricLat.With(string(kind), op, outcome(err)).Observe(took.Seconds())
+}
+
+// OnChange is compose.Options.OnChange: every committed change becomes an
+// event for the owning tenant (and the administrators).
+func (o *Observer) OnChange(ch compose.Change) {
+	o.changes.With(ch.Reason).Inc()
+	c := ch.New
+	if c == nil {
+		c = ch.Old
+	}
+	origin := "/redfish/v1/Systems/" + c.ID
+	if c.State == inventory.Reserved || ch.Reason == "released" || ch.Reason == "expired" {
+		origin = reservationsPath + groupOf(c)
+	}
+	ev := events.Event{Type: events.TypeResourceUpdated, Severity: events.SeverityOK, Origin: origin, Tenant: c.Tenant,
+		Oem: map[string]any{"Rackpool": map[string]any{"Reason": ch.Reason, "Composition": c.ID, "Host": c.Host, "Blocks": c.Blocks}}}
+	switch ch.Reason {
+	case "composed", "reserved":
+		ev.Type = events.TypeResourceAdded
+		ev.MessageID, ev.Message, ev.Args = "ResourceEvent.1.4.ResourceCreated", "The resource has been created successfully.", nil
+	case "decomposed", "released", "expired":
+		ev.Type = events.TypeResourceRemoved
+		ev.MessageID, ev.Message = "ResourceEvent.1.4.ResourceRemoved", "The resource has been removed successfully."
+	case "updated":
+		ev.MessageID, ev.Message = "ResourceEvent.1.4.ResourceChanged", "One or more resource properties have changed."
+	case "failed":
+		ev.Type, ev.Severity = events.TypeAlert, events.SeverityWarning
+		ev.MessageID = "Composition.1.1.ResourceBlockCompositionStateChanged"
+		ev.Message = fmt.Sprintf("The composition status of the resource block '%s' has changed.", c.Host)
+		ev.Args = []string{c.Host}
+		if ch.Err != nil {
+			ev.Oem["Rackpool"].(map[string]any)["Error"] = ch.Err.Error()
+		}
+	default:
+		return
+	}
+	o.bus.Publish(ev)
+}
+
+func groupOf(c *inventory.Composition) string {
+	if c.Group != "" {
+		return c.Group
+	}
+	return c.ID
+}
+
+// fault counts a fabric fault event (from the fabric monitor).
+func (o *Observer) fault(e events.Event) {
+	if e.Severity != "OK" {
+		o.faults.With(e.Severity).Inc()
+	}
+}
+
+// Watch counts the fabric monitor's fault events until the bus closes.
+func (o *Observer) Watch() {
+	ch, cancel := o.bus.Subscribe(func(e events.Event) bool {
+		return strings.HasPrefix(e.MessageID, "ResourceEvent.") && e.Severity != events.SeverityOK
+	}, ^uint64(0))
+	go func() {
+		defer cancel()
+		for e := range ch {
+			o.fault(e)
+		}
+	}()
+}
+
+// request records one API request.
+func (o *Observer) request(method string, code int, took time.Duration) {
+	o.requests.With(method, strconv.Itoa(code)).Inc()
+	o.reqLatency.With(method).Observe(took.Seconds())
+}
+
+// serverMetrics registers the gauges that read the server's state.
+type serverMetrics struct{ *Observer }
+
+func newServerMetrics(o *Observer, s *Server) *serverMetrics {
+	o.reg.GaugeFunc("rackpool_compositions", "Compositions and reservations by state.", []string{"state"}, func() []metrics.Sample {
+		counts := map[inventory.State]int{inventory.Composing: 0, inventory.Composed: 0, inventory.Updating: 0,
+			inventory.Decomposing: 0, inventory.Reserved: 0}
+		for _, c := range s.mgr.List() {
+			counts[c.State]++
+		}
+		counts[inventory.Reserved] = len(s.mgr.Reservations())
+		var out []metrics.Sample
+		for st, n := range counts {
+			out = append(out, metrics.Sample{Labels: []string{string(st)}, Value: float64(n)})
+		}
+		return out
+	})
+	o.reg.GaugeFunc("rackpool_sessions_active", "Live Redfish sessions.", nil, func() []metrics.Sample {
+		return []metrics.Sample{{Value: float64(s.auth.ActiveSessions())}}
+	})
+	o.reg.GaugeFunc("rackpool_tasks", "Tasks by state.", []string{"state"}, func() []metrics.Sample {
+		counts := map[string]int{"New": 0, "Running": 0, "Completed": 0, "Exception": 0}
+		s.tasks.mu.Lock()
+		for _, t := range s.tasks.tasks {
+			t.mu.Lock()
+			counts[t.state]++
+			t.mu.Unlock()
+		}
+		s.tasks.mu.Unlock()
+		var out []metrics.Sample
+		for st, n := range counts {
+			out = append(out, metrics.Sample{Labels: []string{st}, Value: float64(n)})
+		}
+		return out
+	})
+	o.reg.GaugeFunc("rackpool_event_subscribers", "Live SSE streams and push destinations.", []string{"kind"}, func() []metrics.Sample {
+		return []metrics.Sample{{Labels: []string{"destination"}, Value: float64(len(o.bus.Destinations()))}}
+	})
+	return &serverMetrics{o}
+}
+
+// getMetrics serves the Prometheus exposition. It needs the Login
+// privilege like the rest of the API (a scraper uses a ReadOnly account).
+func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.metrics.reg.Handler().ServeHTTP(w, r)
+	return nil
+}

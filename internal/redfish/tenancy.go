@@ -1,0 +1,59 @@
+package redfish
+
+import (
+	"net/http"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
+)
+
+// Tenancy: accounts without a tenant (administrators, unscoped operators)
+// see everything. A tenant's accounts see the free pool and what their
+// tenant holds: its composed systems and reservations, the blocks in them,
+// the physical hosts those run on, and shareable blocks that still have
+// room. Anything else answers 404 exactly as if it did not exist, so a
+// tenant learns nothing about another's allocations.
+
+// systemVisible returns composed system id if r's principal may see it.
+func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Composition, error) {
+	c, err := s.mgr.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !principal(r).sees(c.Tenant) {
+		return nil, errNotFound("ComputerSystem", id)
+	}
+	return c, nil
+}
+
+// blockVisible reports whether p may see block id in status st.
+func blockVisible(p Principal, b *inventory.Block, st compose.BlockStatus) bool {
+	if p.Tenant == "" {
+		return true
+	}
+	n := 0
+	for _, t := range st.Tenants {
+		if t == p.Tenant {
+			return true
+		}
+		n++
+	}
+	return n < max(b.MaxCompositions, 1)
+}
+
+// visibleSystems filters composition IDs to those p may see.
+func (s *Server) visibleSystems(p Principal, ids []string) []string {
+	if p.Tenant == "" {
+		return ids
+	}
+	var out []string
+	for _, id := range ids {
+		if c, err := s.mgr.Get(id); err == nil && p.sees(c.Tenant) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// tenantOf is the tenant new compositions of r's principal belong to.
+func tenantOf(r *http.Request) string { return principal(r).Tenant }

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AuditEntry is one record of the audit log: who did what to which
+// resource, from where, and how it ended.
+//
+// The log is for accountability, so it must never hold secrets: callers
+// must not put request bodies, passwords, tokens, session keys or password
+// hashes in any field, Detail included. Detail is a short human-readable
+// note ("composed sys-3 from 4 blocks", "bad password").
+type AuditEntry struct {
+	// ID is assigned by AppendAudit: every entry's ID is greater than
+	// that of every entry appended before it.
+	ID int64
+	// Time is when the audited action happened, set by the caller. Stores
+	// keep it to the nanosecond and return it in UTC.
+	Time time.Time
+	// User is the account name ("" for an anonymous request).
+	User string
+	// Tenant is the account's tenant ("" for an unscoped account).
+	Tenant string
+	// Remote is the client's address.
+	Remote string
+	// Method and Target are the request's HTTP method and path.
+	Method string
+	Target string
+	// Action names what was attempted, e.g. "Compose", "Login".
+	Action string
+	// Outcome is AuditSuccess, AuditFailure or AuditDenied.
+	Outcome string
+	// Status is the HTTP status code of the response.
+	Status int
+	// Detail is a short note without secrets (see above).
+	Detail string
+}
+
+// Audit outcomes.
+const (
+	AuditSuccess = "success" // the action was done
+	AuditFailure = "failure" // the action was allowed but failed
+	AuditDenied  = "denied"  // authentication or authorisation refused it
+)
+
+// Audit query limits.
+const (
+	// DefaultAuditLimit is how many entries Audit returns when the query
+	// sets no Limit.
+	DefaultAuditLimit = 1000
+	// MaxAuditLimit is the most entries one Audit call returns.
+	MaxAuditLimit = 10000
+)
+
+// AuditQuery selects audit entries. Zero fields select everything.
+type AuditQuery struct {
+	// AfterID selects entries with a greater ID: pass the last ID of one
+	// page to get the next.
+	AfterID int64
+	// Limit is the most entries to return: 0 (or less) means
+	// DefaultAuditLimit; more than MaxAuditLimit means MaxAuditLimit.
+	Limit int
+	// User, Tenant and Outcome select entries with exactly that value; ""
+	// selects any.
+	User, Tenant, Outcome string
+	// Since selects entries at or after it, Until entries strictly before
+	// it; a zero time does not bound.
+	Since, Until time.Time
+}
+
+// EffectiveLimit is the number of entries q may return, as Limit
+// documents.
+func (q AuditQuery) EffectiveLimit() int {
+	switch {
+	case q.Limit <= 0:
+		return DefaultAuditLimit
+	case q.Limit > MaxAuditLimit:
+		return MaxAuditLimit
+	}
+	return q.Limit
+}
+
+// Audit times must fit in int64 nanoseconds since the Unix epoch, which is
+// how stores keep them.
+var (
+	minAuditTime = time.Unix(0, -1<<63).UTC()
+	maxAuditTime = time.Unix(0, 1<<63-1).UTC()
+)
+
+// ErrInvalidAudit: an audit entry was rejected because a field is missing
+// or out of range.
+var ErrInvalidAudit = errors.New("store: invalid audit entry")
+
+// Validate checks what every store requires of an entry it appends: a
+// time in the years 1678 to 2261 and one of the three outcomes. The error
+// wraps ErrInvalidAudit.
+func (e AuditEntry) Validate() error {
+	switch {
+	case e.Time.IsZero():
+		return fmt.Errorf("%w: no time", ErrInvalidAudit)
+	case e.Time.Before(minAuditTime) || e.Time.After(maxAuditTime):
+		return fmt.Errorf("%w: time %s out of range", ErrInvalidAudit, e.Time.Format(time.RFC3339))
+	}
+	switch e.Outcome {
+	case AuditSuccess, AuditFailure, AuditDenied:
+	default:
+		return fmt.Errorf("%w: outcome %q is not %q, %q or %q", ErrInvalidAudit, e.Outcome, AuditSuccess, AuditFailure, AuditDenied)
+	}
+	return nil
+}

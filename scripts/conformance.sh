@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# DMTF Redfish conformance of rackpool: builds bin/rackpool, serves it over
+# HTTPS (self-signed) with an instant fabric clock on a free port and a
+# fresh state directory, composes one system so composed resources exist,
+# then runs the three DMTF validators:
+#
+#   service   rf_service_validator  schema conformance of every GET (DSP8010
+#             CSDL from ../shared/redfish-dmtf/csdl + the OEM schema the
+#             service serves)
+#   protocol  rf_protocol_validator DSP0266 protocol rules
+#   interop   rf_interop_validator  conformance/rackpool-composability.json
+#             (or its .interim.json copy while that exists)
+#
+# Usage: scripts/conformance.sh            (or: make conformance)
+# Env:   CONFORMANCE_OUT  report directory (default build/conformance)
+#        CONFORMANCE_ONLY space-separated subset of "service protocol interop"
+#        GO               go command (default go)
+#
+# Reports: $CONFORMANCE_OUT/{service,protocol,interop}/ (HTML, Excel, TSV,
+# JSON as each validator writes them) and findings.txt in each (every FAIL,
+# WARN and error, grouped). Exit status 0 only when no validator reports a
+# FAIL or an error (see scripts/conformance.py for how they are counted).
+# Needs Go and Python 3 (python3-venv is apt-get installed when missing);
+# the validators run offline.
+set -euo pipefail
+
+root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
+cd "$root"
+shared=${RACKPOOL_SHARED:-$root/../shared}
+csdl=$shared/redfish-dmtf/csdl
+out=${CONFORMANCE_OUT:-build/conformance}
+only=${CONFORMANCE_ONLY:-service protocol interop}
+venv=.venv-rf
+req=scripts/conformance-requirements.txt
+GO=${GO:-go}
+
+log() { printf '\n== %s\n' "$*"; }
+
+if [[ ! -f $csdl/ServiceRoot_v1.xml ]]; then
+	echo "DMTF CSDL not found in $csdl (set RACKPOOL_SHARED to the shared directory)" >&2
+	exit 2
+fi
+
+# --- Python venv with the pinned validators -------------------------------
+make_venv() { python3 -m venv "$venv" >/dev/null 2>&1; }
+if [[ ! -x $venv/bin/python ]]; then
+	log "creating $venv"
+	rm -rf "$venv"
+	if ! command -v python3 >/dev/null || ! make_venv; then
+		rm -rf "$venv"
+		echo "python3 -m venv is unavailable; installing python3-venv with apt-get"
+		sudo=
+		if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
+		$sudo apt-get update
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3 python3-venv
+		make_venv
+	fi
+fi
+if ! cmp -s "$req" "$venv/.requirements"; then
+	log "installing the validators ($req)"
+	"$venv/bin/pip" install --disable-pip-version-check -q -r "$req"
+	cp "$req" "$venv/.requirements"
+fi
+py=$venv/bin/python
+helper=scripts/conformance.py
+
+# --- build and serve -------------------------------------------------------
+log "building bin/rackpool"
+mkdir -p bin
+$GO build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/rackpool ./cmd/rackpool
+
+rm -rf "$out"
+mkdir -p "$out"
+data=$(mktemp -d)
+server_pid=
+cleanup() {
+	if [[ -n $server_pid ]]; then
+		kill "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	rm -rf "$data"
+}
+trap cleanup EXIT
+
+user=Administrator
+pass="Conformance-${RANDOM}${RANDOM}-Pw"
+port=$("$py" "$helper" freeport)
+base=https://127.0.0.1:$port
+log "serving $base (state in $data, log in $out/server.log)"
+RACKPOOL_ADMIN_PASSWORD=$pass ./bin/rackpool serve --addr "127.0.0.1:$port" --data "$data" \
+	--fabric-time instant --tls-self-signed >"$out/server.log" 2>&1 &
+server_pid=$!
+if ! "$py" "$helper" wait "$base/redfish/v1" 30; then
+	tail -20 "$out/server.log" >&2
+	exit 2
+fi
+
+log "composing one system"
+"$py" "$helper" compose "$base" "$user" "$pass" \
+	'{"Name":"conformance","Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu1"}]}}'
+
+"$py" "$helper" schemas "$base" "$csdl" "$out/csdl"
+
+profile=conformance/rackpool-composability.json
+if [[ -f conformance/rackpool-composability.interim.json ]]; then
+	profile=conformance/rackpool-composability.interim.json
+fi
+
+# --- validators ------------------------------------------------------------
+declare -A rc
+run() { # name command...
+	local name=$1
+	shift
+	log "$name validator"
+	mkdir -p "$out/$name"
+	rc[$name]=0
+	timeout 1200 "$@" >"$out/$name/stdout.txt" 2>&1 || rc[$name]=$?
+	tail -3 "$out/$name/stdout.txt"
+}
+for v in $only; do
+	case $v in
+	service)
+		run service "$venv/bin/rf_service_validator" --rhost "$base" -u "$user" -p "$pass" \
+			--schema_directory "$out/csdl" --skipschema --logdir "$out/service"
+		;;
+	protocol)
+		run protocol "$venv/bin/rf_protocol_validator" -r "$base" -u "$user" -p "$pass" \
+			--report-dir "$out/protocol" --no-cert-check --avoid-http-redirect
+		;;
+	interop)
+		echo "profile: $profile"
+		run interop "$venv/bin/rf_interop_validator" -u "$user" -p "$pass" -r "$base" \
+			--logdir "$out/interop" "$profile"
+		;;
+	*)
+		echo "unknown validator $v" >&2
+		exit 2
+		;;
+	esac
+done
+
+# --- summary ---------------------------------------------------------------
+log "summary (details: $out/<validator>/findings.txt)"
+status=0
+for v in $only; do
+	"$py" "$helper" summary "$v" "$out/$v" "${rc[$v]}" "$out/$v/stdout.txt" || status=1
+done
+for v in $only; do
+	if grep -q '^\(FAIL\|ERROR\)' "$out/$v/findings.txt"; then
+		echo
+		echo "$v:"
+		grep '^\(FAIL\|ERROR\)' "$out/$v/findings.txt" | head -40
+	fi
+done
+if [[ $status -ne 0 ]]; then
+	echo
+	echo "conformance: FAILED"
+else
+	echo
+	echo "conformance: OK"
+fi
+exit $status
