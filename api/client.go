@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,19 +49,51 @@ func (e *Error) Error() string {
 }
 
 // Do sends a request with a JSON body (nil for none) and decodes a JSON
-// answer into out (nil to discard). It returns the response headers.
+// answer into out (nil to discard). It returns the response headers. A 202
+// Accepted with a task monitor (long compositions run as Redfish tasks) is
+// followed until the task finishes, and its final response is the answer.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) (http.Header, error) {
+	h, status, data, err := c.send(ctx, method, path, body)
+	for err == nil && status == http.StatusAccepted && h.Get("Location") != "" {
+		monitor := h.Get("Location")
+		wait := time.Second
+		if s, perr := strconv.Atoi(h.Get("Retry-After")); perr == nil && s >= 0 {
+			wait = min(time.Duration(s)*time.Second, 10*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return h, fmt.Errorf("waiting for task %s: %w", monitor, ctx.Err())
+		case <-time.After(min(wait, 250*time.Millisecond)):
+		}
+		h, status, data, err = c.send(ctx, http.MethodGet, monitor, nil)
+	}
+	if err != nil {
+		return h, err
+	}
+	if status >= 400 {
+		return h, parseError(status, data)
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return h, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return h, nil
+}
+
+// send makes one request and reads the whole answer.
+func (c *Client) send(ctx context.Context, method, path string, body any) (http.Header, int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return nil, err
+			return nil, 0, nil, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, rd)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -68,22 +101,14 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) (ht
 	req.SetBasicAuth(c.User, c.Password)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
-	if resp.StatusCode >= 400 {
-		return resp.Header, parseError(resp.StatusCode, data)
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.Header, fmt.Errorf("decode %s %s: %w", method, path, err)
-		}
-	}
-	return resp.Header, nil
+	return resp.Header, resp.StatusCode, data, nil
 }
 
 func parseError(status int, data []byte) error {

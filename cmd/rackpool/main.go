@@ -30,6 +30,8 @@ func commands() []command {
 		{"expand", "SYSTEM [--need SPEC]... [BLOCK...]", "add blocks to a composed system", runExpand},
 		{"shrink", "SYSTEM BLOCK...", "remove blocks from a composed system", runShrink},
 		{"explain", "[same as compose]", "say where a request would go, or why it does not fit", runExplain},
+		{"export", "[-o FILE]", "export the current allocation (systems, tenants) for 'serve --import'", runExport},
+		{"audit", "[--user U] [--outcome O] [--since T] [--format table|csv|jsonl]", "print or export the audit log", runAudit},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
 		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
 	}

@@ -119,6 +119,7 @@ func (s *Server) logRoutes() {
 	s.handle("GET "+auditPath+"/Entries/{id}", login, s.getAuditEntry)
 	s.handle("GET "+eventLog, login, s.getEventLogService)
 	s.handle("GET "+eventLog+"/Entries", login, s.getEventEntries)
+	s.handle("GET "+eventLog+"/Entries/{id}", login, s.getEventEntry)
 }
 
 func (s *Server) getManagers(w http.ResponseWriter, r *http.Request) error {
@@ -309,23 +310,7 @@ func (s *Server) getEventEntries(w http.ResponseWriter, r *http.Request) error {
 	evs := s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) })
 	members := make([]map[string]any, 0, len(evs))
 	for _, e := range evs {
-		id := strconv.FormatUint(e.ID, 10)
-		entry := map[string]any{
-			"@odata.id":   eventLog + "/Entries/" + id,
-			"@odata.type": "#LogEntry.v1_15_0.LogEntry",
-			"Id":          id,
-			"Name":        "Event " + id,
-			"EntryType":   "Event",
-			"Created":     e.Time.UTC().Format(time.RFC3339Nano),
-			"Severity":    e.Severity,
-			"Message":     e.Message,
-			"MessageId":   e.MessageID,
-			"MessageArgs": nonNil(e.Args),
-		}
-		if e.Origin != "" {
-			entry["Links"] = map[string]any{"OriginOfCondition": ref(e.Origin)}
-		}
-		members = append(members, entry)
+		members = append(members, eventEntryBody(e))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":           eventLog + "/Entries",
@@ -335,4 +320,36 @@ func (s *Server) getEventEntries(w http.ResponseWriter, r *http.Request) error {
 		"Members@odata.count": len(members),
 	})
 	return nil
+}
+
+func (s *Server) getEventEntry(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	id := r.PathValue("id")
+	for _, e := range s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) }) {
+		if strconv.FormatUint(e.ID, 10) == id {
+			writeJSON(w, http.StatusOK, eventEntryBody(e))
+			return nil
+		}
+	}
+	return errNotFound("LogEntry", id)
+}
+
+func eventEntryBody(e events.Event) map[string]any {
+	id := strconv.FormatUint(e.ID, 10)
+	entry := map[string]any{
+		"@odata.id":   eventLog + "/Entries/" + id,
+		"@odata.type": "#LogEntry.v1_15_0.LogEntry",
+		"Id":          id,
+		"Name":        "Event " + id,
+		"EntryType":   "Event",
+		"Created":     e.Time.UTC().Format(time.RFC3339Nano),
+		"Severity":    e.Severity,
+		"Message":     e.Message,
+		"MessageId":   e.MessageID,
+		"MessageArgs": nonNil(e.Args),
+	}
+	if e.Origin != "" {
+		entry["Links"] = map[string]any{"OriginOfCondition": ref(e.Origin)}
+	}
+	return entry
 }

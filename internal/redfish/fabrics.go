@@ -56,6 +56,7 @@ func (s *Server) getFabric(w http.ResponseWriter, r *http.Request) error {
 		"Switches":    ref(base + "/Switches"),
 		"Endpoints":   ref(base + "/Endpoints"),
 		"Zones":       ref(base + "/Zones"),
+		"Connections": ref(base + "/Connections"),
 		"Actions": map[string]any{"Oem": map[string]any{
 			"#Rackpool.InjectFault": map[string]string{"target": base + "/Actions/Oem/Rackpool.InjectFault"},
 			"#Rackpool.ClearFaults": map[string]string{"target": base + "/Actions/Oem/Rackpool.ClearFaults"},

@@ -27,7 +27,7 @@ package redfish
 // authorisation decide what a client sees inline as what it may GET: a
 // reference the client may not read, or that does not exist, stays a
 // plain reference. Each resource is fetched at most once per response, at
-// most maxExpanded are inlined, and the first 401 stops the fetching (bad
+// most maxExpandBytes are inlined, and the first 401 stops the fetching (bad
 // credentials are then not tried again and again, which would count
 // towards account lockout).
 //
@@ -50,10 +50,10 @@ const (
 	// maxExpandLevels is the largest $levels (ServiceRoot
 	// ProtocolFeaturesSupported.ExpandQuery.MaxLevels).
 	maxExpandLevels = 3
-	// maxExpanded bounds the resources one response inlines: $expand=* with
-	// three levels over the resource blocks would otherwise inline every
-	// block once per zone per block.
-	maxExpanded = 2000
+	// maxExpandBytes bounds what one response inlines (counted as the
+	// rendered size of each resource inlined): $expand=*($levels=2) over the
+	// resource blocks, which inlines every zone of every block, is 14 MB.
+	maxExpandBytes = 8 << 20
 )
 
 // expandKind is the $expand option: which references are inlined.
@@ -338,7 +338,7 @@ func (q *query) page(body map[string]any, path string) bool {
 	}
 	body["Members"] = members[start:end]
 	body["Members@odata.count"] = total
-	if end < total {
+	if end < total && end > start { // $top=0 asks for no members, not for a link to the same empty page
 		body["Members@odata.nextLink"] = q.nextLink(path, end)
 	} else {
 		delete(body, "Members@odata.nextLink")
@@ -370,9 +370,16 @@ type expander struct {
 	s      *Server
 	orig   *http.Request
 	kind   expandKind
-	cache  map[string]map[string]any // path -> body; nil: stays a reference
-	left   int                       // resources that may still be inlined
-	denied bool                      // a fetch was refused for the credentials
+	cache  map[string]fetched // by path
+	left   int                // bytes that may still be inlined
+	denied bool               // a fetch was refused for the credentials
+}
+
+// fetched is a resource read for expansion; body is nil when it stays a
+// reference.
+type fetched struct {
+	body map[string]any
+	size int
 }
 
 var errExpandTooLarge = errors.New("too many resources to expand")
@@ -384,18 +391,17 @@ func (x *expander) value(v any, levels int, inLinks bool) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		if id, ok := refTarget(t); ok && levels > 0 && x.wants(inLinks) {
-			body := x.fetch(id)
-			if body == nil {
+			f := x.fetch(id)
+			if f.body == nil {
 				return t, nil
 			}
-			if x.left == 0 {
+			if x.left -= f.size; x.left < 0 {
 				return nil, errExpandTooLarge
 			}
-			x.left--
 			if levels == 1 {
-				return body, nil
+				return f.body, nil
 			}
-			return x.value(body, levels-1, false)
+			return x.value(f.body, levels-1, false)
 		}
 		out := make(map[string]any, len(t))
 		for k, e := range t {
@@ -437,22 +443,23 @@ func (x *expander) wants(inLinks bool) bool {
 }
 
 // fetch GETs a referenced resource as the client, once per response.
-func (x *expander) fetch(id string) map[string]any {
-	if body, ok := x.cache[id]; ok {
-		return body
+func (x *expander) fetch(id string) fetched {
+	if f, ok := x.cache[id]; ok {
+		return f
 	}
-	var body map[string]any
+	var f fetched
 	if !x.denied && strings.HasPrefix(id, "/redfish/v1") && !strings.ContainsAny(id, "?#") {
 		res := x.s.internalGet(x.orig, id)
 		switch res.status {
 		case http.StatusOK:
-			body, _ = decodeObject(res.body)
+			f.body, _ = decodeObject(res.body)
+			f.size = len(res.body)
 		case http.StatusUnauthorized:
 			x.denied = true
 		}
 	}
-	x.cache[id] = body
-	return body
+	x.cache[id] = f
+	return f
 }
 
 // refTarget returns the target of a reference object {"@odata.id": "..."}.
@@ -539,10 +546,10 @@ func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bo
 	q.page(body, path)
 	out = body
 	if q.expand != expandNone {
-		x := &expander{s: rec.srv, orig: r, kind: q.expand, cache: map[string]map[string]any{}, left: maxExpanded}
+		x := &expander{s: rec.srv, orig: r, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
 		if out, err = x.value(body, q.levels, false); err != nil {
 			h.Del("ETag")
-			e := errQueryRange(r.URL.Query().Get("$expand"), "$expand", fmt.Sprintf("at most %d expanded resources", maxExpanded))
+			e := errQueryRange(r.URL.Query().Get("$expand"), "$expand", fmt.Sprintf("of at most %d MiB of expanded resources", maxExpandBytes>>20))
 			e.resolution = "Expand fewer levels, or page the collection with $top and $skip."
 			writeError(w, e)
 			return nil, true

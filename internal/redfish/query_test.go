@@ -61,6 +61,7 @@ var queryCases = []struct {
 	{"levels without expand", rootPath, "$levels=2", 400, "QueryCombinationInvalid"},
 	{"levels twice", rootPath, "$expand=.($levels=1)&$levels=2", 400, "QueryCombinationInvalid"},
 	{"levels malformed", rootPath, "$expand=.($levels=two)", 400, "QueryParameterValueFormatError"},
+	{"expand too much", blocksColl, "$expand=*($levels=2)", 400, "QueryParameterOutOfRange"},
 	{"expand by name", rootPath, "$expand=Systems", 400, "QueryParameterValueFormatError"},
 	{"expand unclosed", rootPath, "$expand=.($levels=2", 400, "QueryParameterValueFormatError"},
 	{"select empty", rootPath, "$select=", 400, "QueryParameterValueFormatError"},

@@ -63,6 +63,7 @@ func (s *Server) routes() {
 	s.eventRoutes()
 	s.logRoutes()
 	s.configRoutes()
+	s.connectionRoutes()
 }
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
@@ -86,6 +87,9 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 		"CompositionService": ref("/redfish/v1/CompositionService"),
 		"SessionService":     ref("/redfish/v1/SessionService"),
 		"AccountService":     ref("/redfish/v1/AccountService"),
+		"EventService":       ref("/redfish/v1/EventService"),
+		"TaskService":        ref("/redfish/v1/TaskService"),
+		"Managers":           ref("/redfish/v1/Managers"),
 		"Links":              map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
 		"ProtocolFeaturesSupported": map[string]any{
 			// What query.go implements.
@@ -125,6 +129,30 @@ var metadataNamespaces = []struct{ file, ns, version string }{
 	{"CollectionCapabilities", "CollectionCapabilities", "v1_4_0"},
 	{"Message", "Message", "v1_1_1"},
 	{"Resource", "Resource", "v1_19_0"},
+	{"AccountService", "AccountService", "v1_15_0"},
+	{"ManagerAccountCollection", "ManagerAccountCollection", ""},
+	{"ManagerAccount", "ManagerAccount", "v1_12_0"},
+	{"RoleCollection", "RoleCollection", ""},
+	{"Role", "Role", "v1_3_0"},
+	{"CompositionReservationCollection", "CompositionReservationCollection", ""},
+	{"CompositionReservation", "CompositionReservation", "v1_0_0"},
+	{"ActionInfo", "ActionInfo", "v1_3_0"},
+	{"Manifest", "Manifest", "v1_1_0"},
+	{"TaskService", "TaskService", "v1_2_0"},
+	{"TaskCollection", "TaskCollection", ""},
+	{"Task", "Task", "v1_7_0"},
+	{"EventService", "EventService", "v1_10_0"},
+	{"EventDestinationCollection", "EventDestinationCollection", ""},
+	{"EventDestination", "EventDestination", "v1_14_0"},
+	{"Event", "Event", "v1_9_0"},
+	{"ManagerCollection", "ManagerCollection", ""},
+	{"Manager", "Manager", "v1_19_0"},
+	{"LogServiceCollection", "LogServiceCollection", ""},
+	{"LogService", "LogService", "v1_5_0"},
+	{"LogEntryCollection", "LogEntryCollection", ""},
+	{"LogEntry", "LogEntry", "v1_15_0"},
+	{"ConnectionCollection", "ConnectionCollection", ""},
+	{"Connection", "Connection", "v1_3_0"},
 }
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
@@ -156,7 +184,8 @@ func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
 	var value []map[string]string
-	for _, n := range []string{"Systems", "Chassis", "Fabrics", "CompositionService", "SessionService"} {
+	for _, n := range []string{"Systems", "Chassis", "Fabrics", "CompositionService", "SessionService", "AccountService",
+		"EventService", "TaskService", "Managers"} {
 		value = append(value, map[string]string{"name": n, "kind": "Singleton", "url": "/redfish/v1/" + n})
 	}
 	value = append([]map[string]string{{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}}, value...)
