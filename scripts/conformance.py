@@ -4,6 +4,7 @@
     conformance.py wait     URL SECONDS
     conformance.py compose  BASE USER PASSWORD BODY_JSON
     conformance.py schemas  BASE DMTF_CSDL_DIR OUT_DIR
+    conformance.py cert     BASE PEM_FILE
     conformance.py summary  VALIDATOR REPORT_DIR EXIT_CODE STDOUT_FILE
 
 `summary` prints one line "VALIDATOR PASS=n WARN=n FAIL=n NOT_TESTED=n
@@ -139,6 +140,16 @@ def schemas(base, dmtf_dir, out_dir):
     return 0
 
 
+def cert(base, pem_file):
+    """Save the service's (self-signed) certificate, for the validators to
+    trust: the protocol validator ignores --no-cert-check on some of its
+    requests, but honours --ca-bundle and REQUESTS_CA_BUNDLE."""
+    host, port = base.split("://", 1)[1].rsplit(":", 1)
+    with open(pem_file, "w") as fh:
+        fh.write(ssl.get_server_certificate((host, int(port))))
+    return 0
+
+
 def _newest(pattern):
     files = sorted(glob.glob(pattern, recursive=True), key=os.path.getmtime)
     return files[-1] if files else None
@@ -258,7 +269,7 @@ def summary(validator, report_dir, code, stdout_file):
 
 def main(argv):
     cmd, args = argv[1], argv[2:]
-    fn = {"freeport": freeport, "wait": wait, "compose": compose, "schemas": schemas, "summary": summary}[cmd]
+    fn = {"freeport": freeport, "wait": wait, "compose": compose, "schemas": schemas, "cert": cert, "summary": summary}[cmd]
     return fn(*args) or 0
 
 

@@ -100,6 +100,9 @@ log "composing one system"
 	'{"Name":"conformance","Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu1"}]}}'
 
 "$py" "$helper" schemas "$base" "$csdl" "$out/csdl"
+"$py" "$helper" cert "$base" "$out/server-cert.pem"
+export REQUESTS_CA_BUNDLE
+REQUESTS_CA_BUNDLE=$(cd "$out" && pwd)/server-cert.pem
 
 profile=conformance/rackpool-composability.json
 if [[ -f conformance/rackpool-composability.interim.json ]]; then
@@ -125,7 +128,7 @@ for v in $only; do
 		;;
 	protocol)
 		run protocol "$venv/bin/rf_protocol_validator" -r "$base" -u "$user" -p "$pass" \
-			--report-dir "$out/protocol" --no-cert-check --avoid-http-redirect
+			--report-dir "$out/protocol" --ca-bundle "$REQUESTS_CA_BUNDLE" --avoid-http-redirect
 		;;
 	interop)
 		echo "profile: $profile"

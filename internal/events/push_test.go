@@ -29,6 +29,7 @@ type post struct {
 	contentType string
 	body        []byte
 	status      int
+	path        string
 }
 
 // payloadJSON is a decoded Event payload.
@@ -57,12 +58,15 @@ func newReceiver(t *testing.T, statuses ...int) *receiver {
 		if len(r.statuses) > 0 {
 			status, r.statuses = r.statuses[0], r.statuses[1:]
 		}
-		p := post{contentType: req.Header.Get("Content-Type"), body: body, status: status}
+		p := post{contentType: req.Header.Get("Content-Type"), body: body, status: status, path: req.URL.Path}
 		if req.Method != http.MethodPost {
 			p.contentType = "method " + req.Method
 		}
 		r.posts = append(r.posts, p)
 		r.mu.Unlock()
+		if status/100 == 3 {
+			w.Header().Set("Location", "/elsewhere")
+		}
 		w.WriteHeader(status)
 		r.got <- p
 	}))
@@ -214,7 +218,7 @@ func TestPushRetries(t *testing.T) {
 			r := newReceiver(t, tt.statuses...)
 			b := New(Options{RetryBackoff: 10 * time.Millisecond})
 			defer b.Close()
-			if err := b.AddDestination(Destination{ID: "d", URL: r.srv.URL}); err != nil {
+			if err := b.AddDestination(Destination{ID: "d", URL: r.srv.URL + "/"}); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
@@ -238,6 +242,9 @@ func TestPushRetries(t *testing.T) {
 			for i, p := range r.posts {
 				if string(p.body) != string(r.posts[0].body) {
 					t.Errorf("try %d sent a different body", i+1)
+				}
+				if p.path != "/" {
+					t.Errorf("try %d went to %s (a redirect was followed)", i+1, p.path)
 				}
 			}
 		})

@@ -52,6 +52,7 @@ type service struct {
 	obs     *redfish.Observer
 	drivers map[string]fabric.Driver
 	store   *sqlite.Store
+	monitor *events.Monitor
 	fabClk  *clock.Manual
 }
 
@@ -305,4 +306,21 @@ func (s *service) systemIDs() []string {
 		}
 	}
 	return out
+}
+
+// pollFabrics runs one pass of the fabric monitor over the service's
+// drivers, publishing health and threshold events on its bus.
+func (s *service) pollFabrics() error {
+	if s.monitor == nil {
+		s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
+	}
+	return s.monitor.Poll(context.Background())
+}
+
+// newHTTPServer serves h on loopback for the test and returns its URL.
+func newHTTPServer(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

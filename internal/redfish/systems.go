@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
@@ -227,15 +228,31 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Compose(r.Context(), compose.Request{Name: body.Name, Description: body.Description, Request: req,
-		Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r))})
-	if err != nil {
-		return err
+	creq := compose.Request{Name: body.Name, Description: body.Description, Request: req,
+		Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r))}
+	var estimate time.Duration
+	if s.asyncThreshold > 0 || wantsAsync(r) {
+		if plan, err := s.mgr.Plan(req); err == nil {
+			var ids []string
+			for _, a := range plan.Assignments {
+				ids = append(ids, a.Block.ID)
+			}
+			estimate = s.mgr.EstimateFabricTime(ids)
+		}
 	}
-	w.Header().Set("Location", "/redfish/v1/Systems/"+c.ID)
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusCreated, s.systemBody(c))
-	return nil
+	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
+		start := time.Now()
+		c, err := s.mgr.Compose(r.Context(), creq)
+		s.obs.composeLat.With(outcome(err)).Observe(time.Since(start).Seconds())
+		if err != nil {
+			return err
+		}
+		noteAudit(r).detail = "composed " + c.ID
+		w.Header().Set("Location", "/redfish/v1/Systems/"+c.ID)
+		w.Header().Set("ETag", etag(c.Version))
+		writeJSON(w, http.StatusCreated, s.systemBody(c))
+		return nil
+	})
 }
 
 func etag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }

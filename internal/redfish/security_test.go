@@ -1,0 +1,246 @@
+package redfish_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"rackpool/internal/redfish"
+	"rackpool/internal/store"
+)
+
+// Tenancy and authentication as an attacker would try them: every attempt
+// is refused, changes nothing, and is in the audit log.
+
+func basicAs(user, pass string) cred {
+	return cred{hdr: map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))}}
+}
+
+const tenantPass = "tenant-pass-123"
+
+// tenants sets up tenants blue and red with one Operator each and a
+// ReadOnly account in blue.
+func (s *service) tenants() (blue, red, blueRO cred) {
+	s.t.Helper()
+	for _, t := range []string{"blue", "red"} {
+		s.must(http.StatusCreated, "POST", "/redfish/v1/AccountService/Oem/Rackpool/Tenants", map[string]any{"Id": t}, admin)
+	}
+	for _, a := range [][3]string{{"alice", "Operator", "blue"}, {"mallory", "Operator", "red"}, {"bob", "ReadOnly", "blue"}} {
+		s.must(http.StatusCreated, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{
+			"UserName": a[0], "Password": tenantPass, "RoleId": a[1], "Oem": map[string]any{"Rackpool": map[string]any{"Tenant": a[2]}}}, admin)
+	}
+	return basicAs("alice", tenantPass), basicAs("mallory", tenantPass), basicAs("bob", tenantPass)
+}
+
+// auditHas reports whether the audit log has an entry of user with outcome
+// on target.
+func (s *service) auditHas(user, outcome, target string) bool {
+	s.t.Helper()
+	entries, err := s.store.Audit(context.Background(), store.AuditQuery{User: user, Outcome: outcome})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Target, target) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTenantIsolation(t *testing.T) {
+	s := newService(t)
+	blue, red, blueRO := s.tenants()
+	r := s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1", "hdd1"), blue)
+	sys := r.json(t)["Id"].(string)
+	before := s.snapshot()
+
+	// Cross-tenant read: the system, its blocks and its host are invisible.
+	for _, path := range []string{"/redfish/v1/Systems/" + sys, "/redfish/v1/CompositionService/ResourceBlocks/gpu1",
+		"/redfish/v1/Systems/host1", "/redfish/v1/Fabrics/falcon1/Connections/" + sys} {
+		if got := s.do("GET", path, nil, red); got.status != http.StatusNotFound {
+			t.Errorf("red GET %s: %d, want 404", path, got.status)
+		}
+	}
+	for _, coll := range []string{"/redfish/v1/Systems", "/redfish/v1/CompositionService/ResourceBlocks", "/redfish/v1/CompositionService/ActivePool"} {
+		body := string(s.must(http.StatusOK, "GET", coll, nil, red).body)
+		for _, leak := range []string{sys, "/gpu1\"", "/hdd1\""} {
+			if strings.Contains(body, leak) {
+				t.Errorf("red's %s shows %s", coll, leak)
+			}
+		}
+	}
+	// $expand must not reach through either.
+	if body := string(s.must(http.StatusOK, "GET", "/redfish/v1/Systems?$expand=.", nil, red).body); strings.Contains(body, sys) {
+		t.Errorf("red's expanded Systems shows %s", sys)
+	}
+	// Blue sees its system; its ReadOnly account too, but cannot change it.
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+sys, nil, blue)
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+sys, nil, blueRO)
+	s.must(http.StatusForbidden, "DELETE", "/redfish/v1/Systems/"+sys, nil, blueRO)
+
+	// Compose with another tenant's block, decompose or change another
+	// tenant's system: refused.
+	s.must(http.StatusConflict, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu1"), red)
+	s.must(http.StatusNotFound, "DELETE", "/redfish/v1/Systems/"+sys, nil, red)
+	s.must(http.StatusNotFound, "PATCH", "/redfish/v1/Systems/"+sys, map[string]any{"Links": map[string]any{"ResourceBlocks": []any{blockRef("host1")}}}, red)
+	s.must(http.StatusNotFound, "POST", "/redfish/v1/Systems/"+sys+"/Actions/ComputerSystem.RemoveResourceBlock",
+		map[string]any{"ResourceBlock": blockRef("gpu1")}, red)
+	s.must(http.StatusNotFound, "DELETE", "/redfish/v1/Fabrics/falcon1/Connections/"+sys, nil, red)
+	s.must(http.StatusNotFound, "POST", "/redfish/v1/CompositionService/Actions/CompositionService.Compose", map[string]any{
+		"RequestFormat": "Manifest", "RequestType": "Apply",
+		"Manifest": map[string]any{"Stanzas": []any{map[string]any{"StanzaType": "DecomposeSystem", "StanzaId": "x",
+			"Request": map[string]any{"@odata.id": "/redfish/v1/Systems/" + sys}}}}}, red)
+	// A tenant cannot create accounts, change its own role, or see others.
+	s.must(http.StatusForbidden, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "x", "Password": "xxxxxxxx1", "RoleId": "Administrator"}, red)
+	s.must(http.StatusForbidden, "PATCH", "/redfish/v1/AccountService/Accounts/mallory", map[string]any{"RoleId": "Administrator"}, red)
+	s.must(http.StatusNotFound, "GET", "/redfish/v1/AccountService/Accounts/alice", nil, red)
+	s.must(http.StatusNotFound, "GET", "/redfish/v1/AccountService/Oem/Rackpool/Tenants/blue", nil, red)
+	if after := s.snapshot(); !slices.Equal(before, after) {
+		t.Fatalf("refused requests changed state\nbefore %v\nafter  %v", before, after)
+	}
+	for _, target := range []string{"/redfish/v1/Systems/" + sys, "/redfish/v1/AccountService/Accounts"} {
+		if !s.auditHas("mallory", "", target) {
+			t.Errorf("no audit entry of mallory on %s", target)
+		}
+	}
+	if !s.auditHas("mallory", store.AuditDenied, "/redfish/v1/AccountService/Accounts") {
+		t.Error("denied account creation not audited as denied")
+	}
+	if !s.auditHas("alice", store.AuditSuccess, "/redfish/v1/Systems") {
+		t.Error("blue's compose not audited")
+	}
+	// Red can still use the free pool.
+	s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu2"), red)
+}
+
+func TestStealReservation(t *testing.T) {
+	s := newService(t)
+	blue, red, _ := s.tenants()
+	r := s.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/CompositionService.Compose", manifestBody("PreviewReserve",
+		stanzaBody("a", specificBody("host1", "gpu1"))), blue)
+	res := r.json(t)["ReservationId"].(string)
+	if res == "" {
+		t.Fatal("no ReservationId")
+	}
+	// Red neither sees it nor applies nor deletes it, and cannot take its block.
+	s.must(http.StatusNotFound, "GET", "/redfish/v1/CompositionService/CompositionReservations/"+res, nil, red)
+	s.must(http.StatusNotFound, "POST", "/redfish/v1/CompositionService/Actions/CompositionService.Compose",
+		map[string]any{"RequestFormat": "Manifest", "RequestType": "Apply", "ReservationId": res}, red)
+	s.must(http.StatusNotFound, "DELETE", "/redfish/v1/CompositionService/CompositionReservations/"+res, nil, red)
+	s.must(http.StatusConflict, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu1"), red)
+	if !s.auditHas("mallory", store.AuditFailure, "/redfish/v1/CompositionService/Actions/CompositionService.Compose") {
+		t.Error("the attempt to apply blue's reservation is not audited")
+	}
+	// Blue applies it.
+	r = s.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/CompositionService.Compose",
+		map[string]any{"RequestFormat": "Manifest", "RequestType": "Apply", "ReservationId": res}, blue)
+	if !strings.Contains(string(r.body), "/redfish/v1/CompositionService/ResourceBlocks/gpu1") {
+		t.Errorf("applied reservation does not hold gpu1: %s", r.body)
+	}
+}
+
+func TestExpiredSessionReplay(t *testing.T) {
+	s := newService(t)
+	_, red, _ := s.tenants()
+	_ = red
+	r := s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": "mallory", "Password": tenantPass}, cred{})
+	tok := r.header.Get("X-Auth-Token")
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, cred{token: tok})
+	s.authClk.Advance(idle + time.Second)
+	s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, cred{token: tok})
+	s.must(http.StatusUnauthorized, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1"), cred{token: tok})
+	if len(s.systemIDs()) != 0 {
+		t.Fatal("expired session composed")
+	}
+	if !s.auditHas("", store.AuditDenied, "/redfish/v1/Systems") {
+		t.Error("replay of an expired session not audited")
+	}
+	// Logging out ends a session at once; deleting the account ends all.
+	r = s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": "mallory", "Password": tenantPass}, cred{})
+	tok = r.header.Get("X-Auth-Token")
+	s.must(http.StatusNoContent, "DELETE", "/redfish/v1/AccountService/Accounts/mallory", nil, admin)
+	s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, cred{token: tok})
+}
+
+func TestBruteForceLockout(t *testing.T) {
+	s := newService(t)
+	s.tenants()
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService", map[string]any{
+		"AccountLockoutThreshold": 3, "AccountLockoutDuration": 60, "AccountLockoutCounterResetAfter": 60}, admin)
+	for i := 0; i < 3; i++ {
+		s.must(http.StatusUnauthorized, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": "alice", "Password": "guess" + string(rune('a'+i))}, cred{})
+	}
+	// Locked: even the right password is refused, by Basic auth too.
+	s.must(http.StatusUnauthorized, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": "alice", "Password": tenantPass}, cred{})
+	s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, basicAs("alice", tenantPass))
+	if !s.get("/redfish/v1/AccountService/Accounts/alice")["Locked"].(bool) {
+		t.Error("account not shown Locked")
+	}
+	// Other accounts are unaffected; after the duration alice is back.
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("bob", tenantPass))
+	s.authClk.Advance(61 * time.Second)
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("alice", tenantPass))
+	entries, err := s.store.Audit(context.Background(), store.AuditQuery{User: "alice", Outcome: store.AuditDenied})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < 4 {
+		t.Errorf("%d denied entries for alice, want at least 4", len(entries))
+	}
+	// The passwords tried are nowhere in the audit log.
+	all, _ := s.store.Audit(context.Background(), store.AuditQuery{})
+	for _, e := range all {
+		if strings.Contains(e.Detail, "guess") || strings.Contains(e.Detail, tenantPass) || strings.Contains(e.Detail, password) {
+			t.Fatalf("audit entry %d holds a password: %+v", e.ID, e)
+		}
+	}
+}
+
+func TestQuotas(t *testing.T) {
+	s := newService(t)
+	blue, _, _ := s.tenants()
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService/Oem/Rackpool/Tenants/blue", map[string]any{"Quotas": map[string]int{"gpu": 1}}, admin)
+	s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1"), blue)
+	r := s.must(http.StatusConflict, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu2"), blue)
+	if code := r.errorCode(t); code != "Base.1.22.ResourceExhaustion" {
+		t.Errorf("over quota: %s", code)
+	}
+	body := s.get("/redfish/v1/AccountService/Oem/Rackpool/Tenants/blue")
+	if u := dig(t, body, "Usage", "gpu"); u != float64(1) {
+		t.Errorf("usage gpu = %v", u)
+	}
+	s.must(http.StatusBadRequest, "PATCH", "/redfish/v1/AccountService/Oem/Rackpool/Tenants/blue", map[string]any{"Quotas": map[string]int{"unicorn": 1}}, admin)
+}
+
+func TestAccountsValidation(t *testing.T) {
+	s := newService(t)
+	for _, tc := range []struct {
+		body map[string]any
+		want int
+	}{
+		{map[string]any{"UserName": "x", "Password": "short", "RoleId": "Operator"}, http.StatusBadRequest},
+		{map[string]any{"UserName": "x", "Password": "long-enough", "RoleId": "God"}, http.StatusBadRequest},
+		{map[string]any{"UserName": "bad name", "Password": "long-enough", "RoleId": "Operator"}, http.StatusBadRequest},
+		{map[string]any{"UserName": "x", "Password": "long-enough", "RoleId": "Operator", "Oem": map[string]any{"Rackpool": map[string]any{"Tenant": "nope"}}}, http.StatusBadRequest},
+		{map[string]any{"UserName": redfish.AdminUser, "Password": "long-enough", "RoleId": "Operator"}, http.StatusConflict},
+		{map[string]any{"Password": "long-enough", "RoleId": "Operator"}, http.StatusBadRequest},
+	} {
+		s.must(tc.want, "POST", "/redfish/v1/AccountService/Accounts", tc.body, admin)
+	}
+	s.must(http.StatusMethodNotAllowed, "DELETE", "/redfish/v1/AccountService/Accounts/"+redfish.AdminUser, nil, admin)
+	s.must(http.StatusBadRequest, "PATCH", "/redfish/v1/AccountService/Accounts/"+redfish.AdminUser, map[string]any{"RoleId": "ReadOnly"}, admin)
+	// A user may change its own password, and the old one stops working.
+	s.must(http.StatusCreated, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "carol", "Password": "first-pass-1", "RoleId": "ReadOnly"}, admin)
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService/Accounts/carol", map[string]any{"Password": "second-pass-2"}, basicAs("carol", "first-pass-1"))
+	s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, basicAs("carol", "first-pass-1"))
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("carol", "second-pass-2"))
+	// Account bodies never carry the hash.
+	if body := string(s.must(http.StatusOK, "GET", "/redfish/v1/AccountService/Accounts/carol", nil, admin).body); strings.Contains(body, "argon2") {
+		t.Fatalf("account body shows the hash: %s", body)
+	}
+}
