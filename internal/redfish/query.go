@@ -320,15 +320,12 @@ func (sel *selection) apply(v any) (any, bool) {
 	return nil, false // a path into a scalar selects nothing
 }
 
-// page applies $skip and $top to a collection's Members. It reports
-// whether body is a collection.
-func (q *query) page(body map[string]any, path string) bool {
+// page applies $skip and $top to a collection's Members; other
+// resources are left alone.
+func (q *query) page(body map[string]any, path string) {
 	members, ok := body["Members"].([]any)
-	if !ok {
-		return false
-	}
-	if q.top < 0 && q.skip < 0 {
-		return true
+	if !ok || (q.top < 0 && q.skip < 0) {
+		return
 	}
 	total := len(members)
 	start := min(max(q.skip, 0), total)
@@ -343,7 +340,6 @@ func (q *query) page(body map[string]any, path string) bool {
 	} else {
 		delete(body, "Members@odata.nextLink")
 	}
-	return true
 }
 
 // nextLink is the URI of the page starting at member skip: the request's
@@ -549,7 +545,7 @@ func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bo
 		x := &expander{s: rec.srv, orig: r, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
 		if out, err = x.value(body, q.levels, false); err != nil {
 			h.Del("ETag")
-			e := errQueryRange(r.URL.Query().Get("$expand"), "$expand", fmt.Sprintf("of at most %d MiB of expanded resources", maxExpandBytes>>20))
+			e := errQueryRange(r.URL.Query().Get("$expand"), "$expand", fmt.Sprintf("(at most %d MiB of expanded resources)", maxExpandBytes>>20))
 			e.resolution = "Expand fewer levels, or page the collection with $top and $skip."
 			writeError(w, e)
 			return nil, true
