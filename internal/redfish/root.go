@@ -88,7 +88,7 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 		"SessionService":     ref("/redfish/v1/SessionService"),
 		"AccountService":     ref("/redfish/v1/AccountService"),
 		"EventService":       ref("/redfish/v1/EventService"),
-		"TaskService":        ref("/redfish/v1/TaskService"),
+		"Tasks":              ref("/redfish/v1/TaskService"), // ServiceRoot's name for the TaskService link
 		"Managers":           ref("/redfish/v1/Managers"),
 		"Links":              map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
 		"ProtocolFeaturesSupported": map[string]any{
