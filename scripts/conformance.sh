@@ -9,7 +9,6 @@
 #             service serves)
 #   protocol  rf_protocol_validator DSP0266 protocol rules
 #   interop   rf_interop_validator  conformance/rackpool-composability.json
-#             (or its .interim.json copy while that exists)
 #
 # Usage: scripts/conformance.sh            (or: make conformance)
 # Env:   CONFORMANCE_OUT  report directory (default build/conformance)
@@ -105,9 +104,6 @@ export REQUESTS_CA_BUNDLE
 REQUESTS_CA_BUNDLE=$(cd "$out" && pwd)/server-cert.pem
 
 profile=conformance/rackpool-composability.json
-if [[ -f conformance/rackpool-composability.interim.json ]]; then
-	profile=conformance/rackpool-composability.interim.json
-fi
 
 # --- validators ------------------------------------------------------------
 declare -A rc
