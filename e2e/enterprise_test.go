@@ -52,7 +52,11 @@ func hostBlocks(t *testing.T, s *server) string {
 		t.Fatalf("systems: %v\n%s", err, out)
 	}
 	var systems []struct {
-		Links struct{ ResourceBlocks []struct{ ID string `json:"@odata.id"` } }
+		Links struct {
+			ResourceBlocks []struct {
+				ID string `json:"@odata.id"`
+			}
+		}
 	}
 	if err := json.Unmarshal([]byte(out), &systems); err != nil {
 		t.Fatalf("systems --json: %v\n%s", err, out)

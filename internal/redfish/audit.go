@@ -43,28 +43,6 @@ func noteAudit(r *http.Request) *auditInfo {
 	return &auditInfo{}
 }
 
-// auditRecorder captures the status and the error's message ID.
-type auditRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (a *auditRecorder) WriteHeader(code int) {
-	if a.status == 0 {
-		a.status = code
-	}
-	a.ResponseWriter.WriteHeader(code)
-}
-
-func (a *auditRecorder) Write(b []byte) (int, error) {
-	if a.status == 0 {
-		a.status = http.StatusOK
-	}
-	return a.ResponseWriter.Write(b)
-}
-
-func (a *auditRecorder) Unwrap() http.ResponseWriter { return a.ResponseWriter }
-
 // audit appends one entry. A failure to write is logged and counted; the
 // request's answer stands.
 func (s *Server) audit(ctx context.Context, e store.AuditEntry) {

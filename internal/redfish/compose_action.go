@@ -42,11 +42,10 @@ const (
 )
 
 type compositionSettings struct {
-	mu               sync.Mutex
-	allowOverprov    bool
-	disallowZoneAff  bool
-	reservationTTL   time.Duration
-	loadedFromRecord bool
+	mu              sync.Mutex
+	allowOverprov   bool
+	disallowZoneAff bool
+	reservationTTL  time.Duration
 }
 
 type compositionRecord struct {
@@ -463,10 +462,6 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return s.respondManifest(w, typ, body.Manifest, nil, rs, group)
-	}
-	var blocks []string
-	for _, c := range composes {
-		blocks = append(blocks, c.req.Blocks...)
 	}
 	return s.maybeAsync(w, r, s.estimateStanzas(composes), func(w http.ResponseWriter, r *http.Request) error {
 		_, rs, err := s.reserveAll(r.Context(), composes)

@@ -154,20 +154,6 @@ func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-// subscription is a stored push destination.
-type subscription struct {
-	events.Destination
-	Owner string `json:"owner"`
-}
-
-func (s *Server) subscriptions() []subscription {
-	var out []subscription
-	for _, d := range s.events.Destinations() {
-		out = append(out, subscription{Destination: d})
-	}
-	return out
-}
-
 // restoreSubscriptions re-adds the stored push destinations.
 func (s *Server) restoreSubscriptions(ctx context.Context) error {
 	if s.store == nil {

@@ -124,7 +124,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 			writeError(rec, errInternal(fmt.Errorf("internal error")))
 		}
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", time.Since(start))
+		took := time.Since(start)
+		s.obs.request(r.Method, rec.status, took)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", took)
 	}()
 	// Redfish URIs may end in a slash; serve both forms (but /redfish/v1/
 	// itself is the service root).
