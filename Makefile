@@ -16,6 +16,7 @@ run: build ## build and serve the built-in example rack with SQLite state in ./d
 	./$(BIN) serve --addr 127.0.0.1:8080 --data ./data
 
 test: ## run every test (unit tests under -race, end-to-end tests, benchmarks once, DMTF conformance)
+	scripts/pyenv.sh
 	$(GO) vet ./...
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null

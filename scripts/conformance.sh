@@ -19,8 +19,8 @@
 # JSON as each validator writes them) and findings.txt in each (every FAIL,
 # WARN and error, grouped). Exit status 0 only when no validator reports a
 # FAIL or an error (see scripts/conformance.py for how they are counted).
-# Needs Go and Python 3 (python3-venv is apt-get installed when missing);
-# the validators run offline.
+# Needs Go and Python 3; scripts/pyenv.sh makes the .venv-rf environment
+# (apt-get installing python3-venv when missing). The validators run offline.
 set -euo pipefail
 
 root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
@@ -30,7 +30,6 @@ csdl=$shared/redfish-dmtf/csdl
 out=${CONFORMANCE_OUT:-build/conformance}
 only=${CONFORMANCE_ONLY:-service protocol interop}
 venv=.venv-rf
-req=scripts/conformance-requirements.txt
 GO=${GO:-go}
 
 log() { printf '\n== %s\n' "$*"; }
@@ -41,25 +40,7 @@ if [[ ! -f $csdl/ServiceRoot_v1.xml ]]; then
 fi
 
 # --- Python venv with the pinned validators -------------------------------
-make_venv() { python3 -m venv "$venv" >/dev/null 2>&1; }
-if [[ ! -x $venv/bin/python ]]; then
-	log "creating $venv"
-	rm -rf "$venv"
-	if ! command -v python3 >/dev/null || ! make_venv; then
-		rm -rf "$venv"
-		echo "python3 -m venv is unavailable; installing python3-venv with apt-get"
-		sudo=
-		if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
-		$sudo apt-get update
-		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y python3 python3-venv
-		make_venv
-	fi
-fi
-if ! cmp -s "$req" "$venv/.requirements"; then
-	log "installing the validators ($req)"
-	"$venv/bin/pip" install --disable-pip-version-check -q -r "$req"
-	cp "$req" "$venv/.requirements"
-fi
+scripts/pyenv.sh
 py=$venv/bin/python
 helper=scripts/conformance.py
 

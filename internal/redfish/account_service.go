@@ -48,10 +48,7 @@ func (s *Server) getAccountService(w http.ResponseWriter, r *http.Request) error
 		"LocalAccountAuth":                  "Enabled",
 		"Accounts":                          ref("/redfish/v1/AccountService/Accounts"),
 		"Roles":                             ref("/redfish/v1/AccountService/Roles"),
-		"Oem": map[string]any{"Rackpool": map[string]any{
-			"Tenants":         ref(tenantsPath),
-			"PasswordHashing": "Argon2id",
-		}},
+		"Oem":                               rackpoolOem("AccountService", map[string]any{"Tenants": ref(tenantsPath), "PasswordHashing": "Argon2id"}),
 	})
 	return nil
 }
@@ -102,6 +99,7 @@ func (s *Server) accountBody(a Account) map[string]any {
 	return map[string]any{
 		"@odata.id":    accountsPath + a.UserName,
 		"@odata.type":  "#ManagerAccount.v1_12_0.ManagerAccount",
+		"@odata.etag":  etag(a.Version),
 		"Id":           a.UserName,
 		"Name":         "User Account",
 		"UserName":     a.UserName,
@@ -111,7 +109,7 @@ func (s *Server) accountBody(a Account) map[string]any {
 		"Password":     nil,
 		"AccountTypes": []string{"Redfish"},
 		"Links":        map[string]any{"Role": ref("/redfish/v1/AccountService/Roles/" + a.Role)},
-		"Oem":          map[string]any{"Rackpool": oem},
+		"Oem":          rackpoolOem("ManagerAccount", oem),
 	}
 }
 
@@ -132,6 +130,7 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", etag(a.Version))
 	writeJSON(w, http.StatusOK, s.accountBody(a))
 	return nil
 }
@@ -211,6 +210,7 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	w.Header().Set("ETag", etag(a.Version))
 	writeJSON(w, http.StatusOK, s.accountBody(a))
 	return nil
 }
@@ -263,6 +263,7 @@ func (s *Server) tenantBody(t Tenant) map[string]any {
 	}
 	return map[string]any{
 		"@odata.id":   tenantsPath + "/" + t.ID,
+		"@odata.type": "#RackpoolTenant.v1_0_0.RackpoolTenant",
 		"Id":          t.ID,
 		"Name":        "Tenant " + t.ID,
 		"Description": t.Description,
@@ -280,7 +281,7 @@ func (s *Server) getTenants(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id": tenantsPath, "Name": "Tenants", "Members": members, "Members@odata.count": len(members),
+		"@odata.id": tenantsPath, "@odata.type": "#RackpoolTenantCollection.RackpoolTenantCollection", "Name": "Tenants", "Members": members, "Members@odata.count": len(members),
 	})
 	return nil
 }

@@ -103,7 +103,7 @@ func (a *Auth) CreateAccount(ctx context.Context, user, password, role, tenant s
 	if err := a.checkAccount(role, tenant); err != nil {
 		return Account{}, err
 	}
-	acc := &Account{UserName: user, Role: role, Tenant: tenant, Enabled: enabled, Hash: hash}
+	acc := &Account{UserName: user, Role: role, Tenant: tenant, Enabled: enabled, Hash: hash, Version: 1}
 	a.accounts[user] = acc
 	if err := a.saveLocked(ctx); err != nil {
 		delete(a.accounts, user)
@@ -129,6 +129,7 @@ func (a *Auth) UpdateAccount(ctx context.Context, user string, ch AccountChange)
 		return Account{}, errNotFound("ManagerAccount", user)
 	}
 	next := *acc
+	next.Version++
 	if ch.Role != nil {
 		next.Role = *ch.Role
 	}
@@ -152,7 +153,7 @@ func (a *Auth) UpdateAccount(ctx context.Context, user string, ch AccountChange)
 		a.accounts[user] = acc
 		return Account{}, err
 	}
-	if next != *acc {
+	if next.Role != acc.Role || next.Tenant != acc.Tenant || next.Enabled != acc.Enabled || next.Hash != acc.Hash {
 		a.dropSessionsOf(user)
 		if hash != "" {
 			delete(a.failures, user) // a reset password unlocks

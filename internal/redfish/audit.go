@@ -175,10 +175,10 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		"Created":         e.Time.UTC().Format(time.RFC3339Nano),
 		"Severity":        sev,
 		"Message":         fmt.Sprintf("%s %s %s by %q: %s (%d)", e.Action, e.Method, e.Target, e.User, e.Outcome, e.Status),
-		"Oem": map[string]any{"Rackpool": map[string]any{
+		"Oem": rackpoolOem("AuditEntry", map[string]any{
 			"User": e.User, "Tenant": e.Tenant, "Remote": e.Remote, "Method": e.Method, "Target": e.Target,
 			"Action": e.Action, "Outcome": e.Outcome, "Status": e.Status, "Detail": e.Detail,
-		}},
+		}),
 	}
 }
 
@@ -251,7 +251,7 @@ func (s *Server) getAuditEntries(w http.ResponseWriter, r *http.Request) error {
 	if len(entries) == aq.EffectiveLimit() {
 		next := r.URL.Query()
 		next.Set("after", strconv.FormatInt(entries[len(entries)-1].ID, 10))
-		body["Oem"] = map[string]any{"Rackpool": map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()}}
+		body["Oem"] = rackpoolOem("LogEntryCollection", map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()})
 	}
 	writeJSON(w, http.StatusOK, body)
 	return nil

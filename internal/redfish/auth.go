@@ -89,6 +89,8 @@ type Account struct {
 	Tenant   string `json:"tenant,omitempty"`
 	Enabled  bool   `json:"enabled"`
 	Hash     string `json:"hash"`
+	// Version counts the account's changes; its ETag is W/"Version".
+	Version int64 `json:"version"`
 }
 
 // Tenant is a group of accounts that see and act only on their own
@@ -210,7 +212,7 @@ func NewAuth(ctx context.Context, st store.Store, clk clock.Clock, idle time.Dur
 	if err := loadSetting(ctx, st, lockoutSettingKey, &a.lockout); err != nil {
 		return nil, err
 	}
-	a.accounts[AdminUser] = &Account{UserName: AdminUser, Role: RoleAdministrator, Enabled: true, Hash: hash}
+	a.accounts[AdminUser] = &Account{UserName: AdminUser, Role: RoleAdministrator, Enabled: true, Hash: hash, Version: 1}
 	return a, nil
 }
 

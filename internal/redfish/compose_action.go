@@ -336,7 +336,7 @@ func (s *Server) reservationBody(id string, rs []*inventory.Composition) map[str
 			"Expand":      "None",
 			"Stanzas":     stanzas,
 		},
-		"Oem": map[string]any{"Rackpool": map[string]any{"ExpiresAt": first.ExpiresAt.UTC().Format(time.RFC3339)}},
+		"Oem": rackpoolOem("CompositionReservation", map[string]any{"ExpiresAt": first.ExpiresAt.UTC().Format(time.RFC3339)}),
 	}
 }
 

@@ -94,10 +94,10 @@ func (s *Server) connectionBody(f *inventory.Fabric, c *inventory.Composition) m
 			"InitiatorEndpoints": initiators,
 			"TargetEndpoints":    targets,
 		},
-		"Oem": map[string]any{"Rackpool": map[string]any{
+		"Oem": rackpoolOem("Connection", map[string]any{
 			"System":         ref("/redfish/v1/Systems/" + c.ID),
 			"ResourceBlocks": blockRefs(s.onFabric(c, f)),
-		}},
+		}),
 	}
 	if typ != "" {
 		body["ConnectionType"] = typ

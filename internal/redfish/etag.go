@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // bodyETag is the weak ETag of a rendered body.
@@ -56,12 +57,66 @@ func etagMatches(list, tag string) bool {
 func opaqueTag(t string) string { return strings.Trim(strings.TrimPrefix(t, "W/"), `"`) }
 
 // ifMatchGuard checks If-Match before h runs (see the file comment).
+//
+// A conditional request holds its resource's lock from the check through
+// the handler, so of two writers sending the same If-Match exactly one
+// succeeds and the other gets 412 (the resource's ETag has changed by the
+// time it checks).
 func (s *Server) ifMatchGuard(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if list := strings.TrimSpace(strings.Join(r.Header.Values("If-Match"), ",")); list != "" && list != "*" {
+			unlock := s.lockResource(ifMatchTarget(r))
+			defer unlock()
+		}
 		if e := s.checkIfMatch(r); e != nil {
 			return e
 		}
 		return h(w, r)
+	}
+}
+
+// ifMatchTarget is the resource a conditional request changes: the path,
+// or for an action the resource the action belongs to.
+func ifMatchTarget(r *http.Request) string {
+	if i := strings.Index(r.URL.Path, "/Actions/"); i >= 0 {
+		return r.URL.Path[:i]
+	}
+	return r.URL.Path
+}
+
+// resourceLocks serialise conditional writers per resource path.
+type resourceLocks struct {
+	mu    sync.Mutex
+	locks map[string]*resourceLock
+}
+
+type resourceLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lockResource locks path and returns the unlock function. Entries are
+// dropped when no request holds or waits for them.
+func (s *Server) lockResource(path string) func() {
+	s.resLocks.mu.Lock()
+	if s.resLocks.locks == nil {
+		s.resLocks.locks = map[string]*resourceLock{}
+	}
+	l := s.resLocks.locks[path]
+	if l == nil {
+		l = &resourceLock{}
+		s.resLocks.locks[path] = l
+	}
+	l.users++
+	s.resLocks.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.resLocks.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.resLocks.locks, path)
+		}
+		s.resLocks.mu.Unlock()
 	}
 }
 

@@ -63,7 +63,7 @@ func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
 		"RegistryPrefixes":             registryPrefixes,
 		"ServerSentEventUri":           "/redfish/v1/EventService/SSE",
 		"SSEFilterPropertiesSupported": map[string]any{
-			"EventType": true, "MessageId": true, "OriginResource": true, "RegistryPrefix": true,
+			"MessageId": true, "OriginResource": true, "RegistryPrefix": true,
 			"ResourceType": false, "EventFormatType": false, "MetricReportDefinition": false, "SubordinateResources": false,
 		},
 		"Subscriptions": ref("/redfish/v1/EventService/Subscriptions"),
@@ -236,7 +236,7 @@ func destinationBody(d events.Destination) map[string]any {
 		body["OriginResources"] = origins
 	}
 	if d.Tenant != "" {
-		body["Oem"] = map[string]any{"Rackpool": map[string]any{"Tenant": d.Tenant}}
+		body["Oem"] = rackpoolOem("EventDestination", map[string]any{"Tenant": d.Tenant})
 	}
 	return body
 }

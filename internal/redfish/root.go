@@ -169,7 +169,8 @@ func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The OEM schema (oem_schema.go), served by the service itself.
 	fmt.Fprintf(&b, "  <edmx:Reference Uri=\"%s\">\n", rackpoolSchemaURI)
-	for _, ns := range []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0"} {
+	for _, ns := range []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0",
+		"RackpoolTenantCollection", "RackpoolTenant", "RackpoolTenant.v1_0_0"} {
 		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", ns)
 	}
 	b.WriteString("  </edmx:Reference>\n")

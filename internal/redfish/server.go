@@ -66,6 +66,7 @@ type Server struct {
 	metrics        *serverMetrics
 	asyncThreshold time.Duration
 	tasks          taskList
+	resLocks       resourceLocks
 	settings       compositionSettings
 }
 
@@ -328,10 +329,14 @@ func decode(r *http.Request, v any) error {
 		}
 		return errMalformed(err.Error())
 	}
+	annotated := len(raw)
 	for k := range raw {
 		if strings.HasPrefix(k, "@odata.") {
 			delete(raw, k)
 		}
+	}
+	if r.Method == http.MethodPatch && annotated > 0 && len(raw) == 0 {
+		return errNoOperation() // protocol.go: a PATCH of OData annotations only
 	}
 	clean, _ := json.Marshal(raw)
 	dec := json.NewDecoder(bytes.NewReader(clean))

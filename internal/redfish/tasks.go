@@ -174,7 +174,7 @@ func (s *Server) taskBody(t *task) map[string]any {
 		"TaskMonitor": monitorsPath + t.id,
 		"Payload":     map[string]any{"HttpOperation": t.method, "TargetUri": t.target},
 		"Messages":    []any{},
-		"Oem":         map[string]any{"Rackpool": map[string]any{"EstimatedFabricMs": t.estimate.Milliseconds(), "Owner": t.owner.User}},
+		"Oem":         rackpoolOem("Task", map[string]any{"EstimatedFabricMs": t.estimate.Milliseconds(), "Owner": t.owner.User}),
 	}
 	switch t.state {
 	case "Completed":
@@ -225,9 +225,7 @@ func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
 		"DateTime":                        s.now().Format(time.RFC3339),
 		"Status":                          map[string]string{"State": "Enabled", "Health": "OK"},
 		"Tasks":                           ref("/redfish/v1/TaskService/Tasks"),
-		"Oem": map[string]any{"Rackpool": map[string]any{
-			"AsyncThresholdMs": s.asyncThreshold.Milliseconds(),
-		}},
+		"Oem":                             rackpoolOem("TaskService", map[string]any{"AsyncThresholdMs": s.asyncThreshold.Milliseconds()}),
 	})
 	return nil
 }
