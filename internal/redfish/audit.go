@@ -165,7 +165,7 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		sev = "Critical"
 	}
 	id := strconv.FormatInt(e.ID, 10)
-	return map[string]any{
+	body := map[string]any{
 		"@odata.id":       auditPath + "/Entries/" + id,
 		"@odata.type":     "#LogEntry.v1_15_0.LogEntry",
 		"Id":              id,
@@ -180,6 +180,13 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 			"Action": e.Action, "Outcome": e.Outcome, "Status": e.Status, "Detail": e.Detail,
 		}),
 	}
+	oem := body["Oem"].(map[string]any)["Rackpool"].(map[string]any)
+	for k, v := range oem {
+		if v == "" {
+			delete(oem, k) // Redfish: omit what is empty
+		}
+	}
+	return body
 }
 
 // auditQuery reads the paging and filter parameters: after, limit, user,
