@@ -119,8 +119,11 @@ func (s *Server) accountBody(a Account) map[string]any {
 func (s *Server) visibleAccount(r *http.Request, id string) (Account, error) {
 	p := principal(r)
 	a, ok := s.auth.Account(id)
-	if !ok || (!p.has("ConfigureUsers") && p.User != id) {
+	if !ok {
 		return Account{}, errNotFound("ManagerAccount", id)
+	}
+	if !p.has("ConfigureUsers") && p.User != id {
+		return Account{}, s.hide(r, "ManagerAccount", id)
 	}
 	return a, nil
 }
@@ -289,8 +292,11 @@ func (s *Server) getTenants(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) visibleTenant(r *http.Request, id string) (Tenant, error) {
 	p := principal(r)
 	t, ok := s.auth.TenantByID(id)
-	if !ok || (!p.has("ConfigureUsers") && p.Tenant != id) {
+	if !ok {
 		return Tenant{}, errNotFound("Tenant", id)
+	}
+	if !p.has("ConfigureUsers") && p.Tenant != id {
+		return Tenant{}, s.hide(r, "Tenant", id)
 	}
 	return t, nil
 }

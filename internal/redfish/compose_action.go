@@ -296,6 +296,17 @@ func (s *Server) reservationGroups(r *http.Request) map[string][]*inventory.Comp
 	return out
 }
 
+// missingReservation answers a reservation r's principal cannot see: 404,
+// audited as denied when it exists for another tenant.
+func (s *Server) missingReservation(r *http.Request, id string) error {
+	for _, c := range s.mgr.Reservations() {
+		if c.Group == id || c.ID == id {
+			return s.hide(r, "CompositionReservation", id)
+		}
+	}
+	return errNotFound("CompositionReservation", id)
+}
+
 func (s *Server) getReservations(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
 	for _, g := range sortedKeys(s.reservationGroups(r)) {
@@ -344,7 +355,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {
-		return errNotFound("CompositionReservation", id)
+		return s.missingReservation(r, id)
 	}
 	writeJSON(w, http.StatusOK, s.reservationBody(id, rs))
 	return nil
@@ -354,7 +365,7 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error
 	id := r.PathValue("id")
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {
-		return errNotFound("CompositionReservation", id)
+		return s.missingReservation(r, id)
 	}
 	for _, c := range rs {
 		if err := s.mgr.Release(r.Context(), c.ID); err != nil {
@@ -642,7 +653,7 @@ func (s *Server) decomposeAll(ctx context.Context, ids []string) error {
 func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id string, m *manifest) error {
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {
-		return errNotFound("CompositionReservation", id)
+		return s.missingReservation(r, id)
 	}
 	var blocks []string
 	for _, c := range rs {

@@ -50,7 +50,7 @@ func (s *Server) getResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	}
 	st := s.mgr.BlockStatus(b.ID)
 	if !blockVisible(principal(r), b, st) {
-		return errNotFound("ResourceBlock", b.ID)
+		return s.hide(r, "ResourceBlock", b.ID)
 	}
 	writeJSON(w, http.StatusOK, s.blockBody(r, b, st))
 	return nil

@@ -112,8 +112,11 @@ func (s *Server) connectionTarget(r *http.Request) (*inventory.Fabric, *inventor
 	}
 	id := r.PathValue("conn")
 	c, err := s.mgr.Get(id)
-	if err != nil || !principal(r).sees(c.Tenant) || len(s.onFabric(c, f)) == 0 {
+	if err != nil || len(s.onFabric(c, f)) == 0 {
 		return nil, nil, errNotFound("Connection", id)
+	}
+	if !principal(r).sees(c.Tenant) {
+		return nil, nil, s.hide(r, "Connection", id)
 	}
 	return f, c, nil
 }

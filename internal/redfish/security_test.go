@@ -108,6 +108,13 @@ func TestTenantIsolation(t *testing.T) {
 			t.Errorf("no audit entry of mallory on %s", target)
 		}
 	}
+	// Even the reads are audited: each was a cross-tenant attempt.
+	for _, target := range []string{"/redfish/v1/Systems/" + sys, "/redfish/v1/CompositionService/ResourceBlocks/gpu1",
+		"/redfish/v1/Systems/host1", "/redfish/v1/AccountService/Accounts/alice"} {
+		if !s.auditHas("mallory", store.AuditDenied, target) {
+			t.Errorf("cross-tenant read of %s not audited as denied", target)
+		}
+	}
 	if !s.auditHas("mallory", store.AuditDenied, "/redfish/v1/AccountService/Accounts") {
 		t.Error("denied account creation not audited as denied")
 	}
@@ -133,6 +140,9 @@ func TestStealReservation(t *testing.T) {
 		map[string]any{"RequestFormat": "Manifest", "RequestType": "Apply", "ReservationId": res}, red)
 	s.must(http.StatusNotFound, "DELETE", "/redfish/v1/CompositionService/CompositionReservations/"+res, nil, red)
 	s.must(http.StatusConflict, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu1"), red)
+	if !s.auditHas("mallory", store.AuditDenied, "/redfish/v1/CompositionService/CompositionReservations/"+res) {
+		t.Error("the attempt to read blue's reservation is not audited")
+	}
 	if !s.auditHas("mallory", store.AuditFailure, "/redfish/v1/CompositionService/Actions/CompositionService.Compose") {
 		t.Error("the attempt to apply blue's reservation is not audited")
 	}

@@ -302,7 +302,7 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if h := s.top.Host(id); h != nil {
 		if !blockVisible(principal(r), h.Block, s.mgr.BlockStatus(h.ID)) {
-			return errNotFound("ComputerSystem", id)
+			return s.hide(r, "ComputerSystem", id)
 		}
 		writeJSON(w, http.StatusOK, s.hostBody(r, h))
 		return nil

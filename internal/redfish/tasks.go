@@ -199,8 +199,11 @@ func (s *Server) visibleTask(r *http.Request, id string) (*task, error) {
 	s.tasks.mu.Lock()
 	t := s.tasks.tasks[id]
 	s.tasks.mu.Unlock()
-	if t == nil || !principal(r).sees(t.owner.Tenant) {
+	if t == nil {
 		return nil, errNotFound("Task", id)
+	}
+	if !principal(r).sees(t.owner.Tenant) {
+		return nil, s.hide(r, "Task", id)
 	}
 	return t, nil
 }

@@ -3,6 +3,8 @@ package redfish
 import (
 	"net/http"
 
+	"rackpool/internal/store"
+
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 )
@@ -21,7 +23,7 @@ func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Compositi
 		return nil, err
 	}
 	if !principal(r).sees(c.Tenant) {
-		return nil, errNotFound("ComputerSystem", id)
+		return nil, s.hide(r, "ComputerSystem", id)
 	}
 	return c, nil
 }
@@ -57,3 +59,20 @@ func (s *Server) visibleSystems(p Principal, ids []string) []string {
 
 // tenantOf is the tenant new compositions of r's principal belong to.
 func tenantOf(r *http.Request) string { return principal(r).Tenant }
+
+// hide refuses r a resource that exists but belongs to another tenant: the
+// answer is the same 404 as for a resource that does not exist, and the
+// attempt is audited as denied (a mutation is audited by wrap; a read is
+// audited here, since reads are otherwise not).
+func (s *Server) hide(r *http.Request, kind, id string) *apiError {
+	p := principal(r)
+	note := "hidden from tenant " + p.Tenant + ": " + kind + " " + id
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		s.audit(r.Context(), store.AuditEntry{User: p.User, Tenant: p.Tenant, Remote: r.RemoteAddr, Method: r.Method,
+			Target: r.URL.Path, Action: r.Pattern, Outcome: store.AuditDenied, Status: http.StatusNotFound, Detail: note})
+	} else {
+		noteAudit(r).detail = note
+	}
+	s.log.Warn("cross-tenant access refused", "user", p.User, "tenant", p.Tenant, "kind", kind, "id", id, "method", r.Method)
+	return errNotFound(kind, id)
+}
