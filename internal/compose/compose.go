@@ -267,7 +267,7 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []s
 	}
 	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Delete: del, Limits: m.limits}); err != nil {
 		abandon()
-		return nil, fmt.Errorf("record composition: %w", err)
+		return nil, unrecordedError{fmt.Errorf("record composition: %w", err)}
 	}
 	start := time.Now()
 	if err := m.attach(ctx, c, c.Blocks); err != nil {
@@ -304,6 +304,12 @@ func (m *Manager) schedule(req schedule.Request) (*schedule.Plan, error) {
 	}
 	return p, err
 }
+
+// unrecordedError is realize's failure to make its first record: nothing
+// was written, so the deletions it was given did not happen either.
+type unrecordedError struct{ error }
+
+func (e unrecordedError) Unwrap() error { return e.error }
 
 // notify reports a committed change to the OnChange hook.
 func (m *Manager) notify(ch Change) {

@@ -2,8 +2,8 @@ package compose
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"rackpool/internal/fabric"
@@ -81,10 +81,10 @@ func (m *Manager) ComposeReserved(ctx context.Context, id, name, description str
 	m.hold(c, c.Blocks)
 	m.mu.Unlock()
 	done, err := m.realize(ctx, c, []store.Deletion{{ID: r.ID, Version: r.Version}})
-	if err != nil && !m.stored(ctx, r.ID) {
-		m.notify(Change{Old: r, Reason: "released"})
-	} else if err != nil {
-		// The first record failed: the reservation is still stored; put it
+	var unrecorded unrecordedError
+	switch {
+	case errors.As(err, &unrecorded):
+		// Nothing was written: the reservation is still stored; put it
 		// back in memory.
 		m.mu.Lock()
 		if m.comps[r.ID] == nil {
@@ -92,17 +92,10 @@ func (m *Manager) ComposeReserved(ctx context.Context, id, name, description str
 			m.hold(r, r.Blocks)
 		}
 		m.mu.Unlock()
+	case err != nil:
+		m.notify(Change{Old: r, Reason: "released"})
 	}
 	return done, err
-}
-
-// stored reports whether the store still holds composition id.
-func (m *Manager) stored(ctx context.Context, id string) bool {
-	all, err := m.store.Compositions(ctx)
-	if err != nil {
-		return true
-	}
-	return slices.ContainsFunc(all, func(c *inventory.Composition) bool { return c.ID == id })
 }
 
 // Release deletes reservation id.

@@ -19,7 +19,7 @@ func (s *Server) getResourceBlocks(w http.ResponseWriter, r *http.Request) error
 	p := principal(r)
 	members := make([]odataID, 0, len(s.top.Blocks))
 	for _, b := range s.top.Blocks {
-		if blockVisible(p, b, s.mgr.BlockStatus(b.ID)) {
+		if s.visibleBlock(p, b) {
 			members = append(members, ref(blocksPath+b.ID))
 		}
 	}
@@ -170,14 +170,14 @@ func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
 	if h := s.top.Host(id); h != nil {
 		desc = "Blocks host " + h.ID + " can be composed with in the current cabling and drawer modes"
 		for _, b := range s.top.Blocks {
-			if _, ok := s.top.Path(h, b); ok && blockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
+			if _, ok := s.top.Path(h, b); ok && s.visibleBlock(principal(r), b) {
 				blocks = append(blocks, ref(blocksPath+b.ID))
 			}
 		}
 	} else if z := s.top.Zone(strings.TrimPrefix(id, "zone-")); z != nil && strings.HasPrefix(id, "zone-") {
 		desc = "Zone " + z.ID + " of the topology file"
 		for _, b := range s.top.Blocks {
-			if z.Contains(b) && blockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
+			if z.Contains(b) && s.visibleBlock(principal(r), b) {
 				blocks = append(blocks, ref(blocksPath+b.ID))
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -281,12 +282,12 @@ func (s *Server) postSubscription(w http.ResponseWriter, r *http.Request) error 
 		return errPropertyValue("EventFormatType", body.EventFormatType, "Only Event is supported.")
 	}
 	for _, t := range body.EventTypes {
-		if !contains(eventTypes, t) {
+		if !slices.Contains(eventTypes, t) {
 			return errPropertyValue("EventTypes", t, "Use "+strings.Join(eventTypes, ", ")+".")
 		}
 	}
 	for _, p := range body.RegistryPrefixes {
-		if !contains(registryPrefixes, p) {
+		if !slices.Contains(registryPrefixes, p) {
 			return errPropertyValue("RegistryPrefixes", p, "Use "+strings.Join(registryPrefixes, ", ")+".")
 		}
 	}
@@ -343,22 +344,13 @@ func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
 	e := events.Event{Type: orDefault(body.EventType, events.TypeAlert), MessageID: orDefault(body.MessageId, "Base.1.22.Success"),
 		Message: orDefault(body.Message, "Test event."), Args: body.MessageArgs,
 		Severity: orDefault(body.MessageSeverity, orDefault(body.Severity, events.SeverityOK)), Origin: body.OriginOfCondition}
-	if !contains(append(eventTypes, events.TypeOther), e.Type) {
+	if !slices.Contains(eventTypes, e.Type) && e.Type != events.TypeOther {
 		return errPropertyValue("EventType", e.Type, "Use "+strings.Join(eventTypes, ", ")+".")
 	}
-	if !contains([]string{events.SeverityOK, events.SeverityWarning, events.SeverityCritical}, e.Severity) {
+	if !slices.Contains([]string{events.SeverityOK, events.SeverityWarning, events.SeverityCritical}, e.Severity) {
 		return errPropertyValue("MessageSeverity", e.Severity, "Use OK, Warning or Critical.")
 	}
 	s.publish(e)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

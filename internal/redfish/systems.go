@@ -276,7 +276,7 @@ func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	var members []odataID
 	for _, h := range s.top.Hosts {
-		if blockVisible(p, h.Block, s.mgr.BlockStatus(h.ID)) {
+		if s.visibleBlock(p, h.Block) {
 			members = append(members, reff("/redfish/v1/Systems/%s", h.ID))
 		}
 	}
@@ -301,7 +301,7 @@ func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if h := s.top.Host(id); h != nil {
-		if !blockVisible(principal(r), h.Block, s.mgr.BlockStatus(h.ID)) {
+		if !s.visibleBlock(principal(r), h.Block) {
 			return s.hide(r, "ComputerSystem", id)
 		}
 		writeJSON(w, http.StatusOK, s.hostBody(r, h))

@@ -43,6 +43,13 @@ func blockVisible(p Principal, b *inventory.Block, st compose.BlockStatus) bool 
 	return n < max(b.MaxCompositions, 1)
 }
 
+// visibleBlock is blockVisible for a block whose status the caller has
+// not read: unscoped accounts see every block without the status lookup
+// (collections of 10,000 blocks stay one pass over the topology).
+func (s *Server) visibleBlock(p Principal, b *inventory.Block) bool {
+	return p.Tenant == "" || blockVisible(p, b, s.mgr.BlockStatus(b.ID))
+}
+
 // visibleSystems filters composition IDs to those p may see.
 func (s *Server) visibleSystems(p Principal, ids []string) []string {
 	if p.Tenant == "" {
