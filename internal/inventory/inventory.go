@@ -104,6 +104,7 @@ type Inventory struct {
 
 // Host is a compute node: CPU cores and local DRAM, with ports into fabrics.
 type Host struct {
+	Index     int // position in Inventory.Hosts
 	ID        string
 	Rack      string
 	Cores     int

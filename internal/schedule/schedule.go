@@ -90,6 +90,9 @@ type Request struct {
 	// MinCores and MinMemoryGiB constrain the host chosen.
 	MinCores     int
 	MinMemoryGiB int
+	// Share, when not zero, takes that part of a host instead of all of it
+	// (see Share); the plan then holds no compute block.
+	Share Share
 	// Expand is set when adding blocks to an existing composition on Host:
 	// the host is already held by it.
 	Expand bool
@@ -112,6 +115,7 @@ type Assignment struct {
 // Plan is the scheduler's answer.
 type Plan struct {
 	Host        *inventory.Host
+	Share       Share        // the part of the host taken; zero: all of it
 	Assignments []Assignment // the compute block first (unless Expand)
 	TotalRTTNS  float64
 	TotalHops   int
@@ -125,6 +129,7 @@ type Reason string
 // the others mean the request can never fit that candidate.
 const (
 	HostInUse      Reason = "host-in-use"        // now
+	HostFull       Reason = "host-full"          // now: too few free cores or local memory for a share
 	HostCores      Reason = "host-cores"         // too few cores
 	HostMemory     Reason = "host-memory"        // too little local memory
 	OutsideZone    Reason = "outside-zone"       // not in the requested zone
@@ -143,7 +148,7 @@ const (
 
 // Transient reports whether r may clear as other compositions change.
 func (r Reason) Transient() bool {
-	return r == HostInUse || r == InUse || r == PortBusy || r == DrawerHosts
+	return r == HostInUse || r == HostFull || r == InUse || r == PortBusy || r == DrawerHosts
 }
 
 // Rejection records why one candidate host (and, for a need or a specific
@@ -206,8 +211,11 @@ var (
 type Scheduler struct {
 	// Limit stops the search once this many feasible hosts have been
 	// ranked (Nomad's limit iterator); 0 means DefaultLimit for topologies
-	// with more than 256 hosts and no limit below that.
-	Limit     int
+	// with more than 256 hosts and no limit below that. Only the Locality
+	// policy ranks; the others take the first feasible host in their order.
+	Limit int
+	// Policy chooses among feasible hosts; "" is Locality.
+	Policy    Policy
 	top       *topology.Topology
 	kindCount map[inventory.Kind]int
 	mu        sync.Mutex
@@ -287,6 +295,24 @@ func (s *Scheduler) index(h *inventory.Host) *hostIndex {
 	return ix
 }
 
+// Place is Schedule without explanations, for callers that place many
+// requests and only need to know whether each fits now (the simulator):
+// it returns the Plan, nil when no host can take req, or a request error.
+func (s *Scheduler) Place(st *State, req Request) (*Plan, error) {
+	if err := s.validate(req); err != nil {
+		return nil, err
+	}
+	var zone *inventory.Zone
+	if req.Zone != "" {
+		zone = s.top.Zone(req.Zone)
+	}
+	hosts := s.top.Hosts
+	if req.Host != "" {
+		hosts = []*inventory.Host{s.top.Host(req.Host)}
+	}
+	return s.search(st, req, hosts, zone, false, nil), nil
+}
+
 // Schedule places req against st. It returns a Plan, an *Unsatisfiable
 // with every rejection, or a request error (ErrUnknownHost, ...).
 func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
@@ -319,8 +345,39 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 	if limit == 0 && len(hosts) > 256 {
 		limit = DefaultLimit
 	}
+	policy := s.Policy
+	if policy == "" {
+		policy = Locality
+	}
+	if policy != Locality {
+		limit = 1 // the first feasible host in the policy's order wins
+	}
 	var best *Plan
 	feasible := 0
+	if !explain && req.Host == "" {
+		// The policy's order over the hosts with enough free capacity.
+		cores, mem := req.MinCores, req.MinMemoryGiB
+		if !req.Share.IsZero() {
+			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
+		}
+		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), func(i int) bool {
+			plan, _ := s.tryHost(st, req, s.top.Hosts[i], zone, false)
+			if plan == nil {
+				return true
+			}
+			if best == nil || better(plan, best) {
+				best = plan
+			}
+			feasible++
+			// Nothing ranks above a plan with no round trip, hops or groups
+			// (a share with no devices): stop there.
+			if best.TotalRTTNS == 0 && best.TotalHops == 0 && best.Groups == 0 {
+				return false
+			}
+			return limit == 0 || feasible < limit
+		})
+		return best
+	}
 	for _, h := range hosts {
 		plan, rej := s.tryHost(st, req, h, zone, explain)
 		if plan == nil {
@@ -400,6 +457,12 @@ func (s *Scheduler) validate(req Request) error {
 	if req.MinCores < 0 || req.MinMemoryGiB < 0 {
 		return fmt.Errorf("%w: minimum cores and memory must not be negative", ErrBadRequest)
 	}
+	if !req.Share.IsZero() && (req.Share.Cores < 1 || req.Share.MemoryGiB < 0) {
+		return fmt.Errorf("%w: a share of a host needs at least 1 core and no negative memory", ErrBadRequest)
+	}
+	if !req.Share.IsZero() && req.Expand {
+		return fmt.Errorf("%w: a share of a host cannot be expanded", ErrBadRequest)
+	}
 	return nil
 }
 
@@ -416,7 +479,7 @@ type overlay struct {
 }
 
 func newOverlay(st *State, h *inventory.Host) *overlay {
-	return &overlay{st: st, host: h, used: make(map[int32]bool, 8)}
+	return &overlay{st: st, host: h}
 }
 
 // check returns "" when block b can be added through port p, else the reason.
@@ -458,8 +521,15 @@ func (o *overlay) check(b *inventory.Block, p *inventory.HostPort) (Reason, *inv
 	return "", p
 }
 
-func (o *overlay) take(b *inventory.Block, p *inventory.HostPort) {
+func (o *overlay) use(b *inventory.Block) {
+	if o.used == nil {
+		o.used = make(map[int32]bool, 8)
+	}
 	o.used[int32(b.Index)] = true
+}
+
+func (o *overlay) take(b *inventory.Block, p *inventory.HostPort) {
+	o.use(b)
 	d := b.Device
 	if d.Drawer != nil {
 		if o.drawers == nil {
@@ -490,11 +560,36 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}}
 	}
 	// Host checks, cheapest first.
-	if !req.Expand && !st.Free(h.Block) {
+	share := !req.Share.IsZero()
+	if !req.Expand && (!st.Free(h.Block) || (!share && st.shares[h.Index] > 0)) {
 		if !explain {
 			return nil, nil
 		}
+		if st.Free(h.Block) {
+			return reject(-1, "", HostInUse, "host %s carries %d shares; it cannot be taken whole", h.ID, st.shares[h.Index])
+		}
 		return reject(-1, "", HostInUse, "host %s is already composed", h.ID)
+	}
+	if share {
+		if h.Cores < req.Share.Cores {
+			if !explain {
+				return nil, nil
+			}
+			return reject(-1, "", HostCores, "host %s has %d cores, %d wanted", h.ID, h.Cores, req.Share.Cores)
+		}
+		if h.MemoryGiB < req.Share.MemoryGiB {
+			if !explain {
+				return nil, nil
+			}
+			return reject(-1, "", HostMemory, "host %s has %d GiB local memory, %d wanted", h.ID, h.MemoryGiB, req.Share.MemoryGiB)
+		}
+		if free := st.FreeShare(h); free.Cores < req.Share.Cores || free.MemoryGiB < req.Share.MemoryGiB {
+			if !explain {
+				return nil, nil
+			}
+			return reject(-1, "", HostFull, "host %s has %d cores and %d GiB free, %d and %d wanted", h.ID,
+				free.Cores, free.MemoryGiB, req.Share.Cores, req.Share.MemoryGiB)
+		}
 	}
 	if h.Cores < req.MinCores {
 		if !explain {
@@ -518,12 +613,12 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 	for _, ids := range [][]string{req.Held, req.Exclude} {
 		for _, id := range ids {
 			if b := s.top.Block(id); b != nil {
-				o.used[int32(b.Index)] = true
+				o.use(b)
 			}
 		}
 	}
-	plan := &Plan{Host: h, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
-	if !req.Expand {
+	plan := &Plan{Host: h, Share: req.Share, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
+	if !req.Expand && !share {
 		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})
 	}
 	add := func(b *inventory.Block, path topology.Path, port *inventory.HostPort) {
@@ -547,7 +642,7 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 	for _, id := range req.Blocks {
 		b := s.top.Block(id)
 		if b.Device == nil {
-			if b.Host == h && !req.Expand {
+			if b.Host == h && !req.Expand && !share {
 				continue // the host's own compute block, already in the plan
 			}
 			if !explain {

@@ -20,18 +20,94 @@ type State struct {
 	circuits map[*inventory.Device]int
 	// Hosts with devices attached in each drawer, with block counts.
 	drawerHosts map[*inventory.Drawer]map[*inventory.Host]int
+	// Shares (by host index): free cores and local memory, how many shares
+	// each host carries, and the index of free capacity the policies
+	// search. lastHost is where next-fit resumes.
+	freeCores []int32
+	freeMem   []int32
+	shares    []int32
+	fit       *fitIndex
+	lastHost  int
 }
 
 // NewState returns an empty state (nothing allocated) for top.
 func NewState(top *topology.Topology) *State {
-	return &State{
+	st := &State{
 		top:         top,
 		used:        make([]int32, len(top.Blocks)),
 		portPeer:    map[*inventory.HostPort]*inventory.Device{},
 		portRefs:    map[*inventory.HostPort]int{},
 		circuits:    map[*inventory.Device]int{},
 		drawerHosts: map[*inventory.Drawer]map[*inventory.Host]int{},
+		freeCores:   make([]int32, len(top.Hosts)),
+		freeMem:     make([]int32, len(top.Hosts)),
+		shares:      make([]int32, len(top.Hosts)),
 	}
+	for i, h := range top.Hosts {
+		st.freeCores[i], st.freeMem[i] = int32(h.Cores), int32(h.MemoryGiB)
+	}
+	st.fit = newFitIndex(st.freeCores, st.freeMem)
+	return st
+}
+
+// FreeShare returns the cores and local memory (GiB) host h can still
+// give to shares: all of it when unused, none when held whole.
+func (s *State) FreeShare(h *inventory.Host) Share {
+	return Share{Cores: int(s.freeCores[h.Index]), MemoryGiB: int(s.freeMem[h.Index])}
+}
+
+// Shares returns how many shares host h carries.
+func (s *State) Shares(h *inventory.Host) int { return int(s.shares[h.Index]) }
+
+// Commit records plan p: its share of the host, or the host whole, and
+// its device blocks. Next-fit resumes from p's host.
+func (s *State) Commit(p *Plan) {
+	if !p.Share.IsZero() {
+		s.AcquireShare(p.Host, p.Share)
+	}
+	s.Acquire(p.Host, p.Assignments)
+	s.lastHost = p.Host.Index
+}
+
+// Uncommit undoes Commit (the next-fit position stays).
+func (s *State) Uncommit(p *Plan) {
+	s.Release(p.Host, p.Assignments)
+	if !p.Share.IsZero() {
+		s.ReleaseShare(p.Host, p.Share)
+	}
+}
+
+// AcquireShare records that a composition holds share sh of host h.
+func (s *State) AcquireShare(h *inventory.Host, sh Share) {
+	i := h.Index
+	s.freeCores[i] -= int32(sh.Cores)
+	s.freeMem[i] -= int32(sh.MemoryGiB)
+	s.shares[i]++
+	s.fit.set(i, s.freeCores[i], s.freeMem[i])
+}
+
+// ReleaseShare undoes AcquireShare.
+func (s *State) ReleaseShare(h *inventory.Host, sh Share) {
+	i := h.Index
+	if s.shares[i] == 0 {
+		return
+	}
+	s.freeCores[i] = min(s.freeCores[i]+int32(sh.Cores), int32(h.Cores))
+	s.freeMem[i] = min(s.freeMem[i]+int32(sh.MemoryGiB), int32(h.MemoryGiB))
+	s.shares[i]--
+	s.fit.set(i, s.freeCores[i], s.freeMem[i])
+}
+
+// holdWhole updates the free capacity of a host whose compute block was
+// acquired or released.
+func (s *State) holdWhole(h *inventory.Host) {
+	i := h.Index
+	if s.used[h.Block.Index] > 0 {
+		s.freeCores[i], s.freeMem[i] = 0, 0
+	} else {
+		s.freeCores[i], s.freeMem[i] = int32(h.Cores), int32(h.MemoryGiB)
+	}
+	s.fit.set(i, s.freeCores[i], s.freeMem[i])
 }
 
 // Topology returns the topology the state is about.
@@ -52,6 +128,9 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		s.used[a.Block.Index]++
 		d := a.Block.Device
 		if d == nil {
+			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
+				s.holdWhole(a.Block.Host)
+			}
 			continue
 		}
 		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil {
@@ -80,6 +159,9 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 		}
 		d := a.Block.Device
 		if d == nil {
+			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
+				s.holdWhole(a.Block.Host)
+			}
 			continue
 		}
 		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil && s.portRefs[a.Port] > 0 {

@@ -31,6 +31,9 @@ type Path struct {
 
 func newTopology(inv *inventory.Inventory) *Topology {
 	t := &Topology{Inventory: inv, dist: map[*inventory.Fabric]map[int][]hop{}}
+	for i, h := range inv.Hosts {
+		h.Index = i
+	}
 	for _, f := range inv.Fabrics {
 		m := map[int][]hop{}
 		for _, p := range f.Ports {
