@@ -32,6 +32,7 @@ func commands() []command {
 		{"explain", "[same as compose]", "say where a request would go, or why it does not fit", runExplain},
 		{"export", "[-o FILE]", "export the current allocation (systems, tenants) for 'serve --import'", runExport},
 		{"audit", "[--user U] [--outcome O] [--since T] [--format table|csv|jsonl]", "print or export the audit log", runAudit},
+		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
 		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
 	}

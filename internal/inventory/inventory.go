@@ -190,6 +190,7 @@ func (d *Drawer) SlotHostPorts(slot int) []string {
 // Device is a pooled device in a fabric. A memory node is one device that is
 // split into several Memory blocks.
 type Device struct {
+	Index           int // position in Inventory.Devices
 	ID              string
 	Kind            Kind
 	Model           string

@@ -22,8 +22,10 @@
 package schedule
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -230,8 +232,17 @@ type cand struct {
 }
 
 type hostIndex struct {
-	byKind   map[inventory.Kind][]cand
-	memNodes int // memory nodes the host reaches
+	byKind map[inventory.Kind][]cand
+	// The memory nodes the host reaches, in the latency order of
+	// byKind[Memory], each with its blocks' candidates.
+	mem []memNode
+}
+
+type memNode struct {
+	dev   *inventory.Device
+	rtt   float64
+	first int // position of its first block in byKind[Memory]
+	cands []cand
 }
 
 // DefaultLimit is the number of feasible hosts ranked on large topologies.
@@ -272,9 +283,6 @@ func (s *Scheduler) index(h *inventory.Host) *hostIndex {
 					port = int16(i)
 				}
 			}
-			if d.Kind == inventory.Memory {
-				ix.memNodes++
-			}
 			for _, b := range d.Blocks {
 				ix.byKind[b.Kind] = append(ix.byKind[b.Kind], cand{blk: int32(b.Index), port: port, hops: int16(path.Hops), rtt: path.RTTNS})
 			}
@@ -290,6 +298,22 @@ func (s *Scheduler) index(h *inventory.Host) *hostIndex {
 			}
 			return list[i].blk < list[j].blk
 		})
+	}
+	list := ix.byKind[inventory.Memory]
+	for i, c := range list {
+		d := s.top.Blocks[c.blk].Device
+		if k := len(ix.mem); k == 0 || ix.mem[k-1].dev != d {
+			ix.mem = append(ix.mem, memNode{dev: d, rtt: c.rtt, first: i})
+		}
+	}
+	// A node's blocks are contiguous in the latency order (same path, then
+	// block order), so each node's candidates are a sub-slice.
+	for k := range ix.mem {
+		end := len(list)
+		if k+1 < len(ix.mem) {
+			end = ix.mem[k+1].first
+		}
+		ix.mem[k].cands = list[ix.mem[k].first:end]
 	}
 	s.hosts[h] = ix
 	return ix
@@ -759,14 +783,14 @@ func (s *Scheduler) fillNeed(o *overlay, ix *hostIndex, req Request, ni int, n N
 		}
 		return got >= want
 	}
-	list := ix.byKind[n.Kind]
+	list := slices.Values(ix.byKind[n.Kind])
 	aff := req.Affinity == SameDrawer || req.Affinity == SameSwitch
 	// Memory: prefer a node already circuited to this host, then the node
 	// with the fewest free blocks that still covers the need (best fit).
-	if n.Kind == inventory.Memory && ix.memNodes > 1 {
-		list = s.orderMemory(o, list)
+	if n.Kind == inventory.Memory && len(ix.mem) > 1 {
+		list = s.orderMemory(o, ix)
 	}
-	for _, c := range list {
+	for c := range list {
 		if done() {
 			break
 		}
@@ -893,60 +917,56 @@ func attrsMatch(b *inventory.Block, want map[string]string) bool {
 	return true
 }
 
-// orderMemory reorders memory candidates: nodes already circuited to the
+// orderMemory orders memory candidates: nodes already circuited to the
 // host first, then by latency, then nodes with fewer free blocks (best fit,
-// so large free nodes stay whole), block order within a node.
-func (s *Scheduler) orderMemory(o *overlay, list []cand) []cand {
+// so large free nodes stay whole; full nodes last), block order within a
+// node.
+func (s *Scheduler) orderMemory(o *overlay, ix *hostIndex) iter.Seq[cand] {
+	// The nodes circuited to this host: at most one per host port.
+	var circuited []*inventory.Device
+	for _, hp := range o.host.Ports {
+		if d := o.st.portPeer[hp]; d != nil {
+			circuited = append(circuited, d)
+		}
+	}
 	type node struct {
-		dev      *inventory.Device
-		circuit  bool
-		rtt      float64
-		free     int
-		first    int
-		children []cand
+		n       *memNode
+		circuit bool
+		free    int32
 	}
-	byDev := map[*inventory.Device]*node{}
-	var nodes []*node
-	for i, c := range list {
-		b := s.top.Blocks[c.blk]
-		nd := byDev[b.Device]
-		if nd == nil {
-			nd = &node{dev: b.Device, rtt: c.rtt, first: i}
-			for _, hp := range o.host.PortsOn(b.Device.Fabric) {
-				if o.st.portPeer[hp] == b.Device {
-					nd.circuit = true
-				}
-			}
-			byDev[b.Device] = nd
-			nodes = append(nodes, nd)
-		}
-		if o.st.Free(b) {
-			nd.free++
-		}
-		nd.children = append(nd.children, c)
+	nodes := make([]node, len(ix.mem))
+	for i := range ix.mem {
+		m := &ix.mem[i]
+		nodes[i] = node{n: m, circuit: slices.Contains(circuited, m.dev), free: o.st.devFree[m.dev.Index]}
 	}
-	if len(nodes) <= 1 {
-		return list
-	}
-	sort.SliceStable(nodes, func(i, j int) bool {
-		a, b := nodes[i], nodes[j]
+	slices.SortStableFunc(nodes, func(a, b node) int {
 		if a.circuit != b.circuit {
-			return a.circuit
+			if a.circuit {
+				return -1
+			}
+			return 1
 		}
-		if a.rtt != b.rtt {
-			return a.rtt < b.rtt
+		if a.n.rtt != b.n.rtt {
+			return cmp.Compare(a.n.rtt, b.n.rtt)
 		}
 		if (a.free == 0) != (b.free == 0) {
-			return b.free == 0
+			if b.free == 0 {
+				return -1
+			}
+			return 1
 		}
 		if a.free != b.free {
-			return a.free < b.free
+			return cmp.Compare(a.free, b.free)
 		}
-		return a.first < b.first
+		return cmp.Compare(a.n.first, b.n.first)
 	})
-	out := make([]cand, 0, len(list))
-	for _, nd := range nodes {
-		out = append(out, nd.children...)
+	return func(yield func(cand) bool) {
+		for _, nd := range nodes {
+			for _, c := range nd.n.cands {
+				if !yield(c) {
+					return
+				}
+			}
+		}
 	}
-	return out
 }

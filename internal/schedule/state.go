@@ -28,6 +28,8 @@ type State struct {
 	shares    []int32
 	fit       *fitIndex
 	lastHost  int
+	// Free blocks per device (by device index), for memory node ranking.
+	devFree []int32
 }
 
 // NewState returns an empty state (nothing allocated) for top.
@@ -45,6 +47,10 @@ func NewState(top *topology.Topology) *State {
 	}
 	for i, h := range top.Hosts {
 		st.freeCores[i], st.freeMem[i] = int32(h.Cores), int32(h.MemoryGiB)
+	}
+	st.devFree = make([]int32, len(top.Devices))
+	for i, d := range top.Devices {
+		st.devFree[i] = int32(len(d.Blocks))
 	}
 	st.fit = newFitIndex(st.freeCores, st.freeMem)
 	return st
@@ -127,6 +133,9 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 	for _, a := range as {
 		s.used[a.Block.Index]++
 		d := a.Block.Device
+		if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
+			s.devFree[d.Index]--
+		}
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
 				s.holdWhole(a.Block.Host)
@@ -154,10 +163,13 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 // Release undoes Acquire.
 func (s *State) Release(host *inventory.Host, as []Assignment) {
 	for _, a := range as {
+		d := a.Block.Device
 		if s.used[a.Block.Index] > 0 {
+			if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
+				s.devFree[d.Index]++
+			}
 			s.used[a.Block.Index]--
 		}
-		d := a.Block.Device
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
 				s.holdWhole(a.Block.Host)

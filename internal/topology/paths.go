@@ -34,6 +34,9 @@ func newTopology(inv *inventory.Inventory) *Topology {
 	for i, h := range inv.Hosts {
 		h.Index = i
 	}
+	for i, d := range inv.Devices {
+		d.Index = i
+	}
 	for _, f := range inv.Fabrics {
 		m := map[int][]hop{}
 		for _, p := range f.Ports {

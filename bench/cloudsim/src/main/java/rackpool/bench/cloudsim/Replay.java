@@ -7,6 +7,7 @@ import org.cloudsimplus.allocationpolicies.VmAllocationPolicyFirstFit;
 import org.cloudsimplus.allocationpolicies.VmAllocationPolicySimple;
 import org.cloudsimplus.brokers.DatacenterBroker;
 import org.cloudsimplus.brokers.DatacenterBrokerSimple;
+import org.cloudsimplus.core.CloudSimEntity;
 import org.cloudsimplus.core.CloudSimPlus;
 import org.cloudsimplus.core.CloudSimTag;
 import org.cloudsimplus.core.Simulation;
@@ -83,13 +84,15 @@ public final class Replay {
         String policy;
         Path acceptedIds;
         boolean releaseFirst = true;
+        boolean dynamic;
         boolean check;
     }
 
     static final String USAGE = """
         usage: Replay --trace FILE --hosts N --host-cores C --host-ram-gb R
                       --policy first-fit|next-fit|best-fit|worst-fit
-                      [--accepted-ids FILE] [--same-instant release-first|arrival-first] [--check]
+                      [--accepted-ids FILE] [--submit delay|dynamic]
+                      [--same-instant release-first|arrival-first] [--check]
         """;
 
     public static void main(String[] args) {
@@ -107,6 +110,9 @@ public final class Replay {
             System.out.println(run(opt));
         } catch (TraceException e) {
             System.err.println("cloudsim-replay: " + e.getMessage());
+            System.exit(1);
+        } catch (java.nio.file.NoSuchFileException e) {
+            System.err.println("cloudsim-replay: no such file: " + e.getMessage());
             System.exit(1);
         } catch (IOException e) {
             System.err.println("cloudsim-replay: " + e);
@@ -147,6 +153,13 @@ public final class Replay {
                     o.policy = value;
                 }
                 case "--accepted-ids" -> o.acceptedIds = Path.of(value);
+                case "--submit" -> {
+                    switch (value) {
+                        case "delay" -> o.dynamic = false;
+                        case "dynamic" -> o.dynamic = true;
+                        default -> throw new UsageException("--submit must be delay or dynamic, got '" + value + "'");
+                    }
+                }
                 case "--same-instant" -> {
                     switch (value) {
                         case "release-first" -> o.releaseFirst = true;
@@ -162,6 +175,8 @@ public final class Replay {
         if (o.hostCores < 0) throw new UsageException("--host-cores is required");
         if (o.hostRamGb < 0) throw new UsageException("--host-ram-gb is required");
         if (o.policy == null) throw new UsageException("--policy is required");
+        if (o.dynamic && !o.releaseFirst)
+            throw new UsageException("--submit dynamic always releases first at the same instant; --same-instant arrival-first needs --submit delay");
         return o;
     }
 
@@ -331,6 +346,50 @@ public final class Replay {
         boolean wasCreated(int i) { return created[i]; }
     }
 
+    /**
+     * {@code --submit dynamic}: instead of submitting every VM at time 0 with a
+     * submission delay, this entity wakes up at each distinct arrival time and
+     * submits that instant's VMs (file order) to the running broker, which sends
+     * their creation requests with no delay. Avoids the broker's per-ack scans of
+     * a waiting list that holds every not-yet-arrived VM (quadratic in trace size).
+     */
+    static final class Feeder extends CloudSimEntity {
+        static final int FEED_TAG = 1; // unused by CloudSim Plus 8.5.7
+        private final DatacenterBroker broker;
+        private final List<Vm> vms;
+        private final double[] arrival;
+
+        Feeder(Simulation sim, DatacenterBroker broker, List<Vm> vms, double[] arrival) {
+            super(sim);
+            this.broker = broker;
+            this.vms = vms;
+            this.arrival = arrival;
+        }
+
+        @Override
+        protected void startInternal() {
+            // All wake-ups are scheduled now, at clock 0, so each fires at exactly 0 + arrival
+            // (rescheduling later with delay = arrival - clock could be off by one ulp).
+            // Arrivals at time 0 were submitted before the simulation started: at time 0 the broker
+            // has not yet received the datacenter list, so it could not place a submission then.
+            int first = 0;
+            while (first < vms.size() && arrival[first] == 0) first++;
+            for (int i = first; i < vms.size(); ) {
+                int end = i;
+                while (end < vms.size() && arrival[end] == arrival[i]) end++;
+                schedule(this, arrival[i], FEED_TAG, new int[]{i, end});
+                i = end;
+            }
+        }
+
+        @Override
+        public void processEvent(final SimEvent evt) {
+            if (evt.getTag() != FEED_TAG) return;
+            final int[] range = (int[]) evt.getData();
+            broker.submitVmList(new ArrayList<>(vms.subList(range[0], range[1])));
+        }
+    }
+
     static VmAllocationPolicy policy(String name) {
         return switch (name) {
             // True first-fit: lowest-index suitable host, every time.
@@ -384,10 +443,16 @@ public final class Replay {
             final Request q = reqs.get(i);
             final var vm = new VmSimple(i, (long) PE_MIPS, q.cores());
             vm.setRam(q.ramMb()).setBw(VM_BW).setSize(VM_STORAGE);
-            vm.setSubmissionDelay(q.arrival());
+            if (!opt.dynamic) vm.setSubmissionDelay(q.arrival());
             vms.add(vm);
         }
-        broker.submitVmList(vms);
+        if (opt.dynamic) {
+            int zero = 0;
+            while (zero < n && arrival[zero] == 0) zero++;
+            if (zero > 0) broker.submitVmList(new ArrayList<>(vms.subList(0, zero)));
+            new Feeder(sim, broker, vms, arrival);
+        }
+        else broker.submitVmList(vms);
         final long t2 = System.nanoTime();
 
         sim.start();
@@ -417,11 +482,11 @@ public final class Replay {
         return String.format(Locale.ROOT,
             "{\"peer\":\"%s\",\"policy\":\"%s\",\"hosts\":%d,\"host_cores\":%d,\"host_ram_gb\":%s," +
             "\"requests\":%d,\"accepted\":%d,\"acceptance_ratio\":%s,\"wall_seconds\":%.6f," +
-            "\"read_seconds\":%.6f,\"build_seconds\":%.6f,\"sim_seconds\":%.6f,\"same_instant\":\"%s\"}",
+            "\"read_seconds\":%.6f,\"build_seconds\":%.6f,\"sim_seconds\":%.6f,\"same_instant\":\"%s\",\"submit\":\"%s\"}",
             PEER, opt.policy, opt.hosts, opt.hostCores, jsonNum(opt.hostRamGb),
             n, a, n == 0 ? "0" : jsonNum((double) a / n), wall,
             (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9,
-            opt.releaseFirst ? "release-first" : "arrival-first");
+            opt.releaseFirst ? "release-first" : "arrival-first", opt.dynamic ? "dynamic" : "delay");
     }
 
     private static int accepted(ReplayDatacenter dc) { return dc.accepted; }
