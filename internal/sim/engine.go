@@ -507,6 +507,7 @@ func (e *engine) result(wall time.Duration) *Result {
 // to deliver it.
 func (e *engine) cost(util map[string]float64) *Cost {
 	c := &Cost{UnitCost: map[string]float64{}, Units: map[string]float64{}, Utilisation: map[string]float64{}}
+	used := 0.0
 	for k, u := range util {
 		if u <= 0 {
 			continue
@@ -515,9 +516,13 @@ func (e *engine) cost(util map[string]float64) *Cost {
 		n := u * e.capacity[k]
 		c.UnitCost[k], c.Units[k], c.Utilisation[k] = unit, n, u
 		c.Total += n * unit / u
+		used += n * unit
 	}
 	if len(c.Units) == 0 {
 		return nil
+	}
+	if used > 0 {
+		c.PerUsedUnit = c.Total / used
 	}
 	return c
 }

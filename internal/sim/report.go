@@ -403,6 +403,7 @@ func (p *runPage) build(res *Result, types []string) {
 	}
 	if s.Cost != nil {
 		h(formatSig(s.Cost.Total, 4), "Eq. 1 cost total")
+		h(formatSig(s.Cost.PerUsedUnit, 3)+"×", "cost per unit used (Eq. 1 / used)")
 	}
 	if s.Slowdown != nil {
 		h("+"+formatPercent(s.Slowdown.Mean), "slowdown, mean (Eq. 2)")
@@ -495,6 +496,7 @@ func (p *runPage) build(res *Result, types []string) {
 			cost.Table = append(cost.Table, []string{t, optFormatSig(c.UnitCost, t), optFormatSig(c.Units, t), optFormatSig(c.Utilisation, t), term})
 		}
 		cost.Table = append(cost.Table, []string{"total", "", "", "", num(c.Total)})
+		cost.Table = append(cost.Table, []string{"per unit used", "", "", "", num(c.PerUsedUnit)})
 		p.Sections = append(p.Sections, cost)
 	}
 	if sd := s.Slowdown; sd != nil {

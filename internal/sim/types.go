@@ -103,6 +103,9 @@ type Cost struct {
 	Units       map[string]float64 `json:"units"`
 	Utilisation map[string]float64 `json:"utilisation"`
 	Total       float64            `json:"total"`
+	// PerUsedUnit is Total over Σ N_i·C_i: what each unit of cost actually
+	// used costs once idle capacity is paid for (1 at full utilisation).
+	PerUsedUnit float64 `json:"per_used_unit"`
 }
 
 // Slowdown is the MFP estimate: relative increase of execution time =
