@@ -496,7 +496,7 @@ func (p *runPage) build(res *Result, types []string) {
 			cost.Table = append(cost.Table, []string{t, optFormatSig(c.UnitCost, t), optFormatSig(c.Units, t), optFormatSig(c.Utilisation, t), term})
 		}
 		cost.Table = append(cost.Table, []string{"total", "", "", "", num(c.Total)})
-		cost.Table = append(cost.Table, []string{"per unit used", "", "", "", num(c.PerUsedUnit)})
+		cost.Table = append(cost.Table, []string{"per_used_unit (cost per unit used)", "", "", "", num(c.PerUsedUnit)})
 		p.Sections = append(p.Sections, cost)
 	}
 	if sd := s.Slowdown; sd != nil {
