@@ -418,10 +418,15 @@ func (e *engine) use(p *schedule.Plan, r *Request, sign float64) {
 		}
 	}
 	if sign > 0 {
-		for k, v := range e.used {
-			if c := e.capacity[k]; c > 0 {
-				e.peak[k] = max(e.peak[k], v/c)
-			}
+		e.notePeak()
+	}
+}
+
+// notePeak records the current use in the peak utilisation per type.
+func (e *engine) notePeak() {
+	for k, v := range e.used {
+		if c := e.capacity[k]; c > 0 {
+			e.peak[k] = max(e.peak[k], v/c)
 		}
 	}
 }

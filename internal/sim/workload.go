@@ -156,6 +156,7 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 		}
 		dem.AggregatePeakGB = max(dem.AggregatePeakGB, agg)
 		if e.c.Architecture == Traditional {
+			e.notePeak()
 			continue
 		}
 		for i := range n {
@@ -187,11 +188,7 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 				e.used["memory_gb"] -= float64(have-want) * blockGB
 			}
 		}
-		for k, v := range e.used {
-			if c := e.capacity[k]; c > 0 {
-				e.peak[k] = max(e.peak[k], v/c)
-			}
-		}
+		e.notePeak()
 		if progress != nil {
 			progress(s+1, d.steps)
 		}
