@@ -40,6 +40,7 @@ func runSim(args []string) error {
 	shardFlag := fs.String("shard", "", "sweeps: run only shard I of N (I/N, 0-based), for sweeps split over machines")
 	workers := fs.Int("workers", 0, "sweeps: points run at once (default: one per core)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	acceptedIDs := fs.String("accepted-ids", "", "also write the accepted requests' IDs, one per line, to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage:
   rackpool sim --scenario FILE --out DIR [--seed N] [--shard I/N]
@@ -156,6 +157,16 @@ Flags:
 	}
 	if err := sim.WriteReport(*out, res); err != nil {
 		return err
+	}
+	if *acceptedIDs != "" {
+		var b strings.Builder
+		for _, id := range res.AcceptedIDs {
+			b.WriteString(id)
+			b.WriteByte('\n')
+		}
+		if err := writeFileAtomic(*acceptedIDs, []byte(b.String())); err != nil {
+			return err
+		}
 	}
 	s := res.Summary
 	fmt.Printf("%s: %d requests, %d accepted (%.2f%%), %.1fs wall (%.0f decisions/s) -> %s/report.html\n",

@@ -98,11 +98,12 @@ type engine struct {
 	rng                *rand.Rand
 	slowdowns          []float64
 
-	demand     *Demand
-	samples    []Sample
-	sampleStep float64
-	nextSample float64
-	endHint    float64
+	demand      *Demand
+	acceptedIDs []string
+	samples     []Sample
+	sampleStep  float64
+	nextSample  float64
+	endHint     float64
 }
 
 type departure struct {
@@ -319,6 +320,7 @@ func (e *engine) place(r *Request) {
 	}
 	e.commit(plan, r)
 	e.accepted++
+	e.acceptedIDs = append(e.acceptedIDs, r.ID)
 	e.seq++
 	heap.Push(&e.deps, departure{t: e.now + r.Hold, seq: e.seq, plan: plan, req: r})
 }
@@ -503,7 +505,7 @@ func (e *engine) result(wall time.Duration) *Result {
 		s.Slowdown = &Slowdown{MFP: c.MFP, LocalNS: c.LocalNS, MeanRemoteNS: s.RTTMeanNS, Mean: sum / float64(len(sorted)), P99: quantile(sorted, 0.99)}
 	}
 	s.Demand = e.demand
-	return &Result{Summary: s, Samples: e.samples, RTTNS: e.rtts, Hops: e.hops}
+	return &Result{Summary: s, Samples: e.samples, RTTNS: e.rtts, Hops: e.hops, AcceptedIDs: e.acceptedIDs}
 }
 
 // cost is P0 Eq. 1, C_total = Σ N_i·C_i / U_i: N_i is what the workload

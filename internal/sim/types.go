@@ -40,6 +40,9 @@ type Result struct {
 	// (composable architectures): its round trip and switch hops.
 	RTTNS []float64
 	Hops  []int
+	// AcceptedIDs lists the accepted requests' IDs in arrival order (for
+	// comparing decisions with another simulator).
+	AcceptedIDs []string
 }
 
 // SweepRow is one point of a parameter sweep: the parameter values that

@@ -46,7 +46,9 @@ import java.util.Set;
  * <ul>
  * <li>Each request is a {@link VmSimple} submitted up front with
  *     {@code submissionDelay = arrival}; the broker sends one VM_CREATE_ACK
- *     request per VM to the datacenter at time 0 + arrival, in file order.</li>
+ *     request per VM to the datacenter at time 0 + arrival, in file order
+ *     ({@code --submit dynamic}: a {@link Feeder} entity submits each instant's VMs
+ *     to the running broker at exactly that instant instead).</li>
  * <li>The broker's retry of failed VMs is disabled ({@code VmCreation.retryDelay = 0}),
  *     so a VM that finds no host goes to the failed list for good.</li>
  * <li>No Cloudlets. A VM is destroyed by CloudSim's own datacenter VM-destroy
