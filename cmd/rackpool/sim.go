@@ -203,7 +203,7 @@ func runSimMerge(args []string) error {
 		return err
 	}
 	if *out == "" || fs.NArg() == 0 {
-		return errors.New("usage: rackpool sim merge --out DIR SHARD_DIR...")
+		return errors.New("usage: rackpool sim merge --out DIR SHARD_DIR [SHARD_DIR]")
 	}
 	rows, err := sim.MergeSweeps(fs.Args())
 	if err != nil {
