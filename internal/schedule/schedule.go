@@ -323,8 +323,17 @@ func (s *Scheduler) index(h *inventory.Host) *hostIndex {
 // requests and only need to know whether each fits now (the simulator):
 // it returns the Plan, nil when no host can take req, or a request error.
 func (s *Scheduler) Place(st *State, req Request) (*Plan, error) {
-	if err := s.validate(req); err != nil {
+	hosts, zone, err := s.targets(req)
+	if err != nil {
 		return nil, err
+	}
+	return s.search(st, req, hosts, zone, false, nil), nil
+}
+
+// targets validates req and returns the hosts it may go to and its zone.
+func (s *Scheduler) targets(req Request) ([]*inventory.Host, *inventory.Zone, error) {
+	if err := s.validate(req); err != nil {
+		return nil, nil, err
 	}
 	var zone *inventory.Zone
 	if req.Zone != "" {
@@ -334,22 +343,15 @@ func (s *Scheduler) Place(st *State, req Request) (*Plan, error) {
 	if req.Host != "" {
 		hosts = []*inventory.Host{s.top.Host(req.Host)}
 	}
-	return s.search(st, req, hosts, zone, false, nil), nil
+	return hosts, zone, nil
 }
 
 // Schedule places req against st. It returns a Plan, an *Unsatisfiable
 // with every rejection, or a request error (ErrUnknownHost, ...).
 func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
-	if err := s.validate(req); err != nil {
+	hosts, zone, err := s.targets(req)
+	if err != nil {
 		return nil, err
-	}
-	var zone *inventory.Zone
-	if req.Zone != "" {
-		zone = s.top.Zone(req.Zone)
-	}
-	hosts := s.top.Hosts
-	if req.Host != "" {
-		hosts = []*inventory.Host{s.top.Host(req.Host)}
 	}
 	best := s.search(st, req, hosts, zone, false, nil)
 	if best == nil {
