@@ -45,6 +45,14 @@ type Store interface {
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// AuditCount returns how many entries the audit log holds.
 	AuditCount(ctx context.Context) (int64, error)
+	// Objects returns every object of kind, ordered by ID.
+	Objects(ctx context.Context, kind string) ([]Object, error)
+	// PutObject stores o under kind, replacing any object with its ID, as
+	// durably as Apply.
+	PutObject(ctx context.Context, kind string, o Object) error
+	// DeleteObject removes the object of kind with id, as durably as
+	// Apply. Deleting an absent object is not an error.
+	DeleteObject(ctx context.Context, kind, id string) error
 	// Close releases the store.
 	Close() error
 }
@@ -60,6 +68,15 @@ type Plan struct {
 	// Limits gives the most compositions each block may be in; a block not
 	// listed may be in one.
 	Limits map[string]int
+}
+
+// Object is a durable record of the data plane's bookkeeping (memory
+// nodes, memory leases): an ID and data the owner encodes, grouped by kind.
+// Objects take no part in plans or version checks; their owner serialises
+// its own updates.
+type Object struct {
+	ID   string
+	Data []byte
 }
 
 // Deletion names a composition to delete at an expected version.

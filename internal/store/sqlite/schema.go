@@ -45,6 +45,14 @@ var migrations = []string{
 		detail   TEXT NOT NULL
 	);
 	CREATE INDEX audit_by_time ON audit (time);`,
+
+	// 3: data-plane objects (memory nodes, memory leases), by kind.
+	`CREATE TABLE objects (
+		kind TEXT NOT NULL,
+		id   TEXT NOT NULL,
+		data BLOB NOT NULL,
+		PRIMARY KEY (kind, id)
+	) WITHOUT ROWID;`,
 }
 
 // migrate brings the database on conn up to len(migrations), in one

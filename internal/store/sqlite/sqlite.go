@@ -44,6 +44,7 @@ type Store struct {
 
 	selAll     *sql.Stmt
 	selSetting *sql.Stmt
+	selObjects *sql.Stmt
 
 	reqs      chan *request
 	quit      chan struct{} // closed by Close
@@ -147,6 +148,11 @@ func open(path string) (_ *Store, err error) {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	cleanup = append(cleanup, s.selSetting.Close)
+	if s.selObjects, err = s.readDB.PrepareContext(ctx,
+		`SELECT id, data FROM objects WHERE kind = ? ORDER BY id`); err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	cleanup = append(cleanup, s.selObjects.Close)
 
 	go s.run()
 	return s, nil
@@ -224,6 +230,44 @@ func (s *Store) Setting(ctx context.Context, key string) (string, bool, error) {
 // Apply, it is committed durably before it returns.
 func (s *Store) PutSetting(ctx context.Context, key, value string) error {
 	return s.submit(ctx, func(w *writer) error { return w.putSetting(key, value) })
+}
+
+// Objects returns every object of kind, ordered by ID.
+func (s *Store) Objects(ctx context.Context, kind string) ([]store.Object, error) {
+	if s.closed() {
+		return nil, store.ErrClosed
+	}
+	rows, err := s.selObjects.QueryContext(ctx, kind)
+	if err != nil {
+		return nil, s.readErr("read "+kind+" objects", err)
+	}
+	defer rows.Close()
+	var out []store.Object
+	for rows.Next() {
+		var o store.Object
+		if err := rows.Scan(&o.ID, &o.Data); err != nil {
+			return nil, s.readErr("read "+kind+" objects", err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("read "+kind+" objects", err)
+	}
+	return out, nil
+}
+
+// PutObject stores o under kind, durably, replacing any object with its ID.
+func (s *Store) PutObject(ctx context.Context, kind string, o store.Object) error {
+	if kind == "" || o.ID == "" {
+		return errors.New("put object: kind and ID are required")
+	}
+	o.Data = append([]byte{}, o.Data...) // the caller may reuse its buffer
+	return s.submit(ctx, func(w *writer) error { return w.putObject(kind, o) })
+}
+
+// DeleteObject removes the object of kind with id, durably.
+func (s *Store) DeleteObject(ctx context.Context, kind, id string) error {
+	return s.submit(ctx, func(w *writer) error { return w.deleteObject(kind, id) })
 }
 
 // Apply commits p atomically and durably, as store.Store documents:
@@ -357,6 +401,7 @@ func (s *Store) Close() error {
 			s.w.close(),
 			s.selAll.Close(),
 			s.selSetting.Close(),
+			s.selObjects.Close(),
 			s.readDB.Close(),
 			s.writeDB.Close(),
 		)

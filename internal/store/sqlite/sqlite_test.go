@@ -133,9 +133,9 @@ func TestOpenCreatesDirAndSchema(t *testing.T) {
 		query, want string
 	}{
 		{"PRAGMA journal_mode", "wal"},
-		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "2"},
+		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "3"},
 		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name)",
-			"allocations,audit,compositions,schema_version,settings,sqlite_sequence"},
+			"allocations,audit,compositions,objects,schema_version,settings,sqlite_sequence"},
 		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name)",
 			"allocations_by_composition,audit_by_time"},
 	}

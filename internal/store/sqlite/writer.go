@@ -20,6 +20,7 @@ type writer struct {
 	selVersion, selAllocs       *sql.Stmt
 	insAlloc, delAlloc, countOf *sql.Stmt
 	putSet, insAudit            *sql.Stmt
+	putObj, delObj              *sql.Stmt
 
 	stmts []*sql.Stmt
 }
@@ -48,6 +49,9 @@ func newWriter(ctx context.Context, conn *sql.Conn) (*writer, error) {
 		{&w.countOf, `SELECT COUNT(*) FROM allocations WHERE block_id = ?`},
 		{&w.putSet, `INSERT INTO settings (key, value) VALUES (?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`},
+		{&w.putObj, `INSERT INTO objects (kind, id, data) VALUES (?, ?, ?)
+			ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`},
+		{&w.delObj, `DELETE FROM objects WHERE kind = ? AND id = ?`},
 		{&w.insAudit, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 	} {
@@ -156,6 +160,20 @@ func (w *writer) abort(taken []*request, err error) {
 func (w *writer) putSetting(key, value string) error {
 	if _, err := w.putSet.Exec(key, value); err != nil {
 		return fmt.Errorf("put setting %s: %w", key, err)
+	}
+	return nil
+}
+
+func (w *writer) putObject(kind string, o store.Object) error {
+	if _, err := w.putObj.Exec(kind, o.ID, o.Data); err != nil {
+		return fmt.Errorf("put %s %s: %w", kind, o.ID, err)
+	}
+	return nil
+}
+
+func (w *writer) deleteObject(kind, id string) error {
+	if _, err := w.delObj.Exec(kind, id); err != nil {
+		return fmt.Errorf("delete %s %s: %w", kind, id, err)
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AuditFilters", testAuditFilters},
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditPersistence", testAuditPersistence},
+		{"Objects", testObjects},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })

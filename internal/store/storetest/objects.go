@@ -1,0 +1,77 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"rackpool/internal/store"
+)
+
+// testObjects: objects round-trip by kind, replace, delete (idempotently),
+// survive a reopen, and are refused once the store is closed.
+func testObjects(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	buf := []byte("lease-a-v1")
+	for _, o := range []struct {
+		kind string
+		obj  store.Object
+	}{
+		{"lease", store.Object{ID: "b", Data: []byte("lease-b")}},
+		{"lease", store.Object{ID: "a", Data: buf}},
+		{"node", store.Object{ID: "a", Data: []byte("node-a")}},
+	} {
+		if err := s.PutObject(ctx, o.kind, o.obj); err != nil {
+			t.Fatalf("PutObject(%s, %s): %v", o.kind, o.obj.ID, err)
+		}
+	}
+	copy(buf, "XXXXX") // the store must have kept its own copy
+	if err := s.PutObject(ctx, "lease", store.Object{ID: "b", Data: []byte("lease-b-v2")}); err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	if err := s.PutObject(ctx, "", store.Object{ID: "x"}); err == nil {
+		t.Error("PutObject with no kind succeeded")
+	}
+	want := []store.Object{{ID: "a", Data: []byte("lease-a-v1")}, {ID: "b", Data: []byte("lease-b-v2")}}
+	check := func(s store.Store, kind string, want []store.Object) {
+		t.Helper()
+		got, err := s.Objects(ctx, kind)
+		if err != nil {
+			t.Fatalf("Objects(%s): %v", kind, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Objects(%s) = %d objects, want %d", kind, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].ID != want[i].ID || !bytes.Equal(got[i].Data, want[i].Data) {
+				t.Errorf("Objects(%s)[%d] = %s %q, want %s %q", kind, i, got[i].ID, got[i].Data, want[i].ID, want[i].Data)
+			}
+		}
+	}
+	check(s, "lease", want)
+	check(s, "node", []store.Object{{ID: "a", Data: []byte("node-a")}})
+	check(s, "none", nil)
+	if err := s.DeleteObject(ctx, "lease", "a"); err != nil {
+		t.Fatalf("DeleteObject: %v", err)
+	}
+	if err := s.DeleteObject(ctx, "lease", "a"); err != nil {
+		t.Fatalf("DeleteObject of an absent object: %v", err)
+	}
+	check(s, "lease", want[1:])
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutObject(ctx, "lease", store.Object{ID: "c"}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("PutObject after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Objects(ctx, "lease"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Objects after Close = %v, want ErrClosed", err)
+	}
+	s2 := open(t, dir)
+	defer s2.Close()
+	check(s2, "lease", want[1:])
+	check(s2, "node", []store.Object{{ID: "a", Data: []byte("node-a")}})
+}
