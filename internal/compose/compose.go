@@ -61,6 +61,8 @@ var (
 	ErrVersion = errors.New("composition changed since it was read")
 	// ErrQuota: the tenant's quota for a kind of block would be exceeded.
 	ErrQuota = errors.New("tenant quota exceeded")
+	// ErrBlockBusy: a block asked for by HoldBlocks is in use.
+	ErrBlockBusy = errors.New("block is in use")
 )
 
 // Options configure a Manager. Topology, Store and Drivers are required.
@@ -128,6 +130,9 @@ type Manager struct {
 	// (one left Decomposing by a failed detach may be retried).
 	running map[string]bool
 	limits  map[string]int // shareable blocks' limits, for the store
+	// held maps device blocks taken out of composition by another owner
+	// (the memory lease manager) to that owner.
+	held map[string]string
 
 	onChange   func(Change)
 	onFabricOp func(inventory.FabricKind, string, time.Duration, error)
@@ -155,7 +160,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+		running: map[string]bool{}, held: map[string]string{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	for _, b := range o.Topology.Blocks {
 		if b.MaxCompositions > 1 {
@@ -673,11 +678,70 @@ func (m *Manager) list(keep func(*inventory.Composition) bool) []*inventory.Comp
 
 // BlockStatus is a block's composition status, as Redfish reports it.
 type BlockStatus struct {
-	State        string   // Unused, Composing, ComposedAndAvailable, Composed, Failed
+	State        string   // Unused, Composing, ComposedAndAvailable, Composed, Failed, Unavailable (held)
+	HeldBy       string   // Unavailable: the owner holding it outside compositions (HoldBlocks)
 	Compositions []string // IDs of compositions holding it (not reservations)
 	Reservations []string // IDs of reservations holding it
 	// Tenants owning each holder: Compositions first, then Reservations.
 	Tenants []string
+}
+
+// HoldBlocks takes device blocks out of composition on behalf of owner:
+// the memory lease manager holds the memory blocks its leases live in, so
+// that no composition attaches memory a lease is using. It is all or
+// nothing: an unknown block, a compute block, or a block that a
+// composition, a reservation or another owner holds fails the call with an
+// error wrapping ErrBadRequest or ErrBlockBusy, and nothing is held.
+// Holding a block owner already holds is a no-op. Holds are not stored:
+// the owner holds its blocks again when the control plane starts.
+func (m *Manager) HoldBlocks(owner string, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var take []schedule.Assignment
+	for _, id := range ids {
+		b := m.top.Block(id)
+		if b == nil || b.Device == nil {
+			return fmt.Errorf("hold %s: %w: not a device block", id, ErrBadRequest)
+		}
+		switch h := m.held[id]; {
+		case h == owner:
+			continue
+		case h != "":
+			return fmt.Errorf("hold %s: %w: held by %s", id, ErrBlockBusy, h)
+		case len(m.owners[id]) > 0:
+			return fmt.Errorf("hold %s: %w: in %s", id, ErrBlockBusy, strings.Join(m.owners[id], ", "))
+		}
+		take = append(take, schedule.Assignment{Block: b})
+	}
+	for _, a := range take {
+		if m.held[a.Block.ID] == "" {
+			m.held[a.Block.ID] = owner
+			m.st.Acquire(nil, []schedule.Assignment{a})
+		}
+	}
+	return nil
+}
+
+// ReleaseBlocks gives back blocks owner held with HoldBlocks; blocks it
+// does not hold are skipped.
+func (m *Manager) ReleaseBlocks(owner string, ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		if m.held[id] != owner {
+			continue
+		}
+		delete(m.held, id)
+		m.st.Release(nil, []schedule.Assignment{{Block: m.top.Block(id)}})
+	}
+}
+
+// InComposition reports whether a composition or reservation holds block
+// id.
+func (m *Manager) InComposition(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.owners[id]) > 0
 }
 
 // BlockStatus returns the status of block id.
@@ -687,6 +751,10 @@ func (m *Manager) BlockStatus(id string) BlockStatus {
 	b := m.top.Block(id)
 	var owners []string
 	st := BlockStatus{State: "Unused"}
+	if owner := m.held[id]; owner != "" {
+		st.State, st.HeldBy = "Unavailable", owner
+		return st
+	}
 	for _, o := range m.owners[id] {
 		if c := m.comps[o]; c != nil && c.State == inventory.Reserved {
 			st.Reservations = append(st.Reservations, o)
