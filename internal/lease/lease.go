@@ -1,0 +1,854 @@
+// Package lease is the control plane's side of pooled memory as a service
+// (P0 §4, "GetMemory"): it keeps the registry of memory nodes (rackpool
+// memnode processes), carves leased regions out of their capacity, issues
+// the HMAC capability tokens the memnodes verify on their own (P1's LWFS
+// idea), renews and releases leases, and reclaims expired ones, zeroing
+// their memory before it is leased again.
+//
+// # Model
+//
+// A memory node is bound to a memory device of the topology (memnode1 in
+// the example rack): its registered capacity is served from the device's
+// first bytes, so the device's memory resource blocks that the capacity
+// covers are the node's. A lease is a byte range [Offset, Offset+Size) of
+// one node. While any lease lies in a block, the manager holds that block
+// through the composition manager (compose.Manager.HoldBlocks), so no
+// composition attaches memory a lease uses, and a block a composition holds
+// is never leased.
+//
+// # Lifecycle
+//
+//	Grant ──▶ Active ──Renew──▶ Active
+//	             │ Release or expiry
+//	             ▼
+//	         Reclaiming ──ZERO on the memnode (admin token)──▶ deleted, range free
+//
+// A Reclaiming lease keeps its range until the memnode has zeroed it and
+// revoked the lease's tokens; a node that cannot be reached is retried by
+// Reclaim. A node that restarts (new epoch) has lost its memory, which is
+// therefore zero: its Reclaiming leases are dropped at re-registration.
+//
+// Nodes and leases are store objects: a lease survives a control-plane
+// restart with its range and expiry, and the token key is a stored setting,
+// so tokens issued before the restart stay valid.
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"rackpool/internal/clock"
+	"rackpool/internal/inventory"
+	"rackpool/internal/memory"
+	"rackpool/internal/store"
+	"rackpool/internal/topology"
+)
+
+// Store object kinds and the setting holding the token key.
+const (
+	kindNode   = "memnode"
+	kindLease  = "memlease"
+	keySetting = "memory.token-key"
+	holdOwner  = "memory-leases"
+)
+
+// Defaults.
+const (
+	DefaultTTL         = 10 * time.Minute
+	DefaultMaxTTL      = 24 * time.Hour
+	DefaultNodeTimeout = 30 * time.Second
+	// Alignment of every lease's offset and size.
+	Alignment = 4096
+)
+
+// Errors.
+var (
+	ErrNotFound  = errors.New("lease or memory node not found")
+	ErrBadInput  = errors.New("invalid request")
+	ErrNoMemory  = errors.New("no memory node can hold the lease")
+	ErrExpired   = errors.New("lease has expired")
+	ErrConflict  = errors.New("memory node conflicts with a registered one")
+	ErrReclaimed = errors.New("lease is being reclaimed")
+)
+
+// State of a lease.
+type State string
+
+// Lease states.
+const (
+	Active     State = "Active"
+	Reclaiming State = "Reclaiming"
+)
+
+// Node is a registered memory node.
+type Node struct {
+	ID         string    `json:"id"` // the topology memory device it serves
+	Endpoint   string    `json:"endpoint"`
+	Capacity   uint64    `json:"capacity"`
+	Epoch      uint64    `json:"epoch"`
+	Registered time.Time `json:"registered"`
+	// LastSeen is the last registration or heartbeat (not stored: a
+	// restarted control plane waits for the next heartbeat).
+	LastSeen time.Time `json:"-"`
+}
+
+// Lease is a granted region of a node's memory.
+type Lease struct {
+	ID      string        `json:"id"`
+	Node    string        `json:"node"`
+	Offset  uint64        `json:"offset"`
+	Size    uint64        `json:"size"`
+	Rights  memory.Rights `json:"rights"`
+	Tenant  string        `json:"tenant,omitempty"`
+	Owner   string        `json:"owner,omitempty"` // the account that asked
+	Host    string        `json:"host,omitempty"`  // the host it was placed for
+	Created time.Time     `json:"created"`
+	Expiry  time.Time     `json:"expiry"`
+	State   State         `json:"state"`
+}
+
+// Grant is what a client needs to use a lease: where, and the token.
+type Grant struct {
+	Lease
+	Endpoint string
+	Token    string
+	// RTTNS and Hops are the topology's round trip and hop count from the
+	// lease's host to the node (0 when no host was named).
+	RTTNS float64
+	Hops  int
+}
+
+// Request asks for memory.
+type Request struct {
+	Size   uint64
+	Host   string        // topology host the memory is for: nearest node first
+	TTL    time.Duration // 0 means DefaultTTL
+	Rights memory.Rights // 0 means read and write
+	// MaxLatencyNS bounds the round trip from Host (0: no bound).
+	MaxLatencyNS float64
+	Node         string // pin to one node ("" lets the manager pick)
+	Tenant       string
+	Owner        string
+}
+
+// Registration is what a memnode sends when it starts and as heartbeat.
+type Registration struct {
+	Device   string // topology memory device; "" binds the first free one
+	Endpoint string
+	Capacity uint64
+	Epoch    uint64
+}
+
+// Registered is the answer to a registration.
+type Registered struct {
+	Node Node
+	Key  memory.Key
+	// Revoked lists leases of the node whose tokens the node must refuse
+	// until the given time (leases released or reclaimed before it
+	// restarted).
+	Revoked map[string]time.Time
+}
+
+// Blocks takes memory blocks out of composition while leases use them
+// (compose.Manager implements it).
+type Blocks interface {
+	HoldBlocks(owner string, ids []string) error
+	ReleaseBlocks(owner string, ids []string)
+	// InComposition reports whether a composition or reservation holds id.
+	InComposition(id string) bool
+}
+
+// Zeroer connects to a node with an admin token and zeroes the token's
+// region (memory.Client implements Zero and Close).
+type Zeroer interface {
+	Zero(ctx context.Context, leaseExpiry time.Time) error
+	Close() error
+}
+
+// Options configure a Manager.
+type Options struct {
+	Store    store.Store
+	Topology *topology.Topology
+	Blocks   Blocks // may be nil (no compositions to keep apart)
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// DefaultTTL, MaxTTL: lease durations; zero means the package defaults.
+	DefaultTTL, MaxTTL time.Duration
+	// NodeTimeout: a node not heard from for this long gets no new leases.
+	NodeTimeout time.Duration
+	// Dial connects to a memnode for reclaiming; nil means memory.Dial.
+	Dial func(ctx context.Context, addr, token string) (Zeroer, error)
+}
+
+// Manager grants and tracks memory leases. It is safe for concurrent use.
+type Manager struct {
+	o   Options
+	key memory.Key
+
+	mu      sync.Mutex
+	nodes   map[string]*Node
+	leases  map[string]*Lease
+	revoked map[string]map[string]time.Time // node → lease → until
+}
+
+// New loads the nodes, leases and token key from the store (creating the
+// key on first start) and holds the blocks the leases use.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	if o.Store == nil || o.Topology == nil {
+		return nil, errors.New("lease: store and topology are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.DefaultTTL <= 0 {
+		o.DefaultTTL = DefaultTTL
+	}
+	if o.MaxTTL <= 0 {
+		o.MaxTTL = DefaultMaxTTL
+	}
+	if o.NodeTimeout <= 0 {
+		o.NodeTimeout = DefaultNodeTimeout
+	}
+	if o.Dial == nil {
+		o.Dial = func(ctx context.Context, addr, token string) (Zeroer, error) { return memory.Dial(ctx, addr, token) }
+	}
+	m := &Manager{o: o, nodes: map[string]*Node{}, leases: map[string]*Lease{}, revoked: map[string]map[string]time.Time{}}
+	if err := m.loadKey(ctx); err != nil {
+		return nil, err
+	}
+	objs, err := o.Store.Objects(ctx, kindNode)
+	if err != nil {
+		return nil, fmt.Errorf("lease: load memory nodes: %w", err)
+	}
+	for _, ob := range objs {
+		n := &Node{}
+		if err := json.Unmarshal(ob.Data, n); err != nil {
+			return nil, fmt.Errorf("lease: memory node %s: %w", ob.ID, err)
+		}
+		m.nodes[n.ID] = n
+	}
+	if objs, err = o.Store.Objects(ctx, kindLease); err != nil {
+		return nil, fmt.Errorf("lease: load leases: %w", err)
+	}
+	for _, ob := range objs {
+		l := &Lease{}
+		if err := json.Unmarshal(ob.Data, l); err != nil {
+			return nil, fmt.Errorf("lease: lease %s: %w", ob.ID, err)
+		}
+		m.leases[l.ID] = l
+	}
+	for _, l := range m.leases {
+		if err := m.hold(l); err != nil {
+			return nil, fmt.Errorf("lease: hold the blocks of lease %s: %w", l.ID, err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Manager) loadKey(ctx context.Context) error {
+	v, ok, err := m.o.Store.Setting(ctx, keySetting)
+	if err != nil {
+		return fmt.Errorf("lease: read token key: %w", err)
+	}
+	if ok {
+		k, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(k) < 32 {
+			return errors.New("lease: stored token key is malformed")
+		}
+		m.key = k
+		return nil
+	}
+	if m.key, err = memory.NewKey(); err != nil {
+		return err
+	}
+	if err := m.o.Store.PutSetting(ctx, keySetting, base64.StdEncoding.EncodeToString(m.key)); err != nil {
+		return fmt.Errorf("lease: store token key: %w", err)
+	}
+	return nil
+}
+
+// blocksOf returns the IDs of the memory blocks [off, off+size) of node
+// id's device touches.
+func (m *Manager) blocksOf(node string, off, size uint64) []string {
+	dev := m.device(node)
+	if dev == nil || size == 0 {
+		return nil
+	}
+	var out []string
+	for i, b := range dev.Blocks {
+		start := uint64(i) * uint64(dev.BlockBytes)
+		end := start + uint64(dev.BlockBytes)
+		if start < off+size && off < end {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}
+
+func (m *Manager) device(id string) *inventory.Device {
+	if d := m.o.Topology.Device(id); d != nil && d.Kind == inventory.Memory {
+		return d
+	}
+	return nil
+}
+
+// hold takes l's blocks out of composition. Blocks are held once per
+// owner, and released when no lease uses them (unhold).
+func (m *Manager) hold(l *Lease) error {
+	if m.o.Blocks == nil {
+		return nil
+	}
+	return m.o.Blocks.HoldBlocks(holdOwner, m.blocksOf(l.Node, l.Offset, l.Size))
+}
+
+// unhold releases the blocks of l that no other lease uses. m.mu held.
+func (m *Manager) unhold(l *Lease) {
+	if m.o.Blocks == nil {
+		return
+	}
+	var free []string
+	for _, b := range m.blocksOf(l.Node, l.Offset, l.Size) {
+		used := false
+		for _, o := range m.leases {
+			if o.ID != l.ID && o.Node == l.Node && slices.Contains(m.blocksOf(o.Node, o.Offset, o.Size), b) {
+				used = true
+				break
+			}
+		}
+		if !used {
+			free = append(free, b)
+		}
+	}
+	m.o.Blocks.ReleaseBlocks(holdOwner, free)
+}
+
+// Register records a memnode (or refreshes it: the same endpoint or
+// device registering again is the same node, restarted or heartbeating).
+func (m *Manager) Register(ctx context.Context, r Registration) (Registered, error) {
+	if r.Endpoint == "" || r.Capacity == 0 {
+		return Registered{}, fmt.Errorf("%w: Endpoint and CapacityBytes are required", ErrBadInput)
+	}
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n *Node
+	if r.Device != "" {
+		n = m.nodes[r.Device]
+		if n != nil && n.Endpoint != r.Endpoint && now.Sub(n.LastSeen) < m.o.NodeTimeout {
+			return Registered{}, fmt.Errorf("%w: device %s is served by %s", ErrConflict, r.Device, n.Endpoint)
+		}
+	} else {
+		for _, x := range m.nodes {
+			if x.Endpoint == r.Endpoint {
+				n = x
+			}
+		}
+	}
+	if n == nil {
+		dev, err := m.pickDevice(r.Device, now)
+		if err != nil {
+			return Registered{}, err
+		}
+		n = &Node{ID: dev.ID, Registered: now}
+	}
+	dev := m.device(n.ID)
+	if r.Capacity > uint64(dev.CapacityBytes) {
+		return Registered{}, fmt.Errorf("%w: capacity %d exceeds device %s's %d bytes", ErrBadInput, r.Capacity, dev.ID, dev.CapacityBytes)
+	}
+	for _, l := range m.leases {
+		if l.Node == n.ID && l.Offset+l.Size > r.Capacity {
+			return Registered{}, fmt.Errorf("%w: lease %s reaches byte %d of node %s, beyond the capacity %d", ErrConflict, l.ID, l.Offset+l.Size, n.ID, r.Capacity)
+		}
+	}
+	restarted := n.Epoch != 0 && n.Epoch != r.Epoch
+	changed := n.Endpoint != r.Endpoint || n.Capacity != r.Capacity || n.Epoch != r.Epoch
+	n.Endpoint, n.Capacity, n.Epoch, n.LastSeen = r.Endpoint, r.Capacity, r.Epoch, now
+	if changed {
+		if err := m.putNode(ctx, n); err != nil {
+			return Registered{}, err
+		}
+	}
+	m.nodes[n.ID] = n
+	if restarted {
+		// Its memory is gone, hence zero: finish reclaiming there.
+		for _, l := range m.leases {
+			if l.Node == n.ID && l.State == Reclaiming {
+				if err := m.forget(ctx, l); err != nil {
+					return Registered{}, err
+				}
+			}
+		}
+		m.o.Logger.Info("memory node restarted", "node", n.ID, "endpoint", n.Endpoint)
+	}
+	out := Registered{Node: *n, Key: m.key, Revoked: map[string]time.Time{}}
+	for id, until := range m.revoked[n.ID] {
+		if until.After(now) {
+			out.Revoked[id] = until
+		}
+	}
+	for _, l := range m.leases {
+		if l.Node == n.ID && l.State == Reclaiming {
+			out.Revoked[l.ID] = l.Expiry
+		}
+	}
+	return out, nil
+}
+
+// pickDevice returns the memory device named, or the first memory device
+// no live node serves. m.mu held.
+func (m *Manager) pickDevice(name string, now time.Time) (*inventory.Device, error) {
+	var names []string
+	for _, d := range m.o.Topology.Devices {
+		if d.Kind != inventory.Memory {
+			continue
+		}
+		names = append(names, d.ID)
+		if name != "" && d.ID == name {
+			return d, nil
+		}
+		if n := m.nodes[d.ID]; name == "" && (n == nil || now.Sub(n.LastSeen) >= m.o.NodeTimeout) {
+			return d, nil
+		}
+	}
+	if name != "" {
+		return nil, fmt.Errorf("%w: the topology has no memory device %q (memory devices: %s)", ErrBadInput, name, strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("%w: every memory device of the topology is served (%s)", ErrConflict, strings.Join(names, ", "))
+}
+
+func (m *Manager) putNode(ctx context.Context, n *Node) error {
+	data, _ := json.Marshal(n)
+	if err := m.o.Store.PutObject(ctx, kindNode, store.Object{ID: n.ID, Data: data}); err != nil {
+		return fmt.Errorf("store memory node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+func (m *Manager) putLease(ctx context.Context, l *Lease) error {
+	data, _ := json.Marshal(l)
+	if err := m.o.Store.PutObject(ctx, kindLease, store.Object{ID: l.ID, Data: data}); err != nil {
+		return fmt.Errorf("store lease %s: %w", l.ID, err)
+	}
+	return nil
+}
+
+// forget deletes l for good and frees its range. m.mu held.
+func (m *Manager) forget(ctx context.Context, l *Lease) error {
+	if err := m.o.Store.DeleteObject(ctx, kindLease, l.ID); err != nil {
+		return fmt.Errorf("delete lease %s: %w", l.ID, err)
+	}
+	m.unhold(l)
+	delete(m.leases, l.ID)
+	if l.Expiry.After(m.o.Clock.Now()) {
+		// Its tokens are still unexpired: a restarted node must learn to
+		// refuse them.
+		if m.revoked[l.Node] == nil {
+			m.revoked[l.Node] = map[string]time.Time{}
+		}
+		m.revoked[l.Node][l.ID] = l.Expiry
+	}
+	return nil
+}
+
+// Nodes returns the registered nodes, ordered by ID, with their free bytes.
+func (m *Manager) Nodes() []NodeInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.o.Clock.Now()
+	out := make([]NodeInfo, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		info := NodeInfo{Node: *n, Online: now.Sub(n.LastSeen) < m.o.NodeTimeout}
+		for _, l := range m.leases {
+			if l.Node == n.ID {
+				info.Leases++
+				info.Leased += l.Size
+			}
+		}
+		info.Blocks = m.blocksOf(n.ID, 0, n.Capacity)
+		out = append(out, info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// NodeInfo is a node with its use.
+type NodeInfo struct {
+	Node
+	Online bool
+	Leases int
+	Leased uint64   // bytes in leases, Reclaiming ones included
+	Blocks []string // the memory resource blocks its capacity covers
+}
+
+// Node returns node id.
+func (m *Manager) Node(id string) (NodeInfo, error) {
+	for _, n := range m.Nodes() {
+		if n.ID == id {
+			return n, nil
+		}
+	}
+	return NodeInfo{}, fmt.Errorf("memory node %s: %w", id, ErrNotFound)
+}
+
+// Grant places and records a lease and returns it with its token.
+func (m *Manager) Grant(ctx context.Context, req Request) (Grant, error) {
+	if req.Size == 0 {
+		return Grant{}, fmt.Errorf("%w: Size must be positive", ErrBadInput)
+	}
+	if req.Size > math.MaxUint64-Alignment {
+		return Grant{}, fmt.Errorf("%w: Size is too large", ErrBadInput)
+	}
+	ttl, err := m.ttl(req.TTL)
+	if err != nil {
+		return Grant{}, err
+	}
+	if req.Rights == 0 {
+		req.Rights = memory.RightRead | memory.RightWrite
+	}
+	if req.Rights&memory.RightAdmin != 0 || req.Rights&^(memory.RightRead|memory.RightWrite) != 0 {
+		return Grant{}, fmt.Errorf("%w: Rights may be r, w or rw", ErrBadInput)
+	}
+	var host *inventory.Host
+	if req.Host != "" {
+		if host = m.o.Topology.Host(req.Host); host == nil {
+			return Grant{}, fmt.Errorf("%w: unknown host %q", ErrBadInput, req.Host)
+		}
+	}
+	size := align(req.Size)
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	type cand struct {
+		n    *Node
+		off  uint64
+		path topology.Path
+		free uint64
+	}
+	var cands []cand
+	var why []string
+	for _, n := range m.nodes {
+		if req.Node != "" && n.ID != req.Node {
+			continue
+		}
+		if now.Sub(n.LastSeen) >= m.o.NodeTimeout {
+			why = append(why, n.ID+": offline")
+			continue
+		}
+		var p topology.Path
+		if host != nil {
+			dev := m.device(n.ID)
+			var ok bool
+			if p, ok = m.o.Topology.Path(host, dev.Blocks[0]); !ok {
+				why = append(why, n.ID+": not reachable from "+host.ID)
+				continue
+			}
+			if req.MaxLatencyNS > 0 && p.RTTNS > req.MaxLatencyNS {
+				why = append(why, fmt.Sprintf("%s: round trip %.1f ns over the bound %.1f ns", n.ID, p.RTTNS, req.MaxLatencyNS))
+				continue
+			}
+		}
+		off, free, ok := m.fit(n, size)
+		if !ok {
+			why = append(why, fmt.Sprintf("%s: no free range of %d bytes (%d bytes free)", n.ID, size, free))
+			continue
+		}
+		cands = append(cands, cand{n, off, p, free})
+	}
+	if req.Node != "" && m.nodes[req.Node] == nil {
+		return Grant{}, fmt.Errorf("memory node %s: %w", req.Node, ErrNotFound)
+	}
+	if len(cands) == 0 {
+		if len(m.nodes) == 0 {
+			why = append(why, "no memory node is registered")
+		}
+		sort.Strings(why)
+		return Grant{}, fmt.Errorf("%w: %s", ErrNoMemory, strings.Join(why, "; "))
+	}
+	// Nearest first (round trip, then hops), then the fullest node that
+	// fits (best fit keeps large ranges whole), then by ID.
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.path.RTTNS != b.path.RTTNS {
+			return a.path.RTTNS < b.path.RTTNS
+		}
+		if a.path.Hops != b.path.Hops {
+			return a.path.Hops < b.path.Hops
+		}
+		if a.free != b.free {
+			return a.free < b.free
+		}
+		return a.n.ID < b.n.ID
+	})
+	c := cands[0]
+	l := &Lease{ID: newID(), Node: c.n.ID, Offset: c.off, Size: size, Rights: req.Rights, Tenant: req.Tenant,
+		Owner: req.Owner, Host: req.Host, Created: now, Expiry: now.Add(ttl), State: Active}
+	if err := m.hold(l); err != nil {
+		return Grant{}, fmt.Errorf("%w: %v", ErrNoMemory, err)
+	}
+	if err := m.putLease(ctx, l); err != nil {
+		m.unhold(l)
+		return Grant{}, err
+	}
+	m.leases[l.ID] = l
+	return m.grant(l, c.path)
+}
+
+func (m *Manager) grant(l *Lease, p topology.Path) (Grant, error) {
+	n := m.nodes[l.Node]
+	tok, err := m.key.Sign(memory.Claims{Lease: l.ID, Node: l.Node, Offset: l.Offset, Length: l.Size, Rights: l.Rights, Expiry: l.Expiry})
+	if err != nil {
+		return Grant{}, err
+	}
+	return Grant{Lease: *l, Endpoint: n.Endpoint, Token: tok, RTTNS: p.RTTNS, Hops: p.Hops}, nil
+}
+
+func (m *Manager) ttl(d time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return m.o.DefaultTTL, nil
+	case d < time.Second:
+		return 0, fmt.Errorf("%w: a lease lasts at least 1s", ErrBadInput)
+	case d > m.o.MaxTTL:
+		return 0, fmt.Errorf("%w: a lease lasts at most %s", ErrBadInput, m.o.MaxTTL)
+	}
+	return d, nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "lease-" + hex.EncodeToString(b[:])
+}
+
+func align(n uint64) uint64 { return (n + Alignment - 1) / Alignment * Alignment }
+
+// fit finds the lowest offset of n where size bytes are free and every
+// block touched is unused by compositions. It returns the node's free
+// bytes too. m.mu held.
+func (m *Manager) fit(n *Node, size uint64) (uint64, uint64, bool) {
+	type span struct{ off, end uint64 }
+	var used []span
+	var inUse uint64
+	for _, l := range m.leases {
+		if l.Node == n.ID {
+			used = append(used, span{l.Offset, l.Offset + l.Size})
+			inUse += l.Size
+		}
+	}
+	free := n.Capacity - min(inUse, n.Capacity)
+	if m.o.Blocks != nil {
+		dev := m.device(n.ID)
+		for i, b := range dev.Blocks {
+			if m.o.Blocks.InComposition(b.ID) {
+				used = append(used, span{uint64(i) * uint64(dev.BlockBytes), uint64(i+1) * uint64(dev.BlockBytes)})
+			}
+		}
+	}
+	sort.Slice(used, func(i, j int) bool { return used[i].off < used[j].off })
+	at := uint64(0)
+	for _, u := range used {
+		if u.off >= at+size && at+size <= n.Capacity {
+			return at, free, true
+		}
+		at = max(at, u.end)
+	}
+	if at+size <= n.Capacity {
+		return at, free, true
+	}
+	return 0, free, false
+}
+
+// Get returns lease id if tenant may see it ("" sees every lease).
+func (m *Manager) Get(id, tenant string) (Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[id]
+	if l == nil || (tenant != "" && l.Tenant != tenant) {
+		return Lease{}, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	return *l, nil
+}
+
+// List returns the leases tenant may see ("" sees all), ordered by ID.
+func (m *Manager) List(tenant string) []Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Lease
+	for _, l := range m.leases {
+		if tenant == "" || l.Tenant == tenant {
+			out = append(out, *l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Renew extends lease id to ttl from now (0: the default) and returns a new
+// token. An expired or reclaiming lease cannot be renewed.
+func (m *Manager) Renew(ctx context.Context, id, tenant string, ttl time.Duration) (Grant, error) {
+	ttl, err := m.ttl(ttl)
+	if err != nil {
+		return Grant{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[id]
+	if l == nil || (tenant != "" && l.Tenant != tenant) {
+		return Grant{}, fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	now := m.o.Clock.Now()
+	switch {
+	case l.State == Reclaiming:
+		return Grant{}, fmt.Errorf("lease %s: %w", id, ErrReclaimed)
+	case !now.Before(l.Expiry):
+		return Grant{}, fmt.Errorf("lease %s: %w", id, ErrExpired)
+	}
+	next := *l
+	next.Expiry = now.Add(ttl)
+	if err := m.putLease(ctx, &next); err != nil {
+		return Grant{}, err
+	}
+	*l = next
+	var p topology.Path
+	if h := m.o.Topology.Host(l.Host); h != nil {
+		if dev := m.device(l.Node); dev != nil {
+			p, _ = m.o.Topology.Path(h, dev.Blocks[0])
+		}
+	}
+	return m.grant(l, p)
+}
+
+// Release ends lease id now: it is reclaimed (zeroed) before its range is
+// leased again.
+func (m *Manager) Release(ctx context.Context, id, tenant string) error {
+	m.mu.Lock()
+	l := m.leases[id]
+	if l == nil || (tenant != "" && l.Tenant != tenant) {
+		m.mu.Unlock()
+		return fmt.Errorf("lease %s: %w", id, ErrNotFound)
+	}
+	if l.State != Reclaiming {
+		next := *l
+		next.State = Reclaiming
+		if err := m.putLease(ctx, &next); err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		*l = next
+	}
+	m.mu.Unlock()
+	m.Reclaim(ctx)
+	return nil
+}
+
+// Reclaim marks expired leases Reclaiming and zeroes every Reclaiming
+// lease on its node; a lease whose node cannot be reached stays
+// Reclaiming for the next call. It returns how many leases it finished.
+func (m *Manager) Reclaim(ctx context.Context) int {
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	var todo []Lease
+	for _, l := range m.leases {
+		if l.State == Active && !now.Before(l.Expiry) {
+			next := *l
+			next.State = Reclaiming
+			if err := m.putLease(ctx, &next); err != nil {
+				m.o.Logger.Warn("reclaim: cannot record an expired lease", "lease", l.ID, "err", err)
+				continue
+			}
+			*l = next
+			m.o.Logger.Info("lease expired", "lease", l.ID, "node", l.Node, "size", l.Size)
+		}
+		if l.State == Reclaiming {
+			todo = append(todo, *l)
+		}
+	}
+	m.mu.Unlock()
+	done := 0
+	for _, l := range todo {
+		if err := m.zero(ctx, l); err != nil {
+			m.o.Logger.Warn("reclaim: memory not zeroed yet", "lease", l.ID, "node", l.Node, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		if cur := m.leases[l.ID]; cur != nil && cur.State == Reclaiming {
+			if err := m.forget(ctx, cur); err != nil {
+				m.o.Logger.Warn("reclaim: cannot delete a zeroed lease", "lease", l.ID, "err", err)
+			} else {
+				done++
+			}
+		}
+		m.mu.Unlock()
+	}
+	return done
+}
+
+// zero connects to l's node with an admin token for l's region and zeroes
+// it, revoking l's tokens until l's expiry.
+func (m *Manager) zero(ctx context.Context, l Lease) error {
+	m.mu.Lock()
+	n := m.nodes[l.Node]
+	m.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("memory node %s is not registered", l.Node)
+	}
+	tok, err := m.key.Sign(memory.Claims{Lease: l.ID, Node: l.Node, Offset: l.Offset, Length: l.Size,
+		Rights: memory.RightAdmin, Expiry: m.o.Clock.Now().Add(time.Minute)})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := m.o.Dial(ctx, n.Endpoint, tok)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Zero(ctx, l.Expiry)
+}
+
+// Run reclaims expired leases every interval until ctx ends.
+func (m *Manager) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Reclaim(ctx)
+			m.pruneRevoked()
+		}
+	}
+}
+
+func (m *Manager) pruneRevoked() {
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for node, r := range m.revoked {
+		for id, until := range r {
+			if !until.After(now) {
+				delete(r, id)
+			}
+		}
+		if len(r) == 0 {
+			delete(m.revoked, node)
+		}
+	}
+}
