@@ -115,6 +115,9 @@ func translate(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if e, ok := translateLease(err); ok {
+		return e
+	}
 	var u *schedule.Unsatisfiable
 	switch {
 	case errors.As(err, &u):

@@ -16,6 +16,7 @@ import (
 	"rackpool/internal/events"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
@@ -54,6 +55,7 @@ type service struct {
 	store   *sqlite.Store
 	monitor *events.Monitor
 	fabClk  *clock.Manual
+	leases  *lease.Manager
 }
 
 func newService(t testing.TB) *service {
@@ -95,7 +97,11 @@ func newService(t testing.TB) *service {
 		t.Fatalf("SetLockout: %v", err)
 	}
 	s.auth = auth
-	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1})
+	s.leases, err = lease.New(ctx, lease.Options{Store: st, Topology: top, Blocks: s.mgr, Clock: s.fabClk})
+	if err != nil {
+		t.Fatalf("lease.New: %v", err)
+	}
+	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases})
 	s.srv = httptest.NewServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s

@@ -16,6 +16,7 @@ func (s *Server) routes() {
 	s.handle("GET /redfish/v1/$metadata", public, s.getMetadata)
 	s.handle("GET /redfish/v1/odata", public, s.getOData)
 	s.handle("GET "+rackpoolSchemaURI, public, s.getRackpoolSchema)
+	s.memoryRoutes()
 
 	s.handle("GET /redfish/v1/SessionService", login, s.getSessionService)
 	s.handle("GET /redfish/v1/SessionService/Sessions", login, s.getSessions)

@@ -27,6 +27,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
+	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/store"
 	"rackpool/internal/topology"
@@ -68,6 +69,7 @@ type Server struct {
 	tasks          taskList
 	resLocks       resourceLocks
 	settings       compositionSettings
+	leases         *lease.Manager // nil: no memory service
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -82,6 +84,9 @@ type Options struct {
 	// answer 202 with a task monitor. 0 means DefaultAsyncThreshold;
 	// negative means never (unless the client sends Prefer: respond-async).
 	AsyncThreshold time.Duration
+	// Leases serves pooled memory (GetMemory); nil disables the memory
+	// routes.
+	Leases *lease.Manager
 }
 
 // DefaultAsyncThreshold is the modelled fabric time above which a
@@ -101,7 +106,7 @@ func New(mgr *compose.Manager, auth *Auth, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}}
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases}
 	s.metrics = newServerMetrics(o.Observer, s)
 	s.routes()
 	return s

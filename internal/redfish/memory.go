@@ -1,0 +1,288 @@
+package redfish
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"rackpool/internal/lease"
+	"rackpool/internal/memory"
+)
+
+// Pooled memory as a service (OEM; P0 §4 "GetMemory"). Memory nodes
+// register themselves (Administrator: the answer carries the token key);
+// a GetMemory is a POST to MemoryLeases, whose answer carries the memnode
+// endpoint and a capability token, returned only there and by Renew. A
+// tenant's accounts see only their tenant's leases.
+
+const (
+	memoryNodesPath  = "/redfish/v1/Oem/Rackpool/MemoryNodes"
+	memoryLeasesPath = "/redfish/v1/Oem/Rackpool/MemoryLeases"
+)
+
+func (s *Server) memoryRoutes() {
+	s.handle("GET "+memoryNodesPath, login, s.getMemoryNodes)
+	s.handle("POST "+memoryNodesPath, configureManager, s.registerMemoryNode)
+	s.handle("GET "+memoryNodesPath+"/{id}", login, s.getMemoryNode)
+	s.handle("GET "+memoryLeasesPath, login, s.getMemoryLeases)
+	s.handle("POST "+memoryLeasesPath, configureComponents, s.postMemoryLease)
+	s.handle("GET "+memoryLeasesPath+"/{id}", login, s.getMemoryLease)
+	s.handle("DELETE "+memoryLeasesPath+"/{id}", configureComponents, s.deleteMemoryLease)
+	s.handle("POST "+memoryLeasesPath+"/{id}/Actions/Oem/Rackpool.Renew", configureComponents, s.renewMemoryLease)
+}
+
+var errNoLeases = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
+	"The memory service is not enabled on this service.")
+
+func (s *Server) memoryNodeBody(n lease.NodeInfo) map[string]any {
+	blocks := []odataID{}
+	for _, b := range n.Blocks {
+		blocks = append(blocks, ref("/redfish/v1/CompositionService/ResourceBlocks/"+b))
+	}
+	return map[string]any{
+		"@odata.id":     memoryNodesPath + "/" + n.ID,
+		"@odata.type":   "#RackpoolMemoryNode.v1_0_0.RackpoolMemoryNode",
+		"Id":            n.ID,
+		"Name":          "Memory node " + n.ID,
+		"Endpoint":      n.Endpoint,
+		"CapacityBytes": n.Capacity,
+		"LeasedBytes":   n.Leased,
+		"Leases":        n.Leases,
+		"Online":        n.Online,
+		"Registered":    n.Registered.UTC().Format(time.RFC3339),
+		"Links":         map[string]any{"ResourceBlocks": blocks},
+	}
+}
+
+func (s *Server) getMemoryNodes(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	members := []odataID{}
+	for _, n := range s.leases.Nodes() {
+		members = append(members, ref(memoryNodesPath+"/"+n.ID))
+	}
+	writeJSON(w, http.StatusOK, collection(memoryNodesPath, "RackpoolMemoryNodeCollection", "Memory nodes", members))
+	return nil
+}
+
+func (s *Server) getMemoryNode(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	n, err := s.leases.Node(r.PathValue("id"))
+	if err != nil {
+		return errNotFound("RackpoolMemoryNode", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, s.memoryNodeBody(n))
+	return nil
+}
+
+// registerMemoryNode is a memnode's registration and heartbeat.
+func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	var body struct {
+		Device        string
+		Endpoint      *string
+		CapacityBytes *uint64
+		Epoch         uint64
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Endpoint == nil {
+		return errPropertyMissing("Endpoint")
+	}
+	if body.CapacityBytes == nil {
+		return errPropertyMissing("CapacityBytes")
+	}
+	reg, err := s.leases.Register(r.Context(), lease.Registration{Device: body.Device, Endpoint: *body.Endpoint,
+		Capacity: *body.CapacityBytes, Epoch: body.Epoch})
+	if err != nil {
+		return err
+	}
+	info, err := s.leases.Node(reg.Node.ID)
+	if err != nil {
+		return err
+	}
+	out := s.memoryNodeBody(info)
+	revoked := map[string]string{}
+	for id, until := range reg.Revoked {
+		revoked[id] = until.UTC().Format(time.RFC3339Nano)
+	}
+	// The token key goes only to an Administrator registering a node,
+	// over this answer; it is never logged or audited.
+	out["TokenKey"] = base64.StdEncoding.EncodeToString(reg.Key)
+	out["Revoked"] = revoked
+	noteAudit(r).detail = "memory node " + reg.Node.ID + " at " + reg.Node.Endpoint
+	w.Header().Set("Location", memoryNodesPath+"/"+reg.Node.ID)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func leaseBody(l lease.Lease) map[string]any {
+	return map[string]any{
+		"@odata.id":     memoryLeasesPath + "/" + l.ID,
+		"@odata.type":   "#RackpoolMemoryLease.v1_0_0.RackpoolMemoryLease",
+		"Id":            l.ID,
+		"Name":          "Memory lease " + l.ID,
+		"MemoryNode":    l.Node,
+		"Offset":        l.Offset,
+		"CapacityBytes": l.Size,
+		"Rights":        l.Rights.String(),
+		"Tenant":        l.Tenant,
+		"Owner":         l.Owner,
+		"Host":          l.Host,
+		"Created":       l.Created.UTC().Format(time.RFC3339Nano),
+		"Expires":       l.Expiry.UTC().Format(time.RFC3339Nano),
+		"State":         string(l.State),
+		"Links":         map[string]any{"MemoryNode": ref(memoryNodesPath + "/" + l.Node)},
+	}
+}
+
+func grantBody(g lease.Grant) map[string]any {
+	out := leaseBody(g.Lease)
+	out["Endpoint"] = g.Endpoint
+	out["Token"] = g.Token
+	out["RoundTripNs"] = g.RTTNS
+	out["Hops"] = g.Hops
+	return out
+}
+
+func (s *Server) getMemoryLeases(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	members := []odataID{}
+	for _, l := range s.leases.List(principal(r).Tenant) {
+		members = append(members, ref(memoryLeasesPath+"/"+l.ID))
+	}
+	writeJSON(w, http.StatusOK, collection(memoryLeasesPath, "RackpoolMemoryLeaseCollection", "Memory leases", members))
+	return nil
+}
+
+func (s *Server) getMemoryLease(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	l, err := s.leases.Get(r.PathValue("id"), principal(r).Tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, leaseBody(l))
+	return nil
+}
+
+// postMemoryLease is GetMemory.
+func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	var body struct {
+		CapacityBytes *uint64
+		Host          string
+		TTLSeconds    float64
+		Rights        string
+		MaxLatencyNs  float64
+		MemoryNode    string
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.CapacityBytes == nil {
+		return errPropertyMissing("CapacityBytes")
+	}
+	ttl, err := ttlOf(body.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	var rights memory.Rights
+	if body.Rights != "" {
+		if rights, err = memory.ParseRights(body.Rights); err != nil {
+			return errPropertyValue("Rights", body.Rights, err.Error())
+		}
+	}
+	if body.MaxLatencyNs < 0 || math.IsNaN(body.MaxLatencyNs) {
+		return errPropertyValue("MaxLatencyNs", fmt.Sprint(body.MaxLatencyNs), "it must not be negative")
+	}
+	p := principal(r)
+	g, err := s.leases.Grant(r.Context(), lease.Request{Size: *body.CapacityBytes, Host: body.Host, TTL: ttl, Rights: rights,
+		MaxLatencyNS: body.MaxLatencyNs, Node: body.MemoryNode, Tenant: p.Tenant, Owner: p.User})
+	if err != nil {
+		return err
+	}
+	noteAudit(r).detail = fmt.Sprintf("lease %s: %d bytes on %s", g.ID, g.Size, g.Node)
+	w.Header().Set("Location", memoryLeasesPath+"/"+g.ID)
+	writeJSON(w, http.StatusCreated, grantBody(g))
+	return nil
+}
+
+func ttlOf(seconds float64) (time.Duration, error) {
+	if seconds < 0 || math.IsNaN(seconds) || seconds > float64(math.MaxInt64/int64(time.Second)) {
+		return 0, errPropertyValue("TTLSeconds", fmt.Sprint(seconds), "it must be a positive number of seconds")
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
+}
+
+func (s *Server) renewMemoryLease(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	var body struct{ TTLSeconds float64 }
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			return err
+		}
+	}
+	ttl, err := ttlOf(body.TTLSeconds)
+	if err != nil {
+		return err
+	}
+	g, err := s.leases.Renew(r.Context(), r.PathValue("id"), principal(r).Tenant, ttl)
+	if err != nil {
+		return err
+	}
+	noteAudit(r).detail = "lease " + g.ID + " until " + g.Expiry.UTC().Format(time.RFC3339)
+	writeJSON(w, http.StatusOK, grantBody(g))
+	return nil
+}
+
+func (s *Server) deleteMemoryLease(w http.ResponseWriter, r *http.Request) error {
+	if s.leases == nil {
+		return errNoLeases
+	}
+	id := r.PathValue("id")
+	if err := s.leases.Release(r.Context(), id, principal(r).Tenant); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// translateLease maps the lease manager's errors; ok is false for others.
+func translateLease(err error) (*apiError, bool) {
+	switch {
+	case errors.Is(err, lease.ErrNotFound):
+		return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
+			"The requested memory lease or memory node was not found.").withResolution(err.Error()), true
+	case errors.Is(err, lease.ErrBadInput):
+		e := newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error())
+		e.resolution = "Correct the request and resubmit it."
+		return e, true
+	case errors.Is(err, lease.ErrNoMemory):
+		return newError(http.StatusConflict, baseRegistry+"ResourceExhaustion",
+			"The resource 'MemoryLeases' was unable to satisfy the request due to unavailability of resources.", "MemoryLeases").
+			withResolution(err.Error()), true
+	case errors.Is(err, lease.ErrExpired), errors.Is(err, lease.ErrReclaimed), errors.Is(err, lease.ErrConflict):
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.")
+		e.resolution = err.Error()
+		return e, true
+	}
+	return nil, false
+}
