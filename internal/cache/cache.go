@@ -1,0 +1,282 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rackpool/internal/clock"
+)
+
+// Remote is the far tier: a byte region the cache manages as a log.
+// *memory.Client (internal/memory) satisfies it. Implementations must be safe
+// for concurrent use.
+type Remote interface {
+	// Read reads exactly len(p) bytes at off into p.
+	Read(ctx context.Context, off uint64, p []byte) error
+	// Write writes the concatenation of bufs at off.
+	Write(ctx context.Context, off uint64, bufs ...[]byte) error
+}
+
+// Options configure a Cache. The zero value of every field but LocalMemory
+// means its default.
+type Options struct {
+	// LocalMemory is the number of bytes of item data (key, value and
+	// per-item overhead, plus the index entries of remote items) kept in
+	// local memory. Required, > 0.
+	LocalMemory int64
+	// Remote is the far tier; nil means local only (evictions drop, like
+	// memcached).
+	Remote Remote
+	// RemoteSize is the size in bytes of the remote region.
+	RemoteSize uint64
+	// PromoteOnHit moves an item found in the remote tier back to local
+	// memory (the local LRU victim goes remote in its place).
+	PromoteOnHit bool
+	// MaxItemSize is the largest value accepted, like memcached's -I; larger
+	// values are refused with "SERVER_ERROR object too large for cache".
+	// Default 1 MiB.
+	MaxItemSize int
+	// Logger receives state changes (remote tier failed or recovered);
+	// default slog.Default().
+	Logger *slog.Logger
+	// Clock is the time source for exptime, touch and flush_all delays;
+	// default clock.Real{}.
+	Clock clock.Clock
+	// RemoteTimeout bounds one remote read or write; default 2s.
+	RemoteTimeout time.Duration
+
+	// shards overrides the number of local shards (tests; power of two).
+	shards int
+}
+
+// Defaults.
+const (
+	DefaultMaxItemSize   = 1 << 20
+	DefaultRemoteTimeout = 2 * time.Second
+	defaultShards        = 64
+	// remoteRetry is how long evictions drop before the cache tries a failed
+	// remote tier again.
+	remoteRetry = time.Second
+)
+
+// Validate reports whether the options are usable.
+func (o *Options) Validate() error {
+	if o.LocalMemory <= 0 {
+		return fmt.Errorf("%w: LocalMemory must be > 0", ErrBadOptions)
+	}
+	if o.MaxItemSize < 0 {
+		return fmt.Errorf("%w: MaxItemSize must be >= 0", ErrBadOptions)
+	}
+	if o.shards != 0 && o.shards&(o.shards-1) != 0 {
+		return fmt.Errorf("%w: shard count must be a power of two", ErrBadOptions)
+	}
+	return nil
+}
+
+// Cache is a memcached-compatible cache with a local LRU tier and an optional
+// remote log tier. It is safe for concurrent use.
+type Cache struct {
+	logger        *slog.Logger
+	clock         clock.Clock
+	maxItem       int
+	promote       bool
+	remoteTimeout time.Duration
+	started       time.Time
+
+	seed   maphash.Seed
+	shards []shard
+	mask   uint64
+
+	limit atomic.Int64  // LocalMemory (cache_memlimit changes it)
+	used  atomic.Int64  // bytes charged against limit
+	tick  atomic.Uint64 // LRU access clock
+	cas   atomic.Uint64 // last CAS unique handed out
+	// flushAt is the unix second at which a delayed flush_all takes effect
+	// (0: none pending); items stored before it are invalid from then on.
+	flushAt atomic.Int64
+
+	tier   atomic.Pointer[tier] // nil: local only
+	tierMu sync.Mutex           // serialises SetRemote
+
+	st globalStats
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup
+	verbosity atomic.Int32
+}
+
+// New returns a cache configured by opts.
+func New(opts Options) (*Cache, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Cache{
+		logger:        opts.Logger,
+		clock:         opts.Clock,
+		maxItem:       opts.MaxItemSize,
+		promote:       opts.PromoteOnHit,
+		remoteTimeout: opts.RemoteTimeout,
+		seed:          maphash.MakeSeed(),
+		listeners:     make(map[net.Listener]struct{}),
+		conns:         make(map[*conn]struct{}),
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = clock.Real{}
+	}
+	if c.maxItem == 0 {
+		c.maxItem = DefaultMaxItemSize
+	}
+	if c.remoteTimeout == 0 {
+		c.remoteTimeout = DefaultRemoteTimeout
+	}
+	n := opts.shards
+	if n == 0 {
+		n = defaultShards
+	}
+	c.shards = make([]shard, n)
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]*item)
+		c.shards[i].tailTick.Store(math.MaxUint64)
+	}
+	c.mask = uint64(n - 1)
+	c.limit.Store(opts.LocalMemory)
+	c.started = c.clock.Now()
+	if opts.Remote != nil {
+		c.SetRemote(opts.Remote, opts.RemoteSize)
+	}
+	return c, nil
+}
+
+// Serve accepts memcached protocol connections on l until Close. It returns
+// nil after Close and the accept error otherwise.
+func (c *Cache) Serve(l net.Listener) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	c.listeners[l] = struct{}{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.listeners, l)
+		c.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			c.mu.Lock()
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		cn := newConn(c, nc)
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		c.conns[cn] = struct{}{}
+		c.wg.Add(1)
+		c.mu.Unlock()
+		c.st.currConns.Add(1)
+		c.st.totalConns.Add(1)
+		go func() {
+			defer c.wg.Done()
+			cn.serve()
+			c.st.currConns.Add(-1)
+			c.mu.Lock()
+			delete(c.conns, cn)
+			c.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops every Serve loop, closes client connections and waits for
+// their goroutines. It is idempotent.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for l := range c.listeners {
+		l.Close()
+	}
+	for cn := range c.conns {
+		cn.nc.Close()
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// SetRemote attaches r (a region of size bytes) as the remote tier, replacing
+// any previous one, whose index is dropped: its items become misses. A nil r
+// detaches the remote tier. A region too small for two segments leaves the
+// cache local only.
+func (c *Cache) SetRemote(r Remote, size uint64) {
+	c.tierMu.Lock()
+	defer c.tierMu.Unlock()
+	var t *tier
+	if r != nil {
+		var err error
+		t, err = newTier(c, r, size)
+		if err != nil {
+			c.logger.Warn("cache: remote tier not attached", "err", err)
+			t = nil
+		}
+	}
+	old := c.tier.Swap(t)
+	if old != nil {
+		old.retire()
+		c.dropTier(old)
+	}
+	if t != nil {
+		c.logger.Info("cache: remote tier attached", "bytes", size, "segments", len(t.segs), "segment_bytes", t.segSize)
+	}
+}
+
+// now is the cache's current unix time in seconds.
+func (c *Cache) now() int64 { return c.clock.Now().Unix() }
+
+// nextCAS hands out a fresh CAS unique.
+func (c *Cache) nextCAS() uint64 { return c.cas.Add(1) }
+
+// shardFor returns the shard owning key.
+func (c *Cache) shardFor(key []byte) *shard {
+	return &c.shards[maphash.Bytes(c.seed, key)&c.mask]
+}
+
+func (c *Cache) shardForString(key string) *shard {
+	return &c.shards[maphash.String(c.seed, key)&c.mask]
+}

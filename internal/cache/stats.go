@@ -1,0 +1,142 @@
+package cache
+
+import "sync/atomic"
+
+// Stats is a snapshot of the cache's counters. Counters are cumulative since
+// New; gauges (Curr*, Local*, Remote*Items/Bytes, IndexBytes) are current.
+type Stats struct {
+	CurrConnections  int64
+	TotalConnections int64
+	BytesRead        int64
+	BytesWritten     int64
+
+	CmdGet, CmdSet, CmdTouch, CmdFlush, CmdMeta int64
+	GetHits, GetMisses, GetExpired, GetFlushed  int64
+	DeleteHits, DeleteMisses                    int64
+	IncrHits, IncrMisses, DecrHits, DecrMisses  int64
+	CasHits, CasMisses, CasBadval               int64
+	TouchHits, TouchMisses                      int64
+	StoreTooLarge, StoreNoMemory                int64
+	TotalItems                                  int64 // items stored since start
+
+	LimitBytes int64 // LocalMemory (cache_memlimit may change it)
+	UsedBytes  int64 // bytes charged against LimitBytes: local items plus index entries
+
+	LocalItems int64 // items held in local memory
+	LocalBytes int64 // their charged bytes (key, value, overhead)
+
+	RemoteItems int64 // items indexed in the remote tier (including writes in flight)
+	RemoteBytes int64 // their record bytes in the remote log
+	IndexBytes  int64 // local bytes charged for their index entries
+
+	RemoteAttached bool  // a remote tier is attached
+	RemoteHealthy  bool  // ... and not failed
+	RemoteHits     int64 // GETs served from the remote tier
+	RemoteMisses   int64 // remote lookups that found a moved-away or bad record
+	RemoteErrors   int64 // failed remote reads and writes
+	RemoteCorrupt  int64 // records that failed verification (dropped, never served)
+
+	Evictions       int64 // items dropped for space (local without spill, or from the remote log)
+	Reclaimed       int64 // expired or flushed items removed while looking for space
+	Spills          int64 // local victims written to the remote log
+	SpillDrops      int64 // local victims dropped because the remote tier was unavailable or too small
+	Promotions      int64 // remote hits moved back to local memory
+	Compactions     int64 // remote segments compacted (live records copied forward)
+	CompactedItems  int64 // records copied forward by compaction
+	RemoteEvictions int64 // remote records dropped because their segment was mostly live
+}
+
+// globalStats are counters updated outside shard locks.
+type globalStats struct {
+	currConns, totalConns      atomic.Int64
+	bytesRead, bytesWritten    atomic.Int64
+	cmdFlush, cmdMeta          atomic.Int64
+	storeTooLarge              atomic.Int64
+	remoteHits, remoteMisses   atomic.Int64
+	remoteErrors, corrupt      atomic.Int64
+	spills, spillDrops         atomic.Int64
+	promotions                 atomic.Int64
+	compactions, compactedRecs atomic.Int64
+	remoteEvictions            atomic.Int64
+	evictions, reclaimed       atomic.Int64
+}
+
+// shardStats are counters and gauges guarded by the shard lock.
+type shardStats struct {
+	cmdGet, cmdSet, cmdTouch   int64
+	getHits, getMisses         int64
+	getExpired, getFlushed     int64
+	deleteHits, deleteMisses   int64
+	incrHits, incrMisses       int64
+	decrHits, decrMisses       int64
+	casHits, casMisses, casBad int64
+	touchHits, touchMisses     int64
+	storeNoMemory, totalItems  int64
+
+	localItems, localBytes   int64
+	remoteItems, remoteBytes int64
+	indexBytes               int64
+}
+
+// Stats returns a snapshot of the cache's counters.
+func (c *Cache) Stats() Stats {
+	var s Stats
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		t := sh.st
+		sh.mu.Unlock()
+		s.CmdGet += t.cmdGet
+		s.CmdSet += t.cmdSet
+		s.CmdTouch += t.cmdTouch
+		s.GetHits += t.getHits
+		s.GetMisses += t.getMisses
+		s.GetExpired += t.getExpired
+		s.GetFlushed += t.getFlushed
+		s.DeleteHits += t.deleteHits
+		s.DeleteMisses += t.deleteMisses
+		s.IncrHits += t.incrHits
+		s.IncrMisses += t.incrMisses
+		s.DecrHits += t.decrHits
+		s.DecrMisses += t.decrMisses
+		s.CasHits += t.casHits
+		s.CasMisses += t.casMisses
+		s.CasBadval += t.casBad
+		s.TouchHits += t.touchHits
+		s.TouchMisses += t.touchMisses
+		s.StoreNoMemory += t.storeNoMemory
+		s.TotalItems += t.totalItems
+		s.LocalItems += t.localItems
+		s.LocalBytes += t.localBytes
+		s.RemoteItems += t.remoteItems
+		s.RemoteBytes += t.remoteBytes
+		s.IndexBytes += t.indexBytes
+	}
+	g := &c.st
+	s.CurrConnections = g.currConns.Load()
+	s.TotalConnections = g.totalConns.Load()
+	s.BytesRead = g.bytesRead.Load()
+	s.BytesWritten = g.bytesWritten.Load()
+	s.CmdFlush = g.cmdFlush.Load()
+	s.CmdMeta = g.cmdMeta.Load()
+	s.StoreTooLarge = g.storeTooLarge.Load()
+	s.RemoteHits = g.remoteHits.Load()
+	s.RemoteMisses = g.remoteMisses.Load()
+	s.RemoteErrors = g.remoteErrors.Load()
+	s.RemoteCorrupt = g.corrupt.Load()
+	s.Spills = g.spills.Load()
+	s.SpillDrops = g.spillDrops.Load()
+	s.Promotions = g.promotions.Load()
+	s.Compactions = g.compactions.Load()
+	s.CompactedItems = g.compactedRecs.Load()
+	s.RemoteEvictions = g.remoteEvictions.Load()
+	s.Evictions = g.evictions.Load() + s.RemoteEvictions
+	s.Reclaimed = g.reclaimed.Load()
+	s.LimitBytes = c.limit.Load()
+	s.UsedBytes = c.used.Load()
+	if t := c.tier.Load(); t != nil {
+		s.RemoteAttached = true
+		s.RemoteHealthy = t.state.Load() == tierHealthy
+	}
+	return s
+}

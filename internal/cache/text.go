@@ -1,0 +1,578 @@
+package cache
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+)
+
+// Version is what the version command and stats report: the memcached
+// release whose protocol this server follows, tagged.
+const Version = "1.6.18-rackpool"
+
+// Reply strings shared by several commands.
+const (
+	msgBadFormat    = "CLIENT_ERROR bad command line format"
+	msgBadChunk     = "CLIENT_ERROR bad data chunk"
+	msgTooLarge     = "SERVER_ERROR object too large for cache"
+	msgNoMemory     = "SERVER_ERROR out of memory storing object"
+	msgBadExptime   = "CLIENT_ERROR invalid exptime argument"
+	msgBadDelta     = "CLIENT_ERROR invalid numeric delta argument"
+	msgNonNumeric   = "CLIENT_ERROR cannot increment or decrement non-numeric value"
+	msgDeleteFormat = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+)
+
+// dispatch handles one command line (memcached's process_command_ascii).
+// ntok below counts memcached's terminal token, so it is n+1.
+func (cn *conn) dispatch(line []byte) error {
+	cn.noreply = false
+	n, rest := cn.tokenize(line)
+	ntok := n + 1
+	if n == 0 || len(cn.toks[0]) < 2 {
+		cn.reply("ERROR")
+		return nil
+	}
+	cmd := cn.toks[0]
+	if cmd[0] == 'm' && len(cmd) == 2 {
+		cn.c.st.cmdMeta.Add(1)
+		switch cmd[1] {
+		case 'g':
+			return cn.metaGet(n, rest)
+		case 's':
+			return cn.metaSet(n, rest)
+		case 'd':
+			return cn.metaDelete(n, rest)
+		case 'a':
+			return cn.metaArith(n, rest)
+		case 'n':
+			cn.reply("MN")
+			return cn.flush()
+		case 'e':
+			return cn.metaDebug(n)
+		}
+		cn.reply("ERROR")
+		return nil
+	}
+	switch string(cmd) {
+	case "get", "bget":
+		if ntok < 3 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdGet(line, false, false)
+	case "gets":
+		if ntok < 3 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdGet(line, true, false)
+	case "gat", "gats":
+		if ntok < 3 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdGet(line, len(cmd) == 4, true)
+	case "set", "add", "replace", "append", "prepend":
+		if ntok != 6 && ntok != 7 {
+			cn.reply("ERROR")
+			return nil
+		}
+		return cn.cmdUpdate(n, storeModes[string(cmd)], false)
+	case "cas":
+		if ntok != 7 && ntok != 8 {
+			cn.reply("ERROR")
+			return nil
+		}
+		return cn.cmdUpdate(n, modeCAS, true)
+	case "incr", "decr":
+		if ntok != 4 && ntok != 5 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdArith(n, cmd[0] == 'i')
+	case "delete":
+		if ntok < 3 || ntok > 5 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdDelete(n)
+	case "touch":
+		if ntok != 4 && ntok != 5 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdTouch(n)
+	case "stats":
+		cn.cmdStats(n)
+	case "flush_all":
+		if ntok < 2 || ntok > 4 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdFlush(n)
+	case "version":
+		cn.reply("VERSION " + Version)
+	case "quit":
+		return errQuit
+	case "verbosity":
+		if ntok != 3 && ntok != 4 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.setNoreply(n)
+		lvl, ok := strtoul32(cn.toks[1])
+		if !ok {
+			cn.reply(msgBadFormat)
+			return nil
+		}
+		cn.c.verbosity.Store(int32(min(lvl, 2)))
+		cn.reply("OK")
+	case "cache_memlimit":
+		if ntok != 3 && ntok != 4 {
+			cn.reply("ERROR")
+			return nil
+		}
+		cn.cmdMemlimit(n)
+	case "shutdown":
+		cn.reply("ERROR: shutdown not enabled")
+	default:
+		cn.reply("ERROR")
+	}
+	_ = rest
+	return nil
+}
+
+var storeModes = map[string]storeMode{
+	"set": modeSet, "add": modeAdd, "replace": modeReplace, "append": modeAppend, "prepend": modePrepend,
+}
+
+// setNoreply is memcached's set_noreply_maybe: the last token "noreply".
+func (cn *conn) setNoreply(n int) bool {
+	if n > 0 && string(cn.toks[n-1]) == "noreply" {
+		cn.noreply = true
+	}
+	return cn.noreply
+}
+
+// cmdGet serves get, gets, gat and gats over every key of the line.
+func (cn *conn) cmdGet(line []byte, withCAS, touch bool) {
+	c := cn.c
+	// Skip the command word (and for gat the exptime) by walking tokens.
+	i := skipToken(line, 0)
+	var exp int64
+	if touch {
+		j := skipToken(line, i)
+		v, ok := strtol32(trimSpaces(line[i:j]))
+		if !ok {
+			cn.reply(msgBadExptime)
+			return
+		}
+		exp = realtime(int64(v), cn.now)
+		i = j
+	}
+	o := &cn.out
+	for {
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		if i >= len(line) {
+			break
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' {
+			j++
+		}
+		key := line[i:j]
+		i = j
+		if len(key) > maxKeyLen {
+			o.str(msgBadFormat + "\r\n")
+			return
+		}
+		h, ok := c.get(key, cn.now, touch, exp)
+		if !ok {
+			continue
+		}
+		o.str("VALUE ")
+		o.bytes(key)
+		o.byte(' ')
+		o.uint(uint64(h.flags))
+		o.byte(' ')
+		o.uint(uint64(len(h.value)))
+		if withCAS {
+			o.byte(' ')
+			o.uint(h.cas)
+		}
+		o.str("\r\n")
+		o.value(h.value, h.pb)
+	}
+	o.str("END\r\n")
+}
+
+// skipToken returns the index just past the token starting at or after i.
+func skipToken(line []byte, i int) int {
+	for i < len(line) && line[i] == ' ' {
+		i++
+	}
+	for i < len(line) && line[i] != ' ' {
+		i++
+	}
+	return i
+}
+
+func trimSpaces(b []byte) []byte { return bytes.Trim(b, " ") }
+
+// itemTooLarge is memcached's item_size_ok for the default slab settings:
+// the item header, key, suffix, CAS and value with "\r\n" must fit in
+// MaxItemSize.
+func (c *Cache) itemTooLarge(klen int, flags uint32, vlen int) bool {
+	size := 48 + 8 + klen + 1 + vlen + 2
+	if flags != 0 {
+		size += 4
+	}
+	return size > c.maxItem
+}
+
+// cmdUpdate handles set/add/replace/append/prepend/cas
+// (process_update_command and complete_nread_ascii).
+func (cn *conn) cmdUpdate(n int, mode storeMode, withCAS bool) error {
+	c := cn.c
+	cn.setNoreply(n)
+	key := cn.toks[1]
+	if len(key) > maxKeyLen {
+		cn.reply(msgBadFormat)
+		return nil
+	}
+	flags, ok1 := strtoul32(cn.toks[2])
+	exptime, ok2 := strtol32(cn.toks[3])
+	vlen, ok3 := strtol32(cn.toks[4])
+	if !ok1 || !ok2 || !ok3 {
+		cn.reply(msgBadFormat)
+		return nil
+	}
+	var casIn uint64
+	if withCAS {
+		var ok bool
+		if casIn, ok = strtoull(cn.toks[5]); !ok {
+			cn.reply(msgBadFormat)
+			return nil
+		}
+	}
+	if vlen < 0 || vlen > 1<<31-1-2 {
+		cn.reply(msgBadFormat)
+		return nil
+	}
+	if c.itemTooLarge(len(key), flags, int(vlen)) || !c.fits(itemSize(len(key), int(vlen))) {
+		if c.itemTooLarge(len(key), flags, int(vlen)) {
+			c.st.storeTooLarge.Add(1)
+			cn.reply(msgTooLarge)
+		} else {
+			cn.reply(msgNoMemory)
+		}
+		if mode == modeSet {
+			c.delete(key, cn.now) // no stale data survives a failed set
+		}
+		return cn.swallow(int(vlen) + 2)
+	}
+	// The key token lives in the read buffer, which reading the value may
+	// overwrite: copy it first.
+	var kb [maxKeyLen]byte
+	k := kb[:copy(kb[:], key)]
+	v, ok, err := cn.readValue(int(vlen))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		cn.reply(msgBadChunk)
+		return nil
+	}
+	req := storeReq{key: k, value: v, flags: flags, exp: realtime(int64(exptime), cn.now), mode: mode, cas: casIn}
+	if withCAS && casIn == 0 {
+		// memcached: a zero CAS never matches.
+		req.cas = 0
+	}
+	res, _ := c.store(&req, cn.now)
+	cn.reply(storeReplies[res])
+	return nil
+}
+
+var storeReplies = [...]string{
+	resStored:    "STORED",
+	resNotStored: "NOT_STORED",
+	resExists:    "EXISTS",
+	resNotFound:  "NOT_FOUND",
+	resNoMemory:  msgNoMemory,
+}
+
+func (cn *conn) cmdArith(n int, incr bool) {
+	cn.setNoreply(n)
+	key := cn.toks[1]
+	if len(key) > maxKeyLen {
+		cn.reply(msgBadFormat)
+		return
+	}
+	delta, ok := strtoull(cn.toks[2])
+	if !ok {
+		cn.reply(msgBadDelta)
+		return
+	}
+	res, out := cn.c.arith(&deltaReq{key: key, incr: incr, delta: delta}, cn.now, nil)
+	switch res {
+	case deltaOK:
+		if !cn.noreply {
+			cn.out.uint(out.value)
+			cn.out.str("\r\n")
+		}
+	case deltaNonNumeric:
+		cn.reply(msgNonNumeric)
+	case deltaNotFound:
+		cn.reply("NOT_FOUND")
+	case deltaNoMemory:
+		cn.reply("SERVER_ERROR out of memory")
+	}
+}
+
+func (cn *conn) cmdDelete(n int) {
+	if n > 2 {
+		holdZero := string(cn.toks[2]) == "0"
+		nr := cn.setNoreply(n)
+		valid := (n == 3 && (holdZero || nr)) || (n == 4 && holdZero && nr)
+		if !valid {
+			cn.reply(msgDeleteFormat)
+			return
+		}
+	}
+	key := cn.toks[1]
+	if len(key) > maxKeyLen {
+		cn.reply(msgBadFormat)
+		return
+	}
+	if cn.c.delete(key, cn.now) {
+		cn.reply("DELETED")
+	} else {
+		cn.reply("NOT_FOUND")
+	}
+}
+
+func (cn *conn) cmdTouch(n int) {
+	cn.setNoreply(n)
+	key := cn.toks[1]
+	if len(key) > maxKeyLen {
+		cn.reply(msgBadFormat)
+		return
+	}
+	v, ok := strtol32(cn.toks[2])
+	if !ok {
+		cn.reply(msgBadExptime)
+		return
+	}
+	if cn.c.touch(key, cn.now, realtime(int64(v), cn.now)) {
+		cn.reply("TOUCHED")
+	} else {
+		cn.reply("NOT_FOUND")
+	}
+}
+
+func (cn *conn) cmdFlush(n int) {
+	nr := cn.setNoreply(n)
+	var delay int32
+	want := 1
+	if nr {
+		want = 2
+	}
+	if n != want {
+		v, ok := strtol32(cn.toks[1])
+		if !ok {
+			cn.c.st.cmdFlush.Add(1)
+			cn.reply(msgBadExptime)
+			return
+		}
+		delay = v
+	}
+	if delay > 0 {
+		cn.c.flush(realtime(int64(delay), cn.now))
+	} else {
+		cn.c.flush(0)
+	}
+	cn.reply("OK")
+}
+
+func (cn *conn) cmdMemlimit(n int) {
+	cn.setNoreply(n)
+	mb, ok := strtoul32(cn.toks[1])
+	switch {
+	case !ok:
+		cn.reply("ERROR")
+	case mb < 8:
+		cn.reply("MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m")
+	case mb > 1000000000:
+		cn.reply("MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes")
+	default:
+		cn.c.limit.Store(int64(mb) << 20)
+		cn.c.evictIfNeeded()
+		cn.reply("OK")
+	}
+}
+
+// cmdStats answers "stats" and its common sub-commands.
+func (cn *conn) cmdStats(n int) {
+	c := cn.c
+	o := &cn.out
+	stat := func(name string, v string) {
+		o.str("STAT ")
+		o.str(name)
+		o.byte(' ')
+		o.str(v)
+		o.str("\r\n")
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	if n == 1 {
+		for _, kv := range c.generalStats() {
+			stat(kv[0], kv[1])
+		}
+		o.str("END\r\n")
+		return
+	}
+	switch string(cn.toks[1]) {
+	case "reset":
+		cn.reply("RESET")
+	case "settings":
+		stat("maxbytes", i64(c.limit.Load()))
+		stat("maxconns", "1024")
+		stat("verbosity", strconv.Itoa(int(c.verbosity.Load())))
+		stat("evictions", "on")
+		stat("cas_enabled", "yes")
+		stat("item_size_max", strconv.Itoa(c.maxItem))
+		stat("flush_enabled", "yes")
+		o.str("END\r\n")
+	case "items":
+		s := c.Stats()
+		if s.LocalItems+s.RemoteItems > 0 {
+			stat("items:1:number", i64(s.LocalItems+s.RemoteItems))
+			stat("items:1:evicted", i64(s.Evictions))
+		}
+		o.str("END\r\n")
+	case "slabs":
+		stat("active_slabs", "0")
+		stat("total_malloced", i64(c.used.Load()))
+		o.str("END\r\n")
+	case "sizes":
+		stat("sizes_status", "disabled")
+		o.str("END\r\n")
+	case "conns":
+		o.str("END\r\n")
+	case "detail":
+		if n < 3 {
+			cn.reply("CLIENT_ERROR usage: stats detail on|off|dump")
+			return
+		}
+		switch string(cn.toks[2]) {
+		case "on", "off":
+			cn.reply("OK")
+		case "dump":
+			o.str("END\r\n")
+		default:
+			cn.reply("CLIENT_ERROR usage: stats detail on|off|dump")
+		}
+	case "cachedump":
+		if n < 4 {
+			cn.reply("CLIENT_ERROR bad command line")
+			return
+		}
+		id, ok1 := strtoul32(cn.toks[2])
+		_, ok2 := strtoul32(cn.toks[3])
+		if !ok1 || !ok2 {
+			cn.reply(msgBadFormat)
+			return
+		}
+		if id >= 64 {
+			cn.reply("CLIENT_ERROR Illegal slab id")
+			return
+		}
+		o.str("END\r\n")
+	default:
+		cn.reply("ERROR")
+	}
+}
+
+func boolStat(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// generalStats is the reply to a plain "stats", in memcached's order
+// followed by the tier counters.
+func (c *Cache) generalStats() [][2]string {
+	s := c.Stats()
+	now := c.clock.Now()
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	return [][2]string{
+		{"pid", strconv.Itoa(os.Getpid())},
+		{"uptime", i64(int64(now.Sub(c.started) / time.Second))},
+		{"time", i64(now.Unix())},
+		{"version", Version},
+		{"libevent", "go"},
+		{"pointer_size", "64"},
+		{"rusage_user", "0.000000"},
+		{"rusage_system", "0.000000"},
+		{"max_connections", "1024"},
+		{"curr_connections", i64(s.CurrConnections)},
+		{"total_connections", i64(s.TotalConnections)},
+		{"rejected_connections", "0"},
+		{"connection_structures", i64(s.CurrConnections)},
+		{"cmd_get", i64(s.CmdGet)},
+		{"cmd_set", i64(s.CmdSet)},
+		{"cmd_flush", i64(s.CmdFlush)},
+		{"cmd_touch", i64(s.CmdTouch)},
+		{"cmd_meta", i64(s.CmdMeta)},
+		{"get_hits", i64(s.GetHits)},
+		{"get_misses", i64(s.GetMisses)},
+		{"get_expired", i64(s.GetExpired)},
+		{"get_flushed", i64(s.GetFlushed)},
+		{"delete_misses", i64(s.DeleteMisses)},
+		{"delete_hits", i64(s.DeleteHits)},
+		{"incr_misses", i64(s.IncrMisses)},
+		{"incr_hits", i64(s.IncrHits)},
+		{"decr_misses", i64(s.DecrMisses)},
+		{"decr_hits", i64(s.DecrHits)},
+		{"cas_misses", i64(s.CasMisses)},
+		{"cas_hits", i64(s.CasHits)},
+		{"cas_badval", i64(s.CasBadval)},
+		{"touch_hits", i64(s.TouchHits)},
+		{"touch_misses", i64(s.TouchMisses)},
+		{"store_too_large", i64(s.StoreTooLarge)},
+		{"store_no_memory", i64(s.StoreNoMemory)},
+		{"auth_cmds", "0"},
+		{"auth_errors", "0"},
+		{"bytes_read", i64(s.BytesRead)},
+		{"bytes_written", i64(s.BytesWritten)},
+		{"limit_maxbytes", i64(s.LimitBytes)},
+		{"accepting_conns", "1"},
+		{"threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
+		{"bytes", i64(s.UsedBytes)},
+		{"curr_items", i64(s.LocalItems + s.RemoteItems)},
+		{"total_items", i64(s.TotalItems)},
+		{"evictions", i64(s.Evictions)},
+		{"reclaimed", i64(s.Reclaimed)},
+		{"local_items", i64(s.LocalItems)},
+		{"local_bytes", i64(s.LocalBytes)},
+		{"remote_attached", boolStat(s.RemoteAttached)},
+		{"remote_healthy", boolStat(s.RemoteHealthy)},
+		{"remote_items", i64(s.RemoteItems)},
+		{"remote_bytes", i64(s.RemoteBytes)},
+		{"remote_index_bytes", i64(s.IndexBytes)},
+		{"remote_hits", i64(s.RemoteHits)},
+		{"remote_misses", i64(s.RemoteMisses)},
+		{"remote_errors", i64(s.RemoteErrors)},
+		{"remote_corrupt", i64(s.RemoteCorrupt)},
+		{"remote_spills", i64(s.Spills)},
+		{"remote_spill_drops", i64(s.SpillDrops)},
+		{"remote_promotions", i64(s.Promotions)},
+		{"remote_compactions", i64(s.Compactions)},
+		{"remote_compacted_items", i64(s.CompactedItems)},
+		{"remote_evictions", i64(s.RemoteEvictions)},
+	}
+}
