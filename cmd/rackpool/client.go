@@ -69,6 +69,9 @@ func human(n int64) string {
 	if n%(1<<30) == 0 {
 		return fmt.Sprintf("%dGiB", n>>30)
 	}
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
 	for f >= 1000 && i < len(units)-1 {
 		f /= 1000
 		i++

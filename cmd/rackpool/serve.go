@@ -18,6 +18,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
 	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
@@ -108,8 +109,12 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	leases, err := lease.New(ctx, lease.Options{Store: st, Topology: top, Blocks: mgr, Logger: log})
+	if err != nil {
+		return err
+	}
 	redfish.Version = version
-	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold})
+	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -123,6 +128,7 @@ func runServe(args []string) error {
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
 	go mgr.ExpireLoop(bg, time.Second)
+	go leases.Run(bg, time.Second)
 	go events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log}).Run(bg)
 	obs.Watch()
 	tlsConf, err := tlsConfig(*tlsCert, *tlsKey, *tlsSelfSigned, *addr)
