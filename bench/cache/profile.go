@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/cache"
+	"rackpool/internal/memory"
+)
+
+// runCacheServer is the hidden -cache-server mode used by -profile: the
+// same cache as `rackpool cache` (internal/cache with a remote tier leased
+// through the control plane and reached with internal/memory), served from
+// this process under a CPU profile. It leases once and does not renew, so
+// it suits runs shorter than -lease-ttl. It writes the profile and
+// releases the lease on SIGTERM.
+func runCacheServer(args []string) error {
+	fs := flag.NewFlagSet("cache-server", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	local := fs.Int64("local", 64<<20, "local memory, bytes")
+	remote := fs.Uint64("remote", 0, "pooled memory to lease, bytes (0: local only)")
+	control := fs.String("control", "", "control plane URL (password from RACKPOOL_PASSWORD)")
+	prof := fs.String("cpuprofile", "", "CPU profile path prefix (profiles are taken between SIGUSR1 and SIGUSR2)")
+	ttl := fs.Duration("lease-ttl", time.Hour, "lease duration")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := cache.New(cache.Options{LocalMemory: *local, MaxItemSize: 2 << 20, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var lease *api.MemoryLease
+	var ac *api.Client
+	if *remote > 0 {
+		if *control == "" {
+			return errors.New("-remote needs -control")
+		}
+		ac = api.New(*control, "Administrator", os.Getenv("RACKPOOL_PASSWORD"))
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		lease, err = ac.GetMemory(lctx, api.LeaseRequest{Size: *remote, TTL: *ttl})
+		if err != nil {
+			cancel()
+			return fmt.Errorf("lease: %w", err)
+		}
+		mc, err := memory.Dial(lctx, lease.Endpoint, lease.Token)
+		cancel()
+		if err != nil {
+			_ = ac.ReleaseLease(context.Background(), lease.ID)
+			return fmt.Errorf("dial memnode: %w", err)
+		}
+		defer mc.Close()
+		c.SetRemote(mc, lease.CapacityBytes)
+	}
+	// SIGUSR1 starts a CPU profile (PREFIX-1.pprof, PREFIX-2.pprof, ...),
+	// SIGUSR2 stops it: the benchmark profiles the measured runs only.
+	usr := make(chan os.Signal, 4)
+	signal.Notify(usr, syscall.SIGUSR1, syscall.SIGUSR2)
+	var pf *os.File
+	stopProf := func() {
+		if pf != nil {
+			pprof.StopCPUProfile()
+			pf.Close()
+			pf = nil
+		}
+	}
+	defer stopProf()
+	go func() {
+		n := 0
+		for s := range usr {
+			if *prof == "" {
+				continue
+			}
+			if s == syscall.SIGUSR1 && pf == nil {
+				n++
+				f, err := os.Create(fmt.Sprintf("%s-%d.pprof", *prof, n))
+				if err != nil {
+					log.Error("profile", "err", err)
+					continue
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					log.Error("profile", "err", err)
+					continue
+				}
+				pf = f
+			} else if s == syscall.SIGUSR2 {
+				stopProf()
+			}
+		}
+	}()
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Serve(l) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = c.Close()
+	}
+	log.Info("cache stats", "stats", fmt.Sprintf("%+v", c.Stats()))
+	if lease != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = ac.ReleaseLease(rctx, lease.ID)
+		cancel()
+	}
+	return err
+}
