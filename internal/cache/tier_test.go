@@ -24,12 +24,16 @@ func TestLRUEvictionOrder(t *testing.T) {
 		t.Fatal("a missing")
 	}
 	cset(c, "d", val) // evicts b, the least recently used
-	for k, want := range map[string]bool{"a": true, "b": false, "c": true, "d": true} {
-		if _, ok := cget(c, k); ok != want {
-			t.Errorf("%s present = %v, want %v", k, ok, want)
+	// Checked in a fixed order, since every hit moves the key to the front.
+	for _, k := range []struct {
+		key  string
+		want bool
+	}{{"b", false}, {"a", true}, {"c", true}, {"d", true}} {
+		if _, ok := cget(c, k.key); ok != k.want {
+			t.Errorf("%s present = %v, want %v", k.key, ok, k.want)
 		}
 	}
-	// Order is now c (oldest), a, d, b... fetching c makes a the oldest.
+	// Order is now a (oldest), c, d; fetching c leaves a the oldest.
 	cget(c, "c")
 	cset(c, "e", val)
 	if _, ok := cget(c, "a"); ok {
