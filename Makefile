@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-sim e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ test: ## run every test (unit tests under -race, end-to-end tests, benchmarks on
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
 	$(GO) run ./bench/compose -seconds 0.2 > /dev/null
+	$(GO) build -o build/rackpool ./cmd/rackpool
+	$(GO) run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke \
+		$$(command -v memcached >/dev/null || echo -systems rackpool) > /dev/null
 	$(GO) run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke > /dev/null
 	$(MAKE) conformance
 
@@ -38,6 +41,9 @@ check: ## gofmt, go vet, staticcheck, go mod tidy leaves no diff
 
 bench: build ## run the composition benchmark and print the table for docs/benchmarks.md
 	$(GO) run ./bench/compose
+
+bench-cache: ## rackpool cache against memcached and extstore, P0 Fig. 9/10 (docs/benchmarks.md; tens of minutes)
+	bench/cache/run.sh
 
 bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6-request run (docs/benchmarks.md)
 	bench/sim/run.sh

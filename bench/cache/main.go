@@ -442,6 +442,13 @@ func run(cfg *config) error {
 			return fmt.Errorf("%d run(s) failed; see results.json (first: %s %d B %d%% %d threads: %s)", countErrors(rep.Results), r.System, r.ValueBytes, r.LocalPct, r.Threads, r.Error)
 		}
 	}
+	// A wrong value is a failure whatever the speed (the smoke run in
+	// make test relies on it).
+	for _, r := range rep.Results {
+		if r.Corrupt > 0 {
+			return fmt.Errorf("%s %d B %d%% %d threads: %d of %d checked values were wrong", r.System, r.ValueBytes, r.LocalPct, r.Threads, r.Corrupt, r.Verified)
+		}
+	}
 	return nil
 }
 
