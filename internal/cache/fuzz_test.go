@@ -116,3 +116,30 @@ func FuzzMetaProtocol(f *testing.F) {
 	c := fuzzCache(f)
 	f.Fuzz(func(t *testing.T, input []byte) { fuzzProtocol(t, c, input) })
 }
+
+// binFrame builds a binary-protocol request frame.
+func binFrame(op byte, extras, key, value []byte) []byte {
+	h := make([]byte, 24)
+	h[0], h[1] = 0x80, op
+	h[2], h[3] = byte(len(key)>>8), byte(len(key))
+	h[4] = byte(len(extras))
+	body := len(extras) + len(key) + len(value)
+	h[8], h[9], h[10], h[11] = byte(body>>24), byte(body>>16), byte(body>>8), byte(body)
+	h[15] = 7 // opaque
+	return append(append(append(h, extras...), key...), value...)
+}
+
+func FuzzBinaryProtocol(f *testing.F) {
+	set := binFrame(0x01, make([]byte, 8), []byte("k"), []byte("value"))
+	get := binFrame(0x00, nil, []byte("k"), nil)
+	incr := binFrame(0x05, make([]byte, 20), []byte("n"), nil)
+	f.Add(set)
+	f.Add(append(append([]byte{}, set...), get...))
+	f.Add(append(append([]byte{}, incr...), binFrame(0x0a, nil, nil, nil)...)) // incr, noop
+	f.Add(set[:30])                                                            // truncated body
+	f.Add(binFrame(0x01, make([]byte, 8), []byte("big"), make([]byte, 9000)))  // over MaxItemSize
+	f.Add(binFrame(0x10, nil, []byte("items"), nil))                           // stat
+	f.Add(binFrame(0xee, nil, nil, nil))                                       // unknown opcode
+	c := fuzzCache(f)
+	f.Fuzz(func(t *testing.T, input []byte) { fuzzProtocol(t, c, input) })
+}
