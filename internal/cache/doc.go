@@ -12,7 +12,10 @@
 // Serve speaks memcached's text protocol (get/gets/gat/gats, set, add,
 // replace, append, prepend, cas, delete, incr/decr, touch, flush_all,
 // stats, version, verbosity, quit, noreply) and the meta protocol (mg, ms,
-// md, ma, mn, me) with memcached 1.6's replies and error strings. Commands
+// md, ma, mn, me) with memcached 1.6's replies and error strings, and the
+// binary protocol (a connection whose first byte is 0x80; get/getk/getq,
+// set/add/replace and their quiet forms, delete, incr/decr, append/prepend,
+// touch/gat, flush, noop, version, stat, quit) for older clients. Commands
 // are read through a per-connection buffered reader; replies are gathered
 // and written with one vectored write per batch of pipelined commands, large
 // values by reference, never copied.
