@@ -81,7 +81,12 @@ func freeAddr(t *testing.T) string {
 // start runs serve on data with extra flags; env adds environment entries.
 func start(t *testing.T, data string, env []string, flags ...string) *server {
 	t.Helper()
-	addr := freeAddr(t)
+	return startAt(t, freeAddr(t), data, env, flags...)
+}
+
+// startAt is start on a given address (a restart where clients wait).
+func startAt(t *testing.T, addr, data string, env []string, flags ...string) *server {
+	t.Helper()
 	args := append([]string{"serve", "--addr", addr, "--data", data}, flags...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)

@@ -291,3 +291,65 @@ func TestCacheSpillsToPooledMemory(t *testing.T) {
 		t.Fatalf("version: %q", l)
 	}
 }
+
+// TestCacheKeepsItsRegionAcrossControlPlaneRestart stops the control plane
+// while a cache holds a lease and is due to renew it: the cache keeps its
+// region and every item in it, renews once the control plane is back (on the
+// same address, with the same state), and never leases anew.
+func TestCacheKeepsItsRegionAcrossControlPlaneRestart(t *testing.T) {
+	skipShort(t)
+	data := t.TempDir()
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
+	s := start(t, data, env)
+	addr := strings.TrimPrefix(s.url, "http://")
+	startProc(t, s, "memnode", "--capacity", "64MiB", "--heartbeat", "1s")
+	// Renewal is due 10 s in; the lease expires at 30 s.
+	cache := startProc(t, s, "cache", "--local-memory", "1MiB", "--remote-memory", "16MiB", "--control", s.url,
+		"--lease-ttl", "30s")
+	m := dialMC(t, cache.addr)
+	const n, size = 200, 16 << 10
+	for i := range n {
+		k := fmt.Sprintf("key%03d", i)
+		m.set(k, value(k, size))
+	}
+	before, err := s.cli("leases")
+	if err != nil || strings.Count(before, "lease-") != 1 {
+		t.Fatalf("leases: %v\n%s", err, before)
+	}
+
+	s.kill()
+	time.Sleep(12 * time.Second) // past the renewal time: renewals fail
+	s = startAt(t, addr, data, env)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(cache.stderr.String(), "lease renewed again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache did not renew after the restart:\n%s", cache.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	logs := cache.stderr.String()
+	if !strings.Contains(logs, "lease renewal failed; retrying") || strings.Contains(logs, "leasing again") {
+		t.Fatalf("cache log:\n%s", logs)
+	}
+	for i := range n {
+		k := fmt.Sprintf("key%03d", i)
+		if v := m.get(k); !bytes.Equal(v, value(k, size)) {
+			t.Fatalf("%s lost across the control-plane restart (got %d bytes)", k, len(v))
+		}
+	}
+	after, err := s.cli("leases")
+	if err != nil || strings.Count(after, "lease-") != 1 {
+		t.Fatalf("leases after restart: %v\n%s", err, after)
+	}
+	id := func(out string) string {
+		for _, f := range strings.Fields(out) {
+			if strings.HasPrefix(f, "lease-") {
+				return f
+			}
+		}
+		return ""
+	}
+	if id(before) != id(after) {
+		t.Fatalf("the cache leased anew: %s, then %s", id(before), id(after))
+	}
+}

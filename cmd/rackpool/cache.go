@@ -140,12 +140,17 @@ func (t *remoteTier) acquire(ctx context.Context) error {
 	return nil
 }
 
+// renewMargin is how long before its expiry a lease that cannot be renewed
+// is given up for a new one.
+const renewMargin = 5 * time.Second
+
 // maintain renews the lease at a third of its duration and checks the
 // memnode every few seconds; a lost lease or node is replaced.
 func (t *remoteTier) maintain(ctx context.Context) {
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	renewAt := time.Now().Add(t.req.TTL / 3)
+	renewFailing := false // a renewal failure has been logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,11 +185,27 @@ func (t *remoteTier) maintain(ctx context.Context) {
 				t.lease = nl
 				t.mu.Unlock()
 				renewAt = time.Now().Add(t.req.TTL / 3)
+				if renewFailing {
+					t.log.Info("lease renewed again", "lease", nl.ID)
+				}
+				renewFailing = false
 				t.log.Debug("lease renewed", "lease", nl.ID, "expires", nl.Expires.Format(time.RFC3339))
 				continue
 			}
-			t.log.Warn("lease renewal failed; leasing again", "lease", l.ID, "err", err)
+			// The control plane may be restarting: the lease and its
+			// tokens stay good until they expire, so keep the region and
+			// retry, and lease anew only when expiry is near.
+			if time.Until(l.Expires) > renewMargin {
+				if !renewFailing {
+					t.log.Warn("lease renewal failed; retrying until the lease is about to expire", "lease", l.ID,
+						"expires", l.Expires.Format(time.RFC3339), "err", err)
+				}
+				renewFailing = true
+				continue
+			}
+			t.log.Warn("lease renewal failed and the lease is about to expire; leasing again", "lease", l.ID, "err", err)
 		}
+		renewFailing = false
 		if l != nil {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_ = t.api.ReleaseLease(rctx, l.ID)
