@@ -783,9 +783,9 @@ func startServer(cfg *config, cp *controlPlane, td, logDir, sys string, size, fr
 	case sysRackpool:
 		args := []string{"cache", "--addr", s.addr, "--local-memory", fmt.Sprintf("%dMiB", s.localBytes>>20), "--max-item-size", "2MiB"}
 		if frac < 100 {
-			// The evicted part of the data set, twice, and room for many
+			// Twice the data set, as extstore's file, and room for many
 			// records of the largest size.
-			s.remoteBytes = max(2*(data-s.localBytes), 64*int64(size), 32<<20)
+			s.remoteBytes = max(2*data, 64*int64(size), 32<<20)
 			s.remoteBytes = (s.remoteBytes + 1<<20 - 1) >> 20 << 20
 			args = append(args, "--remote-memory", fmt.Sprintf("%dMiB", s.remoteBytes>>20), "--control", cp.url)
 		}
