@@ -58,11 +58,12 @@
 // index entry is installed, unless the key was changed or deleted meanwhile,
 // in which case the record is dead on arrival.
 //
-// Before the head enters the next segment (the oldest), that segment is
-// cleaned. If its live records take at most half of it, they are read back,
-// verified and compacted to its start (they become the newest records) and
-// their index entries updated; otherwise they are dropped: true eviction of
-// the oldest items. Segment rewrites hold the segment's lock exclusively and
+// When the head segment is full, the head moves to the segment with the
+// fewest live bytes (the oldest among equals), which is cleaned first. If
+// its live records take at most half of it, they are read back, verified
+// and compacted to its start (they become the newest records) and their
+// index entries updated; otherwise — every segment is more than half live —
+// they are dropped: true eviction from the remote tier. Segment rewrites hold the segment's lock exclusively and
 // bump its generation, and readers hold it shared, so a read never sees a
 // half-rewritten segment and a reader holding a stale offset looks the key
 // up again.

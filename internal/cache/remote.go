@@ -90,9 +90,10 @@ const (
 )
 
 // tier is the remote log: a ring of segments over the remote region. The
-// head segment takes appends; before the head moves into the next (oldest)
-// segment, that segment is cleaned: its live records are compacted to its
-// start when it is mostly dead, and dropped otherwise.
+// head segment takes appends; before the head moves on, it picks the
+// segment with the fewest live bytes and cleans it: its live records are
+// compacted to its start when it is at most half live, and dropped
+// otherwise.
 type tier struct {
 	c       *Cache
 	r       Remote
@@ -310,9 +311,27 @@ func (t *tier) appendLocked(rec *spillRec) (*segment, uint64, uint32, error) {
 	return s, off, crc, nil
 }
 
-// advanceLocked moves the head into the next segment after cleaning it.
+// advanceLocked moves the head into the segment with the fewest live bytes
+// (the first in ring order from the head among equals, so an empty ring
+// fills in order and a log of equally live segments is cleaned oldest
+// first) after cleaning it. Choosing the emptiest segment rather than the
+// next one means live records are compacted, not dropped, while any segment
+// is at most half live.
 func (t *tier) advanceLocked() error {
-	next := (t.head + 1) % len(t.segs)
+	next, least := -1, int64(0)
+	for i := 1; i < len(t.segs); i++ {
+		j := (t.head + i) % len(t.segs)
+		sg := &t.segs[j]
+		sg.mu.Lock()
+		live := sg.live
+		sg.mu.Unlock()
+		if next < 0 || live < least {
+			next, least = j, live
+		}
+		if live == 0 {
+			break
+		}
+	}
 	s := &t.segs[next]
 	var err error
 	if s.used > 0 {
@@ -327,8 +346,8 @@ func (t *tier) advanceLocked() error {
 
 // cleanLocked empties segment s for reuse. When its live records take at
 // most half of it they are compacted to its start (they become the newest
-// records of the log); otherwise they are dropped, the oldest items of the
-// remote tier going first. s.rw is held exclusively.
+// records of the log); otherwise they are dropped. s.rw is held
+// exclusively.
 func (t *tier) cleanLocked(s *segment) error {
 	live := s.snapshot()
 	s.mu.Lock()
@@ -401,9 +420,10 @@ func (c *Cache) moveRemote(e *item, s *segment, from, to uint64) {
 	sh.mu.Unlock()
 }
 
-// dropOldest drops the oldest live records, from the oldest non-empty
-// segment on, until the local tier is within its limit: for when index
-// entries alone exceed it.
+// dropOldest drops live records in ring order from the segment after the
+// head (the oldest, unless the cleaner has reused segments out of order)
+// until the local tier is within its limit: for when index entries alone
+// exceed it.
 func (t *tier) dropOldest() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -185,10 +185,17 @@ func TestRemoteCompaction(t *testing.T) {
 			cset(c, fmt.Sprintf("cold%d", i/4), value("c", i/4, 1000))
 		}
 	}
+	// Every few rounds a cold key is rewritten, so no segment stays
+	// completely dead for long and the cleaner, which prefers the segment
+	// with the fewest live bytes, has to compact mostly dead ones.
 	const rounds = 30
 	for round := 1; round < rounds; round++ {
 		for i := range 100 {
 			cset(c, fmt.Sprintf("hot%d", i), value("h", round*1000+i, 1000))
+			if i%10 == 0 {
+				k := (round*10 + i/10) % 25
+				cset(c, fmt.Sprintf("cold%d", k), value("c", k, 1000))
+			}
 		}
 	}
 	s := c.Stats()
