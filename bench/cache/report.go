@@ -172,8 +172,12 @@ func writeOutputs(cfg *config, rep *Report) error {
 
 func printMarkdown(w io.Writer, cfg *config, rep *Report) {
 	fmt.Fprintf(w, "# rackpool cache against memcached and memcached+extstore (P0 §9, Fig. 9/10)\n\n")
-	fmt.Fprintf(w, "%s, %d CPUs, %s, %s. %d ops per run (%.0f%% get), data set %s per value size, uniform keys, preloaded.\n\n",
-		rep.Date[:10], rep.CPUs, rep.GoVersion, rep.MemcachedVersion, cfg.Ops, 100*cfg.GetRatio, humanSize(cfg.Dataset))
+	versions := rep.GoVersion
+	if rep.MemcachedVersion != "" {
+		versions += ", " + rep.MemcachedVersion
+	}
+	fmt.Fprintf(w, "%s, %d CPUs, %s. %d ops per run (%.0f%% get), data set %s per value size, uniform keys, preloaded.\n\n",
+		rep.Date[:10], rep.CPUs, versions, cfg.Ops, 100*cfg.GetRatio, humanSize(cfg.Dataset))
 	fmt.Fprintf(w, "Command: `%s`\n\n", rep.Command)
 
 	fmt.Fprintf(w, "## Round trips (4 KiB, loopback)\n\n| measurement | CPUs | median µs | mean µs | p99 µs |\n|---|---|---|---|---|\n")
