@@ -225,44 +225,34 @@ func printMarkdown(w io.Writer, cfg *config, rep *Report) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\n## Fig. 9: GET latency, %d client thread — mean / p50 / p99 µs (penalty of mean / p99 against the same system at 100%% local)\n\n", latT)
-	header()
-	for _, size := range cfg.Sizes {
-		for _, frac := range cfg.Fractions {
-			fmt.Fprintf(w, "| %s | %d%% |", humanSize(int64(size)), frac)
-			for _, s := range cfg.Systems {
-				fmt.Fprintf(w, " %s |", cell(find(rep.Results, s, size, frac, latT), true))
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	fmt.Fprintf(w, "\n## Fig. 10: throughput, %d client threads — ops/s (throughput penalty against the same system at 100%% local)\n\n", tputT)
-	header()
-	for _, size := range cfg.Sizes {
-		for _, frac := range cfg.Fractions {
-			fmt.Fprintf(w, "| %s | %d%% |", humanSize(int64(size)), frac)
-			for _, s := range cfg.Systems {
-				fmt.Fprintf(w, " %s |", cell(find(rep.Results, s, size, frac, tputT), false))
-			}
-			fmt.Fprintln(w)
-		}
-	}
-	fmt.Fprintf(w, "\n### CPU per operation, %d client threads — µs of CPU per op: server + memnode + load generator = total\n\n", tputT)
-	header()
-	for _, size := range cfg.Sizes {
-		for _, frac := range cfg.Fractions {
-			fmt.Fprintf(w, "| %s | %d%% |", humanSize(int64(size)), frac)
-			for _, s := range cfg.Systems {
-				r := find(rep.Results, s, size, frac, tputT)
-				if r == nil {
-					fmt.Fprintf(w, " — |")
-					continue
+	// table prints one row per value size and fraction, one cell per
+	// system, from the run with the given thread count.
+	table := func(title string, threads int, cellOf func(*Result) string) {
+		fmt.Fprintf(w, "\n%s\n\n", title)
+		header()
+		for _, size := range cfg.Sizes {
+			for _, frac := range cfg.Fractions {
+				fmt.Fprintf(w, "| %s | %d%% |", humanSize(int64(size)), frac)
+				for _, s := range cfg.Systems {
+					r := find(rep.Results, s, size, frac, threads)
+					if r == nil {
+						fmt.Fprintf(w, " — |")
+						continue
+					}
+					fmt.Fprintf(w, " %s |", cellOf(r))
 				}
-				fmt.Fprintf(w, " %.1f + %.1f + %.1f = %.1f |", r.ServerCPUPerOp, r.MemnodeCPUPerOp, r.ClientCPUPerOp, r.ServerCPUPerOp+r.MemnodeCPUPerOp+r.ClientCPUPerOp)
+				fmt.Fprintln(w)
 			}
-			fmt.Fprintln(w)
 		}
 	}
+	table(fmt.Sprintf("## Fig. 9: GET latency, %d client thread — mean / p50 / p99 µs (penalty of mean / p99 against the same system at 100%% local)", latT),
+		latT, func(r *Result) string { return cell(r, true) })
+	table(fmt.Sprintf("## Fig. 10: throughput, %d client threads — ops/s (throughput penalty against the same system at 100%% local)", tputT),
+		tputT, func(r *Result) string { return cell(r, false) })
+	table(fmt.Sprintf("### CPU per operation, %d client threads — µs of CPU per op: server + memnode + load generator = total", tputT),
+		tputT, func(r *Result) string {
+			return fmt.Sprintf("%.1f + %.1f + %.1f = %.1f", r.ServerCPUPerOp, r.MemnodeCPUPerOp, r.ClientCPUPerOp, r.ServerCPUPerOp+r.MemnodeCPUPerOp+r.ClientCPUPerOp)
+		})
 	fmt.Fprintf(w, "\nHit ratios are shown where below 100%%: plain memcached drops what does not fit, so its penalty is the price of misses, not of a slower tier. \"capped\": the run hit -run-timeout.\n")
 	fmt.Fprintf(w, "\n## Against the goals\n\n| goal | P0 | measured | verdict |\n|---|---|---|---|\n")
 	for _, g := range rep.Goals {
