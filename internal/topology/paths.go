@@ -1,7 +1,9 @@
 package topology
 
 import (
+	"cmp"
 	"container/heap"
+	"encoding/binary"
 	"math"
 	"slices"
 
@@ -11,10 +13,40 @@ import (
 // Topology is a validated inventory together with its latency model.
 type Topology struct {
 	*inventory.Inventory
-	// dist[fabric][source switch] is the one-way distance from a host port on
-	// the source switch to every switch of the fabric. Only switches that
-	// carry host ports are sources.
-	dist map[*inventory.Fabric]map[int][]hop
+	dist map[*inventory.Fabric]*fabricDist
+}
+
+// fabricDist holds one fabric's switch-to-switch distances, compressed by
+// twin classes. Two switches are twins when they have the same latency and
+// the same links (the same neighbours at the same lengths) and are not
+// linked to each other: every intra-tray switch of a MONet plane, every
+// edge switch under one aggregation switch of a tree. A shortest path from
+// a switch never runs through its twin (going to the twin's neighbour
+// directly is as short), so a twin's distances are its class
+// representative's with the two of them swapped. One Dijkstra per class
+// that carries host ports, instead of one per source switch: a 4,096-tray
+// MONet plane needs one row, not 4,096 rows of 4,100 switches.
+type fabricDist struct {
+	class []int32         // switch index -> twin class
+	rep   []int32         // twin class -> representative switch
+	rows  map[int32][]hop // twin class -> distances from its representative
+}
+
+// get returns the one-way distance from a host port on switch src to
+// switch dst. src's class must carry host ports.
+func (fd *fabricDist) get(src, dst int) hop {
+	c := fd.class[src]
+	r := int(fd.rep[c])
+	row := fd.rows[c]
+	switch {
+	case src == r:
+		return row[dst]
+	case dst == src:
+		return row[r]
+	case dst == r:
+		return row[src]
+	}
+	return row[dst]
 }
 
 type hop struct {
@@ -30,7 +62,7 @@ type Path struct {
 }
 
 func newTopology(inv *inventory.Inventory) *Topology {
-	t := &Topology{Inventory: inv, dist: map[*inventory.Fabric]map[int][]hop{}}
+	t := &Topology{Inventory: inv, dist: map[*inventory.Fabric]*fabricDist{}}
 	for i, h := range inv.Hosts {
 		h.Index = i
 	}
@@ -38,27 +70,67 @@ func newTopology(inv *inventory.Inventory) *Topology {
 		d.Index = i
 	}
 	for _, f := range inv.Fabrics {
-		m := map[int][]hop{}
+		adj := adjacency(f)
+		fd := twins(f, adj)
+		fd.rows = map[int32][]hop{}
 		for _, p := range f.Ports {
-			if _, ok := m[p.Switch.Index]; !ok {
-				m[p.Switch.Index] = shortest(f, p.Switch.Index)
+			c := fd.class[p.Switch.Index]
+			if _, ok := fd.rows[c]; !ok {
+				fd.rows[c] = shortest(f, adj, int(fd.rep[c]))
 			}
 		}
-		t.dist[f] = m
+		t.dist[f] = fd
 	}
 	return t
 }
 
-// shortest runs Dijkstra from switch src; entering a switch costs its
-// port-to-port latency and a link costs its propagation delay.
-func shortest(f *inventory.Fabric, src int) []hop {
-	n := len(f.Switches)
-	adj := make([][]edge, n)
+func adjacency(f *inventory.Fabric) [][]edge {
+	adj := make([][]edge, len(f.Switches))
 	for _, l := range f.Links {
 		w := l.Metres * NSPerMetre
 		adj[l.A.Index] = append(adj[l.A.Index], edge{l.B.Index, w})
 		adj[l.B.Index] = append(adj[l.B.Index], edge{l.A.Index, w})
 	}
+	return adj
+}
+
+// twins groups f's switches into twin classes (see fabricDist). A switch
+// linked to itself is its own class.
+func twins(f *inventory.Fabric, adj [][]edge) *fabricDist {
+	fd := &fabricDist{class: make([]int32, len(f.Switches))}
+	byKey := map[string]int32{}
+	var key []byte
+	for i, sw := range f.Switches {
+		es := slices.Clone(adj[i])
+		slices.SortFunc(es, func(a, b edge) int {
+			if a.to != b.to {
+				return a.to - b.to
+			}
+			return cmp.Compare(a.ns, b.ns)
+		})
+		self := slices.ContainsFunc(es, func(e edge) bool { return e.to == i })
+		key = binary.LittleEndian.AppendUint64(key[:0], math.Float64bits(sw.LatencyNS))
+		for _, e := range es {
+			key = binary.LittleEndian.AppendUint32(key, uint32(e.to))
+			key = binary.LittleEndian.AppendUint64(key, math.Float64bits(e.ns))
+		}
+		c, ok := byKey[string(key)]
+		if !ok || self {
+			c = int32(len(fd.rep))
+			fd.rep = append(fd.rep, int32(i))
+			if !self {
+				byKey[string(key)] = c
+			}
+		}
+		fd.class[i] = c
+	}
+	return fd
+}
+
+// shortest runs Dijkstra from switch src; entering a switch costs its
+// port-to-port latency and a link costs its propagation delay.
+func shortest(f *inventory.Fabric, adj [][]edge, src int) []hop {
+	n := len(f.Switches)
 	out := make([]hop, n)
 	for i := range out {
 		out[i] = hop{ns: math.Inf(1)}
@@ -120,7 +192,7 @@ func (t *Topology) portPath(p *inventory.HostPort, d *inventory.Device) (Path, b
 	if d.Drawer != nil && !slices.Contains(d.Drawer.SlotHostPorts(d.Slot), p.Port) {
 		return Path{}, false
 	}
-	h := t.dist[p.Fabric][p.Switch.Index][d.Switch.Index]
+	h := t.dist[p.Fabric].get(p.Switch.Index, d.Switch.Index)
 	if math.IsInf(h.ns, 1) {
 		return Path{}, false
 	}
