@@ -28,8 +28,11 @@ type State struct {
 	shares    []int32
 	fit       *fitIndex
 	lastHost  int
-	// Free blocks per device (by device index), for memory node ranking.
+	// Free blocks per device (by device index), for memory node ranking,
+	// and the memory nodes' free counts indexed by rank (memIndex).
 	devFree []int32
+	memRank []int32
+	memFree *memIndex
 }
 
 // NewState returns an empty state (nothing allocated) for top.
@@ -53,6 +56,13 @@ func NewState(top *topology.Topology) *State {
 		st.devFree[i] = int32(len(d.Blocks))
 	}
 	st.fit = newFitIndex(st.freeCores, st.freeMem)
+	l := newMemLayout(top)
+	st.memRank = l.rank
+	free := make([]int32, len(l.devs))
+	for r, d := range l.devs {
+		free[r] = st.devFree[d.Index]
+	}
+	st.memFree = newMemIndex(free)
 	return st
 }
 
@@ -135,6 +145,7 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		d := a.Block.Device
 		if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 			s.devFree[d.Index]--
+			s.noteFree(d)
 		}
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
@@ -160,6 +171,13 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 	}
 }
 
+// noteFree updates the memory index after d's free count changed.
+func (s *State) noteFree(d *inventory.Device) {
+	if r := s.memRank[d.Index]; r >= 0 {
+		s.memFree.set(int(r), s.devFree[d.Index])
+	}
+}
+
 // Release undoes Acquire.
 func (s *State) Release(host *inventory.Host, as []Assignment) {
 	for _, a := range as {
@@ -167,6 +185,7 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 		if s.used[a.Block.Index] > 0 {
 			if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 				s.devFree[d.Index]++
+				s.noteFree(d)
 			}
 			s.used[a.Block.Index]--
 		}

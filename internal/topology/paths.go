@@ -217,3 +217,11 @@ func (t *Topology) Path(h *inventory.Host, b *inventory.Block) (Path, bool) {
 	}
 	return best, found
 }
+
+// TwinClass returns the twin class of switch sw of fabric f: switches of
+// one class are at the same distance from every switch outside the class
+// and from each other (see fabricDist), so a host port sees every device on
+// them alike, except those on its own switch.
+func (t *Topology) TwinClass(f *inventory.Fabric, sw int) int {
+	return int(t.dist[f].class[sw])
+}

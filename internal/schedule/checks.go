@@ -1,0 +1,346 @@
+package schedule
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// hostCtx is what the host checks look at.
+type hostCtx struct {
+	st    *State
+	req   *Request
+	h     *inventory.Host
+	zone  *inventory.Zone
+	share bool
+}
+
+// check is one named step of the pipeline. test returns "" when the
+// candidate passes, else the reason; detail is called only when
+// explaining, and returns the explanation's format and arguments
+// (formatted only if the whole request fails).
+type check[T any] struct {
+	name   string
+	test   func(x *T) Reason
+	detail func(x *T) (string, []any)
+}
+
+// hostChecks run in order, cheapest first, on every candidate host
+// (Nomad's feasibility iterators).
+var hostChecks = []check[hostCtx]{
+	{
+		name: "host-free",
+		test: func(x *hostCtx) Reason {
+			if !x.req.Expand && (!x.st.Free(x.h.Block) || (!x.share && x.st.shares[x.h.Index] > 0)) {
+				return HostInUse
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			if x.st.Free(x.h.Block) {
+				return "host %s carries %d shares; it cannot be taken whole", []any{x.h.ID, x.st.shares[x.h.Index]}
+			}
+			return "host %s is already composed", []any{x.h.ID}
+		},
+	},
+	{
+		name: "share-cores",
+		test: func(x *hostCtx) Reason {
+			if x.share && x.h.Cores < x.req.Share.Cores {
+				return HostCores
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			return "host %s has %d cores, %d wanted", []any{x.h.ID, x.h.Cores, x.req.Share.Cores}
+		},
+	},
+	{
+		name: "share-memory",
+		test: func(x *hostCtx) Reason {
+			if x.share && x.h.MemoryGiB < x.req.Share.MemoryGiB {
+				return HostMemory
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			return "host %s has %d GiB local memory, %d wanted", []any{x.h.ID, x.h.MemoryGiB, x.req.Share.MemoryGiB}
+		},
+	},
+	{
+		name: "share-free",
+		test: func(x *hostCtx) Reason {
+			if !x.share {
+				return ""
+			}
+			if free := x.st.FreeShare(x.h); free.Cores < x.req.Share.Cores || free.MemoryGiB < x.req.Share.MemoryGiB {
+				return HostFull
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			free := x.st.FreeShare(x.h)
+			return "host %s has %d cores and %d GiB free, %d and %d wanted", []any{x.h.ID, free.Cores, free.MemoryGiB, x.req.Share.Cores, x.req.Share.MemoryGiB}
+		},
+	},
+	{
+		name: "min-cores",
+		test: func(x *hostCtx) Reason {
+			if x.h.Cores < x.req.MinCores {
+				return HostCores
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			return "host %s has %d cores, %d wanted", []any{x.h.ID, x.h.Cores, x.req.MinCores}
+		},
+	},
+	{
+		name: "min-memory",
+		test: func(x *hostCtx) Reason {
+			if x.h.MemoryGiB < x.req.MinMemoryGiB {
+				return HostMemory
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			return "host %s has %d GiB local memory, %d wanted", []any{x.h.ID, x.h.MemoryGiB, x.req.MinMemoryGiB}
+		},
+	},
+	{
+		name: "zone",
+		test: func(x *hostCtx) Reason {
+			if x.zone != nil && !x.zone.Hosts[x.h.ID] {
+				return OutsideZone
+			}
+			return ""
+		},
+		detail: func(x *hostCtx) (string, []any) {
+			return "host %s is not in zone %s", []any{x.h.ID, x.zone.ID}
+		},
+	},
+}
+
+// blockCtx is what the checks of one specific block look at.
+type blockCtx struct {
+	s    *Scheduler
+	o    *overlay
+	req  *Request
+	zone *inventory.Zone
+	b    *inventory.Block
+	path topology.Path
+	port *inventory.HostPort // set by the last check: the port to use
+}
+
+// blockChecks run in order on each specific block of a request.
+var blockChecks = []check[blockCtx]{
+	{
+		name: "device",
+		test: func(x *blockCtx) Reason {
+			if x.b.Device == nil {
+				return WrongKind
+			}
+			return ""
+		},
+		detail: func(x *blockCtx) (string, []any) {
+			return "%s is a compute block; a composition has exactly one", []any{x.b.ID}
+		},
+	},
+	{
+		name: "zone",
+		test: func(x *blockCtx) Reason {
+			if x.zone != nil && !x.zone.Contains(x.b) {
+				return OutsideZone
+			}
+			return ""
+		},
+		detail: func(x *blockCtx) (string, []any) { return "%s is not in zone %s", []any{x.b.ID, x.zone.ID} },
+	},
+	{
+		name: "reachable",
+		test: func(x *blockCtx) Reason {
+			path, ok := x.s.top.Path(x.o.host, x.b)
+			if !ok {
+				return Unreachable
+			}
+			x.path = path
+			return ""
+		},
+		detail: func(x *blockCtx) (string, []any) {
+			return "host %s cannot reach %s%s", []any{x.o.host.ID, x.b.ID, whyUnreachable(x.o.host, x.b)}
+		},
+	},
+	{
+		name: "affinity",
+		test: func(x *blockCtx) Reason {
+			if k, ok := x.o.groupKey[x.b.Device.Fabric]; ok && k != groupOf(x.b, x.req.Affinity) {
+				return AffinityFailed
+			}
+			return ""
+		},
+		detail: func(x *blockCtx) (string, []any) {
+			return "%s is not in %s with the other blocks", []any{x.b.ID, x.o.groupKey[x.b.Device.Fabric]}
+		},
+	},
+	{
+		name: "available",
+		test: func(x *blockCtx) Reason {
+			r, port := x.o.check(x.b, x.path.Port)
+			x.port = port
+			return r
+		},
+		detail: func(x *blockCtx) (string, []any) {
+			r, _ := x.o.check(x.b, x.path.Port)
+			return "%s: %s", []any{x.b.ID, describe(r, x.b)}
+		},
+	},
+}
+
+// runChecks runs checks on x; on the first failure it returns the
+// rejection (explained only when explain is set; the caller needs to know
+// only that it failed otherwise).
+func runChecks[T any](checks []check[T], x *T, explain bool, rej func(Reason, string, []any) Rejection) (Rejection, bool) {
+	for i := range checks {
+		c := &checks[i]
+		if r := c.test(x); r != "" {
+			if !explain {
+				return Rejection{Reason: r}, false
+			}
+			format, args := c.detail(x)
+			return rej(r, format, args), false
+		}
+	}
+	return Rejection{}, true
+}
+
+// tryHost builds the plan for req on host h, or says why it cannot.
+func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inventory.Zone, explain bool) (*Plan, []Rejection) {
+	reject := func(need int, block string) func(Reason, string, []any) Rejection {
+		return func(r Reason, format string, args []any) Rejection {
+			return Rejection{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}
+		}
+	}
+	fail := func(rj Rejection) (*Plan, []Rejection) {
+		if !explain {
+			return nil, nil
+		}
+		return nil, []Rejection{rj}
+	}
+	share := !req.Share.IsZero()
+	hx := hostCtx{st: st, req: &req, h: h, zone: zone, share: share}
+	if rj, ok := runChecks(hostChecks, &hx, explain, reject(-1, "")); !ok {
+		return fail(rj)
+	}
+	o := newOverlay(st, h)
+	for _, ids := range [][]string{req.Held, req.Exclude} {
+		for _, id := range ids {
+			if b := s.top.Block(id); b != nil {
+				o.use(b)
+			}
+		}
+	}
+	plan := &Plan{Host: h, Share: req.Share, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
+	if !req.Expand && !share {
+		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})
+	}
+	aff := req.Affinity == SameDrawer || req.Affinity == SameSwitch
+	add := func(b *inventory.Block, path topology.Path, port *inventory.HostPort) {
+		o.take(b, port)
+		plan.Assignments = append(plan.Assignments, Assignment{Block: b, Port: port, RTTNS: path.RTTNS, Hops: path.Hops})
+		plan.TotalRTTNS += path.RTTNS
+		plan.TotalHops += path.Hops
+		if aff {
+			o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
+		}
+	}
+	if aff {
+		o.groupKey = map[*inventory.Fabric]string{}
+		for _, id := range req.Held {
+			if b := s.top.Block(id); b != nil && b.Device != nil {
+				o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
+			}
+		}
+	}
+	// Specific blocks.
+	for _, id := range req.Blocks {
+		b := s.top.Block(id)
+		if b.Device == nil && b.Host == h && !req.Expand && !share {
+			continue // the host's own compute block, already in the plan
+		}
+		bx := blockCtx{s: s, o: o, req: &req, zone: zone, b: b}
+		if rj, ok := runChecks(blockChecks, &bx, explain, reject(-1, id)); !ok {
+			return fail(rj)
+		}
+		add(b, bx.path, bx.port)
+	}
+	// Constrained needs.
+	r := s.reach(h)
+	for ni := range req.Needs {
+		if rej := s.fillNeed(o, r, &req, ni, zone, add, explain); rej != nil {
+			return fail(*rej)
+		}
+	}
+	plan.Groups = groups(plan.Assignments)
+	return plan, nil
+}
+
+// groups counts the distinct drawers, switches and memory nodes a plan
+// touches.
+func groups(as []Assignment) int {
+	type group struct {
+		sw     *inventory.Switch
+		drawer *inventory.Drawer
+		node   *inventory.Device
+	}
+	var seen []group
+	for _, a := range as {
+		d := a.Block.Device
+		if d == nil {
+			continue
+		}
+		g := group{sw: d.Switch, drawer: d.Drawer}
+		if d.Kind == inventory.Memory {
+			g.node = d
+		}
+		if !slices.Contains(seen, g) {
+			seen = append(seen, g)
+		}
+	}
+	return len(seen)
+}
+
+func groupOf(b *inventory.Block, aff Affinity) string {
+	d := b.Device
+	if aff == SameDrawer && d.Drawer != nil {
+		return d.Drawer.ID
+	}
+	return d.Switch.ID
+}
+
+func whyUnreachable(h *inventory.Host, b *inventory.Block) string {
+	d := b.Device
+	if h.PortOn(d.Fabric) == nil {
+		return fmt.Sprintf(" (no port into fabric %s)", d.Fabric.ID)
+	}
+	if d.Drawer != nil {
+		return fmt.Sprintf(" (%s mode of %s connects slot %d only to %s)", d.Drawer.Mode, d.Drawer.ID, d.Slot, strings.Join(d.Drawer.SlotHostPorts(d.Slot), ", "))
+	}
+	return ""
+}
+
+func describe(r Reason, b *inventory.Block) string {
+	switch r {
+	case InUse:
+		return fmt.Sprintf("already in %d of %d allowed compositions", b.MaxCompositions, b.MaxCompositions)
+	case PortBusy:
+		return fmt.Sprintf("no free optical port pair between the host and %s", b.Device.ID)
+	case DrawerHosts:
+		return fmt.Sprintf("%s in mode %s already serves %d hosts", b.Device.Drawer.ID, b.Device.Drawer.Mode, b.Device.Drawer.Mode.MaxHosts())
+	case Duplicate:
+		return "listed twice"
+	}
+	return string(r)
+}

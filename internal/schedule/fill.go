@@ -1,0 +1,456 @@
+package schedule
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// counted are the reasons a need's walk counts, in the order an
+// explanation names them.
+var counted = [...]Reason{InUse, PortBusy, DrawerHosts, AffinityFailed, TooFar, Mismatch, TooSmall, OutsideZone, Unreachable, Duplicate}
+
+func reasonIndex(r Reason) int {
+	for i, c := range counted {
+		if c == r {
+			return i
+		}
+	}
+	panic("schedule: uncounted reason " + string(r))
+}
+
+// needWalk fills one need on one host: it is offered candidate blocks in
+// the host's order and takes those that pass every check.
+type needWalk struct {
+	o       *overlay
+	req     *Request
+	n       *Need
+	zone    *inventory.Zone
+	add     func(*inventory.Block, topology.Path, *inventory.HostPort)
+	explain bool
+	aff     bool
+	want    int // blocks; -1: filled by bytes
+	bound   float64
+
+	counts       [len(counted)]int
+	got          int
+	gotBytes     int64
+	blocked      int // rejected only for reasons that may clear
+	blockedBytes int64
+}
+
+func (w *needWalk) done() bool {
+	if w.want < 0 {
+		return w.gotBytes >= w.n.CapacityBytes
+	}
+	return w.got >= w.want
+}
+
+func (w *needWalk) count(r Reason) { w.counts[reasonIndex(r)]++ }
+
+// offer runs the checks on block b, reached at rtt and hops through port
+// (an index into the host's ports, -1 for none), and takes it if it
+// passes.
+func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) {
+	n := w.n
+	if rtt > w.bound {
+		w.count(TooFar)
+		return
+	}
+	if n.Model != "" && !strings.EqualFold(b.Model, n.Model) {
+		w.count(Mismatch)
+		return
+	}
+	if !attrsMatch(b, n.Attrs) {
+		w.count(Mismatch)
+		return
+	}
+	if n.Kind != inventory.Memory && n.CapacityBytes > 0 && b.CapacityBytes < n.CapacityBytes {
+		w.count(TooSmall)
+		return
+	}
+	if n.Exact && n.CapacityBytes > 0 && ((n.Kind != inventory.Memory && b.CapacityBytes != n.CapacityBytes) ||
+		(n.Kind == inventory.Memory && w.gotBytes+b.CapacityBytes > n.CapacityBytes)) {
+		w.count(Mismatch)
+		return
+	}
+	if w.zone != nil && !w.zone.Contains(b) {
+		w.count(OutsideZone)
+		return
+	}
+	if w.aff {
+		if k, ok := w.o.groupKey[b.Device.Fabric]; ok && k != groupOf(b, w.req.Affinity) {
+			w.count(AffinityFailed)
+			return
+		}
+	}
+	var hp *inventory.HostPort
+	if port >= 0 {
+		hp = w.o.host.Ports[port]
+	}
+	r, hp := w.o.check(b, hp)
+	if r != "" {
+		w.count(r)
+		if r.Transient() {
+			w.blocked++
+			w.blockedBytes += b.CapacityBytes
+		}
+		return
+	}
+	w.add(b, topology.Path{Port: hp, Hops: int(hops), RTTNS: rtt}, hp)
+	w.got++
+	w.gotBytes += b.CapacityBytes
+}
+
+// offerNode offers a memory node's blocks in block order.
+func (w *needWalk) offerNode(d *inventory.Device, sp span) {
+	for _, b := range d.Blocks {
+		if w.done() {
+			return
+		}
+		w.offer(b, sp.rtt, sp.hops, sp.port)
+	}
+}
+
+// fillNeed fills need ni of req on the overlay's host, or returns why it
+// cannot (a zero Rejection when not explaining).
+func (s *Scheduler) fillNeed(o *overlay, r *reach, req *Request, ni int, zone *inventory.Zone,
+	add func(*inventory.Block, topology.Path, *inventory.HostPort), explain bool) *Rejection {
+	n := &req.Needs[ni]
+	w := &needWalk{o: o, req: req, n: n, zone: zone, add: add, explain: explain, want: n.Count,
+		aff: req.Affinity == SameDrawer || req.Affinity == SameSwitch}
+	if n.Kind == inventory.Memory && n.CapacityBytes > 0 {
+		w.want = -1 // filled by bytes
+	}
+	w.bound = n.MaxLatencyNS
+	if w.bound == 0 {
+		w.bound = DefaultMaxLatencyNS[n.Kind]
+	}
+	if w.bound < 0 {
+		w.bound = math.Inf(1)
+	}
+	reachable := 0
+	if n.Kind == inventory.Memory {
+		s.walkMemory(w, r)
+		reachable = r.memBlocks
+	} else {
+		list := r.byKind[n.Kind]
+		reachable = len(list)
+		for _, c := range list {
+			if w.done() {
+				break
+			}
+			if c.rtt > w.bound {
+				w.count(TooFar)
+				break // sorted by latency: the rest are farther
+			}
+			w.offer(s.top.Blocks[c.blk], c.rtt, c.hops, c.port)
+		}
+	}
+	if w.done() {
+		return nil
+	}
+	if !explain {
+		return &Rejection{}
+	}
+	if unreachable := s.kindCount[n.Kind] - reachable; unreachable > 0 {
+		w.counts[reasonIndex(Unreachable)] = unreachable
+	}
+	return w.rejection(ni)
+}
+
+// walkMemory offers memory nodes in the scheduler's order: nodes already
+// circuited to the host first; then by round trip; within a round trip the
+// nodes with the fewest free blocks first (best fit, so large free nodes
+// stay whole), then fewer hops, then rank. Full nodes come last in their
+// class: they are never offered when placing; an explanation counts them.
+func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
+	o := w.o
+	st := o.st
+	// The nodes circuited to this host: at most one per host port.
+	type node struct {
+		d  *inventory.Device
+		sp span
+	}
+	var circ []node
+	for _, hp := range o.host.Ports {
+		d := st.portPeer[hp]
+		if d == nil || slices.ContainsFunc(circ, func(c node) bool { return c.d == d }) {
+			continue
+		}
+		if sp, ok := r.locate(s.mem.rank[d.Index]); ok {
+			circ = append(circ, node{d, sp})
+		}
+	}
+	if len(circ) > 1 {
+		slices.SortFunc(circ, func(a, b node) int {
+			if c := cmp.Compare(a.sp.rtt, b.sp.rtt); c != 0 {
+				return c
+			}
+			fa, fb := st.devFree[a.d.Index], st.devFree[b.d.Index]
+			if (fa == 0) != (fb == 0) {
+				if fb == 0 {
+					return -1
+				}
+				return 1
+			}
+			if c := cmp.Compare(fa, fb); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(a.sp.hops, b.sp.hops); c != 0 {
+				return c
+			}
+			return cmp.Compare(s.mem.rank[a.d.Index], s.mem.rank[b.d.Index])
+		})
+	}
+	isCirc := func(d *inventory.Device) bool {
+		return slices.ContainsFunc(circ, func(c node) bool { return c.d == d })
+	}
+	for _, c := range circ {
+		if w.done() {
+			return
+		}
+		w.offerNode(c.d, c.sp)
+	}
+	// Optical fabrics on which every port of the host is circuited: only
+	// the circuited nodes (above) can be used there.
+	var busy []*inventory.Fabric
+	if !w.explain {
+		for _, hp := range o.host.Ports {
+			if hp.Fabric.Kind != inventory.OpticalCircuit || slices.Contains(busy, hp.Fabric) {
+				continue
+			}
+			all := true
+			for _, q := range o.host.Ports {
+				if q.Fabric == hp.Fabric && st.portPeer[q] == nil {
+					all = false
+					break
+				}
+			}
+			if all {
+				busy = append(busy, hp.Fabric)
+			}
+		}
+	}
+	for ci := range r.mem {
+		if w.done() {
+			return
+		}
+		cl := &r.mem[ci]
+		// Blocks of the class not offered here: circuited nodes' (offered
+		// above) and, when explaining, full nodes'.
+		skipBlocks, skipBytes := 0, int64(0)
+		for _, c := range circ {
+			if c.sp.class == int32(ci) {
+				skipBlocks += len(c.d.Blocks)
+				skipBytes += c.d.BlockBytes * int64(len(c.d.Blocks))
+			}
+		}
+		if cl.rtt > w.bound {
+			if !w.explain {
+				return // classes come by round trip: the rest are farther
+			}
+			w.counts[reasonIndex(TooFar)] += cl.blocks - skipBlocks
+			continue
+		}
+		var masks []uint64
+		present := uint64(0)
+		for _, sub := range cl.subs {
+			for _, sp := range sub.spans {
+				m := st.memFree.within(int(sp.lo), int(sp.hi))
+				if len(busy) > 0 && slices.Contains(busy, s.mem.devs[sp.lo].Fabric) {
+					m &= 1 // nothing to place there; full nodes still counted
+				}
+				masks = append(masks, m)
+				present |= m
+			}
+		}
+		offered, offeredBytes := 0, int64(0)
+		visit := func(rk int, sp span) {
+			d := s.mem.devs[rk]
+			if isCirc(d) {
+				return
+			}
+			offered += len(d.Blocks)
+			offeredBytes += d.BlockBytes * int64(len(d.Blocks))
+			w.offerNode(d, sp)
+		}
+		for free := present &^ 1; free != 0 && !w.done(); free &= free - 1 {
+			v := uint(bits.TrailingZeros64(free))
+			want := uint64(1) << v
+			if v == maxBucket {
+				s.visitLargest(w, cl, masks, visit)
+				break
+			}
+			k := 0
+			for _, sub := range cl.subs {
+				for _, sp := range sub.spans {
+					if masks[k]&want != 0 {
+						for rk := st.memFree.next(int(sp.lo), int(sp.hi), want); rk >= 0 && !w.done(); rk = st.memFree.next(rk+1, int(sp.hi), want) {
+							visit(rk, sp)
+						}
+					}
+					k++
+				}
+			}
+		}
+		if !w.explain || w.done() || present&1 == 0 {
+			continue
+		}
+		s.countFull(w, r, ci, skipBlocks+offered, skipBytes+offeredBytes, isCirc)
+	}
+}
+
+// visitLargest offers the class's nodes with maxBucket or more free blocks,
+// which share one bucket: in exact order of free blocks, hops, rank.
+func (s *Scheduler) visitLargest(w *needWalk, cl *memClass, masks []uint64, visit func(int, span)) {
+	st := w.o.st
+	type big struct {
+		rk   int
+		free int32
+		sp   span
+	}
+	var nodes []big
+	const want = uint64(1) << maxBucket
+	k := 0
+	for _, sub := range cl.subs {
+		for _, sp := range sub.spans {
+			if masks[k]&want != 0 {
+				for rk := st.memFree.next(int(sp.lo), int(sp.hi), want); rk >= 0; rk = st.memFree.next(rk+1, int(sp.hi), want) {
+					nodes = append(nodes, big{rk, st.devFree[s.mem.devs[rk].Index], sp})
+				}
+			}
+			k++
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b big) int {
+		if c := cmp.Compare(a.free, b.free); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.sp.hops, b.sp.hops); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.rk, b.rk)
+	})
+	for _, nd := range nodes {
+		if w.done() {
+			return
+		}
+		visit(nd.rk, nd.sp)
+	}
+}
+
+// countFull counts, for an explanation, the blocks of the class's full
+// nodes (those not offered: the class's blocks less seen of them). When
+// the need filters by nothing but round trip, each of them is in use, or
+// a duplicate when the request already holds it; otherwise they are
+// offered one by one, which gives each its first failing check.
+func (s *Scheduler) countFull(w *needWalk, r *reach, ci int, seen int, seenBytes int64, isCirc func(*inventory.Device) bool) {
+	cl := &r.mem[ci]
+	n := w.n
+	if n.Model != "" || len(n.Attrs) > 0 || w.zone != nil || n.Exact || w.aff {
+		st := w.o.st
+		for _, sub := range cl.subs {
+			for _, sp := range sub.spans {
+				for rk := st.memFree.next(int(sp.lo), int(sp.hi), 1); rk >= 0; rk = st.memFree.next(rk+1, int(sp.hi), 1) {
+					if d := s.mem.devs[rk]; !isCirc(d) {
+						w.offerNode(d, sp)
+					}
+				}
+			}
+		}
+		return
+	}
+	full, fullBytes := cl.blocks-seen, cl.bytes-seenBytes
+	for bi := range w.o.used {
+		b := s.top.Blocks[bi]
+		d := b.Device
+		if d == nil || d.Kind != inventory.Memory || w.o.st.devFree[d.Index] != 0 || isCirc(d) {
+			continue
+		}
+		if sp, ok := r.locate(s.mem.rank[d.Index]); ok && int(sp.class) == ci {
+			w.count(Duplicate)
+			full--
+			fullBytes -= b.CapacityBytes
+		}
+	}
+	w.counts[reasonIndex(InUse)] += full
+	w.blocked += full
+	w.blockedBytes += fullBytes
+}
+
+// rejection explains a need that could not be filled.
+func (w *needWalk) rejection(ni int) *Rejection {
+	n := w.n
+	counts := map[Reason]int{}
+	for i, c := range w.counts {
+		if c > 0 {
+			counts[counted[i]] = c
+		}
+	}
+	wantDesc := fmt.Sprintf("%d × %s", w.want, n.Kind)
+	if w.want < 0 {
+		wantDesc = fmt.Sprintf("%s of memory", inventory.FormatBytes(n.CapacityBytes))
+	}
+	if n.Model != "" {
+		wantDesc += " model=" + n.Model
+	}
+	// Name a transient reason only when the need would fit once those
+	// blocks free up; otherwise the request can never fit this host.
+	order := []Reason{InUse, PortBusy, DrawerHosts, AffinityFailed, TooFar, Mismatch, TooSmall, OutsideZone, Unreachable}
+	if (w.want >= 0 && w.got+w.blocked < w.want) || (w.want < 0 && w.gotBytes+w.blockedBytes < n.CapacityBytes) {
+		order = order[3:]
+	}
+	reason := Reason("")
+	for _, r := range order {
+		if counts[r] > 0 {
+			reason = r
+			break
+		}
+	}
+	if reason == "" {
+		reason = Insufficient
+	}
+	var why []string
+	for _, r := range sortedReasons(counts) {
+		why = append(why, fmt.Sprintf("%d %s", counts[r], r))
+	}
+	host := w.o.host.ID
+	detail := fmt.Sprintf("host %s: %s wanted, %d found", host, wantDesc, w.got)
+	if w.want < 0 {
+		detail = fmt.Sprintf("host %s: %s wanted, %s found", host, wantDesc, inventory.FormatBytes(w.gotBytes))
+	}
+	if len(why) > 0 {
+		detail += " (rejected: " + strings.Join(why, ", ") + ")"
+	}
+	if reason == TooFar {
+		detail += fmt.Sprintf("; bound %.0f ns", w.bound)
+	}
+	return &Rejection{Host: host, Need: ni, Reason: reason, Detail: detail}
+}
+
+func attrsMatch(b *inventory.Block, want map[string]string) bool {
+	for k, v := range want {
+		switch k {
+		case "model":
+			if !strings.EqualFold(b.Model, v) {
+				return false
+			}
+		case "vendor":
+			if b.Device == nil || !strings.EqualFold(b.Device.Vendor, v) {
+				return false
+			}
+		default:
+			if b.Attrs[k] != v {
+				return false
+			}
+		}
+	}
+	return true
+}
