@@ -12,13 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"rackpool/internal/profiling"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
 )
 
 // runSim is `rackpool sim`: a scenario file, or quick flags for a trace
 // run; `rackpool sim merge` joins the outputs of a sharded sweep.
-func runSim(args []string) error {
+func runSim(args []string) (err error) {
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimMerge(args[1:])
 	}
@@ -41,6 +42,8 @@ func runSim(args []string) error {
 	workers := fs.Int("workers", 0, "sweeps: points run at once (default: one per core)")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	acceptedIDs := fs.String("accepted-ids", "", "also write the accepted requests' IDs, one per line, to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage:
   rackpool sim --scenario FILE --out DIR [--seed N] [--shard I/N]
@@ -124,6 +127,15 @@ Flags:
 	if *out == "" {
 		return errors.New("--out DIR is required")
 	}
+	stopProfiles, err := profiling.Start(*cpuProfile, *memProfile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfiles(); perr != nil && err == nil {
+			err = perr
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	bar := newProgressBar(os.Stderr, *quiet)

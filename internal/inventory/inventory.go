@@ -115,6 +115,7 @@ type Host struct {
 
 // HostPort is a host adapter cabled to a fabric switch port.
 type HostPort struct {
+	Index  int // position among all hosts' ports, in host order
 	ID     string
 	Host   *Host
 	Fabric *Fabric

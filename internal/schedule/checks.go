@@ -199,42 +199,49 @@ var blockChecks = []check[blockCtx]{
 	},
 }
 
-// runChecks runs checks on x; on the first failure it returns the
-// rejection (explained only when explain is set; the caller needs to know
-// only that it failed otherwise).
-func runChecks[T any](checks []check[T], x *T, explain bool, rej func(Reason, string, []any) Rejection) (Rejection, bool) {
+// runChecks runs checks on x; on the first failure it returns the reason
+// and, when explaining, the explanation's format and arguments.
+func runChecks[T any](checks []check[T], x *T, explain bool) (Reason, string, []any) {
 	for i := range checks {
 		c := &checks[i]
 		if r := c.test(x); r != "" {
 			if !explain {
-				return Rejection{Reason: r}, false
+				return r, "", nil
 			}
 			format, args := c.detail(x)
-			return rej(r, format, args), false
+			return r, format, args
 		}
 	}
-	return Rejection{}, true
+	return "", "", nil
 }
 
-// tryHost builds the plan for req on host h, or says why it cannot.
-func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inventory.Zone, explain bool) (*Plan, []Rejection) {
-	reject := func(need int, block string) func(Reason, string, []any) Rejection {
-		return func(r Reason, format string, args []any) Rejection {
-			return Rejection{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}
-		}
-	}
-	fail := func(rj Rejection) (*Plan, []Rejection) {
+// scratch is what one search reuses from host to host: the plan under
+// construction, its overlay and the checks' contexts. A decision tries
+// many hosts and keeps at most a few plans; only those are copied out.
+type scratch struct {
+	o     overlay
+	plan  Plan
+	hx    hostCtx
+	bx    blockCtx
+	masks []uint64
+}
+
+// tryHost builds the plan for req on host h in sc.plan (valid until the
+// next call with sc), or says why it cannot.
+func (s *Scheduler) tryHost(sc *scratch, st *State, req *Request, h *inventory.Host, zone *inventory.Zone, explain bool) (*Plan, []Rejection) {
+	fail := func(need int, block string, r Reason, format string, args []any) (*Plan, []Rejection) {
 		if !explain {
 			return nil, nil
 		}
-		return nil, []Rejection{rj}
+		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}}
 	}
 	share := !req.Share.IsZero()
-	hx := hostCtx{st: st, req: &req, h: h, zone: zone, share: share}
-	if rj, ok := runChecks(hostChecks, &hx, explain, reject(-1, "")); !ok {
-		return fail(rj)
+	sc.hx = hostCtx{st: st, req: req, h: h, zone: zone, share: share}
+	if r, format, args := runChecks(hostChecks, &sc.hx, explain); r != "" {
+		return fail(-1, "", r, format, args)
 	}
-	o := newOverlay(st, h)
+	o := &sc.o
+	o.reset(st, h)
 	for _, ids := range [][]string{req.Held, req.Exclude} {
 		for _, id := range ids {
 			if b := s.top.Block(id); b != nil {
@@ -242,21 +249,13 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 			}
 		}
 	}
-	plan := &Plan{Host: h, Share: req.Share, Assignments: make([]Assignment, 0, 1+len(req.Blocks)+4*len(req.Needs))}
+	plan := &sc.plan
+	*plan = Plan{Host: h, Share: req.Share, Assignments: plan.Assignments[:0]}
 	if !req.Expand && !share {
 		plan.Assignments = append(plan.Assignments, Assignment{Block: h.Block})
 	}
-	aff := req.Affinity == SameDrawer || req.Affinity == SameSwitch
-	add := func(b *inventory.Block, path topology.Path, port *inventory.HostPort) {
-		o.take(b, port)
-		plan.Assignments = append(plan.Assignments, Assignment{Block: b, Port: port, RTTNS: path.RTTNS, Hops: path.Hops})
-		plan.TotalRTTNS += path.RTTNS
-		plan.TotalHops += path.Hops
-		if aff {
-			o.groupKey[b.Device.Fabric] = groupOf(b, req.Affinity)
-		}
-	}
-	if aff {
+	if req.Affinity == SameDrawer || req.Affinity == SameSwitch {
+		o.affinity = req.Affinity
 		o.groupKey = map[*inventory.Fabric]string{}
 		for _, id := range req.Held {
 			if b := s.top.Block(id); b != nil && b.Device != nil {
@@ -270,21 +269,31 @@ func (s *Scheduler) tryHost(st *State, req Request, h *inventory.Host, zone *inv
 		if b.Device == nil && b.Host == h && !req.Expand && !share {
 			continue // the host's own compute block, already in the plan
 		}
-		bx := blockCtx{s: s, o: o, req: &req, zone: zone, b: b}
-		if rj, ok := runChecks(blockChecks, &bx, explain, reject(-1, id)); !ok {
-			return fail(rj)
+		sc.bx = blockCtx{s: s, o: o, req: req, zone: zone, b: b}
+		if r, format, args := runChecks(blockChecks, &sc.bx, explain); r != "" {
+			return fail(-1, id, r, format, args)
 		}
-		add(b, bx.path, bx.port)
+		o.add(plan, b, sc.bx.path, sc.bx.port)
 	}
 	// Constrained needs.
 	r := s.reach(h)
 	for ni := range req.Needs {
-		if rej := s.fillNeed(o, r, &req, ni, zone, add, explain); rej != nil {
-			return fail(*rej)
+		if rej := s.fillNeed(sc, r, req, ni, zone, explain); rej != nil {
+			if !explain {
+				return nil, nil
+			}
+			return nil, []Rejection{*rej}
 		}
 	}
 	plan.Groups = groups(plan.Assignments)
 	return plan, nil
+}
+
+// clone copies a plan out of the scratch.
+func (p *Plan) clone() *Plan {
+	c := *p
+	c.Assignments = slices.Clone(p.Assignments)
+	return &c
 }
 
 // groups counts the distinct drawers, switches and memory nodes a plan

@@ -28,11 +28,11 @@ func reasonIndex(r Reason) int {
 // needWalk fills one need on one host: it is offered candidate blocks in
 // the host's order and takes those that pass every check.
 type needWalk struct {
+	sc      *scratch
 	o       *overlay
 	req     *Request
 	n       *Need
 	zone    *inventory.Zone
-	add     func(*inventory.Block, topology.Path, *inventory.HostPort)
 	explain bool
 	aff     bool
 	want    int // blocks; -1: filled by bytes
@@ -103,27 +103,35 @@ func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) {
 		}
 		return
 	}
-	w.add(b, topology.Path{Port: hp, Hops: int(hops), RTTNS: rtt}, hp)
+	w.o.add(&w.sc.plan, b, topology.Path{Port: hp, Hops: int(hops), RTTNS: rtt}, hp)
 	w.got++
 	w.gotBytes += b.CapacityBytes
 }
 
-// offerNode offers a memory node's blocks in block order.
+// offerNode offers a memory node's blocks in block order. When placing,
+// blocks that are taken are passed over at once: which check a block
+// fails matters only to an explanation.
 func (w *needWalk) offerNode(d *inventory.Device, sp span) {
 	for _, b := range d.Blocks {
 		if w.done() {
 			return
 		}
+		if !w.explain && (!w.o.st.Free(b) || w.o.isUsed(int32(b.Index))) {
+			continue
+		}
 		w.offer(b, sp.rtt, sp.hops, sp.port)
 	}
 }
 
+// unfilled is fillNeed's answer when not explaining: the need cannot be
+// filled; nobody reads more.
+var unfilled Rejection
+
 // fillNeed fills need ni of req on the overlay's host, or returns why it
 // cannot (a zero Rejection when not explaining).
-func (s *Scheduler) fillNeed(o *overlay, r *reach, req *Request, ni int, zone *inventory.Zone,
-	add func(*inventory.Block, topology.Path, *inventory.HostPort), explain bool) *Rejection {
+func (s *Scheduler) fillNeed(sc *scratch, r *reach, req *Request, ni int, zone *inventory.Zone, explain bool) *Rejection {
 	n := &req.Needs[ni]
-	w := &needWalk{o: o, req: req, n: n, zone: zone, add: add, explain: explain, want: n.Count,
+	w := &needWalk{sc: sc, o: &sc.o, req: req, n: n, zone: zone, explain: explain, want: n.Count,
 		aff: req.Affinity == SameDrawer || req.Affinity == SameSwitch}
 	if n.Kind == inventory.Memory && n.CapacityBytes > 0 {
 		w.want = -1 // filled by bytes
@@ -157,7 +165,7 @@ func (s *Scheduler) fillNeed(o *overlay, r *reach, req *Request, ni int, zone *i
 		return nil
 	}
 	if !explain {
-		return &Rejection{}
+		return &unfilled
 	}
 	if unreachable := s.kindCount[n.Kind] - reachable; unreachable > 0 {
 		w.counts[reasonIndex(Unreachable)] = unreachable
@@ -180,7 +188,7 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 	}
 	var circ []node
 	for _, hp := range o.host.Ports {
-		d := st.portPeer[hp]
+		d := st.portPeer[hp.Index]
 		if d == nil || slices.ContainsFunc(circ, func(c node) bool { return c.d == d }) {
 			continue
 		}
@@ -218,26 +226,6 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 		}
 		w.offerNode(c.d, c.sp)
 	}
-	// Optical fabrics on which every port of the host is circuited: only
-	// the circuited nodes (above) can be used there.
-	var busy []*inventory.Fabric
-	if !w.explain {
-		for _, hp := range o.host.Ports {
-			if hp.Fabric.Kind != inventory.OpticalCircuit || slices.Contains(busy, hp.Fabric) {
-				continue
-			}
-			all := true
-			for _, q := range o.host.Ports {
-				if q.Fabric == hp.Fabric && st.portPeer[q] == nil {
-					all = false
-					break
-				}
-			}
-			if all {
-				busy = append(busy, hp.Fabric)
-			}
-		}
-	}
 	for ci := range r.mem {
 		if w.done() {
 			return
@@ -259,18 +247,16 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 			w.counts[reasonIndex(TooFar)] += cl.blocks - skipBlocks
 			continue
 		}
-		var masks []uint64
+		masks := w.sc.masks[:0]
 		present := uint64(0)
 		for _, sub := range cl.subs {
 			for _, sp := range sub.spans {
 				m := st.memFree.within(int(sp.lo), int(sp.hi))
-				if len(busy) > 0 && slices.Contains(busy, s.mem.devs[sp.lo].Fabric) {
-					m &= 1 // nothing to place there; full nodes still counted
-				}
 				masks = append(masks, m)
 				present |= m
 			}
 		}
+		w.sc.masks = masks
 		offered, offeredBytes := 0, int64(0)
 		visit := func(rk int, sp span) {
 			d := s.mem.devs[rk]
@@ -292,9 +278,7 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 			for _, sub := range cl.subs {
 				for _, sp := range sub.spans {
 					if masks[k]&want != 0 {
-						for rk := st.memFree.next(int(sp.lo), int(sp.hi), want); rk >= 0 && !w.done(); rk = st.memFree.next(rk+1, int(sp.hi), want) {
-							visit(rk, sp)
-						}
+						s.visitSpan(w, sp, want, visit)
 					}
 					k++
 				}
@@ -304,6 +288,36 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 			continue
 		}
 		s.countFull(w, r, ci, skipBlocks+offered, skipBytes+offeredBytes, isCirc)
+	}
+}
+
+// visitSpan offers the nodes of span sp whose free count is in bucket
+// want, in rank order. When placing (not explaining), once every host port
+// on the span's optical fabric carries a circuit, only the nodes this plan
+// has circuited can take more: the others would all fail for want of a
+// port, so they are not visited.
+func (s *Scheduler) visitSpan(w *needWalk, sp span, want uint64, visit func(int, span)) {
+	st := w.o.st
+	f := s.mem.devs[sp.lo].Fabric
+	for rk := st.memFree.next(int(sp.lo), int(sp.hi), want); rk >= 0 && !w.done(); rk = st.memFree.next(rk+1, int(sp.hi), want) {
+		if !w.explain && w.o.closed(f) {
+			var peers []int
+			for _, c := range w.o.circuits {
+				d := c.d
+				if r := int(s.mem.rank[d.Index]); d.Fabric == f && r >= rk && r < int(sp.hi) && bucket(st.devFree[d.Index])&want != 0 {
+					peers = append(peers, r)
+				}
+			}
+			slices.Sort(peers)
+			for _, r := range slices.Compact(peers) {
+				if w.done() {
+					return
+				}
+				visit(r, sp)
+			}
+			return
+		}
+		visit(rk, sp)
 	}
 }
 
@@ -368,7 +382,7 @@ func (s *Scheduler) countFull(w *needWalk, r *reach, ci int, seen int, seenBytes
 		return
 	}
 	full, fullBytes := cl.blocks-seen, cl.bytes-seenBytes
-	for bi := range w.o.used {
+	for _, bi := range slices.Compact(slices.Sorted(slices.Values(w.o.used))) {
 		b := s.top.Blocks[bi]
 		d := b.Device
 		if d == nil || d.Kind != inventory.Memory || w.o.st.devFree[d.Index] != 0 || isCirc(d) {

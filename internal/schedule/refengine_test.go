@@ -208,7 +208,7 @@ func (o *refOverlay) check(b *inventory.Block, p *inventory.HostPort) (Reason, *
 		for _, hp := range o.host.PortsOn(d.Fabric) {
 			peer := o.portPeer[hp]
 			if peer == nil {
-				peer = o.st.portPeer[hp]
+				peer = o.st.portPeer[hp.Index]
 			}
 			if peer == d {
 				return "", hp
@@ -217,7 +217,7 @@ func (o *refOverlay) check(b *inventory.Block, p *inventory.HostPort) (Reason, *
 				free = hp
 			}
 		}
-		if free == nil || o.st.circuits[d]+o.circuits[d] >= len(d.Ports) {
+		if free == nil || int(o.st.circuits[d.Index])+o.circuits[d] >= len(d.Ports) {
 			return PortBusy, nil
 		}
 		return "", free
@@ -241,7 +241,7 @@ func (o *refOverlay) take(b *inventory.Block, p *inventory.HostPort) {
 		}
 		o.drawers[d.Drawer] = true
 	}
-	if d.Fabric.Kind == inventory.OpticalCircuit && o.st.portPeer[p] == nil && o.portPeer[p] == nil {
+	if d.Fabric.Kind == inventory.OpticalCircuit && o.st.portPeer[p.Index] == nil && o.portPeer[p] == nil {
 		if o.portPeer == nil {
 			o.portPeer = map[*inventory.HostPort]*inventory.Device{}
 			o.circuits = map[*inventory.Device]int{}
@@ -552,7 +552,7 @@ func (s *refScheduler) orderMemory(o *refOverlay, ix *refHostIndex) iter.Seq[ref
 	// The nodes circuited to this host: at most one per host port.
 	var circuited []*inventory.Device
 	for _, hp := range o.host.Ports {
-		if d := o.st.portPeer[hp]; d != nil {
+		if d := o.st.portPeer[hp.Index]; d != nil {
 			circuited = append(circuited, d)
 		}
 	}

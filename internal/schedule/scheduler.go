@@ -124,6 +124,7 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 	}
 	var best *Plan
 	feasible := 0
+	sc := &scratch{}
 	if !explain && req.Host == "" {
 		// Nothing ranks above a plan that meets the lower bound: stop there.
 		lb := s.lowerBound(st, req)
@@ -133,12 +134,12 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
 		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), func(i int) bool {
-			plan, _ := s.tryHost(st, req, s.top.Hosts[i], zone, false)
+			plan, _ := s.tryHost(sc, st, &req, s.top.Hosts[i], zone, false)
 			if plan == nil {
 				return true
 			}
 			if best == nil || better(plan, best) {
-				best = plan
+				best = plan.clone()
 			}
 			feasible++
 			if !better(&lb, best) {
@@ -149,7 +150,7 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 		return best
 	}
 	for _, h := range hosts {
-		plan, rej := s.tryHost(st, req, h, zone, explain)
+		plan, rej := s.tryHost(sc, st, &req, h, zone, explain)
 		if plan == nil {
 			if explain {
 				*rejections = append(*rejections, rej...)
@@ -157,7 +158,7 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 			continue
 		}
 		if best == nil || better(plan, best) {
-			best = plan
+			best = plan.clone()
 		}
 		if feasible++; limit > 0 && feasible >= limit {
 			break

@@ -15,9 +15,10 @@ type State struct {
 	used []int32 // compositions holding each block, by block index
 	// Optical circuits: the memory node each host port is circuited to and
 	// how many blocks use that circuit; circuits per memory node.
-	portPeer map[*inventory.HostPort]*inventory.Device
-	portRefs map[*inventory.HostPort]int
-	circuits map[*inventory.Device]int
+	// All by index (HostPort.Index, Device.Index).
+	portPeer []*inventory.Device
+	portRefs []int32
+	circuits []int32
 	// Hosts with devices attached in each drawer, with block counts.
 	drawerHosts map[*inventory.Drawer]map[*inventory.Host]int
 	// Shares (by host index): free cores and local memory, how many shares
@@ -40,9 +41,9 @@ func NewState(top *topology.Topology) *State {
 	st := &State{
 		top:         top,
 		used:        make([]int32, len(top.Blocks)),
-		portPeer:    map[*inventory.HostPort]*inventory.Device{},
-		portRefs:    map[*inventory.HostPort]int{},
-		circuits:    map[*inventory.Device]int{},
+		portPeer:    make([]*inventory.Device, hostPorts(top)),
+		portRefs:    make([]int32, hostPorts(top)),
+		circuits:    make([]int32, len(top.Devices)),
 		drawerHosts: map[*inventory.Drawer]map[*inventory.Host]int{},
 		freeCores:   make([]int32, len(top.Hosts)),
 		freeMem:     make([]int32, len(top.Hosts)),
@@ -136,7 +137,15 @@ func (s *State) Used(b *inventory.Block) int { return int(s.used[b.Index]) }
 func (s *State) Free(b *inventory.Block) bool { return int(s.used[b.Index]) < b.MaxCompositions }
 
 // Circuit returns the memory node host port p is circuited to, if any.
-func (s *State) Circuit(p *inventory.HostPort) *inventory.Device { return s.portPeer[p] }
+func (s *State) Circuit(p *inventory.HostPort) *inventory.Device { return s.portPeer[p.Index] }
+
+func hostPorts(top *topology.Topology) int {
+	n := 0
+	for _, h := range top.Hosts {
+		n += len(h.Ports)
+	}
+	return n
+}
 
 // Acquire records that host holds the assignments.
 func (s *State) Acquire(host *inventory.Host, as []Assignment) {
@@ -154,11 +163,11 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 			continue
 		}
 		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil {
-			if s.portRefs[a.Port] == 0 {
-				s.portPeer[a.Port] = d
-				s.circuits[d]++
+			if s.portRefs[a.Port.Index] == 0 {
+				s.portPeer[a.Port.Index] = d
+				s.circuits[d.Index]++
 			}
-			s.portRefs[a.Port]++
+			s.portRefs[a.Port.Index]++
 		}
 		if d.Drawer != nil {
 			m := s.drawerHosts[d.Drawer]
@@ -195,12 +204,11 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 			}
 			continue
 		}
-		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil && s.portRefs[a.Port] > 0 {
-			s.portRefs[a.Port]--
-			if s.portRefs[a.Port] == 0 {
-				delete(s.portRefs, a.Port)
-				delete(s.portPeer, a.Port)
-				s.circuits[d]--
+		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil && s.portRefs[a.Port.Index] > 0 {
+			s.portRefs[a.Port.Index]--
+			if s.portRefs[a.Port.Index] == 0 {
+				s.portPeer[a.Port.Index] = nil
+				s.circuits[d.Index]--
 			}
 		}
 		if m := s.drawerHosts[d.Drawer]; d.Drawer != nil && m != nil {

@@ -63,8 +63,13 @@ type Path struct {
 
 func newTopology(inv *inventory.Inventory) *Topology {
 	t := &Topology{Inventory: inv, dist: map[*inventory.Fabric]*fabricDist{}}
+	ports := 0
 	for i, h := range inv.Hosts {
 		h.Index = i
+		for _, p := range h.Ports {
+			p.Index = ports
+			ports++
+		}
 	}
 	for i, d := range inv.Devices {
 		d.Index = i
