@@ -106,9 +106,10 @@ func Parse(name string, data []byte) (*Topology, error) {
 }
 
 type builder struct {
-	file  string
-	inv   *inventory.Inventory
-	ports map[string]string // "fabric/switch/port" -> who uses it
+	file     string
+	inv      *inventory.Inventory
+	ports    map[string]string // "fabric/switch/port" -> who uses it
+	switches map[*inventory.Fabric]map[string]*inventory.Switch
 }
 
 func (b *builder) errf(p pos, field, path, format string, args ...any) error {
@@ -355,6 +356,10 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string
 		return b.errf(fs.pos, "switches", path, "a fabric needs at least one switch (or a chassis, for pcie-switch)")
 	}
 	byID := map[string]*inventory.Switch{}
+	if b.switches == nil {
+		b.switches = map[*inventory.Fabric]map[string]*inventory.Switch{}
+	}
+	b.switches[f] = byID
 	for si, ss := range fs.Switches {
 		spath := fmt.Sprintf("%s.switches[%d]", path, si)
 		count := ss.Count
@@ -421,7 +426,10 @@ func (b *builder) findSwitch(f *inventory.Fabric, id string) *inventory.Switch {
 	if id == "" && len(f.Switches) == 1 {
 		return f.Switches[0]
 	}
-	for _, s := range f.Switches {
+	if byID := b.switches[f]; byID != nil {
+		return byID[id]
+	}
+	for _, s := range f.Switches { // a chassis: one switch
 		if s.ID == id {
 			return s
 		}
