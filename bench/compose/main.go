@@ -1,12 +1,15 @@
 // Command compose benchmarks rackpool's control plane: compose+decompose
 // latency and throughput through the Redfish HTTP API with durable SQLite
-// commits, on the example rack and on a generated 10,000-block topology,
-// and the pure scheduler's decisions per second at 100,000 blocks. It
-// prints a Markdown report for docs/benchmarks.md, with the control
-// plane's times next to the fabrics' own (P1: 1 ms fastest drive switch;
-// P4: 25 ms optical circuit).
+// commits, on the example rack, on generated 10,000- and 100,000-block
+// topologies and on the P4-scale MONet pod (4,096 trays x 24 cards, 8
+// planes: 245,760 blocks); the control plane's start-up time and memory on
+// the large ones; and the pure scheduler's decisions per second. It prints
+// a Markdown report for docs/benchmarks.md, with the control plane's times
+// next to the fabrics' own (P1: 1 ms fastest drive switch; P4: 25 ms
+// optical circuit).
 //
-//	go run ./bench/compose [-seconds 5] [-clients 8]
+//	go run ./bench/compose [-seconds 5] [-clients 8] [-large=false]
+//	    [-cpuprofile FILE] [-memprofile FILE]
 package main
 
 import (
@@ -21,8 +24,8 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +35,10 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/profiling"
 	"rackpool/internal/redfish"
 	"rackpool/internal/schedule"
+	"rackpool/internal/sim"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/topology"
 )
@@ -41,19 +46,20 @@ import (
 func main() {
 	seconds := flag.Float64("seconds", 5, "duration of each API run")
 	clients := flag.Int("clients", 8, "concurrent API clients on the generated topology")
-	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the API runs to this file")
+	large := flag.Bool("large", true, "also run the 100,000-block and P4-scale topologies")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	memprofile := flag.String("memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
 	flag.Parse()
 	dur := time.Duration(*seconds * float64(time.Second))
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfiles, err := profiling.Start(*cpuprofile, *memprofile)
+	if err != nil {
+		log.Fatal(err)
 	}
+	defer func() {
+		if err := stopProfiles(); err != nil {
+			log.Fatal(err)
+		}
+	}()
 
 	fmt.Printf("# rackpool compose benchmark\n\n%s, %d CPUs, %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
 	fmt.Println("| scenario | blocks | clients | pairs/s | compose p50 | compose p99 | decompose p50 | decompose p99 |")
@@ -77,14 +83,90 @@ func main() {
 		log.Fatal(err)
 	}
 	for _, n := range []int{1, 2, 4, *clients} {
-		report("10,000 blocks, constrained (1 GPU + 1 NVMe + 16 GiB), scheduler picks host", gen, n, dur, func(i int) any {
-			return map[string]any{"Oem": map[string]any{"Rackpool": map[string]any{
-				"Needs": []any{map[string]any{"Kind": "gpu", "Count": 1}, map[string]any{"Kind": "nvme", "Count": 1},
-					map[string]any{"Kind": "memory", "Capacity": "16GiB"}}}}}
-		})
+		report("10,000 blocks, constrained (1 GPU + 1 NVMe + 16 GiB), scheduler picks host", gen, n, dur, constrained)
+	}
+	var big []*topology.Topology
+	if *large {
+		racks := loadTimed("GenerateRacks(1000)", func() []byte { return topology.GenerateRacks(1000) })
+		for _, n := range []int{1, 4} {
+			report("100,000 blocks, same", racks.top, n, dur, constrained)
+		}
+		pod := loadTimed("P4-scale MONet pod", func() []byte { return sim.TopologyFile(p4Pod()) })
+		for _, n := range []int{1, 4} {
+			report("P4-scale MONet pod, a CPU card + 8 GiB pooled memory, scheduler picks", pod.top, n, dur, func(int) any {
+				return map[string]any{"Oem": map[string]any{"Rackpool": map[string]any{
+					"Needs": []any{map[string]any{"Kind": "memory", "Capacity": "8GiB"}}}}}
+			})
+		}
+		fmt.Println()
+		fmt.Println("| start-up (as `rackpool serve --topology`) | blocks | parse | control plane ready | total | peak RSS of this process so far |")
+		fmt.Println("|---|---|---|---|---|---|")
+		for _, l := range []loaded{racks, pod} {
+			fmt.Printf("| %s | %d | %.2f s | %.2f s | %.2f s | %.2f GiB |\n", l.name, len(l.top.Blocks),
+				l.parse.Seconds(), l.ready.Seconds(), (l.parse + l.ready).Seconds(), float64(peakRSS())/(1<<30))
+		}
+		big = []*topology.Topology{racks.top, pod.top}
 	}
 	fmt.Println()
-	schedulerBench()
+	schedulerBench(big)
+}
+
+// constrained is the 10,000- and 100,000-block scenarios' request.
+func constrained(int) any {
+	return map[string]any{"Oem": map[string]any{"Rackpool": map[string]any{
+		"Needs": []any{map[string]any{"Kind": "gpu", "Count": 1}, map[string]any{"Kind": "nvme", "Count": 1},
+			map[string]any{"Kind": "memory", "Capacity": "16GiB"}}}}}
+}
+
+// p4Pod is P4's full-size pod: 4,096 trays of 24 cards (12 CPU, 12
+// memory) over 8 planes, 16 GB memory cards in 4 GB blocks.
+func p4Pod() *sim.Config {
+	c := sim.Defaults()
+	c.Name = "p4"
+	c.Trays, c.CardsPerTray, c.Planes, c.MemoryNodeGB, c.MemoryBlockGB = 4096, 24, 8, 16, 4
+	return &c
+}
+
+// loaded is a large topology and what it cost to bring up.
+type loaded struct {
+	name         string
+	top          *topology.Topology
+	parse, ready time.Duration
+}
+
+// loadTimed parses a topology file as serve does, then brings up a
+// control plane on it (SQLite in a temporary directory, emulated drivers,
+// the Redfish handler) and times both.
+func loadTimed(name string, file func() []byte) loaded {
+	src := file()
+	t0 := time.Now()
+	top, err := topology.Parse(name, src)
+	if err != nil {
+		log.Fatal(err)
+	}
+	l := loaded{name: name, top: top, parse: time.Since(t0)}
+	t1 := time.Now()
+	cp := startControlPlane(top)
+	l.ready = time.Since(t1)
+	cp.close()
+	return l
+}
+
+// peakRSS is this process's peak resident set (VmHWM), or 0 where
+// /proc is not there.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // report runs one API scenario and prints its row.
@@ -111,21 +193,26 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return s[i]
 }
 
-// runAPI starts a real server (SQLite in a temporary directory, emulated
-// fabrics answering instantly so only the control plane is timed) and
-// drives it with clients, each composing and decomposing in a loop.
-func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(int) any) result {
+// controlPlane is a running server as serve wires it.
+type controlPlane struct {
+	mgr   *compose.Manager
+	url   string
+	close func()
+}
+
+// startControlPlane starts a real server on top: SQLite in a temporary
+// directory, emulated fabrics answering at once, audit log, events and
+// metrics, the Redfish handler on a loopback port.
+func startControlPlane(top *topology.Topology) *controlPlane {
 	dir, err := os.MkdirTemp("", "rackpool-bench")
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	st, err := sqlite.Open(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer st.Close()
 	if _, err := redfish.SetupAdmin(ctx, st, "bench"); err != nil {
 		log.Fatal(err)
 	}
@@ -133,7 +220,6 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Wired as serve wires it: audit log, events and metrics included.
 	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
 		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
@@ -150,8 +236,20 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	}
 	srv := &http.Server{Handler: redfish.New(mgr, auth, redfish.Options{Store: st, Observer: obs, AsyncThreshold: -1})}
 	go srv.Serve(ln)
-	defer srv.Close()
-	url := "http://" + ln.Addr().String()
+	return &controlPlane{mgr: mgr, url: "http://" + ln.Addr().String(), close: func() {
+		srv.Close()
+		st.Close()
+		os.RemoveAll(dir)
+	}}
+}
+
+// runAPI starts a real server (SQLite in a temporary directory, emulated
+// fabrics answering instantly so only the control plane is timed) and
+// drives it with clients, each composing and decomposing in a loop.
+func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(int) any) result {
+	cp := startControlPlane(top)
+	defer cp.close()
+	mgr, url := cp.mgr, cp.url
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
 
 	// One session for all clients, as a real client library would hold.
@@ -221,42 +319,59 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	return res
 }
 
-// schedulerBench measures the pure scheduler at 100,000 blocks with about
-// half the hosts composed.
-func schedulerBench() {
-	top, err := topology.Parse("generated", topology.GenerateRacks(1000))
+// schedulerBench measures the pure scheduler, with about half the hosts
+// composed: on 1,000 generated racks (100,000 blocks) whole hosts with 2
+// GPUs, 32 GiB of pooled memory and an NVMe drive; on the large
+// topologies given, the same request and, on the MONet pod, shares of a
+// CPU card (1-4 cores) with 4-16 GiB of pooled memory within 600 ns, as
+// the simulator places them.
+func schedulerBench(big []*topology.Topology) {
+	racks, err := topology.Parse("generated", topology.GenerateRacks(1000))
 	if err != nil {
 		log.Fatal(err)
 	}
-	s, st := schedule.New(top), schedule.NewState(top)
-	req := schedule.Request{Needs: []schedule.Need{
-		{Kind: inventory.GPU, Count: 2},
-		{Kind: inventory.Memory, CapacityBytes: 32 * inventory.GiB},
-		{Kind: inventory.NVMe, Count: 1},
-	}}
-	var live []*schedule.Plan
-	hold := len(top.Hosts) / 2
-	run := func(n int) time.Duration {
-		t0 := time.Now()
-		for i := 0; i < n; i++ {
-			p, err := s.Schedule(st, req)
-			if err != nil {
-				log.Fatal(err)
-			}
-			st.Acquire(p.Host, p.Assignments)
-			live = append(live, p)
-			if len(live) > hold {
-				st.Release(live[0].Host, live[0].Assignments)
-				live = live[1:]
-			}
-		}
-		return time.Since(t0)
+	whole := func(int) schedule.Request {
+		return schedule.Request{Needs: []schedule.Need{
+			{Kind: inventory.GPU, Count: 2},
+			{Kind: inventory.Memory, CapacityBytes: 32 * inventory.GiB},
+			{Kind: inventory.NVMe, Count: 1},
+		}}
 	}
-	run(hold) // warm: fill half the hosts, build the per-host indexes
-	const n = 50_000
-	d := run(n)
+	share := func(i int) schedule.Request {
+		return schedule.Request{Share: schedule.Share{Cores: 1 + i%4}, Needs: []schedule.Need{
+			{Kind: inventory.Memory, CapacityBytes: int64(4<<(i%3)) * inventory.GiB, MaxLatencyNS: 600}}}
+	}
 	fmt.Println("| scheduler | blocks | hosts | decisions/s | mean per decision |")
 	fmt.Println("|---|---|---|---|---|")
-	fmt.Printf("| 2 GPU + 32 GiB memory + 1 NVMe, half the hosts composed | %d | %d | %.0f | %.1f µs |\n",
-		len(top.Blocks), len(top.Hosts), n/d.Seconds(), float64(d.Microseconds())/n)
+	measure := func(name string, top *topology.Topology, req func(int) schedule.Request, hold int) {
+		s, st := schedule.New(top), schedule.NewState(top)
+		var live []*schedule.Plan
+		run := func(n int) time.Duration {
+			t0 := time.Now()
+			for i := 0; i < n; i++ {
+				p, err := s.Schedule(st, req(i))
+				if err != nil {
+					log.Fatal(err)
+				}
+				st.Commit(p)
+				live = append(live, p)
+				if len(live) > hold {
+					st.Uncommit(live[0])
+					live = live[1:]
+				}
+			}
+			return time.Since(t0)
+		}
+		run(hold) // warm: fill, build the per-host indexes
+		const n = 50_000
+		d := run(n)
+		fmt.Printf("| %s | %d | %d | %.0f | %.1f µs |\n", name, len(top.Blocks), len(top.Hosts), n/d.Seconds(), float64(d.Microseconds())/n)
+	}
+	measure("2 GPU + 32 GiB memory + 1 NVMe, half the hosts composed", racks, whole, len(racks.Hosts)/2)
+	for _, top := range big {
+		if strings.Contains(top.Name, "monet") {
+			// Half the cores of the pod held by shares (2.5 cores each).
+			measure("P4 pod: share of a CPU card + 4-16 GiB within 600 ns, half the cores held", top, share, len(top.Hosts)*4/5)
+		}
+	}
 }
