@@ -97,26 +97,37 @@ func (m *memIndex) within(lo, hi int) uint64 {
 }
 
 // next returns the lowest rank in [from, to) whose bucket is in want, or
-// -1.
+// -1. It climbs from the leaf of from to the first subtree on its right
+// holding want and descends to that subtree's leftmost such leaf: the
+// cost grows with the log of the distance walked, not of the whole tree.
 func (m *memIndex) next(from, to int, want uint64) int {
 	if from >= to {
 		return -1
 	}
-	return m.descend(1, 0, m.size, from, to, want)
-}
-
-func (m *memIndex) descend(node, lo, hi, from, to int, want uint64) int {
-	if hi <= from || lo >= to || m.mask[node]&want == 0 {
-		return -1
+	i := m.size + from
+	if m.mask[i]&want == 0 {
+		for {
+			if i <= 1 {
+				return -1
+			}
+			if i&1 == 0 && m.mask[i+1]&want != 0 {
+				i++
+				break
+			}
+			i /= 2
+		}
+		for i < m.size {
+			if m.mask[2*i]&want != 0 {
+				i = 2 * i
+			} else {
+				i = 2*i + 1
+			}
+		}
 	}
-	if node >= m.size {
-		return node - m.size
-	}
-	mid := (lo + hi) / 2
-	if r := m.descend(2*node, lo, mid, from, to, want); r >= 0 {
+	if r := i - m.size; r < to {
 		return r
 	}
-	return m.descend(2*node+1, mid, hi, from, to, want)
+	return -1
 }
 
 // mostFree returns the largest free-block count of any node (maxBucket

@@ -155,6 +155,14 @@ func TestIndexedMatchesExhaustive(t *testing.T) {
 						if g, w := render(nil, gerr), render(nil, werr); g != w {
 							t.Fatalf("step %d %+v: explanation differs:\nindexed:\n%s\nreference:\n%s", step, req, g, w)
 						}
+						counts, err := fast.Reasons(st, req)
+						want := map[Reason]int{}
+						for _, r := range wu.Rejections {
+							want[r.Reason]++
+						}
+						if err != nil || fmt.Sprint(counts) != fmt.Sprint(want) {
+							t.Fatalf("step %d: Reasons = %v, %v; the explanation counts %v", step, counts, err, want)
+						}
 					}
 					if got != nil {
 						st.Commit(got)

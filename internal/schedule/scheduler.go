@@ -110,6 +110,27 @@ func (s *Scheduler) Schedule(st *State, req Request) (*Plan, error) {
 	return best, nil
 }
 
+// Reasons is Schedule's explanation without its words, for callers that
+// only count why requests fail (the simulator): for a request no host can
+// take now, how many hosts were rejected for each reason; nil when it
+// fits, or a request error.
+func (s *Scheduler) Reasons(st *State, req Request) (map[Reason]int, error) {
+	hosts, zone, err := s.targets(req)
+	if err != nil {
+		return nil, err
+	}
+	if s.search(st, req, hosts, zone, false, nil) != nil {
+		return nil, nil
+	}
+	var rejections []Rejection
+	s.search(st, req, hosts, zone, true, &rejections)
+	counts := map[Reason]int{}
+	for _, r := range rejections {
+		counts[r.Reason]++
+	}
+	return counts, nil
+}
+
 func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone *inventory.Zone, explain bool, rejections *[]Rejection) *Plan {
 	limit := s.Limit
 	if limit == 0 && len(hosts) > 256 {

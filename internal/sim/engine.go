@@ -3,7 +3,6 @@ package sim
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -334,19 +333,14 @@ func (e *engine) reject(req schedule.Request) {
 		return
 	}
 	e.explained++
-	_, err := e.sched.Schedule(e.st, req)
-	var u *schedule.Unsatisfiable
-	if !errors.As(err, &u) || len(u.Rejections) == 0 {
+	counts, err := e.sched.Reasons(e.st, req)
+	if err != nil || len(counts) == 0 {
 		e.reasons["unexplained"]++
 		return
 	}
-	counts := map[schedule.Reason]int{}
-	for _, rj := range u.Rejections {
-		counts[rj.Reason]++
-	}
-	best := u.Rejections[0].Reason
+	var best schedule.Reason
 	for r, n := range counts {
-		if n > counts[best] || (n == counts[best] && r < best) {
+		if best == "" || n > counts[best] || (n == counts[best] && r < best) {
 			best = r
 		}
 	}
