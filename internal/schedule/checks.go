@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
@@ -219,12 +220,16 @@ func runChecks[T any](checks []check[T], x *T, explain bool) (Reason, string, []
 // construction, its overlay and the checks' contexts. A decision tries
 // many hosts and keeps at most a few plans; only those are copied out.
 type scratch struct {
-	o     overlay
-	plan  Plan
-	hx    hostCtx
-	bx    blockCtx
-	masks []uint64
+	o      overlay
+	plan   Plan
+	hx     hostCtx
+	bx     blockCtx
+	masks  []uint64
+	groups []group
 }
+
+// scratches recycles scratch space between decisions.
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
 // tryHost builds the plan for req on host h in sc.plan (valid until the
 // next call with sc), or says why it cannot.
@@ -285,7 +290,8 @@ func (s *Scheduler) tryHost(sc *scratch, st *State, req *Request, h *inventory.H
 			return nil, []Rejection{*rej}
 		}
 	}
-	plan.Groups = groups(plan.Assignments)
+	sc.groups = countGroups(sc.groups[:0], plan.Assignments)
+	plan.Groups = len(sc.groups)
 	return plan, nil
 }
 
@@ -296,15 +302,17 @@ func (p *Plan) clone() *Plan {
 	return &c
 }
 
-// groups counts the distinct drawers, switches and memory nodes a plan
-// touches.
-func groups(as []Assignment) int {
-	type group struct {
-		sw     *inventory.Switch
-		drawer *inventory.Drawer
-		node   *inventory.Device
-	}
-	var seen []group
+// group is one place a plan takes blocks from: a switch, a drawer, a
+// memory node.
+type group struct {
+	sw     *inventory.Switch
+	drawer *inventory.Drawer
+	node   *inventory.Device
+}
+
+// countGroups appends to seen the distinct drawers, switches and memory
+// nodes a plan touches.
+func countGroups(seen []group, as []Assignment) []group {
 	for _, a := range as {
 		d := a.Block.Device
 		if d == nil {
@@ -318,7 +326,7 @@ func groups(as []Assignment) int {
 			seen = append(seen, g)
 		}
 	}
-	return len(seen)
+	return seen
 }
 
 func groupOf(b *inventory.Block, aff Affinity) string {

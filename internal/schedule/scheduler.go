@@ -145,7 +145,8 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 	}
 	var best *Plan
 	feasible := 0
-	sc := &scratch{}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
 	if !explain && req.Host == "" {
 		// Nothing ranks above a plan that meets the lower bound: stop there.
 		lb := s.lowerBound(st, req)
