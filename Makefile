@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -25,6 +25,7 @@ test: ## run every test (unit tests under -race, end-to-end tests, benchmarks on
 	$(GO) run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke \
 		$$(command -v memcached >/dev/null || echo -systems rackpool) > /dev/null
 	$(GO) run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke > /dev/null
+	mkdir -p build/scaling-smoke && $(GO) run ./bench/scaling -bin build/rackpool -trays 16,42 -out build/scaling-smoke > /dev/null
 	$(MAKE) conformance
 
 conformance: ## DMTF Redfish service, protocol and interop validators (reports in build/conformance)
@@ -47,6 +48,9 @@ bench-cache: ## rackpool cache against memcached and extstore, P0 Fig. 9/10 (doc
 
 bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6-request run (docs/benchmarks.md)
 	bench/sim/run.sh
+
+bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)
+	$(GO) run ./bench/scaling -out docs
 
 clean: ## remove build output and the default state directory
 	rm -rf bin data

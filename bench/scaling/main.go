@@ -153,6 +153,9 @@ workload:
 		log.Fatal(err)
 	}
 	p.accepted, p.wall = s.Accepted, s.WallSeconds
+	if p.accepted == 0 || p.accepted > p.requests || p.wall <= 0 {
+		log.Fatalf("%s: implausible result: %d of %d accepted in %v s", name, p.accepted, p.requests, p.wall)
+	}
 	return p
 }
 
