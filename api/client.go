@@ -349,28 +349,62 @@ func (c *Client) System(ctx context.Context, id string) (*System, error) {
 	return &s, nil
 }
 
-// fetchAll GETs every member of a collection, 8 at a time, in order.
+// fetchAll returns every member of a collection, in order. It reads the
+// collection a page at a time with the members inlined ($expand, $top),
+// so a pod's 245,760 resource blocks take a few hundred requests, not one
+// per block; a member the service left as a reference (it inlines at most
+// a few MB per response) is fetched on its own, 8 at a time.
 func fetchAll[T any](ctx context.Context, c *Client, path string) ([]T, error) {
-	var col Collection
-	if _, err := c.Do(ctx, "GET", path, nil, &col); err != nil {
-		return nil, err
+	var out []T
+	var refs []int // members left as references, by index in out
+	var refIDs []string
+	next := path + "?$expand=.&$top=" + strconv.Itoa(pageSize)
+	for next != "" {
+		var page struct {
+			Members  []json.RawMessage
+			NextLink string `json:"Members@odata.nextLink"`
+		}
+		if _, err := c.Do(ctx, "GET", next, nil, &page); err != nil {
+			return nil, err
+		}
+		for _, m := range page.Members {
+			var probe map[string]json.RawMessage
+			if err := json.Unmarshal(m, &probe); err != nil {
+				return nil, fmt.Errorf("%s: member %d: %w", path, len(out), err)
+			}
+			var v T
+			if id, ok := probe["@odata.id"]; ok && len(probe) == 1 {
+				var ref string
+				_ = json.Unmarshal(id, &ref)
+				refs, refIDs = append(refs, len(out)), append(refIDs, ref)
+			} else if err := json.Unmarshal(m, &v); err != nil {
+				return nil, fmt.Errorf("%s: member %d: %w", path, len(out), err)
+			}
+			out = append(out, v)
+		}
+		if page.NextLink != "" && len(page.Members) == 0 {
+			return nil, fmt.Errorf("%s: empty page with a next link %s", path, page.NextLink)
+		}
+		next = page.NextLink
 	}
-	out := make([]T, len(col.Members))
-	errs := make([]error, len(col.Members))
+	errs := make([]error, len(refs))
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
-	for i, m := range col.Members {
+	for k, i := range refs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, errs[i] = c.Do(ctx, "GET", m.ID, nil, &out[i])
+			_, errs[k] = c.Do(ctx, "GET", refIDs[k], nil, &out[i])
 		}()
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
 }
+
+// pageSize is how many members fetchAll asks for per page.
+const pageSize = 1000
 
 // Systems lists composed and physical systems.
 func (c *Client) Systems(ctx context.Context) ([]System, error) {

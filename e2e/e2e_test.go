@@ -84,6 +84,9 @@ func start(t *testing.T, data string, env []string, flags ...string) *server {
 	return startAt(t, freeAddr(t), data, env, flags...)
 }
 
+// startTimeout is how long start waits for serve to answer.
+var startTimeout = 20 * time.Second
+
 // startAt is start on a given address (a restart where clients wait).
 func startAt(t *testing.T, addr, data string, env []string, flags ...string) *server {
 	t.Helper()
@@ -96,7 +99,7 @@ func startAt(t *testing.T, addr, data string, env []string, flags ...string) *se
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.kill() })
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(s.url + "/redfish/v1")
 		if err == nil {
