@@ -72,11 +72,12 @@ type memGroup struct {
 
 func newFabricMem(top *topology.Topology, l *memLayout, f *inventory.Fabric) *fabricMem {
 	fm := &fabricMem{onSwitch: map[int][]*inventory.Device{}}
+	// A node in a drawer is reached only through the ports its slot's
+	// mode allows: it is a group of its own.
 	type key struct {
-		class          int
-		metres, over   float64
-		drawerDevice   int
-		hasDrawerSlots bool
+		class        int
+		metres, over float64
+		drawerDevice int
 	}
 	byKey := map[key]int{}
 	seen := map[[2]int]bool{} // (group, switch)
@@ -87,7 +88,7 @@ func newFabricMem(top *topology.Topology, l *memLayout, f *inventory.Fabric) *fa
 		}
 		k := key{class: top.TwinClass(f, d.Switch.Index), metres: d.Metres, over: d.OverheadNS, drawerDevice: -1}
 		if d.Drawer != nil {
-			k = key{drawerDevice: d.Index, hasDrawerSlots: true}
+			k = key{drawerDevice: d.Index}
 		}
 		g, ok := byKey[k]
 		if !ok {
