@@ -52,11 +52,17 @@ type Error struct {
 	Msg   string
 }
 
+// Error formats as "file:line: field: msg"; an error in a Spec built in
+// code (Compile) has no line: "name: field: msg".
 func (e *Error) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	where := e.File
+	if e.Line > 0 {
+		where = fmt.Sprintf("%s:%d", e.File, e.Line)
 	}
-	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Field, e.Msg)
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", where, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, e.Field, e.Msg)
 }
 
 // LoadFile reads and validates the topology file at path.
@@ -79,9 +85,21 @@ func LoadDefault() *Topology {
 
 var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
 
-// Parse validates data, read from file name, into a Topology.
+// Parse validates data, read from file name, into a Topology: it decodes
+// the file into a Spec (rejecting unknown and repeated keys) and compiles
+// it (Compile).
 func Parse(name string, data []byte) (*Topology, error) {
-	var spec fileSpec
+	spec, err := Decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(name, spec)
+}
+
+// Decode reads a topology file, from file name, into its Spec without
+// validating it further; errors name the file and the line.
+func Decode(name string, data []byte) (*Spec, error) {
+	var spec Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&spec); err != nil {
 		var te *yaml.TypeError
@@ -97,8 +115,20 @@ func Parse(name string, data []byte) (*Topology, error) {
 		}
 		return nil, &Error{File: name, Line: 1, Msg: err.Error()}
 	}
+	return &spec, nil
+}
+
+// Compile validates spec into a Topology, exactly as Parse validates a
+// file: the same checks and the same model. name stands for the file in
+// errors. A Spec decoded from a file (Decode) keeps its line numbers in
+// errors; one built in code has none, and its errors name the field path
+// ("fabrics[3].devices[0].ports"). Compile does not change spec.
+func Compile(name string, spec *Spec) (*Topology, error) {
+	if spec == nil {
+		return nil, &Error{File: name, Msg: "no topology"}
+	}
 	b := &builder{file: name, inv: &inventory.Inventory{Name: spec.Name}, ports: map[string]string{}}
-	if err := b.build(&spec); err != nil {
+	if err := b.build(spec); err != nil {
 		return nil, err
 	}
 	b.inv.Index()
@@ -110,6 +140,11 @@ type builder struct {
 	inv      *inventory.Inventory
 	ports    map[string]string // "fabric/switch/port" -> who uses it
 	switches map[*inventory.Fabric]map[string]*inventory.Switch
+}
+
+// emptyf reports an empty entry of the list under key of the mapping at p.
+func (b *builder) emptyf(p pos, key, path, msg string) error {
+	return &Error{File: b.file, Line: p.at(key), Field: path, Msg: msg}
 }
 
 func (b *builder) errf(p pos, field, path, format string, args ...any) error {
@@ -168,7 +203,7 @@ func ParseSize(s string) (int64, error) {
 	return int64(n), nil
 }
 
-func (b *builder) build(spec *fileSpec) error {
+func (b *builder) build(spec *Spec) error {
 	if b.inv.Name == "" {
 		b.inv.Name = "topology"
 	}
@@ -191,6 +226,9 @@ func (b *builder) build(spec *fileSpec) error {
 	fabByID := map[string]*inventory.Fabric{}
 	devByID := map[string]*inventory.Device{}
 	for fi, fs := range spec.Fabrics {
+		if fs == nil {
+			return b.emptyf(spec.pos, "fabrics", fmt.Sprintf("fabrics[%d]", fi), "empty fabric")
+		}
 		path := fmt.Sprintf("fabrics[%d]", fi)
 		if fs.ID == "" {
 			return b.errf(fs.pos, "id", path, "missing fabric id")
@@ -226,6 +264,9 @@ func (b *builder) build(spec *fileSpec) error {
 			return err
 		}
 		for di, ds := range fs.Devices {
+			if ds == nil {
+				return b.emptyf(fs.pos, "devices", fmt.Sprintf("%s.devices[%d]", path, di), "empty device")
+			}
 			if err := b.buildDevices(f, ds, fmt.Sprintf("%s.devices[%d]", path, di), devByID); err != nil {
 				return err
 			}
@@ -234,11 +275,17 @@ func (b *builder) build(spec *fileSpec) error {
 
 	hostByID := map[string]*inventory.Host{}
 	for ri, rs := range spec.Racks {
+		if rs == nil {
+			return b.emptyf(spec.pos, "racks", fmt.Sprintf("racks[%d]", ri), "empty rack")
+		}
 		rpath := fmt.Sprintf("racks[%d]", ri)
 		if rs.ID == "" {
 			return b.errf(rs.pos, "id", rpath, "missing rack id")
 		}
 		for hi, hs := range rs.Hosts {
+			if hs == nil {
+				return b.emptyf(rs.pos, "hosts", fmt.Sprintf("%s.hosts[%d]", rpath, hi), "empty host")
+			}
 			if err := b.buildHosts(rs.ID, hs, fmt.Sprintf("%s.hosts[%d]", rpath, hi), fabByID, hostByID); err != nil {
 				return err
 			}
@@ -249,6 +296,9 @@ func (b *builder) build(spec *fileSpec) error {
 	}
 
 	for zi, zs := range spec.Zones {
+		if zs == nil {
+			return b.emptyf(spec.pos, "zones", fmt.Sprintf("zones[%d]", zi), "empty zone")
+		}
 		path := fmt.Sprintf("zones[%d]", zi)
 		if zs.ID == "" {
 			return b.errf(zs.pos, "id", path, "missing zone id")
@@ -276,7 +326,7 @@ func (b *builder) build(spec *fileSpec) error {
 	return nil
 }
 
-func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string) error {
+func (b *builder) buildSwitches(f *inventory.Fabric, fs *FabricSpec, path string) error {
 	if fs.Chassis != nil {
 		c := fs.Chassis
 		cpath := path + ".chassis"
@@ -304,6 +354,9 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string
 			return b.errf(c.pos, "drawers", cpath, "a chassis needs at least one drawer")
 		}
 		for di, ds := range c.Drawers {
+			if ds == nil {
+				return b.emptyf(c.pos, "drawers", fmt.Sprintf("%s.drawers[%d]", cpath, di), "empty drawer")
+			}
 			dpath := fmt.Sprintf("%s.drawers[%d]", cpath, di)
 			if ds.ID == "" {
 				return b.errf(ds.pos, "id", dpath, "missing drawer id")
@@ -361,6 +414,9 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string
 	}
 	b.switches[f] = byID
 	for si, ss := range fs.Switches {
+		if ss == nil {
+			return b.emptyf(fs.pos, "switches", fmt.Sprintf("%s.switches[%d]", path, si), "empty switch")
+		}
 		spath := fmt.Sprintf("%s.switches[%d]", path, si)
 		count := ss.Count
 		if count == 0 {
@@ -392,6 +448,9 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string
 		}
 	}
 	for li, ls := range fs.Links {
+		if ls == nil {
+			return b.emptyf(fs.pos, "links", fmt.Sprintf("%s.links[%d]", path, li), "empty link")
+		}
 		lpath := fmt.Sprintf("%s.links[%d]", path, li)
 		if err := b.buildLinks(f, ls, lpath, byID); err != nil {
 			return err
@@ -400,7 +459,7 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *fabricSpec, path string
 	return nil
 }
 
-func (b *builder) buildLinks(f *inventory.Fabric, ls *linkSpec, lpath string, byID map[string]*inventory.Switch) error {
+func (b *builder) buildLinks(f *inventory.Fabric, ls *LinkSpec, lpath string, byID map[string]*inventory.Switch) error {
 	count := max(ls.Count, 1)
 	for n := 1; n <= count; n++ {
 		an, bn := expand(ls.A, n, ls.Per), expand(ls.B, n, ls.Per)
@@ -472,7 +531,7 @@ func countHostPorts(sw *inventory.Switch) int {
 	return n
 }
 
-func (b *builder) buildDevices(f *inventory.Fabric, ds *deviceSpec, path string, devByID map[string]*inventory.Device) error {
+func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string, devByID map[string]*inventory.Device) error {
 	count := ds.Count
 	if count == 0 {
 		count = 1
@@ -639,7 +698,7 @@ func (b *builder) addBlocks(dev *inventory.Device) {
 	}
 }
 
-func (b *builder) buildHosts(rack string, hs *hostSpec, path string, fabByID map[string]*inventory.Fabric, hostByID map[string]*inventory.Host) error {
+func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map[string]*inventory.Fabric, hostByID map[string]*inventory.Host) error {
 	count := hs.Count
 	if count == 0 {
 		count = 1
@@ -674,6 +733,9 @@ func (b *builder) buildHosts(rack string, hs *hostSpec, path string, fabByID map
 		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / inventory.GiB)}
 		for pi, ps := range hs.Ports {
 			ppath := fmt.Sprintf("%s.ports[%d]", path, pi)
+			if ps == nil {
+				return b.emptyf(hs.pos, "ports", ppath, "empty host port")
+			}
 			f := fabByID[ps.Fabric]
 			if f == nil {
 				return b.errf(ps.pos, "fabric", ppath, "unknown fabric %q", ps.Fabric)

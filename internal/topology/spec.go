@@ -9,8 +9,16 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// The file format. Every spec type records the line of its mapping and of
-// each key so validation can name file, line and field.
+// The file format. A topology file decodes into a Spec (Parse), and a
+// program can build a Spec itself and hand it to Compile, or write it as a
+// file with Marshal; either way the same validation and model building
+// run. Strings in ids, switch names and ports may be templates: {n} is the
+// copy's number (1-based), {q} and {r} the quotient and remainder of n-1
+// by per, both 1-based.
+//
+// Every spec type records the line of its mapping and of each key when it
+// is decoded, so validation can name file, line and field; a Spec built in
+// code has no lines, and its errors name the file and the field only.
 
 type pos struct {
 	line   int
@@ -25,125 +33,145 @@ func (p pos) at(f string) int {
 	return p.line
 }
 
-type fileSpec struct {
+// Spec is a whole topology file.
+type Spec struct {
 	pos      `yaml:"-"`
-	Name     string        `yaml:"name"`
-	Defaults defaultsSpec  `yaml:"defaults"`
-	Racks    []*rackSpec   `yaml:"racks"`
-	Fabrics  []*fabricSpec `yaml:"fabrics"`
-	Zones    []*zoneSpec   `yaml:"zones"`
+	Name     string        `yaml:"name,omitempty"`
+	Defaults DefaultsSpec  `yaml:"defaults,omitempty"`
+	Racks    []*RackSpec   `yaml:"racks,omitempty"`
+	Fabrics  []*FabricSpec `yaml:"fabrics,omitempty"`
+	Zones    []*ZoneSpec   `yaml:"zones,omitempty"`
 }
 
-type defaultsSpec struct {
+// DefaultsSpec overrides the default reconfiguration times (durations such
+// as "25ms"; empty: DefaultPCIeHotplug and the others).
+type DefaultsSpec struct {
 	pos            `yaml:"-"`
-	PCIeHotplug    string `yaml:"pcie_hotplug"`
-	SASRemap       string `yaml:"sas_remap"`
-	SASDriveOnline string `yaml:"sas_drive_online"`
-	VLANChange     string `yaml:"vlan_change"`
-	OCSReconfig    string `yaml:"ocs_reconfig"`
+	PCIeHotplug    string `yaml:"pcie_hotplug,omitempty"`
+	SASRemap       string `yaml:"sas_remap,omitempty"`
+	SASDriveOnline string `yaml:"sas_drive_online,omitempty"`
+	VLANChange     string `yaml:"vlan_change,omitempty"`
+	OCSReconfig    string `yaml:"ocs_reconfig,omitempty"`
 }
 
-type rackSpec struct {
+// RackSpec is a rack of hosts.
+type RackSpec struct {
 	pos   `yaml:"-"`
-	ID    string      `yaml:"id"`
-	Hosts []*hostSpec `yaml:"hosts"`
+	ID    string      `yaml:"id,omitempty"`
+	Hosts []*HostSpec `yaml:"hosts,omitempty"`
 }
 
-type hostSpec struct {
+// HostSpec is Count hosts (0: one) alike; ID, and the switch and port of
+// each of Ports, are templates. A numeric port without a template advances
+// by one with each copy.
+type HostSpec struct {
 	pos    `yaml:"-"`
-	ID     string          `yaml:"id"`
-	Count  int             `yaml:"count"`
-	Per    int             `yaml:"per"`
-	Cores  int             `yaml:"cores"`
-	Memory string          `yaml:"memory"`
-	Ports  []*hostPortSpec `yaml:"ports"`
+	ID     string          `yaml:"id,omitempty"`
+	Count  int             `yaml:"count,omitempty"`
+	Per    int             `yaml:"per,omitempty"`
+	Cores  int             `yaml:"cores,omitempty"`
+	Memory string          `yaml:"memory,omitempty"` // a size: "256GiB"
+	Ports  []*HostPortSpec `yaml:"ports,omitempty"`
 }
 
-type hostPortSpec struct {
+// HostPortSpec cables a host to a port of a fabric's switch (Switch may be
+// empty when the fabric has one switch; ID defaults to the fabric's id).
+type HostPortSpec struct {
 	pos    `yaml:"-"`
-	ID     string  `yaml:"id"`
-	Fabric string  `yaml:"fabric"`
-	Switch string  `yaml:"switch"`
-	Port   string  `yaml:"port"`
-	Metres float64 `yaml:"metres"`
+	ID     string  `yaml:"id,omitempty"`
+	Fabric string  `yaml:"fabric,omitempty"`
+	Switch string  `yaml:"switch,omitempty"`
+	Port   string  `yaml:"port,omitempty"`
+	Metres float64 `yaml:"metres,omitempty"`
 }
 
-type fabricSpec struct {
+// FabricSpec is one fabric: a kind, switches (or, for pcie-switch, a
+// chassis), the links between switches and the devices on them.
+type FabricSpec struct {
 	pos         `yaml:"-"`
-	ID          string        `yaml:"id"`
-	Kind        string        `yaml:"kind"`
-	Reconfig    string        `yaml:"reconfig"`
-	DriveOnline string        `yaml:"drive_online"`
-	Chassis     *chassisSpec  `yaml:"chassis"`
-	Switches    []*switchSpec `yaml:"switches"`
-	Links       []*linkSpec   `yaml:"links"`
-	Devices     []*deviceSpec `yaml:"devices"`
+	ID          string        `yaml:"id,omitempty"`
+	Kind        string        `yaml:"kind,omitempty"`
+	Reconfig    string        `yaml:"reconfig,omitempty"`
+	DriveOnline string        `yaml:"drive_online,omitempty"`
+	Chassis     *ChassisSpec  `yaml:"chassis,omitempty"`
+	Switches    []*SwitchSpec `yaml:"switches,omitempty"`
+	Links       []*LinkSpec   `yaml:"links,omitempty"`
+	Devices     []*DeviceSpec `yaml:"devices,omitempty"`
 }
 
-type chassisSpec struct {
+// ChassisSpec is a PCIe chassis with host ports H1..HostPorts and drawers
+// of slots.
+type ChassisSpec struct {
 	pos       `yaml:"-"`
-	ID        string        `yaml:"id"`
-	LatencyNS float64       `yaml:"latency_ns"`
-	HostPorts int           `yaml:"host_ports"`
-	Drawers   []*drawerSpec `yaml:"drawers"`
+	ID        string        `yaml:"id,omitempty"`
+	LatencyNS float64       `yaml:"latency_ns,omitempty"`
+	HostPorts int           `yaml:"host_ports,omitempty"`
+	Drawers   []*DrawerSpec `yaml:"drawers,omitempty"`
 }
 
-type drawerSpec struct {
+// DrawerSpec is a chassis drawer and the host ports cabled to it.
+type DrawerSpec struct {
 	pos       `yaml:"-"`
-	ID        string   `yaml:"id"`
-	Mode      string   `yaml:"mode"`
-	Slots     int      `yaml:"slots"`
-	HostPorts []string `yaml:"host_ports"`
+	ID        string   `yaml:"id,omitempty"`
+	Mode      string   `yaml:"mode,omitempty"`
+	Slots     int      `yaml:"slots,omitempty"`
+	HostPorts []string `yaml:"host_ports,omitempty"`
 }
 
-type switchSpec struct {
+// SwitchSpec is Count switches (0: one) alike; ID is a template ({n}).
+type SwitchSpec struct {
 	pos       `yaml:"-"`
-	ID        string  `yaml:"id"`
-	Count     int     `yaml:"count"`
-	Ports     int     `yaml:"ports"`
-	LatencyNS float64 `yaml:"latency_ns"`
+	ID        string  `yaml:"id,omitempty"`
+	Count     int     `yaml:"count,omitempty"`
+	Ports     int     `yaml:"ports,omitempty"`
+	LatencyNS float64 `yaml:"latency_ns,omitempty"`
 }
 
-type linkSpec struct {
+// LinkSpec is Count links (0: one) between switches A and B (templates).
+type LinkSpec struct {
 	pos    `yaml:"-"`
-	Count  int     `yaml:"count"`
-	Per    int     `yaml:"per"`
-	A      string  `yaml:"a"`
-	B      string  `yaml:"b"`
-	Metres float64 `yaml:"metres"`
+	Count  int     `yaml:"count,omitempty"`
+	Per    int     `yaml:"per,omitempty"`
+	A      string  `yaml:"a,omitempty"`
+	B      string  `yaml:"b,omitempty"`
+	Metres float64 `yaml:"metres,omitempty"`
 }
 
-type deviceSpec struct {
+// DeviceSpec is Count devices (0: one) alike, numbered from First (0:
+// one); ID, Switch and the ports are templates. Numeric ports without a
+// template advance with each copy.
+type DeviceSpec struct {
 	pos             `yaml:"-"`
-	ID              string            `yaml:"id"`
-	Count           int               `yaml:"count"`
-	Per             int               `yaml:"per"`
-	First           int               `yaml:"first"`
-	Kind            string            `yaml:"kind"`
-	Model           string            `yaml:"model"`
-	Vendor          string            `yaml:"vendor"`
-	VendorID        string            `yaml:"vendor_id"`
-	DeviceID        string            `yaml:"device_id"`
-	Capacity        string            `yaml:"capacity"`
-	BlockSize       string            `yaml:"block_size"`
-	LinkWidth       int               `yaml:"link_width"`
-	LinkSpeed       string            `yaml:"link_speed"`
-	Switch          string            `yaml:"switch"`
-	Port            string            `yaml:"port"`
-	Ports           []string          `yaml:"ports"`
-	Metres          float64           `yaml:"metres"`
-	Drawer          string            `yaml:"drawer"`
-	Slot            int               `yaml:"slot"`
-	MaxCompositions int               `yaml:"max_compositions"`
-	OverheadNS      float64           `yaml:"overhead_ns"`
-	Attrs           map[string]string `yaml:"attrs"`
+	ID              string            `yaml:"id,omitempty"`
+	Count           int               `yaml:"count,omitempty"`
+	Per             int               `yaml:"per,omitempty"`
+	First           int               `yaml:"first,omitempty"`
+	Kind            string            `yaml:"kind,omitempty"`
+	Model           string            `yaml:"model,omitempty"`
+	Vendor          string            `yaml:"vendor,omitempty"`
+	VendorID        string            `yaml:"vendor_id,omitempty"`
+	DeviceID        string            `yaml:"device_id,omitempty"`
+	Capacity        string            `yaml:"capacity,omitempty"`
+	BlockSize       string            `yaml:"block_size,omitempty"`
+	LinkWidth       int               `yaml:"link_width,omitempty"`
+	LinkSpeed       string            `yaml:"link_speed,omitempty"`
+	Switch          string            `yaml:"switch,omitempty"`
+	Port            string            `yaml:"port,omitempty"`
+	Ports           []string          `yaml:"ports,omitempty"`
+	Metres          float64           `yaml:"metres,omitempty"`
+	Drawer          string            `yaml:"drawer,omitempty"`
+	Slot            int               `yaml:"slot,omitempty"`
+	MaxCompositions int               `yaml:"max_compositions,omitempty"`
+	OverheadNS      float64           `yaml:"overhead_ns,omitempty"`
+	Attrs           map[string]string `yaml:"attrs,omitempty"`
 }
 
-type zoneSpec struct {
+// ZoneSpec restricts compositions to the listed hosts and devices.
+type ZoneSpec struct {
 	pos     `yaml:"-"`
-	ID      string   `yaml:"id"`
-	Hosts   []string `yaml:"hosts"`
-	Devices []string `yaml:"devices"`
+	ID      string   `yaml:"id,omitempty"`
+	Hosts   []string `yaml:"hosts,omitempty"`
+	Devices []string `yaml:"devices,omitempty"`
 }
 
 // decodeStrict decodes mapping node n into out (a pointer to an alias of a
@@ -181,98 +209,98 @@ func decodeStrict(n *yaml.Node, out any, p *pos, what string) error {
 	return n.Decode(out)
 }
 
-func (s *fileSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias fileSpec
+func (s *Spec) UnmarshalYAML(n *yaml.Node) error {
+	type alias Spec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "topology")
-	*s = fileSpec(a)
+	*s = Spec(a)
 	return err
 }
 
-func (s *defaultsSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias defaultsSpec
+func (s *DefaultsSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias DefaultsSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "defaults")
-	*s = defaultsSpec(a)
+	*s = DefaultsSpec(a)
 	return err
 }
 
-func (s *rackSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias rackSpec
+func (s *RackSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias RackSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "rack")
-	*s = rackSpec(a)
+	*s = RackSpec(a)
 	return err
 }
 
-func (s *hostSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias hostSpec
+func (s *HostSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias HostSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "host")
-	*s = hostSpec(a)
+	*s = HostSpec(a)
 	return err
 }
 
-func (s *hostPortSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias hostPortSpec
+func (s *HostPortSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias HostPortSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "host port")
-	*s = hostPortSpec(a)
+	*s = HostPortSpec(a)
 	return err
 }
 
-func (s *fabricSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias fabricSpec
+func (s *FabricSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias FabricSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "fabric")
-	*s = fabricSpec(a)
+	*s = FabricSpec(a)
 	return err
 }
 
-func (s *chassisSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias chassisSpec
+func (s *ChassisSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias ChassisSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "chassis")
-	*s = chassisSpec(a)
+	*s = ChassisSpec(a)
 	return err
 }
 
-func (s *drawerSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias drawerSpec
+func (s *DrawerSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias DrawerSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "drawer")
-	*s = drawerSpec(a)
+	*s = DrawerSpec(a)
 	return err
 }
 
-func (s *switchSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias switchSpec
+func (s *SwitchSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias SwitchSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "switch")
-	*s = switchSpec(a)
+	*s = SwitchSpec(a)
 	return err
 }
 
-func (s *linkSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias linkSpec
+func (s *LinkSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias LinkSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "link")
-	*s = linkSpec(a)
+	*s = LinkSpec(a)
 	return err
 }
 
-func (s *deviceSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias deviceSpec
+func (s *DeviceSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias DeviceSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "device")
-	*s = deviceSpec(a)
+	*s = DeviceSpec(a)
 	return err
 }
 
-func (s *zoneSpec) UnmarshalYAML(n *yaml.Node) error {
-	type alias zoneSpec
+func (s *ZoneSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias ZoneSpec
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "zone")
-	*s = zoneSpec(a)
+	*s = ZoneSpec(a)
 	return err
 }
