@@ -226,6 +226,9 @@ type scratch struct {
 	bx     blockCtx
 	masks  []uint64
 	groups []group
+	// alike remembers, for one decision, whether hosts of a reach that
+	// carry no circuit could take the request (see Scheduler.search).
+	alike map[*reach]bool
 }
 
 // scratches recycles scratch space between decisions.
@@ -245,6 +248,26 @@ func (s *Scheduler) tryHost(sc *scratch, st *State, req *Request, h *inventory.H
 	if r, format, args := runChecks(hostChecks, &sc.hx, explain); r != "" {
 		return fail(-1, "", r, format, args)
 	}
+	return s.tryBlocks(sc, st, req, h, zone, explain)
+}
+
+// hostFits reports whether h passes the host checks for req.
+func (s *Scheduler) hostFits(sc *scratch, st *State, req *Request, h *inventory.Host, zone *inventory.Zone) bool {
+	sc.hx = hostCtx{st: st, req: req, h: h, zone: zone, share: !req.Share.IsZero()}
+	r, _, _ := runChecks(hostChecks, &sc.hx, false)
+	return r == ""
+}
+
+// tryBlocks is tryHost after the host checks: the specific blocks and the
+// needs.
+func (s *Scheduler) tryBlocks(sc *scratch, st *State, req *Request, h *inventory.Host, zone *inventory.Zone, explain bool) (*Plan, []Rejection) {
+	fail := func(need int, block string, r Reason, format string, args []any) (*Plan, []Rejection) {
+		if !explain {
+			return nil, nil
+		}
+		return nil, []Rejection{{Host: h.ID, Need: need, Block: block, Reason: r, format: format, args: args}}
+	}
+	share := !req.Share.IsZero()
 	o := &sc.o
 	o.reset(st, h)
 	for _, ids := range [][]string{req.Held, req.Exclude} {

@@ -57,37 +57,37 @@ func (w *needWalk) count(r Reason) { w.counts[reasonIndex(r)]++ }
 // offer runs the checks on block b, reached at rtt and hops through port
 // (an index into the host's ports, -1 for none), and takes it if it
 // passes.
-func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) {
+func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) bool {
 	n := w.n
 	if rtt > w.bound {
 		w.count(TooFar)
-		return
+		return false
 	}
 	if n.Model != "" && !strings.EqualFold(b.Model, n.Model) {
 		w.count(Mismatch)
-		return
+		return false
 	}
 	if !attrsMatch(b, n.Attrs) {
 		w.count(Mismatch)
-		return
+		return false
 	}
 	if n.Kind != inventory.Memory && n.CapacityBytes > 0 && b.CapacityBytes < n.CapacityBytes {
 		w.count(TooSmall)
-		return
+		return false
 	}
 	if n.Exact && n.CapacityBytes > 0 && ((n.Kind != inventory.Memory && b.CapacityBytes != n.CapacityBytes) ||
 		(n.Kind == inventory.Memory && w.gotBytes+b.CapacityBytes > n.CapacityBytes)) {
 		w.count(Mismatch)
-		return
+		return false
 	}
 	if w.zone != nil && !w.zone.Contains(b) {
 		w.count(OutsideZone)
-		return
+		return false
 	}
 	if w.aff {
 		if k, ok := w.o.groupKey[b.Device.Fabric]; ok && k != groupOf(b, w.req.Affinity) {
 			w.count(AffinityFailed)
-			return
+			return false
 		}
 	}
 	var hp *inventory.HostPort
@@ -101,16 +101,20 @@ func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) {
 			w.blocked++
 			w.blockedBytes += b.CapacityBytes
 		}
-		return
+		return false
 	}
 	w.o.add(&w.sc.plan, b, topology.Path{Port: hp, Hops: int(hops), RTTNS: rtt}, hp)
 	w.got++
 	w.gotBytes += b.CapacityBytes
+	return true
 }
 
 // offerNode offers a memory node's blocks in block order. When placing,
-// blocks that are taken are passed over at once: which check a block
-// fails matters only to an explanation.
+// blocks that are taken are passed over at once, and the first free block
+// that fails a check ends the node: every other check (round trip, model,
+// attributes, size, zone, affinity, optical ports, drawer) says the same
+// of all its blocks. Which check each block fails matters only to an
+// explanation.
 func (w *needWalk) offerNode(d *inventory.Device, sp span) {
 	for _, b := range d.Blocks {
 		if w.done() {
@@ -119,7 +123,9 @@ func (w *needWalk) offerNode(d *inventory.Device, sp span) {
 		if !w.explain && (!w.o.st.Free(b) || w.o.isUsed(int32(b.Index))) {
 			continue
 		}
-		w.offer(b, sp.rtt, sp.hops, sp.port)
+		if !w.offer(b, sp.rtt, sp.hops, sp.port) && !w.explain {
+			return
+		}
 	}
 }
 

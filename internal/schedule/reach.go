@@ -22,6 +22,9 @@ type reach struct {
 	mem       []memClass
 	memBlocks int    // memory blocks reachable
 	spans     []span // every memory span, by rank, for locate
+	// drawers is set when a fabric the host is cabled to has chassis
+	// drawers, whose host limits depend on which host asks.
+	drawers bool
 }
 
 type cand struct {
@@ -177,6 +180,7 @@ func (s *Scheduler) buildReach(h *inventory.Host) *reach {
 		}
 	}
 	for _, f := range fabrics {
+		r.drawers = r.drawers || len(f.Drawers) > 0
 		fm := s.fabMem[f]
 		for _, d := range fm.others {
 			path, ok := s.top.Path(h, d.Blocks[0])

@@ -93,6 +93,10 @@ func randomRequest(rng *rand.Rand, top *topology.Topology) Request {
 			req.Blocks = append(req.Blocks, dev[rng.IntN(len(dev))].ID)
 		}
 	}
+	if rng.IntN(25) == 0 {
+		// A host's own compute block, named among the blocks.
+		req.Blocks = append(req.Blocks, top.Hosts[rng.IntN(len(top.Hosts))].Block.ID)
+	}
 	if rng.IntN(8) == 0 {
 		req.Affinity = Affinity(pick(string(SameDrawer), string(SameSwitch)))
 	}

@@ -155,13 +155,37 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 		if !req.Share.IsZero() {
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
+		clear(sc.alike)
 		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), func(i int) bool {
-			plan, _ := s.tryHost(sc, st, &req, s.top.Hosts[i], zone, false)
-			if plan == nil {
+			h := s.top.Hosts[i]
+			if !s.hostFits(sc, st, &req, h, zone) {
 				return true
 			}
-			if best == nil || better(plan, best) {
-				best = plan.clone()
+			// Hosts cabled alike (one reach), without a circuit and
+			// without drawers, see exactly the same blocks in the same
+			// state: the first one tried decides for all of them, and a
+			// plan on another is the same plan, never better. (Specific
+			// blocks may name a host's own compute block: not alike.)
+			r := s.reach(h)
+			alike := len(req.Blocks) == 0 && !r.drawers && !st.hasCircuit(h)
+			if ok, seen := sc.alike[r]; alike && seen {
+				if !ok {
+					return true
+				}
+			} else {
+				plan, _ := s.tryBlocks(sc, st, &req, h, zone, false)
+				if alike {
+					if sc.alike == nil {
+						sc.alike = map[*reach]bool{}
+					}
+					sc.alike[r] = plan != nil
+				}
+				if plan == nil {
+					return true
+				}
+				if best == nil || better(plan, best) {
+					best = plan.clone()
+				}
 			}
 			feasible++
 			if !better(&lb, best) {

@@ -139,6 +139,16 @@ func (s *State) Free(b *inventory.Block) bool { return int(s.used[b.Index]) < b.
 // Circuit returns the memory node host port p is circuited to, if any.
 func (s *State) Circuit(p *inventory.HostPort) *inventory.Device { return s.portPeer[p.Index] }
 
+// hasCircuit reports whether any port of h carries an optical circuit.
+func (s *State) hasCircuit(h *inventory.Host) bool {
+	for _, p := range h.Ports {
+		if s.portPeer[p.Index] != nil {
+			return true
+		}
+	}
+	return false
+}
+
 func hostPorts(top *topology.Topology) int {
 	n := 0
 	for _, h := range top.Hosts {
