@@ -116,6 +116,18 @@ func (w *needWalk) offer(b *inventory.Block, rtt float64, hops, port int16) bool
 // of all its blocks. Which check each block fails matters only to an
 // explanation.
 func (w *needWalk) offerNode(d *inventory.Device, sp span) {
+	if !w.explain && len(d.Blocks) <= 64 {
+		for m := w.o.st.freeMask[d.Index]; m != 0 && !w.done(); m &= m - 1 {
+			b := d.Blocks[bits.TrailingZeros64(m)]
+			if w.o.isUsed(int32(b.Index)) {
+				continue
+			}
+			if !w.offer(b, sp.rtt, sp.hops, sp.port) {
+				return
+			}
+		}
+		return
+	}
 	for _, b := range d.Blocks {
 		if w.done() {
 			return

@@ -181,6 +181,10 @@ func TestStateAcquireRelease(t *testing.T) {
 			t.Fatalf("%s still used", b.ID)
 		}
 	}
+	fresh := NewState(top)
+	if !slices.Equal(st.freeMask, fresh.freeMask) || !slices.Equal(st.devFree, fresh.devFree) || !slices.Equal(st.memFree.mask, fresh.memFree.mask) {
+		t.Fatal("release did not restore the free-block indexes")
+	}
 }
 
 // TestExact: without overprovisioning, memory must add up to exactly the

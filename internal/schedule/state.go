@@ -34,6 +34,9 @@ type State struct {
 	devFree []int32
 	memRank []int32
 	memFree *memIndex
+	// freeMask has bit i set when block i of a device (in its own order)
+	// can join one more composition; devices of up to 64 blocks.
+	freeMask []uint64
 }
 
 // NewState returns an empty state (nothing allocated) for top.
@@ -53,8 +56,12 @@ func NewState(top *topology.Topology) *State {
 		st.freeCores[i], st.freeMem[i] = int32(h.Cores), int32(h.MemoryGiB)
 	}
 	st.devFree = make([]int32, len(top.Devices))
+	st.freeMask = make([]uint64, len(top.Devices))
 	for i, d := range top.Devices {
 		st.devFree[i] = int32(len(d.Blocks))
+		if len(d.Blocks) <= 64 {
+			st.freeMask[i] = ^uint64(0) >> (64 - len(d.Blocks))
+		}
 	}
 	st.fit = newFitIndex(st.freeCores, st.freeMem)
 	l := newMemLayout(top)
@@ -164,7 +171,7 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		d := a.Block.Device
 		if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 			s.devFree[d.Index]--
-			s.noteFree(d)
+			s.noteFree(d, a.Block, false)
 		}
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
@@ -190,10 +197,18 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 	}
 }
 
-// noteFree updates the memory index after d's free count changed.
-func (s *State) noteFree(d *inventory.Device) {
+// noteFree updates the indexes after block b of d became free or full.
+func (s *State) noteFree(d *inventory.Device, b *inventory.Block, free bool) {
 	if r := s.memRank[d.Index]; r >= 0 {
 		s.memFree.set(int(r), s.devFree[d.Index])
+	}
+	if len(d.Blocks) <= 64 {
+		bit := uint64(1) << uint(b.Index-d.Blocks[0].Index)
+		if free {
+			s.freeMask[d.Index] |= bit
+		} else {
+			s.freeMask[d.Index] &^= bit
+		}
 	}
 }
 
@@ -204,7 +219,7 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 		if s.used[a.Block.Index] > 0 {
 			if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 				s.devFree[d.Index]++
-				s.noteFree(d)
+				s.noteFree(d, a.Block, true)
 			}
 			s.used[a.Block.Index]--
 		}
