@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"rackpool/internal/clock"
@@ -152,21 +153,13 @@ func loadTimed(name string, file func() []byte) loaded {
 	return l
 }
 
-// peakRSS is this process's peak resident set (VmHWM), or 0 where
-// /proc is not there.
+// peakRSS is this process's peak resident set so far.
 func peakRSS() int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	return 0
+	return ru.Maxrss << 10 // kilobytes on Linux
 }
 
 // report runs one API scenario and prints its row.

@@ -78,20 +78,10 @@ func (s *refScheduler) Place(st *State, req Request) (*Plan, error) {
 	return s.search(st, req, hosts, zone, false, nil), nil
 }
 
-// targets validates req and returns the hosts it may go to and its zone.
+// targets is the engine's own: validation and the hosts a request may
+// go to are not what the reference checks.
 func (s *refScheduler) targets(req Request) ([]*inventory.Host, *inventory.Zone, error) {
-	if err := (&Scheduler{top: s.top}).validate(req); err != nil {
-		return nil, nil, err
-	}
-	var zone *inventory.Zone
-	if req.Zone != "" {
-		zone = s.top.Zone(req.Zone)
-	}
-	hosts := s.top.Hosts
-	if req.Host != "" {
-		hosts = []*inventory.Host{s.top.Host(req.Host)}
-	}
-	return hosts, zone, nil
+	return (&Scheduler{top: s.top}).targets(req)
 }
 
 // Schedule places req against st. It returns a Plan, an *Unsatisfiable
