@@ -68,6 +68,20 @@ type Plan struct {
 	// Limits gives the most compositions each block may be in; a block not
 	// listed may be in one.
 	Limits map[string]int
+	// Audit entries are appended in the same commit as the plan's changes:
+	// both are kept or neither is. Their IDs are assigned as AppendAudit
+	// assigns them; an entry that fails Validate fails the plan with an
+	// error wrapping ErrInvalidAudit.
+	Audit []AuditEntry
+	// Intent marks a plan whose loss in a power failure or operating-system
+	// crash the caller can repair: a record written before a workflow
+	// touches the fabric, which start-up reconciles against what the
+	// fabrics report. The store may acknowledge an intent before it is on
+	// stable storage, but it must survive the process's crash (kill -9)
+	// and it must be durable no later than the next plan that is not an
+	// intent: commits become durable in the order they were acknowledged.
+	// Every other plan is durable when Apply returns.
+	Intent bool
 }
 
 // Object is a durable record of the data plane's bookkeeping (memory

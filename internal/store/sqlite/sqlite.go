@@ -292,10 +292,10 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 	if err != nil {
 		return err
 	}
-	if len(pp.puts) == 0 && len(pp.dels) == 0 {
+	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 {
 		return nil
 	}
-	return s.submit(ctx, func(w *writer) error { return w.applyPlan(pp) })
+	return s.submitRequest(ctx, &request{op: func(w *writer) error { return w.applyPlan(pp) }, intent: p.Intent})
 }
 
 // Request states.
@@ -307,14 +307,23 @@ const (
 
 // request is one unit of work for the writer.
 type request struct {
-	op    func(*writer) error
-	state atomic.Int32 // queued → taken by the writer, or queued → abandoned by its caller
-	done  chan error   // buffered; receives the result once when taken
+	op func(*writer) error
+	// intent: the request may be acknowledged before its commit is on
+	// stable storage (store.Plan.Intent).
+	intent bool
+	state  atomic.Int32 // queued → taken by the writer, or queued → abandoned by its caller
+	done   chan error   // buffered; receives the result once when taken
 }
 
-// submit queues op for the writer and waits for its outcome.
+// submit queues op for the writer as a durable request and waits for its
+// outcome.
 func (s *Store) submit(ctx context.Context, op func(*writer) error) error {
-	r := &request{op: op, done: make(chan error, 1)}
+	return s.submitRequest(ctx, &request{op: op})
+}
+
+// submitRequest queues r for the writer and waits for its outcome.
+func (s *Store) submitRequest(ctx context.Context, r *request) error {
+	r.done = make(chan error, 1)
 	select {
 	case s.reqs <- r:
 	case <-s.quit:

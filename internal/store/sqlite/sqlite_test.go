@@ -345,7 +345,9 @@ func TestCrashChild(t *testing.T) {
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("p%d-w%d-%06d", os.Getpid(), w, i)
 				c := comp(id, "h-"+id, "b-"+id)
-				if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}}); err != nil {
+				// Half the writers make the first record an intent: an
+				// acknowledged intent must survive the process's crash too.
+				if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Intent: w%2 == 0}); err != nil {
 					ack("error %s: %v", id, err)
 					return
 				}
@@ -514,6 +516,26 @@ func TestCrash(t *testing.T) {
 			case v < a.version:
 				t.Errorf("%s: version %d acknowledged, %d stored", id, a.version, v)
 			}
+		}
+	}
+}
+
+// TestIntentSkipsSync: a batch of intents alone is committed without an
+// fsync (synchronous=NORMAL); any other commit is committed with FULL, and
+// the switch goes both ways.
+func TestIntentSkipsSync(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	for i, intent := range []bool{false, true, true, false, true, false} {
+		m, err := sqlite.SyncMode(s, intent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 2
+		if intent {
+			want = 1
+		}
+		if m != want {
+			t.Errorf("request %d (intent %v) committed with synchronous=%d, want %d", i, intent, m, want)
 		}
 	}
 }

@@ -13,6 +13,9 @@ import (
 // the writer goroutine (and Close, after it has stopped) uses it.
 type writer struct {
 	conn *sql.Conn
+	// lazy: the connection commits with synchronous=NORMAL (intents only)
+	// rather than FULL.
+	lazy bool
 
 	begin, commitTx, rollback   *sql.Stmt
 	savepoint, release, undo    *sql.Stmt
@@ -104,6 +107,10 @@ func (w *writer) commit(batch []*request) {
 			r.done <- err
 		}
 	}
+	if err := w.setSync(taken); err != nil {
+		fail(err)
+		return
+	}
 	if _, err := w.begin.Exec(); err != nil {
 		fail(fmt.Errorf("begin: %w", err))
 		return
@@ -145,6 +152,30 @@ func (w *writer) commit(batch []*request) {
 	for i, r := range taken {
 		r.done <- errs[i]
 	}
+}
+
+// setSync chooses how the next commit reaches the disk. A batch of intents
+// only is committed with synchronous=NORMAL: the WAL is written (so the
+// commit survives the process's crash) but not fsynced. Any other batch is
+// committed with synchronous=FULL, whose fsync of the WAL also makes every
+// earlier intent's frames durable: commits reach stable storage in order.
+func (w *writer) setSync(batch []*request) error {
+	lazy := true
+	for _, r := range batch {
+		lazy = lazy && r.intent
+	}
+	if lazy == w.lazy {
+		return nil
+	}
+	mode := "FULL"
+	if lazy {
+		mode = "NORMAL"
+	}
+	if _, err := w.conn.ExecContext(context.Background(), "PRAGMA synchronous = "+mode); err != nil {
+		return fmt.Errorf("set synchronous %s: %w", mode, err)
+	}
+	w.lazy = lazy
+	return nil
 }
 
 // abort rolls the transaction back and fails every request with err.
@@ -194,10 +225,18 @@ type preparedPlan struct {
 	puts   []putOp
 	dels   []store.Deletion
 	limits map[string]int
+	audit  []store.AuditEntry
 }
 
 func preparePlan(p store.Plan) (*preparedPlan, error) {
 	pp := &preparedPlan{dels: p.Delete, limits: p.Limits}
+	for _, e := range p.Audit {
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+		e.ID, e.Time = 0, e.Time.UTC()
+		pp.audit = append(pp.audit, e)
+	}
 	for _, d := range p.Delete {
 		if d.ID == "" {
 			return nil, errors.New("delete: empty composition ID")
@@ -315,6 +354,11 @@ func (w *writer) applyPlan(pp *preparedPlan) error {
 		if lim := pp.limit(a.block); n > lim {
 			return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
 				a.comp, a.block, n, lim, store.ErrConflict)
+		}
+	}
+	for _, e := range pp.audit {
+		if _, err := w.appendAudit(e); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -56,6 +56,8 @@ func Run(t *testing.T, open OpenFunc) {
 		{"AuditConcurrent", testAuditConcurrent},
 		{"AuditPersistence", testAuditPersistence},
 		{"Objects", testObjects},
+		{"PlanAudit", testPlanAudit},
+		{"Intent", testIntent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
@@ -661,5 +663,121 @@ func testClosed(t *testing.T, open OpenFunc) {
 	}
 	if _, err := s.AuditCount(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("AuditCount after Close = %v, want ErrClosed", err)
+	}
+}
+
+// testPlanAudit: audit entries in a plan are committed with it or not at
+// all, get IDs in order with those AppendAudit assigns, and an invalid one
+// fails the whole plan.
+func testPlanAudit(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := context.Background()
+	if _, err := s.AppendAudit(ctx, auditEntry(1, "alice", "", store.AuditSuccess)); err != nil {
+		t.Fatal(err)
+	}
+	a := comp("a", "ha", "gpu")
+	apply(t, s, store.Plan{Put: []*inventory.Composition{a}, Audit: []store.AuditEntry{auditEntry(2, "bob", "t1", store.AuditSuccess)}})
+
+	// A conflicting plan leaves neither its changes nor its entry.
+	err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{comp("b", "hb", "gpu")},
+		Audit: []store.AuditEntry{auditEntry(3, "carol", "", store.AuditSuccess)}})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("conflicting plan with an audit entry: Apply = %v, want ErrConflict", err)
+	}
+	// An invalid entry fails the plan before anything is written.
+	bad := auditEntry(4, "dave", "", "maybe")
+	err = s.Apply(ctx, store.Plan{Put: []*inventory.Composition{comp("c", "hc")}, Audit: []store.AuditEntry{bad}})
+	if !errors.Is(err, store.ErrInvalidAudit) {
+		t.Fatalf("plan with an invalid audit entry: Apply = %v, want ErrInvalidAudit", err)
+	}
+	expect(t, s, a)
+
+	// An entry alone is a plan too; entries keep their plan's order.
+	apply(t, s, store.Plan{Audit: []store.AuditEntry{auditEntry(5, "erin", "", store.AuditFailure), auditEntry(6, "frank", "", store.AuditDenied)}})
+	got, err := s.Audit(ctx, store.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.AuditEntry{auditEntry(1, "alice", "", store.AuditSuccess), auditEntry(2, "bob", "t1", store.AuditSuccess),
+		auditEntry(5, "erin", "", store.AuditFailure), auditEntry(6, "frank", "", store.AuditDenied)}
+	if len(got) != len(want) {
+		t.Fatalf("Audit returned %d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		if i > 0 && got[i].ID <= got[i-1].ID {
+			t.Errorf("entry %d has ID %d after %d", i, got[i].ID, got[i-1].ID)
+		}
+		want[i].ID = got[i].ID
+		if d := auditDiff(got[i], want[i]); d != "" {
+			t.Errorf("entry %d: %s", i, d)
+		}
+	}
+}
+
+// testIntent: an intent plan is checked and applied like any other, is
+// visible at once, and is kept across a reopen; intents and durable plans
+// interleaved by concurrent writers all land.
+func testIntent(t *testing.T, open OpenFunc) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := open(t, dir)
+	a := comp("a", "ha", "gpu")
+	a.State = inventory.Composing
+	apply(t, s, store.Plan{Put: []*inventory.Composition{a}, Intent: true})
+	expect(t, s, a)
+	if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{comp("b", "hb", "gpu")}, Intent: true}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("intent taking a held block: Apply = %v, want ErrConflict", err)
+	}
+	a2 := next(a)
+	a2.State = inventory.Composed
+	apply(t, s, put(a2))
+
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				c := comp(fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf("h%d-%d", w, i))
+				c.State = inventory.Composing
+				if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Intent: true}); err != nil {
+					errs <- err
+					return
+				}
+				d := next(c)
+				d.State = inventory.Composed
+				if err := s.Apply(ctx, put(d)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent intents: %v", err)
+	}
+	// The last commit is an intent: a reopen must still see it.
+	last := comp("z", "hz")
+	last.State = inventory.Composing
+	apply(t, s, store.Plan{Put: []*inventory.Composition{last}, Intent: true})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s = open(t, dir)
+	t.Cleanup(func() { s.Close() })
+	got := all(t, s)
+	if len(got) != 2+writers*each {
+		t.Fatalf("after reopen: %d compositions, want %d", len(got), 2+writers*each)
+	}
+	for _, c := range got {
+		switch {
+		case c.ID == "a" && c.State != inventory.Composed, c.ID == "z" && c.State != inventory.Composing,
+			c.ID != "a" && c.ID != "z" && (c.State != inventory.Composed || c.Version != 2):
+			t.Errorf("after reopen: %s is %s at version %d", c.ID, c.State, c.Version)
+		}
 	}
 }
