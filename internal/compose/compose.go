@@ -14,7 +14,17 @@
 // point leaves a record that names what may be attached. At start-up New
 // recovers: Composing and Decomposing records are rolled back (detach,
 // delete), Updating records return to their previous block set, Composed
-// records are restored into the drivers. Nothing is left in transition.
+// records are restored into the drivers, and any attachment the fabrics
+// report that no record holds is detached. Nothing is left in transition.
+//
+// Durability: the first record of a workflow (the intent) is a
+// store.Plan.Intent: it survives the process's crash but may reach stable
+// storage only with the next durable commit, because losing it in a power
+// failure costs nothing acknowledged — start-up detaches what it had
+// attached. The last record (the outcome) is durable before the workflow
+// returns, and carries the audit entry of the API request that asked for it
+// (store.PendingAudit): one fsync per composition, shared with concurrent
+// workflows by the store's group commit.
 //
 // Workflows run to completion even when the caller's context is cancelled
 // (a client that disconnects must not leave half a composition); the
@@ -270,7 +280,7 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []s
 		delete(m.comps, c.ID)
 		m.mu.Unlock()
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Delete: del, Limits: m.limits}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Delete: del, Limits: m.limits, Intent: true}); err != nil {
 		abandon()
 		return nil, unrecordedError{fmt.Errorf("record composition: %w", err)}
 	}
@@ -284,7 +294,7 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []s
 	}
 	done := c.Clone()
 	done.State, done.Version, done.UpdatedAt = inventory.Composed, c.Version+1, m.clk.Now().UTC()
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}); err != nil {
+	if err := m.commitOutcome(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}, "composed "+c.ID); err != nil {
 		if m.rollbackCompose(ctx, c) {
 			abandon()
 		}
@@ -308,6 +318,23 @@ func (m *Manager) schedule(req schedule.Request) (*schedule.Plan, error) {
 		m.onSchedule(time.Since(start), err)
 	}
 	return p, err
+}
+
+// commitOutcome applies p, the plan that ends a workflow. When ctx carries
+// the audit entry of the request that asked for the workflow
+// (store.PendingAudit), the entry is committed in the same plan, with
+// detail, so that the outcome and its audit record cost one durable commit
+// and are kept or lost together.
+func (m *Manager) commitOutcome(ctx context.Context, p store.Plan, detail string) error {
+	pending := store.PendingAuditFrom(ctx)
+	e, ok := pending.Take(detail)
+	if !ok {
+		return m.store.Apply(ctx, p)
+	}
+	p.Audit = append(p.Audit, e)
+	err := m.store.Apply(ctx, p)
+	pending.Done(err)
+	return err
 }
 
 // unrecordedError is realize's failure to make its first record: nothing
@@ -445,7 +472,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 		m.mu.Unlock()
 	}
 	if c.State == inventory.Composed {
-		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{d}, Limits: m.limits}); err != nil {
+		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{d}, Limits: m.limits, Intent: true}); err != nil {
 			restore(c)
 			return fmt.Errorf("record decomposing: %w", err)
 		}
@@ -456,7 +483,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 		restore(d)
 		return err
 	}
-	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}); err != nil {
+	if err := m.commitOutcome(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}, "decomposed "+id); err != nil {
 		restore(d)
 		return fmt.Errorf("delete composition: %w", err)
 	}
@@ -568,7 +595,7 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 		m.mu.Unlock()
 		return back, nil
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits, Intent: true}); err != nil {
 		m.mu.Lock()
 		m.drop(u, u.Adding)
 		m.comps[id] = c
@@ -600,7 +627,7 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 	}
 	done.Adding, done.Removing = nil, nil
 	done.State, done.Version, done.UpdatedAt = inventory.Composed, u.Version+1, m.clk.Now().UTC()
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}); err != nil {
+	if err := m.commitOutcome(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}, "updated "+id); err != nil {
 		_ = m.detach(ctx, u, u.Adding)
 		_ = m.attach(ctx, u, u.Removing)
 		_, _ = revert()
@@ -840,8 +867,45 @@ func (m *Manager) recover(ctx context.Context) error {
 			return fmt.Errorf("recover %s (%s): %w", c.ID, c.State, err)
 		}
 	}
+	if err := m.reconcile(ctx); err != nil {
+		return err
+	}
 	if len(comps) > 0 {
 		m.log.Info("recovered compositions", "total", len(comps), "settled", len(settle))
+	}
+	return nil
+}
+
+// reconcile detaches every attachment the fabrics report that no
+// composition holds. Intent records (Composing, Decomposing, Updating) are
+// acknowledged before they reach stable storage (store.Plan.Intent), so a
+// power failure or an operating-system crash can lose one whose workflow
+// had already attached devices: its store record is gone, its attachments
+// are not, and they are found here. (A lost Decomposing or Updating record
+// leaves the previous Composed one, which recover has already restored.)
+func (m *Manager) reconcile(ctx context.Context) error {
+	held := map[fabric.Attachment]bool{}
+	for _, c := range m.comps {
+		for _, as := range m.attachments(c, c.AllBlocks()) {
+			for _, a := range as {
+				held[a] = true
+			}
+		}
+	}
+	for fid, d := range m.drivers {
+		st, err := d.Discover(ctx)
+		if err != nil {
+			return fmt.Errorf("discover fabric %s: %w", fid, err)
+		}
+		for _, a := range st.Attachments {
+			if held[a] {
+				continue
+			}
+			if _, err := d.Detach(ctx, a); err != nil {
+				return fmt.Errorf("detach %s from %s/%s, which no composition holds: %w", a.Block, a.Host, a.HostPort, err)
+			}
+			m.log.Warn("detached an attachment no composition holds", "fabric", fid, "block", a.Block, "host", a.Host, "port", a.HostPort)
+		}
 	}
 	return nil
 }

@@ -149,3 +149,35 @@ func TestRecoverOpticalPorts(t *testing.T) {
 	}
 	e.checkConsistent()
 }
+
+// TestRecoverLostIntent: a power failure may lose an intent record that
+// was acknowledged before it reached the disk (store.Plan.Intent) while the
+// fabric kept what its workflow attached. The next start must detach those
+// attachments and leave every held one alone.
+func TestRecoverLostIntent(t *testing.T) {
+	top := loadRack(t)
+	e := newEnv(t, top)
+	kept := e.compose(specific("host1", "gpu1", "nic1", "hdd1", "memnode1-b01"))
+	// What a lost Composing record of host2 had attached: a GPU, the
+	// shared NIC kept's composition also holds, a drive and a memory block.
+	lost := &inventory.Composition{ID: "sys-lost", Host: "host2", Ports: map[string]string{
+		"gpu5": "pcie", "nic1": "pcie", "hdd2": "sas", "memnode2-b01": "ocs-a"}}
+	e.attach(e.drivers, lost, "gpu5", "nic1", "hdd2", "memnode2-b01")
+
+	e.m = e.manager(e.drivers)
+	checkFabrics(t, top, e.drivers, []*inventory.Composition{kept})
+	for _, b := range []string{"gpu5", "hdd2", "memnode2-b01"} {
+		if st := e.m.BlockStatus(b); st.State != "Unused" {
+			t.Errorf("block %s is %s, want Unused", b, st.State)
+		}
+	}
+	// The blocks are usable again.
+	c := e.compose(specific("host2", "gpu5", "hdd2", "memnode2-b01"))
+	e.checkConsistent()
+	for _, id := range []string{c.ID, kept.ID} {
+		if err := e.m.Decompose(ctx, id, 0); err != nil {
+			t.Fatalf("decompose %s: %v", id, err)
+		}
+	}
+	e.checkEmpty()
+}

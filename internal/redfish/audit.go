@@ -31,6 +31,13 @@ const (
 type auditInfo struct {
 	user   string // for public routes (login): the account named
 	detail string
+	action string // the route's pattern
+	// pending is the entry a workflow commits with its outcome
+	// (auditInCommit), answered with status pendingStatus on success.
+	pending       *store.PendingAudit
+	pendingStatus int
+	// async: the request was answered 202 and its work runs as a task.
+	async bool
 }
 
 type auditKey struct{}
@@ -41,6 +48,25 @@ func noteAudit(r *http.Request) *auditInfo {
 		return a
 	}
 	return &auditInfo{}
+}
+
+// auditInCommit returns the context for a workflow that ends in one
+// outcome commit and whose success the handler answers with status: the
+// workflow commits the request's audit entry in that same commit
+// (store.PendingAudit), so the request costs one durable commit instead of
+// two, and the middleware does not append the entry again. A request
+// answered 202 (its workflow runs as a task) keeps its own entry and gets
+// its context unchanged.
+func (s *Server) auditInCommit(r *http.Request, status int) context.Context {
+	info, ok := r.Context().Value(auditKey{}).(*auditInfo)
+	if !ok || info.async || s.store == nil {
+		return r.Context()
+	}
+	p := principal(r)
+	info.pending = store.NewPendingAudit(store.AuditEntry{User: p.User, Tenant: p.Tenant, Remote: r.RemoteAddr,
+		Method: r.Method, Target: r.URL.Path, Action: info.action, Outcome: store.AuditSuccess, Status: status})
+	info.pendingStatus = status
+	return store.WithPendingAudit(r.Context(), info.pending)
 }
 
 // audit appends one entry. A failure to write is logged and counted; the
@@ -60,6 +86,9 @@ func (s *Server) audit(ctx context.Context, e store.AuditEntry) {
 
 // auditRequest records a finished request.
 func (s *Server) auditRequest(r *http.Request, p Principal, action string, status int, info *auditInfo, errID string) {
+	if info.pending.Recorded() && status == info.pendingStatus {
+		return // committed with the workflow's outcome
+	}
 	outcome := store.AuditSuccess
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:

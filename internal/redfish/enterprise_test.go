@@ -418,3 +418,45 @@ func newSink(t *testing.T, got chan<- string) string {
 	}))
 	return srv
 }
+
+// TestAuditOneEntryPerMutation: a mutation whose workflow commits its audit
+// entry with its outcome is recorded exactly once, with the status it was
+// answered and the workflow's detail; a failed one and one answered 202
+// are recorded by the middleware, also once.
+func TestAuditOneEntryPerMutation(t *testing.T) {
+	s := newService(t)
+	sys := s.compose(specificBody("host1", "gpu1"))
+	patch := map[string]any{"Links": map[string]any{"ResourceBlocks": []any{blockRef("host1"), blockRef("gpu1"), blockRef("hdd1")}}}
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/Systems/"+sys, patch, admin)
+	s.must(http.StatusConflict, "POST", "/redfish/v1/Systems", specificBody("host2", "gpu1"), admin)
+	s.must(http.StatusNoContent, "DELETE", "/redfish/v1/Systems/"+sys, nil, admin)
+	s.must(http.StatusAccepted, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu3"), cred{basic: true, hdr: map[string]string{"Prefer": "respond-async"}})
+
+	type rec struct {
+		method, target, outcome, detail string
+		status                          int
+	}
+	var got []rec
+	for _, m := range list(t, s.get("/redfish/v1/Managers/rackpool/LogServices/Audit/Entries")["Members"]) {
+		o := dig(t, m, "Oem", "Rackpool").(map[string]any)
+		detail, _ := o["Detail"].(string)
+		got = append(got, rec{o["Method"].(string), o["Target"].(string), o["Outcome"].(string), detail, int(o["Status"].(float64))})
+	}
+	want := []rec{
+		{"POST", "/redfish/v1/Systems", "success", "composed " + sys, 201},
+		{"PATCH", "/redfish/v1/Systems/" + sys, "success", "updated " + sys, 200},
+		{"POST", "/redfish/v1/Systems", "failure", "", 409},
+		{"DELETE", "/redfish/v1/Systems/" + sys, "success", "decomposed " + sys, 204},
+		{"POST", "/redfish/v1/Systems", "success", "accepted as a task", 202},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("audit log has %d entries, want %d:\n%+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g := got[i]
+		if g.method != want[i].method || g.target != want[i].target || g.outcome != want[i].outcome || g.status != want[i].status ||
+			(want[i].detail != "" && g.detail != want[i].detail) {
+			t.Errorf("entry %d = %+v, want %+v", i, g, want[i])
+		}
+	}
+}

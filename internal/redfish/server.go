@@ -220,7 +220,7 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		mutation := r.Method != http.MethodGet && r.Method != http.MethodHead
-		info := &auditInfo{}
+		info := &auditInfo{action: pattern}
 		var p Principal
 		if priv != public {
 			var err error

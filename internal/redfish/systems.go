@@ -242,7 +242,7 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
-		c, err := s.mgr.Compose(r.Context(), creq)
+		c, err := s.mgr.Compose(s.auditInCommit(r, http.StatusCreated), creq)
 		s.obs.composeLat.With(outcome(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
@@ -436,7 +436,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		}
 		blocks = append(blocks, bid)
 	}
-	c, err := s.mgr.SetBlocksWithQuota(r.Context(), id, want, blocks, s.auth.quota(tenantOf(r)))
+	c, err := s.mgr.SetBlocksWithQuota(s.auditInCommit(r, http.StatusOK), id, want, blocks, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err
 	}
@@ -461,7 +461,7 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.mgr.Decompose(r.Context(), id, want); err != nil {
+	if err := s.mgr.Decompose(s.auditInCommit(r, http.StatusNoContent), id, want); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -505,7 +505,7 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.UpdateWithQuota(r.Context(), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil, s.auth.quota(tenantOf(r)))
+	c, err := s.mgr.UpdateWithQuota(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err
 	}
@@ -519,7 +519,7 @@ func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Update(r.Context(), r.PathValue("id"), want, schedule.Request{}, []string{bid})
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want, schedule.Request{}, []string{bid})
 	if err != nil {
 		return err
 	}
@@ -551,7 +551,7 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Needs")
 	}
 	want, _ := ifMatch(r)
-	c, err := s.mgr.UpdateWithQuota(r.Context(), r.PathValue("id"), want,
+	c, err := s.mgr.UpdateWithQuota(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want,
 		schedule.Request{Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity)}, body.Remove, s.auth.quota(tenantOf(r)))
 	if err != nil {
 		return err

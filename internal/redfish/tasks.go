@@ -93,6 +93,7 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	if !wantsAsync(r) && (s.asyncThreshold <= 0 || estimate <= s.asyncThreshold) {
 		return fn(w, r)
 	}
+	noteAudit(r).async = true // the middleware records the 202; the task's workflow commits no entry
 	t := s.newTask(r, estimate)
 	// The request's body has been read by the caller; the task keeps the
 	// request's values (the principal) but not its cancellation.

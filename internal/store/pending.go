@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // PendingAudit carries the audit entry of one API request to the workflow
@@ -43,6 +44,9 @@ func (p *PendingAudit) Take(detail string) (AuditEntry, bool) {
 	p.taken = true
 	e := p.entry
 	e.Detail = detail
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
 	return e, true
 }
 
