@@ -93,11 +93,13 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	if !wantsAsync(r) && (s.asyncThreshold <= 0 || estimate <= s.asyncThreshold) {
 		return fn(w, r)
 	}
-	noteAudit(r).async = true // the middleware records the 202; the task's workflow commits no entry
 	t := s.newTask(r, estimate)
 	// The request's body has been read by the caller; the task keeps the
-	// request's values (the principal) but not its cancellation.
-	bg := r.Clone(context.WithoutCancel(r.Context()))
+	// request's values (the principal) but not its cancellation. The
+	// middleware records the 202; the task gets audit notes of its own,
+	// which nothing records, so that it neither races with the middleware
+	// nor commits an entry with its outcome.
+	bg := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), auditKey{}, &auditInfo{async: true}))
 	go func() {
 		rec := &recorder{header: http.Header{}}
 		t.mu.Lock()
