@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/csv"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -39,6 +40,10 @@ func TestKillDuringComposeStorm(t *testing.T) {
 			acked      = map[string][]string{} // composed and acknowledged
 			attempted  = map[string]bool{}     // decompose sent, maybe not acknowledged
 			acks, errs int
+			// Every acknowledged operation's audit detail ("composed
+			// sys-…", "decomposed sys-…"): committed with the outcome,
+			// each must survive the kill too.
+			audited []string
 		)
 		needs := [][]api.Need{
 			{{Kind: "gpu", Count: 1}},
@@ -73,6 +78,7 @@ func TestKillDuringComposeStorm(t *testing.T) {
 							mine = mine[1:]
 							mu.Lock()
 							delete(acked, id)
+							audited = append(audited, "decomposed "+id)
 							acks++
 							mu.Unlock()
 						} else if isDown(err) {
@@ -98,6 +104,7 @@ func TestKillDuringComposeStorm(t *testing.T) {
 					}
 					mu.Lock()
 					acked[sys.ID] = blocks
+					audited = append(audited, "composed "+sys.ID)
 					acks++
 					mu.Unlock()
 					mine = append(mine, sys.ID)
@@ -123,6 +130,23 @@ func TestKillDuringComposeStorm(t *testing.T) {
 		t.Logf("round %d: recovery log: %d compositions rolled back", round, strings.Count(srv.stderr.String(), "rolled back"))
 		snap := take(t, c)
 		checkConsistent(t, snap, maxCompositions(t, c))
+		out, err := srv.cli("audit", "--format", "csv", "--outcome", "success")
+		if err != nil {
+			t.Fatalf("rackpool audit: %v\n%s", err, out)
+		}
+		recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+		if err != nil {
+			t.Fatalf("audit CSV: %v", err)
+		}
+		details := map[string]int{}
+		for _, r := range recs[1:] {
+			details[r[len(r)-1]]++
+		}
+		for _, d := range audited {
+			if details[d] != 1 {
+				t.Errorf("acknowledged %q has %d success audit entries after the crash, want 1", d, details[d])
+			}
+		}
 		for id, blocks := range acked {
 			got, ok := snap.systems[id]
 			if attempted[id] {
