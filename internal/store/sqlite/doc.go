@@ -33,6 +33,18 @@
 // WAL before it returns: once Apply, PutSetting or AppendAudit has
 // returned nil, the change survives kill -9 and power loss (to the extent
 // the disk honours fsync). Foreign keys are on and busy_timeout is 5 s on every connection.
+//
+// A batch made only of intents (store.Plan.Intent) is committed with
+// synchronous=NORMAL instead: its frames are written to the WAL (so it
+// survives kill -9, which loses no write the kernel has accepted) but not
+// fsynced. The WAL is appended in commit order and the next FULL commit's
+// fsync covers every frame before it, so an intent is durable no later than
+// the next durable commit, as the interface requires. The writer switches
+// the pragma only when a batch's kind differs from the last one's.
+//
+// A plan's audit entries (store.Plan.Audit) are inserted inside the plan's
+// savepoint, after its checks pass, so they are committed with it or not
+// at all.
 // SQLite's automatic checkpoint (every 1000 WAL pages) runs on the writer
 // connection right after a commit.
 //
