@@ -173,6 +173,30 @@ func monetSpec(c *Config) *topology.Spec {
 	return s
 }
 
+// largestSwitch returns the switch with the most ports the pod's network
+// needs, as monetSpec and fatTreeSpec size them, and its port count.
+func largestSwitch(c *Config) (string, int) {
+	cpu, mem := podCards(c)
+	P := c.Planes
+	if c.Network == FatTree {
+		down := (cpu + mem) * P
+		edge, agg, core := 2*down, 2*trayGroup*down, c.Trays*down
+		if core >= agg && core >= edge {
+			return "core", core
+		}
+		if agg >= edge {
+			return "aggregation", agg
+		}
+		return "edge", edge
+	}
+	down := cpu + ceilDiv(mem, P)*P // the plane with the most memory cards homed
+	intra, inter := 2*down, ceilDiv(c.Trays*down, interSwitches(c.Trays))
+	if inter >= intra {
+		return "inter-tray", inter
+	}
+	return "intra-tray", intra
+}
+
 // homedIn is how many of a tray's mem memory cards live in plane p of P
 // (round robin: card j in plane (j-1) mod P + 1).
 func homedIn(mem, planes, p int) int {

@@ -112,3 +112,35 @@ func TestTopologySpecIsCompact(t *testing.T) {
 		t.Errorf("%d host entries, %d device entries; want 1 and %d", hosts, devices, c.Trays*c.Planes)
 	}
 }
+
+// TestLargestSwitch: the switch size Validate checks against the limit is
+// the largest switch the builders make, and a pod that needs one past the
+// limit is refused by Validate, naming trays, not by the topology compiler.
+func TestLargestSwitch(t *testing.T) {
+	for _, net := range []string{MONet, FatTree} {
+		for _, dims := range [][3]int{{1, 2, 1}, {1, 2, 3}, {5, 10, 3}, {9, 8, 8}, {64, 24, 8}, {3, 30, 4}, {400, 24, 8}} {
+			c := Defaults()
+			c.Network, c.Trays, c.CardsPerTray, c.Planes = net, dims[0], dims[1], dims[2]
+			name, want := largestSwitch(&c)
+			got := 0
+			for _, f := range TopologySpec(&c).Fabrics {
+				for _, s := range f.Switches {
+					got = max(got, s.Ports)
+				}
+			}
+			if got != want {
+				t.Errorf("%s %v: largestSwitch = %s with %d ports, the builder's largest has %d", net, dims, name, want, got)
+			}
+		}
+	}
+	c := Defaults()
+	c.Network, c.Trays, c.CardsPerTray, c.Planes = FatTree, 4096, 24, 8
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "trays: a fat-tree pod of 4096 trays") || !strings.Contains(err.Error(), "core switch of 786432 ports") {
+		t.Errorf("Validate of a fat tree past the switch limit = %v", err)
+	}
+	c.Network = MONet
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate of the P4-scale MONet pod = %v", err)
+	}
+}

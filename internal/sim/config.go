@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rackpool/internal/schedule"
+	"rackpool/internal/topology"
 )
 
 // Architectures a run can simulate.
@@ -230,6 +231,12 @@ func (c *Config) Validate() error {
 		}
 		if c.Trays*c.CardsPerTray > 200_000 {
 			return fieldErr("trays", "at most 200,000 cards in all, got %d", c.Trays*c.CardsPerTray)
+		}
+		if (c.Network == MONet || c.Network == FatTree) && c.Planes > 0 {
+			if name, ports := largestSwitch(c); ports > topology.MaxSwitchPorts {
+				return fieldErr("trays", "a %s pod of %d trays x %d cards and %d planes needs a %s switch of %d ports; a switch has at most %d (use fewer trays, cards_per_tray or planes)",
+					c.Network, c.Trays, c.CardsPerTray, c.Planes, name, ports, topology.MaxSwitchPorts)
+			}
 		}
 	}
 	if c.GPUsPerRack < 0 || c.NVMePerRack < 0 || c.NVMeGB < 0 {

@@ -31,6 +31,9 @@ var ExampleRack = examples.Rack
 // ExampleRackName is the name used for the built-in topology in messages.
 const ExampleRackName = "examples/rack.yaml"
 
+// MaxSwitchPorts is the most ports one switch may have.
+const MaxSwitchPorts = 100_000
+
 // NSPerMetre is the propagation delay of light in fibre or copper (P0 §5).
 const NSPerMetre = 5.0
 
@@ -436,8 +439,8 @@ func (b *builder) buildSwitches(f *inventory.Fabric, fs *FabricSpec, path string
 			if byID[id] != nil {
 				return b.errf(ss.pos, "id", spath, "duplicate switch id %q", id)
 			}
-			if ss.Ports < 1 || ss.Ports > 100000 {
-				return b.errf(ss.pos, "ports", spath, "must be 1..100000, got %d", ss.Ports)
+			if ss.Ports < 1 || ss.Ports > MaxSwitchPorts {
+				return b.errf(ss.pos, "ports", spath, "must be 1..%d, got %d", MaxSwitchPorts, ss.Ports)
 			}
 			if ss.LatencyNS < 0 {
 				return b.errf(ss.pos, "latency_ns", spath, "must not be negative")
