@@ -912,6 +912,21 @@ func (m *Manager) reconcile(ctx context.Context) error {
 
 // settle finishes or rolls back one composition found in transition.
 func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
+	if c.State == inventory.Decomposing && strings.HasPrefix(c.Group, manifestPrefix) {
+		// Part of a manifest that did not finish: the manifest is rolled
+		// back as a whole, so this system stays composed.
+		if err := m.attach(ctx, c, c.Blocks); err != nil {
+			return err
+		}
+		back := c.Clone()
+		back.State, back.Version, back.UpdatedAt, back.Group = inventory.Composed, c.Version+1, m.clk.Now().UTC(), ""
+		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
+			return err
+		}
+		m.comps[c.ID] = back
+		m.log.Info("kept a system an unfinished manifest was decomposing", "id", c.ID, "manifest", c.Group)
+		return nil
+	}
 	switch c.State {
 	case inventory.Composing, inventory.Decomposing:
 		// Attachments may be partial: detach everything (idempotent).
