@@ -242,7 +242,7 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 	m.comps[c.ID] = c
 	m.hold(c, c.Blocks)
 	m.mu.Unlock()
-	return m.realize(ctx, c, nil)
+	return m.realize(ctx, c)
 }
 
 // place schedules req and returns the composition it would make, checking
@@ -270,19 +270,18 @@ func (m *Manager) place(req Request, state inventory.State, prefix string) (*inv
 	return c, nil
 }
 
-// realize records c (held in memory, state Composing) with the deletions
-// in del, attaches its devices and records it Composed; on any failure it
-// rolls back and the deletions stay undone only if the first record failed.
-func (m *Manager) realize(ctx context.Context, c *inventory.Composition, del []store.Deletion) (*inventory.Composition, error) {
+// realize records c (held in memory, state Composing), attaches its
+// devices and records it Composed; on any failure it rolls back.
+func (m *Manager) realize(ctx context.Context, c *inventory.Composition) (*inventory.Composition, error) {
 	abandon := func() {
 		m.mu.Lock()
 		m.drop(c, c.Blocks)
 		delete(m.comps, c.ID)
 		m.mu.Unlock()
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Delete: del, Limits: m.limits, Intent: true}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Intent: true}); err != nil {
 		abandon()
-		return nil, unrecordedError{fmt.Errorf("record composition: %w", err)}
+		return nil, fmt.Errorf("record composition: %w", err)
 	}
 	start := time.Now()
 	if err := m.attach(ctx, c, c.Blocks); err != nil {
@@ -337,11 +336,6 @@ func (m *Manager) commitOutcome(ctx context.Context, p store.Plan, detail string
 	return err
 }
 
-// unrecordedError is realize's failure to make its first record: nothing
-// was written, so the deletions it was given did not happen either.
-type unrecordedError struct{ error }
-
-func (e unrecordedError) Unwrap() error { return e.error }
 
 // notify reports a committed change to the OnChange hook.
 func (m *Manager) notify(ch Change) {

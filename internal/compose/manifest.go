@@ -55,7 +55,8 @@ const manifestPrefix = "manifest-"
 // deletes the old ones, with the request's audit entry. A failure before
 // the outcome puts everything back: the new systems are detached and
 // deleted, the old ones re-attached and recorded Composed again (a
-// consumed reservation stays consumed, as ComposeReserved documents). A
+// consumed reservation stays consumed: the Redfish Compose action consumes the
+// reservation it names). A
 // crash is settled by recovery the same way: a manifest found in
 // transition is rolled back as a whole.
 func (m *Manager) Apply(ctx context.Context, mf Manifest) ([]*inventory.Composition, error) {

@@ -110,7 +110,7 @@ func TestManifestRollback(t *testing.T) {
 				t.Fatalf("after the rollback: %q, want only %s", summaries(got), summary(old))
 			}
 			e.checkConsistent()
-			// The consumed reservation stays consumed, as for ComposeReserved.
+			// The consumed reservation stays consumed.
 			if _, err := e.m.GetReservation(res.ID); !errors.Is(err, compose.ErrNotFound) {
 				t.Errorf("reservation after a failed manifest: %v", err)
 			}

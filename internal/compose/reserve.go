@@ -15,87 +15,69 @@ import (
 // Reservations (Redfish CompositionReservations) are compositions in state
 // Reserved: placed, recorded and holding their blocks in the scheduler
 // state and the store exactly like a composition, so nothing else can take
-// them, but with nothing attached. Compose turns one into a composed system
-// (the same blocks and host ports, a new system ID) in one store plan that
-// deletes the reservation and records the system; Release and expiry
-// delete it. Expiry is checked lazily before every placement and by
+// them, but with nothing attached. A manifest stanza (Apply, Stanza.Reserved)
+// turns one into a composed system (the same blocks and host ports, a new
+// system ID) in one store plan that deletes the reservation and records the
+// system; Release and expiry delete it. Expiry is checked lazily before every placement and by
 // ExpireLoop, so an expired reservation never blocks a request.
 
 // Reserve places req and holds the result until ttl has passed.
 func (m *Manager) Reserve(ctx context.Context, req Request, ttl time.Duration) (*inventory.Composition, error) {
+	rs, err := m.ReserveAll(ctx, []Request{req}, ttl)
+	if err != nil {
+		var se *StanzaError
+		if errors.As(err, &se) {
+			return nil, se.Err
+		}
+		return nil, err
+	}
+	return rs[0], nil
+}
+
+// ReserveAll places every request of reqs, each seeing the blocks the ones
+// before it took, and records them all in one store plan, or none: a
+// failure to place returns a *StanzaError naming the request.
+func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Duration) ([]*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
 	if ttl <= 0 {
 		return nil, fmt.Errorf("%w: reservation duration must be positive", ErrBadRequest)
 	}
 	m.Expire(ctx)
-	req.Expand, req.Held = false, nil
 	m.mu.Lock()
-	r, err := m.place(req, inventory.Reserved, "res-")
-	if err != nil {
-		m.mu.Unlock()
-		return nil, err
+	var rs []*inventory.Composition
+	undo := func() {
+		for _, r := range rs {
+			m.drop(r, r.Blocks)
+			delete(m.comps, r.ID)
+		}
 	}
-	r.ExpiresAt = r.CreatedAt.Add(ttl)
-	m.comps[r.ID] = r
-	m.hold(r, r.Blocks)
+	for i, req := range reqs {
+		req.Expand, req.Held = false, nil
+		r, err := m.place(req, inventory.Reserved, "res-")
+		if err != nil {
+			undo()
+			m.mu.Unlock()
+			return nil, &StanzaError{Index: i, Err: err}
+		}
+		r.ExpiresAt = r.CreatedAt.Add(ttl)
+		m.comps[r.ID] = r
+		m.hold(r, r.Blocks)
+		rs = append(rs, r)
+	}
 	m.mu.Unlock()
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{r}, Limits: m.limits}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: rs, Limits: m.limits}); err != nil {
 		m.mu.Lock()
-		m.drop(r, r.Blocks)
-		delete(m.comps, r.ID)
+		undo()
 		m.mu.Unlock()
 		return nil, fmt.Errorf("record reservation: %w", err)
 	}
-	m.log.Info("reserved", "id", r.ID, "host", r.Host, "blocks", len(r.Blocks), "tenant", r.Tenant, "expires", r.ExpiresAt)
-	m.notify(Change{New: r.Clone(), Reason: "reserved"})
-	return r.Clone(), nil
-}
-
-// ComposeReserved composes the system reservation id holds, all or
-// nothing. On failure the reservation is gone and its blocks are free
-// again (the Redfish Compose action consumes the reservation it names).
-// name and description replace the reservation's when not empty.
-func (m *Manager) ComposeReserved(ctx context.Context, id, name, description string) (*inventory.Composition, error) {
-	ctx = context.WithoutCancel(ctx)
-	m.Expire(ctx)
-	m.mu.Lock()
-	r := m.comps[id]
-	if r == nil || r.State != inventory.Reserved {
-		m.mu.Unlock()
-		return nil, fmt.Errorf("%w: reservation %s", ErrNotFound, id)
+	out := make([]*inventory.Composition, len(rs))
+	for i, r := range rs {
+		m.log.Info("reserved", "id", r.ID, "host", r.Host, "blocks", len(r.Blocks), "tenant", r.Tenant, "expires", r.ExpiresAt)
+		m.notify(Change{New: r.Clone(), Reason: "reserved"})
+		out[i] = r.Clone()
 	}
-	now := m.clk.Now().UTC()
-	c := r.Clone()
-	c.ID, c.State, c.Version, c.CreatedAt, c.UpdatedAt, c.ExpiresAt, c.Group = newID("sys-"), inventory.Composing, 1, now, now, time.Time{}, ""
-	if name != "" {
-		c.Name = name
-	} else if c.Name == r.ID {
-		c.Name = c.ID
-	}
-	if description != "" {
-		c.Description = description
-	}
-	m.drop(r, r.Blocks)
-	delete(m.comps, r.ID)
-	m.comps[c.ID] = c
-	m.hold(c, c.Blocks)
-	m.mu.Unlock()
-	done, err := m.realize(ctx, c, []store.Deletion{{ID: r.ID, Version: r.Version}})
-	var unrecorded unrecordedError
-	switch {
-	case errors.As(err, &unrecorded):
-		// Nothing was written: the reservation is still stored; put it
-		// back in memory.
-		m.mu.Lock()
-		if m.comps[r.ID] == nil {
-			m.comps[r.ID] = r
-			m.hold(r, r.Blocks)
-		}
-		m.mu.Unlock()
-	case err != nil:
-		m.notify(Change{Old: r, Reason: "released"})
-	}
-	return done, err
+	return out, nil
 }
 
 // Release deletes reservation id.

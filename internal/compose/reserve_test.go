@@ -46,19 +46,20 @@ func TestReservation(t *testing.T) {
 	}
 	// Composing it attaches exactly its blocks, as a new system, and the
 	// reservation is gone.
-	c, err := e.m.ComposeReserved(ctx, r.ID, "from-res", "")
+	done, err := e.m.Apply(ctx, compose.Manifest{Stanzas: []compose.Stanza{{Reserved: r.ID}}})
 	if err != nil {
-		t.Fatalf("ComposeReserved: %v", err)
+		t.Fatalf("Apply(reservation): %v", err)
 	}
-	if c.ID == r.ID || c.Name != "from-res" || c.Tenant != "blue" || c.State != inventory.Composed {
+	c := done[0]
+	if c.ID == r.ID || c.Name != c.ID || c.Tenant != "blue" || c.State != inventory.Composed {
 		t.Errorf("composed %+v", c)
 	}
 	if len(e.m.Reservations()) != 0 {
 		t.Errorf("reservation still listed")
 	}
 	e.checkConsistent()
-	if _, err := e.m.ComposeReserved(ctx, r.ID, "", ""); !errors.Is(err, compose.ErrNotFound) {
-		t.Errorf("second ComposeReserved = %v, want ErrNotFound", err)
+	if _, err := e.m.Apply(ctx, compose.Manifest{Stanzas: []compose.Stanza{{Reserved: r.ID}}}); !errors.Is(err, compose.ErrNotFound) {
+		t.Errorf("composing the reservation again = %v, want ErrNotFound", err)
 	}
 }
 
@@ -118,7 +119,7 @@ func TestReleaseReservation(t *testing.T) {
 	e.checkEmpty()
 }
 
-func TestComposeReservedAttachFails(t *testing.T) {
+func TestApplyReservationAttachFails(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	r, err := e.m.Reserve(ctx, specific("host1", "gpu1", "hdd1"), time.Hour)
 	if err != nil {
@@ -127,8 +128,8 @@ func TestComposeReservedAttachFails(t *testing.T) {
 	if err := e.faulty["sas1"].InjectFault(fabric.Fault{Kind: fabric.AttachFails, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.m.ComposeReserved(ctx, r.ID, "", ""); !errors.Is(err, compose.ErrAttach) {
-		t.Fatalf("ComposeReserved = %v, want ErrAttach", err)
+	if _, err := e.m.Apply(ctx, compose.Manifest{Stanzas: []compose.Stanza{{Reserved: r.ID}}}); !errors.Is(err, compose.ErrAttach) {
+		t.Fatalf("Apply(reservation) = %v, want ErrAttach", err)
 	}
 	// All or nothing: nothing attached, nothing stored, the reservation
 	// consumed.

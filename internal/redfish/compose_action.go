@@ -3,6 +3,7 @@ package redfish
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -475,19 +476,33 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.respondManifest(w, typ, body.Manifest, nil, rs, group)
 	}
 	return s.maybeAsync(w, r, s.estimateStanzas(composes), func(w http.ResponseWriter, r *http.Request) error {
-		_, rs, err := s.reserveAll(r.Context(), composes)
-		if err != nil {
-			return err
+		var mf compose.Manifest
+		ids := make([]string, 0, len(composes)+len(decomposes))
+		for _, c := range composes {
+			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &c.req})
+			ids = append(ids, c.st.StanzaId)
 		}
-		done, err := s.composeAll(r.Context(), rs)
-		if err != nil {
-			return err
+		for _, d := range decomposes {
+			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Decompose: d})
+			ids = append(ids, d)
 		}
-		if err := s.decomposeAll(r.Context(), decomposes); err != nil {
+		done, err := s.applyManifest(r, mf, ids)
+		if err != nil {
 			return err
 		}
 		return s.respondManifest(w, typ, body.Manifest, nil, done, "")
 	})
+}
+
+// applyManifest applies mf through the composition manager, all stanzas
+// or none, naming the failing stanza by ids[i].
+func (s *Server) applyManifest(r *http.Request, mf compose.Manifest, ids []string) ([]*inventory.Composition, error) {
+	done, err := s.mgr.Apply(s.auditInCommit(r, http.StatusOK), mf)
+	var se *compose.StanzaError
+	if errors.As(err, &se) && se.Index < len(ids) {
+		return nil, stanzaError(se.Err, ids[se.Index])
+	}
+	return done, err
 }
 
 // estimateStanzas is the modelled fabric time of the stanzas, from a
@@ -598,56 +613,24 @@ func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) 
 	return s.mgr.PlanAll(reqs)
 }
 
-// reserveAll reserves every stanza or none.
+// reserveAll reserves every stanza or none, in one store plan.
 func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
 	_, _, ttl := s.policy()
 	group := "r" + randomHex(6)
-	var rs []*inventory.Composition
+	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {
-		req := c.req
-		req.Group = group
-		res, err := s.mgr.Reserve(ctx, req, ttl)
-		if err != nil {
-			for _, done := range rs {
-				_ = s.mgr.Release(ctx, done.ID)
-			}
-			return "", nil, stanzaError(err, composes[i].st.StanzaId)
-		}
-		rs = append(rs, res)
+		reqs[i] = c.req
+		reqs[i].Group = group
+	}
+	rs, err := s.mgr.ReserveAll(ctx, reqs, ttl)
+	var se *compose.StanzaError
+	if errors.As(err, &se) {
+		return "", nil, stanzaError(se.Err, composes[se.Index].st.StanzaId)
+	}
+	if err != nil {
+		return "", nil, err
 	}
 	return group, rs, nil
-}
-
-// composeAll composes reservations rs or, on any failure, nothing.
-func (s *Server) composeAll(ctx context.Context, rs []*inventory.Composition) ([]*inventory.Composition, error) {
-	var done []*inventory.Composition
-	for i, res := range rs {
-		c, err := s.mgr.ComposeReserved(ctx, res.ID, "", "")
-		if err != nil {
-			for _, d := range done {
-				if derr := s.mgr.Decompose(ctx, d.ID, 0); derr != nil {
-					s.log.Error("undo of a failed Compose action left a system", "id", d.ID, "err", derr)
-				}
-			}
-			for _, rest := range rs[i+1:] {
-				_ = s.mgr.Release(ctx, rest.ID)
-			}
-			return nil, stanzaError(err, res.Name)
-		}
-		done = append(done, c)
-	}
-	return done, nil
-}
-
-func (s *Server) decomposeAll(ctx context.Context, ids []string) error {
-	for _, id := range ids {
-		if err := s.mgr.Decompose(ctx, id, 0); err != nil {
-			e := translate(err)
-			e.resolution = "The ComposeSystem stanzas were applied; decomposing " + id + " failed: " + e.resolution
-			return e
-		}
-	}
-	return nil
 }
 
 func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id string, m *manifest) error {
@@ -660,7 +643,13 @@ func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id str
 		blocks = append(blocks, c.Blocks...)
 	}
 	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
-		done, err := s.composeAll(r.Context(), rs)
+		var mf compose.Manifest
+		var ids []string
+		for _, c := range rs {
+			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Reserved: c.ID})
+			ids = append(ids, c.Name)
+		}
+		done, err := s.applyManifest(r, mf, ids)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -123,14 +124,17 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 			_ = s.auth.DeleteTenant(ctx, t.ID)
 		}
 	}
-	_, rs, err := s.reserveAll(ctx, stanzas)
-	if err != nil {
-		undoTenants()
-		return nil, err
+	var mf compose.Manifest
+	for _, st := range stanzas {
+		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &st.req})
 	}
-	done, err := s.composeAll(ctx, rs)
+	done, err := s.mgr.Apply(ctx, mf)
 	if err != nil {
 		undoTenants()
+		var se *compose.StanzaError
+		if errors.As(err, &se) {
+			return nil, stanzaError(se.Err, stanzas[se.Index].st.StanzaId)
+		}
 		return nil, err
 	}
 	ids := make([]string, len(done))
