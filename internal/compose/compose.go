@@ -336,7 +336,6 @@ func (m *Manager) commitOutcome(ctx context.Context, p store.Plan, detail string
 	return err
 }
 
-
 // notify reports a committed change to the OnChange hook.
 func (m *Manager) notify(ch Change) {
 	if m.onChange != nil {
