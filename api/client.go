@@ -283,6 +283,62 @@ func (c *Client) Compose(ctx context.Context, r ComposeRequest) (*System, error)
 	return &s, nil
 }
 
+// Stanza is one change of a manifest for ApplyManifest: Compose or
+// Decompose.
+type Stanza struct {
+	// ID is the StanzaId; a composed system is named after it.
+	ID        string
+	Compose   *ComposeRequest
+	Decompose string // the ID of a system to tear down
+}
+
+// ApplyManifest runs the CompositionService Compose action (RequestType
+// Apply): every stanza is applied or none is. It returns the composed
+// systems in stanza order.
+func (c *Client) ApplyManifest(ctx context.Context, stanzas []Stanza) ([]System, error) {
+	type stanza struct {
+		StanzaType string
+		StanzaId   string
+		Request    any
+	}
+	var body struct {
+		RequestFormat, RequestType string
+		Manifest                   struct{ Stanzas []stanza }
+	}
+	body.RequestFormat, body.RequestType = "Manifest", "Apply"
+	for _, st := range stanzas {
+		switch {
+		case st.Compose != nil:
+			req := st.Compose.body()
+			if _, ok := req["Name"]; !ok {
+				req["Name"] = st.ID
+			}
+			body.Manifest.Stanzas = append(body.Manifest.Stanzas, stanza{"ComposeSystem", st.ID, req})
+		default:
+			body.Manifest.Stanzas = append(body.Manifest.Stanzas, stanza{"DecomposeSystem", st.ID,
+				map[string]string{"@odata.id": "/redfish/v1/Systems/" + st.Decompose}})
+		}
+	}
+	var out struct {
+		Manifest struct {
+			Stanzas []struct {
+				StanzaType string
+				Response   *System
+			}
+		}
+	}
+	if _, err := c.Do(ctx, "POST", "/redfish/v1/CompositionService/Actions/CompositionService.Compose", body, &out); err != nil {
+		return nil, err
+	}
+	var systems []System
+	for _, st := range out.Manifest.Stanzas {
+		if st.StanzaType == "ComposeSystem" && st.Response != nil {
+			systems = append(systems, *st.Response)
+		}
+	}
+	return systems, nil
+}
+
 // Explanation is the answer of Explain.
 type Explanation struct {
 	Fits   bool
