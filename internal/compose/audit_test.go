@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"rackpool/internal/schedule"
+	"rackpool/internal/compose"
 	"rackpool/internal/store"
 )
 
@@ -40,7 +40,7 @@ func TestOutcomeCarriesAudit(t *testing.T) {
 		t.Fatalf("audit after compose: %+v, want one entry by alice, \"composed %s\"", es, c.ID)
 	}
 	// Taken once: a second workflow under the same request adds nothing.
-	if _, err := e.m.Update(store.WithPendingAudit(ctx, p), c.ID, 0, schedule.Request{Blocks: []string{"nvme1"}}, nil); err != nil {
+	if _, err := e.m.Update(store.WithPendingAudit(ctx, p), c.ID, compose.UpdateRequest{Blocks: []string{"nvme1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(entries()); n != 1 {

@@ -37,11 +37,11 @@ func BenchmarkComposeDecompose(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := compose.Request{Request: schedule.Request{Needs: []schedule.Need{
+	req := compose.Request{Needs: []schedule.Need{
 		{Kind: inventory.GPU, Count: 1},
 		{Kind: inventory.NVMe, Count: 1},
 		{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB},
-	}}}
+	}}
 	b.SetParallelism(8) // 8 clients per CPU: the store commits their writes in groups
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -119,7 +119,47 @@ type Request struct {
 	Quota  Quota
 	// Group, for a reservation, names the request it belongs to.
 	Group string
-	schedule.Request
+
+	// What to place, and where: the scheduler's request (schedule.Request
+	// documents each field) without the fields that only updates use.
+	Host         string
+	Blocks       []string
+	Needs        []schedule.Need
+	Affinity     schedule.Affinity
+	Zone         string
+	MinCores     int
+	MinMemoryGiB int
+	Share        schedule.Share
+}
+
+// placement is req as the scheduler takes it.
+func (req Request) placement() schedule.Request {
+	return schedule.Request{Host: req.Host, Blocks: req.Blocks, Needs: req.Needs, Affinity: req.Affinity, Zone: req.Zone,
+		MinCores: req.MinCores, MinMemoryGiB: req.MinMemoryGiB, Share: req.Share}
+}
+
+// UpdateRequest changes the blocks of a composed system: the additions
+// (Blocks, Needs) are placed by the scheduler near the system's host, the
+// removals are detached; all or nothing.
+type UpdateRequest struct {
+	// Version, when not 0, is the version the caller read (If-Match): a
+	// composition at another version is refused with ErrVersion.
+	Version int64
+	// Blocks are specific blocks to add; Needs are constrained additions,
+	// kept together per Affinity.
+	Blocks   []string
+	Needs    []schedule.Need
+	Affinity schedule.Affinity
+	// Remove lists blocks to take away; the compute block cannot be.
+	Remove []string
+	// Set, when not nil, is the exact set of blocks the system ends with
+	// (the Redfish PATCH of Links.ResourceBlocks); the difference is
+	// computed under the manager's lock. Blocks, Needs and Remove must then
+	// be empty.
+	Set []string
+	// Quota is the owning tenant's quota, checked atomically with the
+	// placement of the additions.
+	Quota Quota
 }
 
 // Manager owns the composition state of one control plane.
@@ -222,17 +262,16 @@ func (m *Manager) drop(c *inventory.Composition, blocks []string) {
 
 // Plan schedules req against the current state without committing
 // anything: the "explain" verb.
-func (m *Manager) Plan(req schedule.Request) (*schedule.Plan, error) {
+func (m *Manager) Plan(req Request) (*schedule.Plan, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.sched.Schedule(m.st, req)
+	return m.sched.Schedule(m.st, req.placement())
 }
 
 // Compose places and composes a new system, all or nothing.
 func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
 	m.Expire(ctx)
-	req.Expand, req.Held = false, nil
 	m.mu.Lock()
 	c, err := m.place(req, inventory.Composing, "sys-")
 	if err != nil {
@@ -248,7 +287,7 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 // place schedules req and returns the composition it would make, checking
 // the tenant's quota. m.mu must be held.
 func (m *Manager) place(req Request, state inventory.State, prefix string) (*inventory.Composition, error) {
-	plan, err := m.schedule(req.Request)
+	plan, err := m.schedule(req.placement())
 	if err != nil {
 		return nil, err
 	}
@@ -490,30 +529,41 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	return nil
 }
 
-// Update adds and removes blocks of a composed system, all or nothing. The
-// additions are placed by the scheduler (specific blocks or needs); the
-// compute block cannot be removed.
-func (m *Manager) Update(ctx context.Context, id string, expectVersion int64, add schedule.Request, remove []string) (*inventory.Composition, error) {
-	return m.UpdateWithQuota(ctx, id, expectVersion, add, remove, nil)
-}
-
-// UpdateWithQuota is Update with the owning tenant's quota checked
-// atomically with the placement of the additions.
-func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion int64, add schedule.Request, remove []string, quota Quota) (*inventory.Composition, error) {
+// Update adds and removes blocks of a composed system, all or nothing
+// (see UpdateRequest).
+func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
+	if ur.Set != nil && len(ur.Blocks)+len(ur.Needs)+len(ur.Remove) > 0 {
+		return nil, fmt.Errorf("%w: an update sets the block list or adds and removes, not both", ErrBadRequest)
+	}
 	m.mu.Lock()
 	c := m.comps[id]
 	if c == nil || c.State == inventory.Reserved {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	if expectVersion != 0 && c.Version != expectVersion {
+	if ur.Version != 0 && c.Version != ur.Version {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s is at version %d", ErrVersion, id, c.Version)
 	}
 	if c.State != inventory.Composed {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State)
+	}
+	remove := ur.Remove
+	add := schedule.Request{Blocks: ur.Blocks, Needs: ur.Needs, Affinity: ur.Affinity}
+	if ur.Set != nil {
+		add.Blocks, remove = nil, nil
+		for _, b := range ur.Set {
+			if !slices.Contains(c.Blocks, b) {
+				add.Blocks = append(add.Blocks, b)
+			}
+		}
+		for _, b := range c.Blocks {
+			if !slices.Contains(ur.Set, b) {
+				remove = append(remove, b)
+			}
+		}
 	}
 	for _, r := range remove {
 		if r == c.Host {
@@ -562,7 +612,7 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 				u.Ports[a.Block.ID] = a.Port.ID
 			}
 		}
-		if err := m.checkQuota(c.Tenant, quota, u.Adding); err != nil {
+		if err := m.checkQuota(c.Tenant, ur.Quota, u.Adding); err != nil {
 			m.mu.Unlock()
 			return nil, err
 		}
@@ -633,32 +683,6 @@ func (m *Manager) UpdateWithQuota(ctx context.Context, id string, expectVersion 
 	m.log.Info("updated", "id", id, "added", len(u.Adding), "removed", len(u.Removing))
 	m.notify(Change{Old: c, New: done.Clone(), Reason: "updated"})
 	return done.Clone(), nil
-}
-
-// SetBlocks makes the composition hold exactly blocks (the Redfish PATCH
-// of Links.ResourceBlocks): the difference becomes one Update.
-func (m *Manager) SetBlocks(ctx context.Context, id string, expectVersion int64, blocks []string) (*inventory.Composition, error) {
-	return m.SetBlocksWithQuota(ctx, id, expectVersion, blocks, nil)
-}
-
-// SetBlocksWithQuota is SetBlocks with the owner's quota checked.
-func (m *Manager) SetBlocksWithQuota(ctx context.Context, id string, expectVersion int64, blocks []string, quota Quota) (*inventory.Composition, error) {
-	c, err := m.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	var add, remove []string
-	for _, b := range blocks {
-		if !slices.Contains(c.Blocks, b) {
-			add = append(add, b)
-		}
-	}
-	for _, b := range c.Blocks {
-		if !slices.Contains(blocks, b) {
-			remove = append(remove, b)
-		}
-	}
-	return m.UpdateWithQuota(ctx, id, expectVersion, schedule.Request{Blocks: add}, remove, quota)
 }
 
 // Get returns a copy of one composition.

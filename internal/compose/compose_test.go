@@ -47,41 +47,41 @@ func TestCompose(t *testing.T) {
 		},
 		{
 			name: "constrained needs",
-			req: compose.Request{Name: "train", Request: schedule.Request{Needs: []schedule.Need{
+			req: compose.Request{Name: "train", Needs: []schedule.Need{
 				{Kind: inventory.GPU, Count: 2},
 				{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB},
 				{Kind: inventory.HDD, Count: 1},
-			}}},
+			}},
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.GPU: 2, inventory.Memory: 2, inventory.HDD: 1},
 		},
 		{
 			name: "constrained model picks the only host reaching it",
-			req: compose.Request{Request: schedule.Request{Needs: []schedule.Need{
+			req: compose.Request{Needs: []schedule.Need{
 				{Kind: inventory.GPU, Count: 3, Model: "A100"},
-			}}},
+			}},
 			host:  "host2",
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.GPU: 3},
 		},
 		{
 			name: "constrained on a named host",
-			req: compose.Request{Request: schedule.Request{Host: "host4", Needs: []schedule.Need{
+			req: compose.Request{Host: "host4", Needs: []schedule.Need{
 				{Kind: inventory.NVMe, Count: 2}, {Kind: inventory.SSD, Count: 3},
-			}}},
+			}},
 			host:  "host4",
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.NVMe: 2, inventory.SSD: 3},
 		},
 		{
 			name: "more GPUs than exist",
-			req: compose.Request{Request: schedule.Request{Needs: []schedule.Need{
+			req: compose.Request{Needs: []schedule.Need{
 				{Kind: inventory.GPU, Count: 9},
-			}}},
+			}},
 			unsatisfied: true,
 		},
 		{
 			name: "host that reaches no GPU",
-			req: compose.Request{Request: schedule.Request{Host: "host4", Needs: []schedule.Need{
+			req: compose.Request{Host: "host4", Needs: []schedule.Need{
 				{Kind: inventory.GPU, Count: 1},
-			}}},
+			}},
 			unsatisfied: true,
 		},
 		{
@@ -258,8 +258,8 @@ func TestUpdate(t *testing.T) {
 	base := []string{"host1", "gpu1", "hdd1", "memnode1-b01"}
 	tests := []struct {
 		name string
-		// Either Update(add, remove) or, with set non-nil, SetBlocks(set).
-		add    schedule.Request
+		// Either add and remove or, with set non-nil, set.
+		add    compose.UpdateRequest
 		remove []string
 		set    []string
 		stale  bool // pass an outdated expectVersion
@@ -271,13 +271,13 @@ func TestUpdate(t *testing.T) {
 		wantErr     error
 		unsatisfied bool
 	}{
-		{name: "add specific", add: schedule.Request{Blocks: []string{"gpu2", "essd1"}},
+		{name: "add specific", add: compose.UpdateRequest{Blocks: []string{"gpu2", "essd1"}},
 			want: []string{"host1", "gpu1", "hdd1", "memnode1-b01", "gpu2", "essd1"}},
-		{name: "add needs", add: schedule.Request{Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB}, {Kind: inventory.SSD, Count: 2}}},
+		{name: "add needs", add: compose.UpdateRequest{Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB}, {Kind: inventory.SSD, Count: 2}}},
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.GPU: 1, inventory.HDD: 1, inventory.Memory: 3, inventory.SSD: 2}},
 		{name: "remove", remove: []string{"hdd1", "memnode1-b01"},
 			want: []string{"host1", "gpu1"}},
-		{name: "add and remove", add: schedule.Request{Blocks: []string{"hdd2"}}, remove: []string{"hdd1"},
+		{name: "add and remove", add: compose.UpdateRequest{Blocks: []string{"hdd2"}}, remove: []string{"hdd1"},
 			want: []string{"host1", "gpu1", "memnode1-b01", "hdd2"}},
 		{name: "set blocks", set: []string{"host1", "gpu1", "essd2", "memnode2-b05"},
 			want: []string{"host1", "gpu1", "essd2", "memnode2-b05"}},
@@ -285,15 +285,17 @@ func TestUpdate(t *testing.T) {
 		{name: "nothing to do", want: base},
 		{name: "remove the compute block", remove: []string{"host1"}, wantErr: compose.ErrBadRequest},
 		{name: "set without the compute block", set: []string{"gpu1"}, wantErr: compose.ErrBadRequest},
+		{name: "set an empty list", set: []string{}, wantErr: compose.ErrBadRequest},
+		{name: "set and add at once", set: base, add: compose.UpdateRequest{Blocks: []string{"gpu2"}}, wantErr: compose.ErrBadRequest},
 		{name: "remove a block not held", remove: []string{"gpu2"}, wantErr: compose.ErrBadRequest},
 		{name: "remove a block twice", remove: []string{"gpu1", "gpu1"}, wantErr: compose.ErrBadRequest},
-		{name: "add a block already held", add: schedule.Request{Blocks: []string{"gpu1"}}, wantErr: compose.ErrBadRequest},
-		{name: "stale version", add: schedule.Request{Blocks: []string{"gpu2"}}, stale: true, wantErr: compose.ErrVersion},
+		{name: "add a block already held", add: compose.UpdateRequest{Blocks: []string{"gpu1"}}, wantErr: compose.ErrBadRequest},
+		{name: "stale version", add: compose.UpdateRequest{Blocks: []string{"gpu2"}}, stale: true, wantErr: compose.ErrVersion},
 		{name: "stale version set", set: []string{"host1"}, stale: true, wantErr: compose.ErrVersion},
 		{name: "unknown composition", id: "sys-000000000000", remove: []string{"gpu1"}, wantErr: compose.ErrNotFound},
-		{name: "add unknown block", add: schedule.Request{Blocks: []string{"gpu99"}}, wantErr: schedule.ErrUnknownBlock},
-		{name: "add unreachable block", add: schedule.Request{Blocks: []string{"gpu5"}}, unsatisfied: true},
-		{name: "add a block another holds", add: schedule.Request{Blocks: []string{"gpu2"}}, remove: []string{"hdd1"}, unsatisfied: true},
+		{name: "add unknown block", add: compose.UpdateRequest{Blocks: []string{"gpu99"}}, wantErr: schedule.ErrUnknownBlock},
+		{name: "add unreachable block", add: compose.UpdateRequest{Blocks: []string{"gpu5"}}, unsatisfied: true},
+		{name: "add a block another holds", add: compose.UpdateRequest{Blocks: []string{"gpu2"}}, remove: []string{"hdd1"}, unsatisfied: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,11 +317,8 @@ func TestUpdate(t *testing.T) {
 			}
 			var got *inventory.Composition
 			var err error
-			if tt.set != nil {
-				got, err = e.m.SetBlocks(ctx, id, version, tt.set)
-			} else {
-				got, err = e.m.Update(ctx, id, version, tt.add, tt.remove)
-			}
+			got, err = e.m.Update(ctx, id, compose.UpdateRequest{Version: version, Blocks: tt.add.Blocks, Needs: tt.add.Needs,
+				Remove: tt.remove, Set: tt.set})
 			if tt.wantErr != nil || tt.unsatisfied {
 				var u *schedule.Unsatisfiable
 				switch {
@@ -403,7 +402,7 @@ func TestShareableBlock(t *testing.T) {
 	}
 	// A third through an update.
 	c := e.compose(specific("host3", "gpu3"))
-	if _, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"nic1"}}, nil); err != nil {
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"nic1"}}); err != nil {
 		t.Fatalf("add the shared nic: %v", err)
 	}
 	if st := e.m.BlockStatus("nic1"); st.State != "ComposedAndAvailable" || len(st.Compositions) != 3 {
@@ -430,7 +429,7 @@ func TestShareableBlock(t *testing.T) {
 func TestUpdateAddAndRemoveSameBlock(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	c := e.compose(specific("host1", "nic1", "gpu1"))
-	got, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"nic1"}}, []string{"nic1"})
+	got, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"nic1"}, Remove: []string{"nic1"}})
 	if err == nil {
 		if slices.Contains(got.Blocks, "nic1") {
 			if n := e.m.BlockStatus("nic1").Compositions; len(n) != 1 {
@@ -524,8 +523,8 @@ func TestUpdateAllOrNothing(t *testing.T) {
 			c := e.compose(specific("host1", "gpu1", "hdd1", "memnode1-b01"))
 			before := discovered(t, e.drivers)
 			tt.arm(e.faulty[tt.fabric])
-			add := schedule.Request{Blocks: []string{"gpu2", "gpu3", "essd1", "memnode1-b02", "memnode1-b03"}}
-			_, err := e.m.Update(ctx, c.ID, c.Version, add, []string{"hdd1"})
+			add := compose.UpdateRequest{Version: c.Version, Blocks: []string{"gpu2", "gpu3", "essd1", "memnode1-b02", "memnode1-b03"}, Remove: []string{"hdd1"}}
+			_, err := e.m.Update(ctx, c.ID, add)
 			if !errors.Is(err, tt.want) || !errors.Is(err, fabric.ErrInjected) {
 				t.Fatalf("update: %v, want %v wrapping the injected fault", err, tt.want)
 			}
@@ -549,7 +548,8 @@ func TestUpdateAllOrNothing(t *testing.T) {
 				t.Errorf("hdd1 is %s, want Composed", st.State)
 			}
 			e.checkConsistent()
-			got, err := e.m.Update(ctx, c.ID, now.Version, add, []string{"hdd1"})
+			add.Version = now.Version
+			got, err := e.m.Update(ctx, c.ID, add)
 			if err != nil {
 				t.Fatalf("update after the fault: %v", err)
 			}
@@ -576,7 +576,7 @@ func TestDecomposeDetachFails(t *testing.T) {
 		t.Fatalf("after a failed detach Get = %v, %v; want Decomposing", now, err)
 	}
 	e.checkStore()
-	if _, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"gpu2"}}, nil); !errors.Is(err, compose.ErrBusy) {
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"gpu2"}}); !errors.Is(err, compose.ErrBusy) {
 		t.Errorf("update of a decomposing composition: %v, want ErrBusy", err)
 	}
 	var u *schedule.Unsatisfiable
@@ -614,7 +614,7 @@ func TestUpdateAfterRestartWithoutDevices(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	c := e.compose(specific("host1"))
 	e.m = e.manager(e.drivers)
-	got, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"gpu1"}}, nil)
+	got, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"gpu1"}})
 	if err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -634,7 +634,7 @@ func TestUpdateNeedsSkipHeldBlocks(t *testing.T) {
 		t.Run(fmt.Sprintf("remove %v", remove), func(t *testing.T) {
 			e := newEnv(t, top)
 			c := e.compose(specific("host1", "nic1"))
-			got, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Needs: []schedule.Need{{Kind: inventory.NIC, Count: 1}}}, remove)
+			got, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Needs: []schedule.Need{{Kind: inventory.NIC, Count: 1}}, Remove: remove})
 			var u *schedule.Unsatisfiable
 			switch {
 			case errors.As(err, &u):
@@ -690,7 +690,7 @@ func TestUpdateAfterFailedRollback(t *testing.T) {
 	c := e.compose(specific("host1", "hdd1"))
 	e.faulty["falcon1"].FailNthAttach(2)
 	e.faulty["falcon1"].FailNextDetaches(1)
-	if _, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"gpu2", "gpu3"}}, nil); !errors.Is(err, compose.ErrAttach) {
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"gpu2", "gpu3"}}); !errors.Is(err, compose.ErrAttach) {
 		t.Fatalf("update: %v, want ErrAttach", err)
 	}
 	if got := discovered(t, e.drivers); !slices.Contains(got, "falcon1: gpu2 -> host1/pcie") {

@@ -14,7 +14,6 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/fabric/faulty"
 	"rackpool/internal/inventory"
-	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/topology"
@@ -101,14 +100,14 @@ func (e *env) compose(req compose.Request) *inventory.Composition {
 	e.t.Helper()
 	c, err := e.m.Compose(ctx, req)
 	if err != nil {
-		e.t.Fatalf("compose %+v: %v", req.Request, err)
+		e.t.Fatalf("compose %+v: %v", req, err)
 	}
 	return c
 }
 
 // specific is a request for host with the given device blocks.
 func specific(host string, blocks ...string) compose.Request {
-	return compose.Request{Request: schedule.Request{Host: host, Blocks: blocks}}
+	return compose.Request{Host: host, Blocks: blocks}
 }
 
 // stored returns the store's compositions.

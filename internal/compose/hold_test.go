@@ -49,9 +49,9 @@ func TestHoldBlocks(t *testing.T) {
 			total++
 		}
 	}
-	if _, err := e.m.Plan(schedule.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}}); err == nil {
+	if _, err := e.m.Plan(compose.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}}); err == nil {
 		// memnode2 may still satisfy it: only check no plan uses the held block.
-		p, _ := e.m.Plan(schedule.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}})
+		p, _ := e.m.Plan(compose.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}})
 		for _, a := range p.Assignments {
 			if a.Block.ID == "memnode1-b02" {
 				t.Fatal("the scheduler placed a held block")

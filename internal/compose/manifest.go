@@ -169,9 +169,7 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 		}
 		switch {
 		case st.Compose != nil:
-			req := *st.Compose
-			req.Expand, req.Held = false, nil
-			c, err := m.place(req, inventory.Composing, "sys-")
+			c, err := m.place(*st.Compose, inventory.Composing, "sys-")
 			if err != nil {
 				return t, fail(err)
 			}

@@ -270,14 +270,14 @@ func (w *modelWorker) step(rng *rand.Rand) string {
 	}
 	switch {
 	case p < 25:
-		req := compose.Request{Request: schedule.Request{Needs: w.randomNeeds(rng, 3)}}
+		req := compose.Request{Needs: w.randomNeeds(rng, 3)}
 		if rng.IntN(2) == 0 {
 			req.Host = w.randomHost(rng)
 		}
 		return w.compose(req)
 	case p < 40:
 		host := w.randomHost(rng)
-		req := compose.Request{Request: schedule.Request{Blocks: w.randomDevices(rng, 1+rng.IntN(3), host, nil)}}
+		req := compose.Request{Blocks: w.randomDevices(rng, 1+rng.IntN(3), host, nil)}
 		if rng.IntN(3) > 0 {
 			req.Host = host
 		}
@@ -387,7 +387,7 @@ func (w *modelWorker) update(rng *rand.Rand) string {
 			keep = append(keep, b)
 		}
 	}
-	var add schedule.Request
+	var add compose.UpdateRequest
 	switch rng.IntN(3) {
 	case 0:
 		add.Needs = w.randomNeeds(rng, 1)
@@ -398,7 +398,8 @@ func (w *modelWorker) update(rng *rand.Rand) string {
 	if rng.IntN(5) == 0 {
 		version = 0
 	}
-	got, err := w.m.Update(ctx, id, version, add, remove)
+	add.Version, add.Remove = version, remove
+	got, err := w.m.Update(ctx, id, add)
 	if err == nil {
 		w.ref.put(got)
 		w.checkComposed("update", got)
@@ -432,7 +433,7 @@ func (w *modelWorker) setBlocks(rng *rand.Rand) string {
 		}
 	}
 	want = append(want, w.randomDevices(rng, rng.IntN(3), c.Host, c.Blocks)...)
-	got, err := w.m.SetBlocks(ctx, id, c.Version, want)
+	got, err := w.m.Update(ctx, id, compose.UpdateRequest{Version: c.Version, Set: want})
 	if err == nil {
 		w.ref.put(got)
 		w.checkComposed("set", got)

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
-	"rackpool/internal/schedule"
 )
 
 // TestRecover crafts store records in every transitional state, as a crash
@@ -101,7 +101,7 @@ func TestRecover(t *testing.T) {
 	t.Run("recovered manager works", func(t *testing.T) {
 		e.t = t
 		c := e.compose(specific("host2", "gpu5", "hdd2", "memnode2-b01"))
-		if _, err := e.m.Update(ctx, "sys-updating", 0, schedule.Request{Blocks: []string{"hdd6"}}, []string{"nvme3"}); err != nil {
+		if _, err := e.m.Update(ctx, "sys-updating", compose.UpdateRequest{Blocks: []string{"hdd6"}, Remove: []string{"nvme3"}}); err != nil {
 			t.Fatalf("update the recovered composition: %v", err)
 		}
 		e.checkConsistent()
@@ -134,7 +134,7 @@ func TestRecoverDecomposeAfterFailedDetach(t *testing.T) {
 func TestRecoverOpticalPorts(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	c := e.compose(specific("host1", "memnode1-b01"))
-	c, err := e.m.Update(ctx, c.ID, 0, schedule.Request{Blocks: []string{"memnode2-b01"}}, nil)
+	c, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"memnode2-b01"}})
 	if err != nil {
 		t.Fatalf("add a block of the second memory node: %v", err)
 	}

@@ -52,7 +52,6 @@ func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Durat
 		}
 	}
 	for i, req := range reqs {
-		req.Expand, req.Held = false, nil
 		r, err := m.place(req, inventory.Reserved, "res-")
 		if err != nil {
 			undo()
@@ -242,7 +241,7 @@ func (m *Manager) EstimateFabricTime(blocks []string) time.Duration {
 // PlanAll places reqs one after another as if all were applied together,
 // and changes nothing: each plan's blocks are held while the next is
 // placed, then all are let go.
-func (m *Manager) PlanAll(reqs []schedule.Request) ([]*schedule.Plan, error) {
+func (m *Manager) PlanAll(reqs []Request) ([]*schedule.Plan, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var plans []*schedule.Plan
@@ -252,8 +251,7 @@ func (m *Manager) PlanAll(reqs []schedule.Request) ([]*schedule.Plan, error) {
 		}
 	}()
 	for _, req := range reqs {
-		req.Expand, req.Held = false, nil
-		p, err := m.sched.Schedule(m.st, req)
+		p, err := m.sched.Schedule(m.st, req.placement())
 		if err != nil {
 			return nil, err
 		}

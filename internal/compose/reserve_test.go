@@ -106,7 +106,7 @@ func TestReservationExpires(t *testing.T) {
 
 func TestReleaseReservation(t *testing.T) {
 	e := newEnv(t, loadRack(t))
-	r, err := e.m.Reserve(ctx, compose.Request{Request: schedule.Request{Needs: []schedule.Need{{Kind: inventory.GPU, Count: 2}}}}, time.Hour)
+	r, err := e.m.Reserve(ctx, compose.Request{Needs: []schedule.Need{{Kind: inventory.GPU, Count: 2}}}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,8 @@ func TestQuota(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	q := compose.Quota{inventory.GPU: 3}
 	req := func(host string, n int) compose.Request {
-		return compose.Request{Tenant: "blue", Quota: q, Request: schedule.Request{Host: host,
-			Needs: []schedule.Need{{Kind: inventory.GPU, Count: n}}}}
+		return compose.Request{Tenant: "blue", Quota: q, Host: host,
+			Needs: []schedule.Need{{Kind: inventory.GPU, Count: n}}}
 	}
 	c, err := e.m.Compose(ctx, req("host1", 2))
 	if err != nil {
@@ -153,7 +153,7 @@ func TestQuota(t *testing.T) {
 	if _, err := e.m.Reserve(ctx, req("host3", 2), time.Hour); !errors.Is(err, compose.ErrQuota) {
 		t.Fatalf("reserve over quota = %v, want ErrQuota", err)
 	}
-	if _, err := e.m.UpdateWithQuota(ctx, c.ID, 0, schedule.Request{Needs: []schedule.Need{{Kind: inventory.GPU, Count: 2}}}, nil, q); !errors.Is(err, compose.ErrQuota) {
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Needs: []schedule.Need{{Kind: inventory.GPU, Count: 2}}, Quota: q}); !errors.Is(err, compose.ErrQuota) {
 		t.Fatalf("expand over quota = %v, want ErrQuota", err)
 	}
 	// Another tenant is not counted against blue.

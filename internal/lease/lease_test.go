@@ -15,7 +15,6 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
-	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/topology"
@@ -381,7 +380,7 @@ func TestLeasesAndCompositionsShareBlocks(t *testing.T) {
 	// A memnode serving 2 blocks' worth of memory (the example's 8 GiB
 	// blocks; the arena takes no memory until touched).
 	e.startNode("memnode1", 2*bs)
-	if _, err := e.comp.Compose(ctx, compose.Request{Request: schedule.Request{Host: "host1", Blocks: []string{"memnode1-b01"}}}); err != nil {
+	if _, err := e.comp.Compose(ctx, compose.Request{Host: "host1", Blocks: []string{"memnode1-b01"}}); err != nil {
 		t.Fatal(err)
 	}
 	g := e.grant(lease.Request{Size: 4096})
@@ -391,7 +390,7 @@ func TestLeasesAndCompositionsShareBlocks(t *testing.T) {
 	if st := e.comp.BlockStatus("memnode1-b02"); st.State != "Unavailable" || st.HeldBy == "" {
 		t.Fatalf("leased block status %+v", st)
 	}
-	if _, err := e.comp.Compose(ctx, compose.Request{Request: schedule.Request{Host: "host2", Blocks: []string{"memnode1-b02"}}}); err == nil {
+	if _, err := e.comp.Compose(ctx, compose.Request{Host: "host2", Blocks: []string{"memnode1-b02"}}); err == nil {
 		t.Fatal("composed a block a lease lives in")
 	}
 	if _, err := e.m.Grant(ctx, lease.Request{Size: bs}); !errors.Is(err, lease.ErrNoMemory) {

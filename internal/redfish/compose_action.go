@@ -87,7 +87,7 @@ func (s *Server) policy() (overprov, zoneAffinity bool, ttl time.Duration) {
 
 // applyPolicy applies the request annotations @Redfish.ZoneAffinity and
 // @Redfish.AllowOverprovisioning under the service's policy.
-func (s *Server) applyPolicy(body *composeRequest, req *schedule.Request) error {
+func (s *Server) applyPolicy(body *composeRequest, req *compose.Request) error {
 	overprov, zoneAff, _ := s.policy()
 	if body.AllowOverprovisioning != nil && *body.AllowOverprovisioning && overprov {
 		for i := range req.Needs {
@@ -567,8 +567,8 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 			if name == "" {
 				name = st.StanzaId
 			}
-			composes = append(composes, plannedStanza{st: st, body: body, req: compose.Request{Name: name, Description: body.Description,
-				Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r)), Request: req}})
+			req.Name, req.Description, req.Tenant, req.Quota = name, body.Description, tenantOf(r), s.auth.quota(tenantOf(r))
+			composes = append(composes, plannedStanza{st: st, body: body, req: req})
 		case "DecomposeSystem":
 			var ref struct {
 				ID    string `json:"@odata.id"`
@@ -606,9 +606,9 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 // previewAll places the stanzas one after another on a scratch copy of
 // the state, so the preview shows what applying them together would do.
 func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) {
-	reqs := make([]schedule.Request, len(composes))
+	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {
-		reqs[i] = c.req.Request
+		reqs[i] = c.req
 	}
 	return s.mgr.PlanAll(reqs)
 }

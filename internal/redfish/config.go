@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"rackpool/internal/compose"
-	"rackpool/internal/schedule"
 )
 
 // Configuration export and import (P2): the current allocation, every
@@ -108,7 +107,7 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		}
 		stanzas = append(stanzas, plannedStanza{st: stanza{StanzaType: "ComposeSystem", StanzaId: sys.Name},
 			req: compose.Request{Name: sys.Name, Description: sys.Description, Tenant: sys.Tenant,
-				Request: schedule.Request{Host: sys.Host, Blocks: sys.Blocks}}})
+				Host: sys.Host, Blocks: sys.Blocks}})
 	}
 	// Everything must fit together before anything changes.
 	if _, err := s.previewAll(stanzas); err != nil {

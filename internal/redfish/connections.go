@@ -243,9 +243,9 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 	if sys == nil {
 		name := body.Name
 		sys, err = s.mgr.Compose(r.Context(), compose.Request{Name: name, Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r)),
-			Request: schedule.Request{Host: host.ID, Blocks: blocks}})
+			Host: host.ID, Blocks: blocks})
 	} else {
-		sys, err = s.mgr.UpdateWithQuota(r.Context(), sys.ID, 0, schedule.Request{Blocks: blocks}, nil, s.auth.quota(tenantOf(r)))
+		sys, err = s.mgr.Update(r.Context(), sys.ID, compose.UpdateRequest{Blocks: blocks, Quota: s.auth.quota(tenantOf(r))})
 	}
 	if err != nil {
 		return err
@@ -271,7 +271,7 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request) error 
 	if devices == len(remove) {
 		err = s.mgr.Decompose(r.Context(), c.ID, c.Version)
 	} else {
-		_, err = s.mgr.Update(r.Context(), c.ID, c.Version, schedule.Request{}, remove)
+		_, err = s.mgr.Update(r.Context(), c.ID, compose.UpdateRequest{Version: c.Version, Remove: remove})
 	}
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"rackpool/internal/compose"
 	"rackpool/internal/redfish"
 )
 
@@ -160,7 +161,7 @@ func FuzzPatchSystem(f *testing.F) {
 		if told := patchedBlocks(rec.Body.Bytes()); !slices.Equal(held, told) {
 			t.Fatalf("PATCH %q: system holds %v, the reply says %v", body, after.Blocks, told)
 		}
-		if _, err := s.mgr.SetBlocks(context.Background(), id, 0, orig.Blocks); err != nil {
+		if _, err := s.mgr.Update(context.Background(), id, compose.UpdateRequest{Set: orig.Blocks}); err != nil {
 			t.Fatalf("put the system back: %v", err)
 		}
 	})

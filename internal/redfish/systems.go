@@ -89,8 +89,8 @@ func blockIDFromRef(r odataID, prop string) (string, error) {
 }
 
 // toRequest converts the body into a scheduler request.
-func (c *composeRequest) toRequest() (schedule.Request, error) {
-	var req schedule.Request
+func (c *composeRequest) toRequest() (compose.Request, error) {
+	var req compose.Request
 	if c.Links != nil {
 		for i, l := range c.Links.ResourceBlocks {
 			id, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
@@ -183,7 +183,7 @@ func oemNeeds(in []OemNeed, prop string) ([]schedule.Need, error) {
 
 // hostFromBlocks moves a compute block named among the links into
 // req.Host.
-func (s *Server) hostFromBlocks(req *schedule.Request) error {
+func (s *Server) hostFromBlocks(req *compose.Request) error {
 	var rest []string
 	for _, id := range req.Blocks {
 		b := s.top.Block(id)
@@ -202,10 +202,10 @@ func (s *Server) hostFromBlocks(req *schedule.Request) error {
 
 // readCompose decodes a composition request body (POST Systems, Explain)
 // into the body and the scheduler request.
-func (s *Server) readCompose(r *http.Request) (composeRequest, schedule.Request, error) {
+func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, error) {
 	var body composeRequest
 	if err := decode(r, &body); err != nil {
-		return body, schedule.Request{}, err
+		return body, compose.Request{}, err
 	}
 	req, err := body.toRequest()
 	if err != nil {
@@ -228,8 +228,8 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	creq := compose.Request{Name: body.Name, Description: body.Description, Request: req,
-		Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r))}
+	creq := req
+	creq.Name, creq.Description, creq.Tenant, creq.Quota = body.Name, body.Description, tenantOf(r), s.auth.quota(tenantOf(r))
 	var estimate time.Duration
 	if s.asyncThreshold > 0 || wantsAsync(r) {
 		if plan, err := s.mgr.Plan(req); err == nil {
@@ -425,7 +425,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	if body.Links == nil || body.Links.ResourceBlocks == nil {
 		return errPropertyMissing("Links.ResourceBlocks")
 	}
-	var blocks []string
+	blocks := []string{} // not nil: an empty list asks to remove every block
 	for i, l := range *body.Links.ResourceBlocks {
 		bid, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
 		if err != nil {
@@ -436,7 +436,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		}
 		blocks = append(blocks, bid)
 	}
-	c, err := s.mgr.SetBlocksWithQuota(s.auditInCommit(r, http.StatusOK), id, want, blocks, s.auth.quota(tenantOf(r)))
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), id, compose.UpdateRequest{Version: want, Set: blocks, Quota: s.auth.quota(tenantOf(r))})
 	if err != nil {
 		return err
 	}
@@ -505,7 +505,7 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.UpdateWithQuota(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want, schedule.Request{Blocks: []string{bid}}, nil, s.auth.quota(tenantOf(r)))
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Blocks: []string{bid}, Quota: s.auth.quota(tenantOf(r))})
 	if err != nil {
 		return err
 	}
@@ -519,7 +519,7 @@ func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want, schedule.Request{}, []string{bid})
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Remove: []string{bid}})
 	if err != nil {
 		return err
 	}
@@ -551,8 +551,7 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Needs")
 	}
 	want, _ := ifMatch(r)
-	c, err := s.mgr.UpdateWithQuota(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), want,
-		schedule.Request{Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity)}, body.Remove, s.auth.quota(tenantOf(r)))
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity), Remove: body.Remove, Quota: s.auth.quota(tenantOf(r))})
 	if err != nil {
 		return err
 	}
