@@ -73,6 +73,10 @@ type Plan struct {
 	// assigns them; an entry that fails Validate fails the plan with an
 	// error wrapping ErrInvalidAudit.
 	Audit []AuditEntry
+	// Objects are put or deleted in the same commit as the plan's other
+	// changes (the records a holder of blocks keeps beside its composition
+	// record, such as memory leases).
+	Objects []ObjectChange
 	// Intent marks a plan whose loss in a power failure or operating-system
 	// crash the caller can repair: a record written before a workflow
 	// touches the fabric, which start-up reconciles against what the
@@ -91,6 +95,15 @@ type Plan struct {
 type Object struct {
 	ID   string
 	Data []byte
+}
+
+// ObjectChange puts Object under Kind, replacing any with its ID, or, with
+// Delete, removes the object of Kind with Object.ID (absent is not an
+// error).
+type ObjectChange struct {
+	Kind   string
+	Object Object
+	Delete bool
 }
 
 // Deletion names a composition to delete at an expected version.

@@ -292,7 +292,7 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 	if err != nil {
 		return err
 	}
-	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 {
+	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 && len(pp.objs) == 0 {
 		return nil
 	}
 	return s.submitRequest(ctx, &request{op: func(w *writer) error { return w.applyPlan(pp) }, intent: p.Intent})

@@ -226,10 +226,18 @@ type preparedPlan struct {
 	dels   []store.Deletion
 	limits map[string]int
 	audit  []store.AuditEntry
+	objs   []store.ObjectChange
 }
 
 func preparePlan(p store.Plan) (*preparedPlan, error) {
 	pp := &preparedPlan{dels: p.Delete, limits: p.Limits}
+	for _, o := range p.Objects {
+		if o.Kind == "" || o.Object.ID == "" {
+			return nil, errors.New("plan object: kind and ID are required")
+		}
+		o.Object.Data = append([]byte{}, o.Object.Data...) // the caller may reuse its buffer
+		pp.objs = append(pp.objs, o)
+	}
 	for _, e := range p.Audit {
 		if err := e.Validate(); err != nil {
 			return nil, err
@@ -354,6 +362,17 @@ func (w *writer) applyPlan(pp *preparedPlan) error {
 		if lim := pp.limit(a.block); n > lim {
 			return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
 				a.comp, a.block, n, lim, store.ErrConflict)
+		}
+	}
+	for _, o := range pp.objs {
+		var err error
+		if o.Delete {
+			err = w.deleteObject(o.Kind, o.Object.ID)
+		} else {
+			err = w.putObject(o.Kind, o.Object)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	for _, e := range pp.audit {

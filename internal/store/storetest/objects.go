@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"rackpool/internal/inventory"
 	"rackpool/internal/store"
 )
 
@@ -74,4 +75,48 @@ func testObjects(t *testing.T, open OpenFunc) {
 	defer s2.Close()
 	check(s2, "lease", want[1:])
 	check(s2, "node", []store.Object{{ID: "a", Data: []byte("node-a")}})
+}
+
+// testPlanObjects: objects put and deleted in a plan are committed with its
+// compositions or not at all.
+func testPlanObjects(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	pool := comp("pool-a", "memA-b1")
+	apply(t, s, store.Plan{Put: []*inventory.Composition{pool}, Objects: []store.ObjectChange{
+		{Kind: "lease", Object: store.Object{ID: "l1", Data: []byte("one")}},
+		{Kind: "lease", Object: store.Object{ID: "l2", Data: []byte("two")}},
+	}})
+	// A plan failing its version check leaves the objects alone.
+	err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{pool}, Objects: []store.ObjectChange{
+		{Kind: "lease", Object: store.Object{ID: "l1"}, Delete: true},
+		{Kind: "lease", Object: store.Object{ID: "l3", Data: []byte("three")}},
+	}})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("conflicting plan with objects: Apply = %v, want ErrConflict", err)
+	}
+	if err := s.Apply(ctx, store.Plan{Objects: []store.ObjectChange{{Kind: "", Object: store.Object{ID: "x"}}}}); err == nil {
+		t.Error("a plan object without a kind was accepted")
+	}
+	next := comp("pool-a", "memA-b1", "memA-b2")
+	next.Version = 2
+	apply(t, s, store.Plan{Put: []*inventory.Composition{next}, Objects: []store.ObjectChange{
+		{Kind: "lease", Object: store.Object{ID: "l1"}, Delete: true},
+		{Kind: "lease", Object: store.Object{ID: "l2", Data: []byte("two-v2")}},
+		{Kind: "lease", Object: store.Object{ID: "l9"}, Delete: true}, // absent: not an error
+	}})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Objects(ctx, "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "l2" || string(got[0].Data) != "two-v2" {
+		t.Errorf("leases after the plans and a reopen: %+v, want only l2 = two-v2", got)
+	}
+	expect(t, s, next)
 }

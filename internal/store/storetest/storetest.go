@@ -58,6 +58,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Objects", testObjects},
 		{"PlanAudit", testPlanAudit},
 		{"Intent", testIntent},
+		{"PlanObjects", testPlanObjects},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
