@@ -109,7 +109,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	leases, err := lease.New(ctx, lease.Options{Store: st, Topology: top, Blocks: mgr, Logger: log})
+	leases, err := lease.New(ctx, lease.Options{Store: st, Topology: top, Placement: mgr, Logger: log})
 	if err != nil {
 		return err
 	}

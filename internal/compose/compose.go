@@ -180,9 +180,6 @@ type Manager struct {
 	// (one left Decomposing by a failed detach may be retried).
 	running map[string]bool
 	limits  map[string]int // shareable blocks' limits, for the store
-	// held maps device blocks taken out of composition by another owner
-	// (the memory lease manager) to that owner.
-	held map[string]string
 
 	onChange   func(Change)
 	onFabricOp func(inventory.FabricKind, string, time.Duration, error)
@@ -210,7 +207,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, held: map[string]string{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	for _, b := range o.Topology.Blocks {
 		if b.MaxCompositions > 1 {
@@ -478,7 +475,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	m.mu.Lock()
 	c := m.comps[id]
 	switch {
-	case c == nil || c.State == inventory.Reserved:
+	case !system(c):
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	case expectVersion != 0 && c.Version != expectVersion:
@@ -538,7 +535,7 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 	}
 	m.mu.Lock()
 	c := m.comps[id]
-	if c == nil || c.State == inventory.Reserved {
+	if !system(c) {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -690,16 +687,22 @@ func (m *Manager) Get(id string) (*inventory.Composition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.comps[id]
-	if c == nil || c.State == inventory.Reserved {
+	if !system(c) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return c.Clone(), nil
 }
 
-// List returns copies of all compositions (not reservations), ordered by
-// creation then ID.
+// List returns copies of all systems (not reservations or holders'
+// records), ordered by creation then ID.
 func (m *Manager) List() []*inventory.Composition {
-	return m.list(func(c *inventory.Composition) bool { return c.State != inventory.Reserved })
+	return m.list(system)
+}
+
+// system reports whether c is a system, composed or in transition: not
+// absent, a reservation or a holder's record.
+func system(c *inventory.Composition) bool {
+	return c != nil && c.State != inventory.Reserved && c.State != inventory.Held
 }
 
 func (m *Manager) list(keep func(*inventory.Composition) bool) []*inventory.Composition {
@@ -730,62 +733,17 @@ type BlockStatus struct {
 	Tenants []string
 }
 
-// HoldBlocks takes device blocks out of composition on behalf of owner:
-// the memory lease manager holds the memory blocks its leases live in, so
-// that no composition attaches memory a lease is using. It is all or
-// nothing: an unknown block, a compute block, or a block that a
-// composition, a reservation or another owner holds fails the call with an
-// error wrapping ErrBadRequest or ErrBlockBusy, and nothing is held.
-// Holding a block owner already holds is a no-op. Holds are not stored:
-// the owner holds its blocks again when the control plane starts.
-func (m *Manager) HoldBlocks(owner string, ids []string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var take []schedule.Assignment
-	for _, id := range ids {
-		b := m.top.Block(id)
-		if b == nil || b.Device == nil {
-			return fmt.Errorf("hold %s: %w: not a device block", id, ErrBadRequest)
-		}
-		switch h := m.held[id]; {
-		case h == owner:
-			continue
-		case h != "":
-			return fmt.Errorf("hold %s: %w: held by %s", id, ErrBlockBusy, h)
-		case len(m.owners[id]) > 0:
-			return fmt.Errorf("hold %s: %w: in %s", id, ErrBlockBusy, strings.Join(m.owners[id], ", "))
-		}
-		take = append(take, schedule.Assignment{Block: b})
-	}
-	for _, a := range take {
-		if m.held[a.Block.ID] == "" {
-			m.held[a.Block.ID] = owner
-			m.st.Acquire(nil, []schedule.Assignment{a})
-		}
-	}
-	return nil
-}
-
-// ReleaseBlocks gives back blocks owner held with HoldBlocks; blocks it
-// does not hold are skipped.
-func (m *Manager) ReleaseBlocks(owner string, ids []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, id := range ids {
-		if m.held[id] != owner {
-			continue
-		}
-		delete(m.held, id)
-		m.st.Release(nil, []schedule.Assignment{{Block: m.top.Block(id)}})
-	}
-}
-
 // InComposition reports whether a composition or reservation holds block
-// id.
+// id (a holder's record does not count).
 func (m *Manager) InComposition(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.owners[id]) > 0
+	for _, o := range m.owners[id] {
+		if c := m.comps[o]; c != nil && c.State != inventory.Held {
+			return true
+		}
+	}
+	return false
 }
 
 // BlockStatus returns the status of block id.
@@ -795,9 +753,11 @@ func (m *Manager) BlockStatus(id string) BlockStatus {
 	b := m.top.Block(id)
 	var owners []string
 	st := BlockStatus{State: "Unused"}
-	if owner := m.held[id]; owner != "" {
-		st.State, st.HeldBy = "Unavailable", owner
-		return st
+	for _, o := range m.owners[id] {
+		if c := m.comps[o]; c != nil && c.State == inventory.Held {
+			st.State, st.HeldBy = "Unavailable", c.Name
+			return st
+		}
 	}
 	for _, o := range m.owners[id] {
 		if c := m.comps[o]; c != nil && c.State == inventory.Reserved {
@@ -847,7 +807,7 @@ func (m *Manager) recover(ctx context.Context) error {
 	restore := map[string][]fabric.Attachment{}
 	var settle []*inventory.Composition
 	for _, c := range comps {
-		if m.top.Host(c.Host) == nil {
+		if m.top.Host(c.Host) == nil && c.State != inventory.Held {
 			return fmt.Errorf("stored composition %s is on host %s, which the topology no longer has", c.ID, c.Host)
 		}
 		for _, b := range c.AllBlocks() {
@@ -861,7 +821,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			for f, as := range m.attachments(c, c.Blocks) {
 				restore[f] = append(restore[f], as...)
 			}
-		} else if c.State != inventory.Reserved { // reservations attach nothing
+		} else if system(c) { // reservations and holders attach nothing
 			settle = append(settle, c)
 		}
 	}

@@ -2,67 +2,98 @@ package compose_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
+	"rackpool/internal/store"
 )
 
-// TestHoldBlocks: blocks held outside compositions are never composed, a
-// composed block cannot be held, holding is all or nothing, and a release
-// makes the block composable again.
-func TestHoldBlocks(t *testing.T) {
+// TestSetHeld: a holder's blocks are never composed or placed, a composed
+// block cannot be held, a change is all or nothing with the holder's
+// objects, the record survives a restart, and giving blocks back makes
+// them composable again.
+func TestSetHeld(t *testing.T) {
 	e := newEnv(t, loadRack(t))
-	c := e.compose(specific("host1", "memnode1-b01"))
-	if err := e.m.HoldBlocks("leases", []string{"memnode1-b02", "memnode1-b01"}); !errors.Is(err, compose.ErrBlockBusy) {
+	e.compose(specific("host1", "memnode1-b01"))
+	obj := func(id, data string) []store.ObjectChange {
+		return []store.ObjectChange{{Kind: "memlease", Object: store.Object{ID: id, Data: []byte(data)}}}
+	}
+	objects := func() []string {
+		t.Helper()
+		os, err := e.store.Objects(ctx, "memlease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range os {
+			out = append(out, o.ID+"="+string(o.Data))
+		}
+		return out
+	}
+	if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", []string{"memnode1-b02", "memnode1-b01"}, obj("l1", "x")); !errors.Is(err, compose.ErrBlockBusy) {
 		t.Fatalf("holding a composed block = %v, want ErrBlockBusy", err)
 	}
-	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unused" {
-		t.Fatalf("a failed hold left memnode1-b02 %s", st.State)
+	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unused" || len(objects()) != 0 {
+		t.Fatalf("a failed hold left memnode1-b02 %s and objects %v", st.State, objects())
 	}
 	for _, bad := range []string{"host1", "no-such-block"} {
-		if err := e.m.HoldBlocks("leases", []string{bad}); !errors.Is(err, compose.ErrBadRequest) {
+		if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", []string{bad}, nil); !errors.Is(err, compose.ErrBadRequest) {
 			t.Errorf("holding %s = %v, want ErrBadRequest", bad, err)
 		}
 	}
-	if err := e.m.HoldBlocks("leases", []string{"memnode1-b02"}); err != nil {
+	if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", []string{"memnode1-b02"}, obj("l1", "one")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.m.HoldBlocks("leases", []string{"memnode1-b02"}); err != nil {
-		t.Fatalf("holding again: %v", err)
+	if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", []string{"memnode1-b02", "memnode1-b03"}, obj("l2", "two")); err != nil {
+		t.Fatalf("growing the hold: %v", err)
 	}
-	if err := e.m.HoldBlocks("other", []string{"memnode1-b02"}); !errors.Is(err, compose.ErrBlockBusy) {
-		t.Fatalf("another owner's hold = %v, want ErrBlockBusy", err)
+	if err := e.m.SetHeld(ctx, "other", "someone", []string{"memnode1-b02"}, nil); !errors.Is(err, compose.ErrBlockBusy) {
+		t.Fatalf("another holder's hold = %v, want ErrBlockBusy", err)
 	}
-	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unavailable" || st.HeldBy != "leases" {
+	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unavailable" || st.HeldBy != "memory-leases" {
 		t.Fatalf("held block status = %+v", st)
 	}
 	if _, err := e.m.Compose(ctx, specific("host2", "memnode1-b02")); err == nil {
 		t.Fatal("composed a held block")
 	}
-	// Every free block of memnode1 but the held one: a need for all of
-	// memnode1's blocks must not fit on it any more.
-	total := 0
-	for _, b := range e.top.Blocks {
-		if b.Device != nil && b.Device.ID == "memnode1" {
-			total++
-		}
-	}
-	if _, err := e.m.Plan(compose.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}}); err == nil {
-		// memnode2 may still satisfy it: only check no plan uses the held block.
-		p, _ := e.m.Plan(compose.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: total - 1}}})
+	if p, err := e.m.Plan(compose.Request{Host: "host2", Needs: []schedule.Need{{Kind: inventory.Memory, Count: 12}}}); err == nil {
 		for _, a := range p.Assignments {
-			if a.Block.ID == "memnode1-b02" {
-				t.Fatal("the scheduler placed a held block")
+			if a.Block.ID == "memnode1-b02" || a.Block.ID == "memnode1-b03" {
+				t.Fatalf("the scheduler placed held block %s", a.Block.ID)
 			}
 		}
 	}
-	e.m.ReleaseBlocks("other", []string{"memnode1-b02"}) // not its own: no effect
-	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unavailable" {
-		t.Fatalf("another owner released the hold: %+v", st)
+	if got := objects(); !slices.Equal(got, []string{"l1=one", "l2=two"}) {
+		t.Errorf("objects committed with the holds: %v", got)
 	}
-	e.m.ReleaseBlocks("leases", []string{"memnode1-b02"})
-	e.compose(specific("host2", "memnode1-b02"))
-	_ = c
+	// The store holds the record; a restart keeps it and its blocks.
+	e.m = e.manager(e.drivers)
+	if got := e.m.Held("leases-memnode1"); !slices.Equal(got, []string{"memnode1-b02", "memnode1-b03"}) {
+		t.Fatalf("after a restart the holder holds %v", got)
+	}
+	if got := e.m.List(); len(got) != 1 {
+		t.Errorf("a holder's record is listed as a system: %q", summaries(got))
+	}
+	if _, err := e.m.Compose(ctx, specific("host2", "memnode1-b03")); err == nil {
+		t.Fatal("composed a held block after a restart")
+	}
+	// Shrink, then let go: the blocks are composable again.
+	del := []store.ObjectChange{{Kind: "memlease", Object: store.Object{ID: "l2"}, Delete: true}}
+	if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", []string{"memnode1-b02"}, del); err != nil {
+		t.Fatal(err)
+	}
+	e.compose(specific("host2", "memnode1-b03"))
+	if err := e.m.SetHeld(ctx, "leases-memnode1", "memory-leases", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.m.Held("leases-memnode1"); got != nil {
+		t.Errorf("an empty hold still holds %v", got)
+	}
+	if st := e.m.BlockStatus("memnode1-b02"); st.State != "Unused" {
+		t.Errorf("a block given back is %+v, want Unused", st)
+	}
+	e.checkConsistent()
 }

@@ -197,7 +197,7 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 			id := st.Decompose
 			c := m.comps[id]
 			switch {
-			case c == nil || c.State == inventory.Reserved:
+			case !system(c):
 				return t, fail(fmt.Errorf("%w: %s", ErrNotFound, id))
 			case c.State != inventory.Composed || m.running[id]:
 				return t, fail(fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State))

@@ -339,6 +339,10 @@ const (
 	// CompositionReservation) but nothing is attached. A reservation ends at
 	// ExpiresAt unless it is composed or released first.
 	Reserved State = "Reserved"
+	// Held: the blocks are held by a holder outside composition (the memory
+	// lease manager's pool of one memory node) and attached to nothing. The
+	// record has no host; its owner sets its blocks (compose.Manager.SetHeld).
+	Held State = "Held"
 )
 
 // Composition is a logical system composed from a compute block and device

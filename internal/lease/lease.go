@@ -11,10 +11,15 @@
 // the example rack): its registered capacity is served from the device's
 // first bytes, so the device's memory resource blocks that the capacity
 // covers are the node's. A lease is a byte range [Offset, Offset+Size) of
-// one node. While any lease lies in a block, the manager holds that block
-// through the composition manager (compose.Manager.HoldBlocks), so no
-// composition attaches memory a lease uses, and a block a composition holds
-// is never leased.
+// one node. Leases are placements: the node is chosen by the placement
+// engine (compose.Manager.RankMemory: the nearest reachable node within the
+// lease's latency bound, best fit, with the reasons a composition gets when
+// nothing fits), and the blocks the leases of a node lie in are held by one
+// holder record per node ("leases-<node>", compose.Manager.SetHeld) that
+// the store checks like any composition, committed in the same plan as the
+// lease record itself. So no composition attaches memory a lease uses, a
+// block a composition holds is never leased, and two replicas granting on
+// the same node conflict on the holder's version instead of overlapping.
 //
 // # Lifecycle
 //
@@ -28,9 +33,10 @@
 // Reclaim. A node that restarts (new epoch) has lost its memory, which is
 // therefore zero: its Reclaiming leases are dropped at re-registration.
 //
-// Nodes and leases are store objects: a lease survives a control-plane
-// restart with its range and expiry, and the token key is a stored setting,
-// so tokens issued before the restart stay valid.
+// Nodes and leases are store objects (a lease written with its node's
+// holder record): a lease survives a control-plane restart with its range
+// and expiry, and the token key is a stored setting, so tokens issued
+// before the restart stay valid.
 package lease
 
 import (
@@ -42,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -50,8 +57,10 @@ import (
 	"time"
 
 	"rackpool/internal/clock"
+	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/memory"
+	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/topology"
 )
@@ -62,6 +71,8 @@ const (
 	kindLease  = "memlease"
 	keySetting = "memory.token-key"
 	holdOwner  = "memory-leases"
+	// holderPrefix + node ID is the holder record of a node's leased blocks.
+	holderPrefix = "leases-"
 )
 
 // Defaults.
@@ -161,11 +172,18 @@ type Registered struct {
 	Revoked map[string]time.Time
 }
 
-// Blocks takes memory blocks out of composition while leases use them
-// (compose.Manager implements it).
-type Blocks interface {
-	HoldBlocks(owner string, ids []string) error
-	ReleaseBlocks(owner string, ids []string)
+// Placement is the control plane's placement engine and single applier
+// (compose.Manager implements it): it ranks memory nodes and holds the
+// blocks leases use, in the store.
+type Placement interface {
+	// RankMemory orders memory devices for host within a round trip bound,
+	// with free[i] the bytes free on devices[i] for the request.
+	RankMemory(host *inventory.Host, maxRTTNS float64, devices []*inventory.Device, free []uint64) ([]schedule.MemoryChoice, []schedule.Rejection)
+	// SetHeld makes holder id hold exactly blocks, committing objs in the
+	// same store plan.
+	SetHeld(ctx context.Context, id, owner string, blocks []string, objs []store.ObjectChange) error
+	// Held returns the blocks holder id holds.
+	Held(id string) []string
 	// InComposition reports whether a composition or reservation holds id.
 	InComposition(id string) bool
 }
@@ -179,11 +197,11 @@ type Zeroer interface {
 
 // Options configure a Manager.
 type Options struct {
-	Store    store.Store
-	Topology *topology.Topology
-	Blocks   Blocks // may be nil (no compositions to keep apart)
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	Store     store.Store
+	Topology  *topology.Topology
+	Placement Placement
+	Clock     clock.Clock
+	Logger    *slog.Logger
 	// DefaultTTL, MaxTTL: lease durations; zero means the package defaults.
 	DefaultTTL, MaxTTL time.Duration
 	// NodeTimeout: a node not heard from for this long gets no new leases.
@@ -206,8 +224,8 @@ type Manager struct {
 // New loads the nodes, leases and token key from the store (creating the
 // key on first start) and holds the blocks the leases use.
 func New(ctx context.Context, o Options) (*Manager, error) {
-	if o.Store == nil || o.Topology == nil {
-		return nil, errors.New("lease: store and topology are required")
+	if o.Store == nil || o.Topology == nil || o.Placement == nil {
+		return nil, errors.New("lease: store, topology and placement are required")
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -252,9 +270,18 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		}
 		m.leases[l.ID] = l
 	}
-	for _, l := range m.leases {
-		if err := m.hold(l); err != nil {
-			return nil, fmt.Errorf("lease: hold the blocks of lease %s: %w", l.ID, err)
+	// The holder records must hold what the leases use. They do, unless the
+	// store predates holder records or a crash fell between a lease record
+	// written by itself (PutObject) and its holder: put them right.
+	for _, dev := range m.o.Topology.Devices {
+		if dev.Kind != inventory.Memory {
+			continue
+		}
+		want := m.blocksUsed(dev.ID, nil)
+		if !slices.Equal(want, slices.Sorted(slices.Values(m.o.Placement.Held(holderPrefix+dev.ID)))) {
+			if err := m.o.Placement.SetHeld(ctx, holderPrefix+dev.ID, holdOwner, want, nil); err != nil {
+				return nil, fmt.Errorf("lease: hold the blocks the leases of %s use: %w", dev.ID, err)
+			}
 		}
 	}
 	return m, nil
@@ -307,34 +334,26 @@ func (m *Manager) device(id string) *inventory.Device {
 	return nil
 }
 
-// hold takes l's blocks out of composition. Blocks are held once per
-// owner, and released when no lease uses them (unhold).
-func (m *Manager) hold(l *Lease) error {
-	if m.o.Blocks == nil {
-		return nil
+// blocksUsed returns, sorted, the blocks of node's device that its leases
+// lie in, with extra counted as one of them (nil: none) and the lease
+// with ID skip left out. m.mu held.
+func (m *Manager) blocksUsed(node string, extra *Lease, skip ...string) []string {
+	var out []string
+	for _, l := range m.leases {
+		if l.Node == node && !slices.Contains(skip, l.ID) {
+			out = append(out, m.blocksOf(node, l.Offset, l.Size)...)
+		}
 	}
-	return m.o.Blocks.HoldBlocks(holdOwner, m.blocksOf(l.Node, l.Offset, l.Size))
+	if extra != nil {
+		out = append(out, m.blocksOf(node, extra.Offset, extra.Size)...)
+	}
+	return slices.Compact(slices.Sorted(slices.Values(out)))
 }
 
-// unhold releases the blocks of l that no other lease uses. m.mu held.
-func (m *Manager) unhold(l *Lease) {
-	if m.o.Blocks == nil {
-		return
-	}
-	var free []string
-	for _, b := range m.blocksOf(l.Node, l.Offset, l.Size) {
-		used := false
-		for _, o := range m.leases {
-			if o.ID != l.ID && o.Node == l.Node && slices.Contains(m.blocksOf(o.Node, o.Offset, o.Size), b) {
-				used = true
-				break
-			}
-		}
-		if !used {
-			free = append(free, b)
-		}
-	}
-	m.o.Blocks.ReleaseBlocks(holdOwner, free)
+// leaseObject is l as a store object.
+func leaseObject(l *Lease) store.Object {
+	data, _ := json.Marshal(l)
+	return store.Object{ID: l.ID, Data: data}
 }
 
 // Register records a memnode (or refreshes it: the same endpoint or
@@ -439,9 +458,10 @@ func (m *Manager) putNode(ctx context.Context, n *Node) error {
 	return nil
 }
 
+// putLease records a change of l that uses no other blocks (renewal,
+// reclaiming).
 func (m *Manager) putLease(ctx context.Context, l *Lease) error {
-	data, _ := json.Marshal(l)
-	if err := m.o.Store.PutObject(ctx, kindLease, store.Object{ID: l.ID, Data: data}); err != nil {
+	if err := m.o.Store.PutObject(ctx, kindLease, leaseObject(l)); err != nil {
 		return fmt.Errorf("store lease %s: %w", l.ID, err)
 	}
 	return nil
@@ -449,10 +469,10 @@ func (m *Manager) putLease(ctx context.Context, l *Lease) error {
 
 // forget deletes l for good and frees its range. m.mu held.
 func (m *Manager) forget(ctx context.Context, l *Lease) error {
-	if err := m.o.Store.DeleteObject(ctx, kindLease, l.ID); err != nil {
+	del := []store.ObjectChange{{Kind: kindLease, Object: store.Object{ID: l.ID}, Delete: true}}
+	if err := m.o.Placement.SetHeld(ctx, holderPrefix+l.Node, holdOwner, m.blocksUsed(l.Node, nil, l.ID), del); err != nil {
 		return fmt.Errorf("delete lease %s: %w", l.ID, err)
 	}
-	m.unhold(l)
 	delete(m.leases, l.ID)
 	if l.Expiry.After(m.o.Clock.Now()) {
 		// Its tokens are still unexpired: a restarted node must learn to
@@ -533,79 +553,60 @@ func (m *Manager) Grant(ctx context.Context, req Request) (Grant, error) {
 	now := m.o.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	type cand struct {
-		n    *Node
-		off  uint64
-		path topology.Path
-		free uint64
-	}
-	var cands []cand
-	var why []string
-	for _, n := range m.nodes {
-		if req.Node != "" && n.ID != req.Node {
-			continue
-		}
-		if now.Sub(n.LastSeen) >= m.o.NodeTimeout {
-			why = append(why, n.ID+": offline")
-			continue
-		}
-		var p topology.Path
-		if host != nil {
-			dev := m.device(n.ID)
-			var ok bool
-			if p, ok = m.o.Topology.Path(host, dev.Blocks[0]); !ok {
-				why = append(why, n.ID+": not reachable from "+host.ID)
-				continue
-			}
-			if req.MaxLatencyNS > 0 && p.RTTNS > req.MaxLatencyNS {
-				why = append(why, fmt.Sprintf("%s: round trip %.1f ns over the bound %.1f ns", n.ID, p.RTTNS, req.MaxLatencyNS))
-				continue
-			}
-		}
-		off, free, ok := m.fit(n, size)
-		if !ok {
-			why = append(why, fmt.Sprintf("%s: no free range of %d bytes (%d bytes free)", n.ID, size, free))
-			continue
-		}
-		cands = append(cands, cand{n, off, p, free})
-	}
 	if req.Node != "" && m.nodes[req.Node] == nil {
 		return Grant{}, fmt.Errorf("memory node %s: %w", req.Node, ErrNotFound)
 	}
+	// The nodes that could hold it, with where it would go on each; the
+	// placement engine ranks them and says why the others cannot.
+	var (
+		devs []*inventory.Device
+		free []uint64
+		offs = map[string]uint64{}
+		why  []string
+	)
+	for _, id := range slices.Sorted(maps.Keys(m.nodes)) {
+		n := m.nodes[id]
+		if req.Node != "" && id != req.Node {
+			continue
+		}
+		if now.Sub(n.LastSeen) >= m.o.NodeTimeout {
+			why = append(why, id+": offline")
+			continue
+		}
+		off, nfree, ok := m.fit(n, size)
+		if !ok {
+			nfree = 0 // the engine rejects it as too small
+		}
+		offs[id] = off
+		devs = append(devs, m.device(id))
+		free = append(free, nfree)
+	}
+	cands, rejected := m.o.Placement.RankMemory(host, req.MaxLatencyNS, devs, free)
 	if len(cands) == 0 {
+		for _, r := range rejected {
+			why = append(why, fmt.Sprintf("%s: %s (%s)", r.Block, r.Detail, r.Reason))
+		}
 		if len(m.nodes) == 0 {
 			why = append(why, "no memory node is registered")
 		}
 		sort.Strings(why)
 		return Grant{}, fmt.Errorf("%w: %s", ErrNoMemory, strings.Join(why, "; "))
 	}
-	// Nearest first (round trip, then hops), then the fullest node that
-	// fits (best fit keeps large ranges whole), then by ID.
-	sort.Slice(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if a.path.RTTNS != b.path.RTTNS {
-			return a.path.RTTNS < b.path.RTTNS
-		}
-		if a.path.Hops != b.path.Hops {
-			return a.path.Hops < b.path.Hops
-		}
-		if a.free != b.free {
-			return a.free < b.free
-		}
-		return a.n.ID < b.n.ID
-	})
 	c := cands[0]
-	l := &Lease{ID: newID(), Node: c.n.ID, Offset: c.off, Size: size, Rights: req.Rights, Tenant: req.Tenant,
+	node := c.Device.ID
+	l := &Lease{ID: newID(), Node: node, Offset: offs[node], Size: size, Rights: req.Rights, Tenant: req.Tenant,
 		Owner: req.Owner, Host: req.Host, Created: now, Expiry: now.Add(ttl), State: Active}
-	if err := m.hold(l); err != nil {
-		return Grant{}, fmt.Errorf("%w: %v", ErrNoMemory, err)
-	}
-	if err := m.putLease(ctx, l); err != nil {
-		m.unhold(l)
-		return Grant{}, err
+	// One store plan: the node's holder with the lease's blocks, and the
+	// lease record.
+	put := []store.ObjectChange{{Kind: kindLease, Object: leaseObject(l)}}
+	if err := m.o.Placement.SetHeld(ctx, holderPrefix+node, holdOwner, m.blocksUsed(node, l), put); err != nil {
+		if errors.Is(err, compose.ErrBlockBusy) {
+			return Grant{}, fmt.Errorf("%w: %v", ErrNoMemory, err)
+		}
+		return Grant{}, fmt.Errorf("record lease: %w", err)
 	}
 	m.leases[l.ID] = l
-	return m.grant(l, c.path)
+	return m.grant(l, c.Path)
 }
 
 func (m *Manager) grant(l *Lease, p topology.Path) (Grant, error) {
@@ -651,10 +652,9 @@ func (m *Manager) fit(n *Node, size uint64) (uint64, uint64, bool) {
 		}
 	}
 	free := n.Capacity - min(inUse, n.Capacity)
-	if m.o.Blocks != nil {
-		dev := m.device(n.ID)
+	if dev := m.device(n.ID); dev != nil {
 		for i, b := range dev.Blocks {
-			if m.o.Blocks.InComposition(b.ID) {
+			if m.o.Placement.InComposition(b.ID) {
 				used = append(used, span{uint64(i) * uint64(dev.BlockBytes), uint64(i+1) * uint64(dev.BlockBytes)})
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/inventory"
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
+	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/topology"
@@ -68,7 +71,7 @@ func (e *env) open() {
 	if e.comp, err = compose.New(ctx, compose.Options{Topology: e.top, Store: st, Drivers: ds, Clock: e.clk}); err != nil {
 		e.t.Fatal(err)
 	}
-	if e.m, err = lease.New(ctx, lease.Options{Store: st, Topology: e.top, Blocks: e.comp, Clock: e.clk}); err != nil {
+	if e.m, err = lease.New(ctx, lease.Options{Store: st, Topology: e.top, Placement: e.comp, Clock: e.clk}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -401,5 +404,62 @@ func TestLeasesAndCompositionsShareBlocks(t *testing.T) {
 	}
 	if st := e.comp.BlockStatus("memnode1-b02"); st.State != "Unused" {
 		t.Fatalf("block after its last lease: %+v", st)
+	}
+}
+
+// TestLeaseHoldsItsBlocksInTheStore: a lease is committed with its node's
+// holder record, so the store's block checks see it (a composition plan
+// written straight to the store cannot take its block), a refused lease
+// names the engine's reasons, and a store whose leases lack a holder record
+// (written before holders existed) gets one at start-up.
+func TestLeaseHoldsItsBlocksInTheStore(t *testing.T) {
+	e := newEnv(t)
+	e.startNode("memnode1", 64*mib)
+	g := e.grant(lease.Request{Size: 4096, Host: "host1"})
+	holder := func() *inventory.Composition {
+		t.Helper()
+		cs, err := e.store.Compositions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.ID == "leases-memnode1" {
+				return c
+			}
+		}
+		return nil
+	}
+	h := holder()
+	if h == nil || h.State != inventory.Held || !slices.Equal(h.Blocks, []string{"memnode1-b01"}) {
+		t.Fatalf("holder record after a grant: %+v", h)
+	}
+	intruder := &inventory.Composition{ID: "sys-x", Host: "host2", State: inventory.Composed, Version: 1,
+		Blocks: []string{"host2", "memnode1-b01"}, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := e.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{intruder}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("a composition of the leased block went into the store: %v", err)
+	}
+
+	_, err := e.m.Grant(ctx, lease.Request{Size: 4096, Host: "host1", MaxLatencyNS: 1})
+	if !errors.Is(err, lease.ErrNoMemory) || !strings.Contains(err.Error(), string(schedule.TooFar)) {
+		t.Errorf("a lease over its latency bound = %v, want ErrNoMemory naming %q", err, schedule.TooFar)
+	}
+
+	// Drop the holder record behind the manager's back, as a store from
+	// before holders would be: a restart holds the lease's block again.
+	if err := e.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: h.ID, Version: h.Version}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if h := holder(); h == nil || !slices.Equal(h.Blocks, []string{"memnode1-b01"}) {
+		t.Fatalf("holder record after a restart without one: %+v", h)
+	}
+	if st := e.comp.BlockStatus("memnode1-b01"); st.State != "Unavailable" {
+		t.Errorf("the leased block after the restart: %+v", st)
+	}
+	if err := e.m.Release(ctx, g.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h := holder(); h != nil {
+		t.Errorf("holder record after the last lease went: %+v", h)
 	}
 }

@@ -97,7 +97,7 @@ func newService(t testing.TB) *service {
 		t.Fatalf("SetLockout: %v", err)
 	}
 	s.auth = auth
-	s.leases, err = lease.New(ctx, lease.Options{Store: st, Topology: top, Blocks: s.mgr, Clock: s.fabClk})
+	s.leases, err = lease.New(ctx, lease.Options{Store: st, Topology: top, Placement: s.mgr, Clock: s.fabClk})
 	if err != nil {
 		t.Fatalf("lease.New: %v", err)
 	}
