@@ -90,8 +90,9 @@ type Plan struct {
 
 // Object is a durable record of the data plane's bookkeeping (memory
 // nodes, memory leases): an ID and data the owner encodes, grouped by kind.
-// Objects take no part in plans or version checks; their owner serialises
-// its own updates.
+// Objects have no versions; their owner serialises its own updates, and
+// writes one in the same plan as the holder record it goes with
+// (Plan.Objects) when the two must be kept or lost together.
 type Object struct {
 	ID   string
 	Data []byte
