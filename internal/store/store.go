@@ -77,6 +77,11 @@ type Plan struct {
 	// changes (the records a holder of blocks keeps beside its composition
 	// record, such as memory leases).
 	Objects []ObjectChange
+	// Check lists objects that must be stored at exactly the given
+	// versions for the plan to apply (0: absent), or it fails with
+	// ErrConflict: what a change was decided on (a tenant's quota for a
+	// composition it allows) has not changed since it was read.
+	Check []ObjectRef
 	// Intent marks a plan whose loss in a power failure or operating-system
 	// crash the caller can repair: a record written before a workflow
 	// touches the fabric, which start-up reconciles against what the
@@ -96,11 +101,25 @@ type Plan struct {
 type Object struct {
 	ID   string
 	Data []byte
+	// Version counts the object's changes: 1 when first put, one more
+	// on every put. In an ObjectChange it is the version the change makes
+	// (see ObjectChange); 0 there means unversioned.
+	Version int64
 }
 
-// ObjectChange puts Object under Kind, replacing any with its ID, or, with
-// Delete, removes the object of Kind with Object.ID (absent is not an
-// error).
+// ObjectRef names an object at a version (0: absent), for Plan.Check.
+type ObjectRef struct {
+	Kind, ID string
+	Version  int64
+}
+
+// ObjectChange puts Object under Kind or, with Delete, removes the object
+// of Kind with Object.ID. With Object.Version 0 it is unversioned: a put
+// replaces whatever is stored (its version counts on), a delete of an
+// absent object is not an error. Otherwise it is checked like a
+// composition: a put at Version 1 must find no object, a put at Version n
+// must find version n-1, a delete at Version n must find version n; a
+// mismatch fails the whole plan with ErrConflict.
 type ObjectChange struct {
 	Kind   string
 	Object Object

@@ -53,6 +53,10 @@ var migrations = []string{
 		data BLOB NOT NULL,
 		PRIMARY KEY (kind, id)
 	) WITHOUT ROWID;`,
+
+	// 4: objects get a version, counting their changes, for optimistic
+	// checks (accounts, tenants, sessions).
+	`ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1);`,
 }
 
 // migrate brings the database on conn up to len(migrations), in one

@@ -149,7 +149,7 @@ func open(path string) (_ *Store, err error) {
 	}
 	cleanup = append(cleanup, s.selSetting.Close)
 	if s.selObjects, err = s.readDB.PrepareContext(ctx,
-		`SELECT id, data FROM objects WHERE kind = ? ORDER BY id`); err != nil {
+		`SELECT id, data, version FROM objects WHERE kind = ? ORDER BY id`); err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	cleanup = append(cleanup, s.selObjects.Close)
@@ -245,7 +245,7 @@ func (s *Store) Objects(ctx context.Context, kind string) ([]store.Object, error
 	var out []store.Object
 	for rows.Next() {
 		var o store.Object
-		if err := rows.Scan(&o.ID, &o.Data); err != nil {
+		if err := rows.Scan(&o.ID, &o.Data, &o.Version); err != nil {
 			return nil, s.readErr("read "+kind+" objects", err)
 		}
 		out = append(out, o)
@@ -292,7 +292,7 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 	if err != nil {
 		return err
 	}
-	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 && len(pp.objs) == 0 {
+	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 && len(pp.objs) == 0 && len(pp.checks) == 0 {
 		return nil
 	}
 	return s.submitRequest(ctx, &request{op: func(w *writer) error { return w.applyPlan(pp) }, intent: p.Intent})

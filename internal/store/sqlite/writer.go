@@ -24,6 +24,8 @@ type writer struct {
 	insAlloc, delAlloc, countOf *sql.Stmt
 	putSet, insAudit            *sql.Stmt
 	putObj, delObj              *sql.Stmt
+	insObjV, updObjV, delObjV   *sql.Stmt
+	selObjV                     *sql.Stmt
 
 	stmts []*sql.Stmt
 }
@@ -53,7 +55,11 @@ func newWriter(ctx context.Context, conn *sql.Conn) (*writer, error) {
 		{&w.putSet, `INSERT INTO settings (key, value) VALUES (?, ?)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`},
 		{&w.putObj, `INSERT INTO objects (kind, id, data) VALUES (?, ?, ?)
-			ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data`},
+			ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data, version = objects.version + 1`},
+		{&w.insObjV, `INSERT INTO objects (kind, id, data, version) VALUES (?, ?, ?, 1) ON CONFLICT (kind, id) DO NOTHING`},
+		{&w.updObjV, `UPDATE objects SET data = ?, version = ? WHERE kind = ? AND id = ? AND version = ?`},
+		{&w.delObjV, `DELETE FROM objects WHERE kind = ? AND id = ? AND version = ?`},
+		{&w.selObjV, `SELECT version FROM objects WHERE kind = ? AND id = ?`},
 		{&w.delObj, `DELETE FROM objects WHERE kind = ? AND id = ?`},
 		{&w.insAudit, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
@@ -227,13 +233,19 @@ type preparedPlan struct {
 	limits map[string]int
 	audit  []store.AuditEntry
 	objs   []store.ObjectChange
+	checks []store.ObjectRef
 }
 
 func preparePlan(p store.Plan) (*preparedPlan, error) {
-	pp := &preparedPlan{dels: p.Delete, limits: p.Limits}
+	pp := &preparedPlan{dels: p.Delete, limits: p.Limits, checks: p.Check}
+	for _, c := range p.Check {
+		if c.Kind == "" || c.ID == "" || c.Version < 0 {
+			return nil, errors.New("plan check: kind, ID and a version >= 0 are required")
+		}
+	}
 	for _, o := range p.Objects {
-		if o.Kind == "" || o.Object.ID == "" {
-			return nil, errors.New("plan object: kind and ID are required")
+		if o.Kind == "" || o.Object.ID == "" || o.Object.Version < 0 {
+			return nil, errors.New("plan object: kind, ID and a version >= 0 are required")
 		}
 		o.Object.Data = append([]byte{}, o.Object.Data...) // the caller may reuse its buffer
 		pp.objs = append(pp.objs, o)
@@ -364,14 +376,13 @@ func (w *writer) applyPlan(pp *preparedPlan) error {
 				a.comp, a.block, n, lim, store.ErrConflict)
 		}
 	}
-	for _, o := range pp.objs {
-		var err error
-		if o.Delete {
-			err = w.deleteObject(o.Kind, o.Object.ID)
-		} else {
-			err = w.putObject(o.Kind, o.Object)
+	for _, c := range pp.checks {
+		if err := w.checkObject(c.Kind, c.ID, c.Version); err != nil {
+			return err
 		}
-		if err != nil {
+	}
+	for _, o := range pp.objs {
+		if err := w.changeObject(o); err != nil {
 			return err
 		}
 	}
@@ -428,4 +439,68 @@ func (w *writer) allocations(id string) (map[string]bool, error) {
 		return nil, fmt.Errorf("read blocks of composition %s: %w", id, err)
 	}
 	return held, nil
+}
+
+// objectVersion returns the stored version of an object, 0 if absent.
+func (w *writer) objectVersion(kind, id string) (int64, error) {
+	var v int64
+	switch err := w.selObjV.QueryRow(kind, id).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read version of %s %s: %w", kind, id, err)
+	}
+	return v, nil
+}
+
+// checkObject fails with ErrConflict unless the object is stored at
+// version (0: absent).
+func (w *writer) checkObject(kind, id string, version int64) error {
+	v, err := w.objectVersion(kind, id)
+	if err != nil {
+		return err
+	}
+	if v != version {
+		return fmt.Errorf("%s %s is at version %d, the plan expects %d: %w", kind, id, v, version, store.ErrConflict)
+	}
+	return nil
+}
+
+// changeObject applies one ObjectChange inside the current transaction.
+func (w *writer) changeObject(o store.ObjectChange) error {
+	kind, ob := o.Kind, o.Object
+	switch {
+	case o.Delete && ob.Version == 0:
+		return w.deleteObject(kind, ob.ID)
+	case o.Delete:
+		res, err := w.delObjV.Exec(kind, ob.ID, ob.Version)
+		return w.objectOutcome(res, err, "delete", kind, ob.ID, ob.Version)
+	case ob.Version == 0:
+		return w.putObject(kind, ob)
+	case ob.Version == 1:
+		res, err := w.insObjV.Exec(kind, ob.ID, ob.Data)
+		return w.objectOutcome(res, err, "create", kind, ob.ID, 0)
+	default:
+		res, err := w.updObjV.Exec(ob.Data, ob.Version, kind, ob.ID, ob.Version-1)
+		return w.objectOutcome(res, err, "update", kind, ob.ID, ob.Version-1)
+	}
+}
+
+// objectOutcome turns a versioned object statement's result into nil or an
+// error: ErrConflict when it matched no row because the object is not at
+// version want (0: must be absent).
+func (w *writer) objectOutcome(res sql.Result, err error, verb, kind, id string, want int64) error {
+	if err != nil {
+		return fmt.Errorf("%s %s %s: %w", verb, kind, id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("%s %s %s: %w", verb, kind, id, err)
+	} else if n == 1 {
+		return nil
+	}
+	v, err := w.objectVersion(kind, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%s %s %s: stored at version %d, the plan expects %d: %w", verb, kind, id, v, want, store.ErrConflict)
 }

@@ -120,3 +120,50 @@ func testPlanObjects(t *testing.T, open OpenFunc) {
 	}
 	expect(t, s, next)
 }
+
+// testVersionedObjects: objects written with versions are checked like
+// compositions, Plan.Check holds a plan to the versions it was decided on,
+// and unversioned puts still count versions.
+func testVersionedObjects(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	s := openStore(t, open)
+	put := func(id, data string, v int64) store.ObjectChange {
+		return store.ObjectChange{Kind: "tenant", Object: store.Object{ID: id, Data: []byte(data), Version: v}}
+	}
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{put("blue", "q=4", 1)}})
+	for _, tc := range []struct {
+		name string
+		p    store.Plan
+	}{
+		{"create an existing object", store.Plan{Objects: []store.ObjectChange{put("blue", "q=9", 1)}}},
+		{"update from a stale version", store.Plan{Objects: []store.ObjectChange{put("blue", "q=9", 3)}}},
+		{"update an absent object", store.Plan{Objects: []store.ObjectChange{put("red", "q=1", 2)}}},
+		{"delete at the wrong version", store.Plan{Objects: []store.ObjectChange{{Kind: "tenant", Object: store.Object{ID: "blue", Version: 2}, Delete: true}}}},
+		{"check a stale version", store.Plan{Put: []*inventory.Composition{comp("c1", "h1")}, Check: []store.ObjectRef{{Kind: "tenant", ID: "blue", Version: 2}}}},
+		{"check that an object is absent", store.Plan{Put: []*inventory.Composition{comp("c1", "h1")}, Check: []store.ObjectRef{{Kind: "tenant", ID: "blue"}}}},
+	} {
+		if err := s.Apply(ctx, tc.p); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: Apply = %v, want ErrConflict", tc.name, err)
+		}
+	}
+	expect(t, s)
+	// The right versions apply: a composition checked against the tenant
+	// it was decided on, the tenant's next version, a check of absence.
+	apply(t, s, store.Plan{Put: []*inventory.Composition{comp("c1", "h1")}, Check: []store.ObjectRef{{Kind: "tenant", ID: "blue", Version: 1}, {Kind: "tenant", ID: "red"}}})
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{put("blue", "q=8", 2)}})
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{put("blue", "q=16", 0)}}) // unversioned: counts on
+	got, err := s.Objects(ctx, "tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Version != 3 || string(got[0].Data) != "q=16" {
+		t.Fatalf("tenant after three puts: %+v, want version 3, q=16", got)
+	}
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{{Kind: "tenant", Object: store.Object{ID: "blue", Version: 3}, Delete: true}}})
+	if got, _ := s.Objects(ctx, "tenant"); len(got) != 0 {
+		t.Errorf("deleted at its version, still there: %+v", got)
+	}
+	if err := s.Apply(ctx, store.Plan{Check: []store.ObjectRef{{Kind: "tenant", ID: "x", Version: -1}}}); err == nil || errors.Is(err, store.ErrConflict) {
+		t.Errorf("a negative version check = %v, want a plain error", err)
+	}
+}

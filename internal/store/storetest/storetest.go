@@ -59,6 +59,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"PlanAudit", testPlanAudit},
 		{"Intent", testIntent},
 		{"PlanObjects", testPlanObjects},
+		{"VersionedObjects", testVersionedObjects},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
