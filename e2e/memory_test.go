@@ -52,6 +52,25 @@ func startProc(t *testing.T, s *server, verb string, args ...string) *proc {
 	return nil
 }
 
+// startMemnode starts a memnode and waits until the control plane lists it
+// online: the process listens before it registers, so a dial alone does not
+// say it can be leased from yet.
+func startMemnode(t *testing.T, s *server, args ...string) *proc {
+	t.Helper()
+	p := startProc(t, s, "memnode", args...)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := s.cli("memnodes")
+		if err == nil && strings.Contains(out, p.addr) && strings.Contains(out, "online") {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memnode at %s never registered: %v\n%s\n%s", p.addr, err, out, p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (p *proc) kill() {
 	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
 		_ = p.cmd.Process.Kill()
@@ -141,7 +160,7 @@ func TestMemoryLeaseCLI(t *testing.T) {
 	data := t.TempDir()
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
 	s := start(t, data, env)
-	node := startProc(t, s, "memnode", "--capacity", "64MiB", "--heartbeat", "1s")
+	node := startMemnode(t, s, "--capacity", "64MiB", "--heartbeat", "1s")
 	out, err := s.cli("memnodes")
 	if err != nil || !strings.Contains(out, "memnode1") || !strings.Contains(out, node.addr) || !strings.Contains(out, "online") {
 		t.Fatalf("memnodes: %v\n%s", err, out)
@@ -239,7 +258,7 @@ func TestMemoryLeaseCLI(t *testing.T) {
 func TestCacheSpillsToPooledMemory(t *testing.T) {
 	skipShort(t)
 	s := startDefault(t)
-	node := startProc(t, s, "memnode", "--capacity", "64MiB")
+	node := startMemnode(t, s, "--capacity", "64MiB")
 	cache := startProc(t, s, "cache", "--local-memory", "1MiB", "--remote-memory", "16MiB", "--control", s.url)
 	m := dialMC(t, cache.addr)
 	const n, size = 200, 16 << 10 // 3.2 MB of values: most must spill
@@ -302,7 +321,7 @@ func TestCacheKeepsItsRegionAcrossControlPlaneRestart(t *testing.T) {
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
 	s := start(t, data, env)
 	addr := strings.TrimPrefix(s.url, "http://")
-	startProc(t, s, "memnode", "--capacity", "64MiB", "--heartbeat", "1s")
+	startMemnode(t, s, "--capacity", "64MiB", "--heartbeat", "1s")
 	// Renewal is due 10 s in; the lease expires at 30 s.
 	cache := startProc(t, s, "cache", "--local-memory", "1MiB", "--remote-memory", "16MiB", "--control", s.url,
 		"--lease-ttl", "30s")
