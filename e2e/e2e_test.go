@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -79,16 +80,41 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs serve on data with extra flags; env adds environment entries.
+// A free address may be taken by another process before serve binds it;
+// start then tries another.
 func start(t *testing.T, data string, env []string, flags ...string) *server {
 	t.Helper()
-	return startAt(t, freeAddr(t), data, env, flags...)
+	for try := 1; ; try++ {
+		s, err := launch(t, freeAddr(t), data, env, flags...)
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errAddrInUse) || try == 5 {
+			t.Fatal(err)
+		}
+		s.kill()
+	}
 }
+
+var errAddrInUse = errors.New("address already in use")
 
 // startTimeout is how long start waits for serve to answer.
 var startTimeout = 20 * time.Second
 
 // startAt is start on a given address (a restart where clients wait).
 func startAt(t *testing.T, addr, data string, env []string, flags ...string) *server {
+	t.Helper()
+	s, err := launch(t, addr, data, env, flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// launch starts serve on addr and waits until it has logged that it serves
+// and answers: an answer alone could come from another process that took
+// the address.
+func launch(t *testing.T, addr, data string, env []string, flags ...string) (*server, error) {
 	t.Helper()
 	args := append([]string{"serve", "--addr", addr, "--data", data}, flags...)
 	cmd := exec.Command(binary, args...)
@@ -101,15 +127,20 @@ func startAt(t *testing.T, addr, data string, env []string, flags ...string) *se
 	t.Cleanup(func() { s.kill() })
 	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.url + "/redfish/v1")
-		if err == nil {
-			resp.Body.Close()
-			return s
+		out := s.stderr.String()
+		if strings.Contains(out, "address already in use") {
+			return s, fmt.Errorf("serve on %s: %w:\n%s", addr, errAddrInUse, out)
+		}
+		if strings.Contains(out, "rackpool serving") {
+			resp, err := http.Get(s.url + "/redfish/v1")
+			if err == nil {
+				resp.Body.Close()
+				return s, nil
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("serve did not come up:\n%s", s.stderr)
-	return nil
+	return s, fmt.Errorf("serve did not come up:\n%s", s.stderr)
 }
 
 func startDefault(t *testing.T, flags ...string) *server {

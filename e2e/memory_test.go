@@ -39,11 +39,15 @@ func startProc(t *testing.T, s *server, verb string, args ...string) *proc {
 	t.Cleanup(p.kill)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return p
+		// The log line comes once it listens (and, for a memnode, has
+		// registered); the dial proves the address is reachable.
+		if strings.Contains(p.stderr.String(), verb+" serving") {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				return p
+			}
 		}
-		if cmd.ProcessState != nil {
+		if strings.Contains(p.stderr.String(), "address already in use") {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
