@@ -41,6 +41,7 @@ import (
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
 
@@ -206,9 +207,6 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := redfish.SetupAdmin(ctx, st, "bench"); err != nil {
-		log.Fatal(err)
-	}
 	drivers, err := emulated.NewAll(top, clock.Instant{})
 	if err != nil {
 		log.Fatal(err)
@@ -219,7 +217,7 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
-	auth, err := redfish.NewAuth(ctx, st, clock.Real{}, time.Hour)
+	auth, _, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: time.Hour, AdminPassword: "bench"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
 
@@ -85,9 +86,9 @@ func runServe(args []string) error {
 		return err
 	}
 	defer st.Close()
-	generated, err := redfish.SetupAdmin(ctx, st, os.Getenv("RACKPOOL_ADMIN_PASSWORD"))
+	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD")})
 	if err != nil {
-		return fmt.Errorf("set up the Administrator account: %w", err)
+		return fmt.Errorf("load accounts and sessions: %w", err)
 	}
 	if generated != "" {
 		fmt.Fprintf(os.Stderr, "\nGenerated Administrator password (shown once; stored only as a hash): %s\n"+
@@ -102,10 +103,6 @@ func runServe(args []string) error {
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
 		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
-	if err != nil {
-		return err
-	}
-	auth, err := redfish.NewAuth(ctx, st, clock.Real{}, 30*time.Minute)
 	if err != nil {
 		return err
 	}

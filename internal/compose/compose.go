@@ -117,6 +117,10 @@ type Request struct {
 	// quota, checked atomically with the placement.
 	Tenant string
 	Quota  Quota
+	// Check lists the records the request was decided on (the tenant
+	// record Quota was read from): the plan that takes the blocks commits
+	// only if each is still at its version, or fails with store.ErrConflict.
+	Check []store.ObjectRef
 	// Group, for a reservation, names the request it belongs to.
 	Group string
 
@@ -158,8 +162,10 @@ type UpdateRequest struct {
 	// be empty.
 	Set []string
 	// Quota is the owning tenant's quota, checked atomically with the
-	// placement of the additions.
+	// placement of the additions; Check, as in Request, the records it was
+	// read from.
 	Quota Quota
+	Check []store.ObjectRef
 }
 
 // Manager owns the composition state of one control plane.
@@ -278,7 +284,7 @@ func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composit
 	m.comps[c.ID] = c
 	m.hold(c, c.Blocks)
 	m.mu.Unlock()
-	return m.realize(ctx, c)
+	return m.realize(ctx, c, req.Check)
 }
 
 // place schedules req and returns the composition it would make, checking
@@ -308,14 +314,14 @@ func (m *Manager) place(req Request, state inventory.State, prefix string) (*inv
 
 // realize records c (held in memory, state Composing), attaches its
 // devices and records it Composed; on any failure it rolls back.
-func (m *Manager) realize(ctx context.Context, c *inventory.Composition) (*inventory.Composition, error) {
+func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check []store.ObjectRef) (*inventory.Composition, error) {
 	abandon := func() {
 		m.mu.Lock()
 		m.drop(c, c.Blocks)
 		delete(m.comps, c.ID)
 		m.mu.Unlock()
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Intent: true}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Check: check, Intent: true}); err != nil {
 		abandon()
 		return nil, fmt.Errorf("record composition: %w", err)
 	}
@@ -635,7 +641,7 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 		m.mu.Unlock()
 		return back, nil
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits, Intent: true}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits, Check: ur.Check, Intent: true}); err != nil {
 		m.mu.Lock()
 		m.drop(u, u.Adding)
 		m.comps[id] = c

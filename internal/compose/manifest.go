@@ -76,6 +76,11 @@ func (m *Manager) Apply(ctx context.Context, mf Manifest) ([]*inventory.Composit
 	m.mu.Unlock()
 
 	intent := store.Plan{Limits: m.limits, Intent: true}
+	for _, st := range mf.Stanzas {
+		if st.Compose != nil {
+			intent.Check = append(intent.Check, st.Compose.Check...)
+		}
+	}
 	intent.Put = append(slices.Clone(t.composing), t.decomposing...)
 	for _, r := range t.reserved {
 		intent.Delete = append(intent.Delete, store.Deletion{ID: r.ID, Version: r.Version})

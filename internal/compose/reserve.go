@@ -64,7 +64,11 @@ func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Durat
 		rs = append(rs, r)
 	}
 	m.mu.Unlock()
-	if err := m.store.Apply(ctx, store.Plan{Put: rs, Limits: m.limits}); err != nil {
+	var check []store.ObjectRef
+	for _, req := range reqs {
+		check = append(check, req.Check...)
+	}
+	if err := m.store.Apply(ctx, store.Plan{Put: rs, Limits: m.limits, Check: check}); err != nil {
 		m.mu.Lock()
 		undo()
 		m.mu.Unlock()

@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"net/http"
+	"rackpool/internal/tenancy"
 	"time"
 )
 
@@ -39,8 +40,8 @@ func (s *Server) getAccountService(w http.ResponseWriter, r *http.Request) error
 		"Name":                              "Account Service",
 		"Status":                            map[string]string{"State": "Enabled", "Health": "OK"},
 		"ServiceEnabled":                    true,
-		"MinPasswordLength":                 MinPasswordLength,
-		"MaxPasswordLength":                 256,
+		"MinPasswordLength":                 tenancy.MinPasswordLength,
+		"MaxPasswordLength":                 tenancy.MaxPasswordLength,
 		"AccountLockoutThreshold":           lp.Threshold,
 		"AccountLockoutDuration":            int(lp.Duration.Seconds()),
 		"AccountLockoutCounterResetAfter":   int(lp.ResetAfter.Seconds()),
@@ -82,7 +83,7 @@ func (s *Server) getAccounts(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	var members []odataID
 	for _, a := range s.auth.Accounts() {
-		if p.has("ConfigureUsers") || a.UserName == p.User {
+		if p.Has(tenancy.ConfigureUsers) || a.UserName == p.User {
 			members = append(members, ref(accountsPath+a.UserName))
 		}
 	}
@@ -91,7 +92,7 @@ func (s *Server) getAccounts(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) accountBody(a Account) map[string]any {
+func (s *Server) accountBody(a tenancy.Account) map[string]any {
 	oem := map[string]any{}
 	if a.Tenant != "" {
 		oem["Tenant"] = a.Tenant
@@ -105,7 +106,7 @@ func (s *Server) accountBody(a Account) map[string]any {
 		"UserName":     a.UserName,
 		"RoleId":       a.Role,
 		"Enabled":      a.Enabled,
-		"Locked":       s.auth.locked(a.UserName),
+		"Locked":       s.auth.Locked(a.UserName),
 		"Password":     nil,
 		"AccountTypes": []string{"Redfish"},
 		"Links":        map[string]any{"Role": ref("/redfish/v1/AccountService/Roles/" + a.Role)},
@@ -116,14 +117,14 @@ func (s *Server) accountBody(a Account) map[string]any {
 // visibleAccount returns the account id if r's principal may see it:
 // administrators see all, others only themselves (404 otherwise, so
 // account names do not leak).
-func (s *Server) visibleAccount(r *http.Request, id string) (Account, error) {
+func (s *Server) visibleAccount(r *http.Request, id string) (tenancy.Account, error) {
 	p := principal(r)
 	a, ok := s.auth.Account(id)
 	if !ok {
-		return Account{}, errNotFound("ManagerAccount", id)
+		return tenancy.Account{}, errNotFound("ManagerAccount", id)
 	}
-	if !p.has("ConfigureUsers") && p.User != id {
-		return Account{}, s.hide(r, "ManagerAccount", id)
+	if !p.Has(tenancy.ConfigureUsers) && p.User != id {
+		return tenancy.Account{}, s.hide(r, "ManagerAccount", id)
 	}
 	return a, nil
 }
@@ -172,7 +173,7 @@ func (s *Server) postAccount(w http.ResponseWriter, r *http.Request) error {
 	if body.Oem != nil && body.Oem.Rackpool != nil && body.Oem.Rackpool.Tenant != nil {
 		tenant = *body.Oem.Rackpool.Tenant
 	}
-	a, err := s.auth.CreateAccount(r.Context(), *body.UserName, *body.Password, *body.RoleId, tenant, enabled)
+	a, err := s.auth.CreateAccount(r.Context(), tenancy.NewAccount{UserName: *body.UserName, Password: *body.Password, Role: *body.RoleId, Tenant: tenant, Enabled: enabled})
 	if err != nil {
 		return err
 	}
@@ -196,17 +197,17 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	ch := AccountChange{Password: body.Password, Role: body.RoleId, Enabled: body.Enabled}
+	ch := tenancy.AccountChange{Password: body.Password, Role: body.RoleId, Enabled: body.Enabled}
 	if body.Oem != nil && body.Oem.Rackpool != nil {
 		ch.Tenant = body.Oem.Rackpool.Tenant
 	}
 	if body.UserName != nil && *body.UserName != id {
 		return errPropertyValue("UserName", *body.UserName, "Accounts cannot be renamed; create a new one.")
 	}
-	if !principal(r).has("ConfigureUsers") && (ch.Role != nil || ch.Enabled != nil || ch.Tenant != nil) {
+	if !principal(r).Has(tenancy.ConfigureUsers) && (ch.Role != nil || ch.Enabled != nil || ch.Tenant != nil) {
 		return errPrivilege().withResolution("Only administrators change roles, tenants or enablement; you may change your own Password.")
 	}
-	if ch == (AccountChange{}) {
+	if ch == (tenancy.AccountChange{}) {
 		return errPropertyMissing("Password")
 	}
 	a, err := s.auth.UpdateAccount(r.Context(), id, ch)
@@ -228,7 +229,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getRoles(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
-	for _, id := range []string{RoleAdministrator, RoleOperator, RoleReadOnly} {
+	for _, id := range tenancy.Roles() {
 		members = append(members, ref("/redfish/v1/AccountService/Roles/"+id))
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/AccountService/Roles", "RoleCollection", "Roles", members))
@@ -237,7 +238,7 @@ func (s *Server) getRoles(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getRole(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	privs, ok := roles[id]
+	privs, ok := tenancy.Privileges(id)
 	if !ok {
 		return errNotFound("Role", id)
 	}
@@ -255,7 +256,7 @@ func (s *Server) getRole(w http.ResponseWriter, r *http.Request) error {
 
 // Tenants (OEM): a tenant's accounts see only their tenant.
 
-func (s *Server) tenantBody(t Tenant) map[string]any {
+func (s *Server) tenantBody(t tenancy.Tenant) map[string]any {
 	usage := map[string]int{}
 	for k, n := range s.mgr.Usage(t.ID) {
 		usage[string(k)] = n
@@ -279,7 +280,7 @@ func (s *Server) getTenants(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	members := []odataID{}
 	for _, t := range s.auth.Tenants() {
-		if p.has("ConfigureUsers") || p.Tenant == t.ID {
+		if p.Has(tenancy.ConfigureUsers) || p.Tenant == t.ID {
 			members = append(members, ref(tenantsPath+"/"+t.ID))
 		}
 	}
@@ -289,14 +290,14 @@ func (s *Server) getTenants(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) visibleTenant(r *http.Request, id string) (Tenant, error) {
+func (s *Server) visibleTenant(r *http.Request, id string) (tenancy.Tenant, error) {
 	p := principal(r)
-	t, ok := s.auth.TenantByID(id)
+	t, ok := s.auth.Tenant(id)
 	if !ok {
-		return Tenant{}, errNotFound("Tenant", id)
+		return tenancy.Tenant{}, errNotFound("Tenant", id)
 	}
-	if !p.has("ConfigureUsers") && p.Tenant != id {
-		return Tenant{}, s.hide(r, "Tenant", id)
+	if !p.Has(tenancy.ConfigureUsers) && p.Tenant != id {
+		return tenancy.Tenant{}, s.hide(r, "Tenant", id)
 	}
 	return t, nil
 }
@@ -322,12 +323,8 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) error {
 	if body.Id == nil {
 		return errPropertyMissing("Id")
 	}
-	if _, ok := s.auth.TenantByID(*body.Id); ok {
-		return newError(http.StatusConflict, baseRegistry+"ResourceAlreadyExists",
-			"The requested resource of type Tenant with the property Id with the value '"+*body.Id+"' already exists.", "Tenant", "Id", *body.Id)
-	}
-	t := Tenant{ID: *body.Id, Description: body.Description, Quotas: body.Quotas}
-	if _, err := s.auth.PutTenant(r.Context(), t); err != nil {
+	t, err := s.auth.CreateTenant(r.Context(), tenancy.Tenant{ID: *body.Id, Description: body.Description, Quotas: body.Quotas})
+	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", tenantsPath+"/"+t.ID)
@@ -353,7 +350,8 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) error {
 	if body.Quotas != nil {
 		t.Quotas = body.Quotas
 	}
-	if _, err := s.auth.PutTenant(r.Context(), t); err != nil {
+	t, err = s.auth.PutTenant(r.Context(), t)
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, s.tenantBody(t))

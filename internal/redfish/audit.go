@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"strconv"
 	"time"
 
@@ -85,7 +86,7 @@ func (s *Server) audit(ctx context.Context, e store.AuditEntry) {
 }
 
 // auditRequest records a finished request.
-func (s *Server) auditRequest(r *http.Request, p Principal, action string, status int, info *auditInfo, errID string) {
+func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action string, status int, info *auditInfo, errID string) {
 	if info.pending.Recorded() && status == info.pendingStatus {
 		return // committed with the workflow's outcome
 	}

@@ -286,7 +286,7 @@ func (s *Server) reservationGroups(r *http.Request) map[string][]*inventory.Comp
 	p := principal(r)
 	out := map[string][]*inventory.Composition{}
 	for _, c := range s.mgr.Reservations() {
-		if p.sees(c.Tenant) {
+		if p.Sees(c.Tenant) {
 			g := c.Group
 			if g == "" {
 				g = c.ID
@@ -567,7 +567,8 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 			if name == "" {
 				name = st.StanzaId
 			}
-			req.Name, req.Description, req.Tenant, req.Quota = name, body.Description, tenantOf(r), s.auth.quota(tenantOf(r))
+			req.Name, req.Description, req.Tenant = name, body.Description, tenantOf(r)
+			req.Quota, req.Check = s.quotaOf(r)
 			composes = append(composes, plannedStanza{st: st, body: body, req: req})
 		case "DecomposeSystem":
 			var ref struct {

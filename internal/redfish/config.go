@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"time"
 
 	"rackpool/internal/compose"
@@ -29,7 +30,7 @@ type Allocation struct {
 	Format     string             `json:"format"`
 	Topology   string             `json:"topology"`
 	ExportedAt time.Time          `json:"exported_at"`
-	Tenants    []Tenant           `json:"tenants"`
+	Tenants    []tenancy.Tenant   `json:"tenants"`
 	Systems    []AllocationSystem `json:"systems"`
 }
 
@@ -82,10 +83,10 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 	for _, t := range s.auth.Tenants() {
 		known[t.ID] = true
 	}
-	var newTenants []Tenant
+	var newTenants []tenancy.Tenant
 	for _, t := range a.Tenants {
 		if !known[t.ID] {
-			if err := checkQuotas(t.Quotas); err != nil {
+			if err := t.Validate(); err != nil {
 				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 			}
 			newTenants = append(newTenants, t)

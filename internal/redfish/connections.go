@@ -54,7 +54,7 @@ func (s *Server) getConnections(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	var members []odataID
 	for _, c := range s.mgr.List() {
-		if p.sees(c.Tenant) && len(s.onFabric(c, f)) > 0 {
+		if p.Sees(c.Tenant) && len(s.onFabric(c, f)) > 0 {
 			members = append(members, reff("/redfish/v1/Fabrics/%s/Connections/%s", f.ID, c.ID))
 		}
 	}
@@ -115,7 +115,7 @@ func (s *Server) connectionTarget(r *http.Request) (*inventory.Fabric, *inventor
 	if err != nil || len(s.onFabric(c, f)) == 0 {
 		return nil, nil, errNotFound("Connection", id)
 	}
-	if !principal(r).sees(c.Tenant) {
+	if !principal(r).Sees(c.Tenant) {
 		return nil, nil, s.hide(r, "Connection", id)
 	}
 	return f, c, nil
@@ -234,7 +234,7 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 	var sys *inventory.Composition
 	for _, c := range s.mgr.List() {
 		if c.Host == host.ID {
-			if !p.sees(c.Tenant) {
+			if !p.Sees(c.Tenant) {
 				return translate(fmt.Errorf("%w: host %s is in use", compose.ErrBusy, host.ID))
 			}
 			sys = c
@@ -242,10 +242,13 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 	}
 	if sys == nil {
 		name := body.Name
-		sys, err = s.mgr.Compose(r.Context(), compose.Request{Name: name, Tenant: tenantOf(r), Quota: s.auth.quota(tenantOf(r)),
-			Host: host.ID, Blocks: blocks})
+		req := compose.Request{Name: name, Tenant: tenantOf(r), Host: host.ID, Blocks: blocks}
+		req.Quota, req.Check = s.quotaOf(r)
+		sys, err = s.mgr.Compose(r.Context(), req)
 	} else {
-		sys, err = s.mgr.Update(r.Context(), sys.ID, compose.UpdateRequest{Blocks: blocks, Quota: s.auth.quota(tenantOf(r))})
+		ur := compose.UpdateRequest{Blocks: blocks}
+		ur.Quota, ur.Check = s.quotaOf(r)
+		sys, err = s.mgr.Update(r.Context(), sys.ID, ur)
 	}
 	if err != nil {
 		return err

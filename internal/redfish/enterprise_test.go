@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rackpool/internal/redfish"
+	"rackpool/internal/tenancy"
 )
 
 const composeAction = "/redfish/v1/CompositionService/Actions/CompositionService.Compose"
@@ -177,7 +178,7 @@ func TestTaskMonitor(t *testing.T) {
 	s := newService(t)
 	req, _ := http.NewRequest("POST", s.srv.URL+"/redfish/v1/Systems", strings.NewReader(`{"Links":{"ResourceBlocks":[`+
 		`{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu1"}]}}`))
-	req.SetBasicAuth(redfish.AdminUser, password)
+	req.SetBasicAuth(tenancy.AdminUser, password)
 	req.Header.Set("Prefer", "respond-async")
 	resp, err := s.srv.Client().Do(req)
 	if err != nil {
@@ -228,7 +229,7 @@ func TestEventsSSEAndPush(t *testing.T) {
 			req.Header.Set(k, v)
 		}
 		if c.basic {
-			req.SetBasicAuth(redfish.AdminUser, password)
+			req.SetBasicAuth(tenancy.AdminUser, password)
 		}
 		resp, err := s.srv.Client().Do(req)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/schedule"
+	"rackpool/internal/store"
 )
 
 // Registry prefixes of the message IDs rackpool uses.
@@ -118,6 +119,9 @@ func translate(err error) *apiError {
 	if e, ok := translateLease(err); ok {
 		return e
 	}
+	if e, ok := translateTenancy(err); ok {
+		return e
+	}
 	var u *schedule.Unsatisfiable
 	switch {
 	case errors.As(err, &u):
@@ -159,6 +163,11 @@ func translate(err error) *apiError {
 		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = err.Error()
+		return e
+	case errors.Is(err, store.ErrConflict):
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.")
+		e.resolution = "Another request changed what this one was decided on; read the resource again and retry."
 		return e
 	case errors.Is(err, compose.ErrVersion):
 		e := newError(http.StatusPreconditionFailed, baseRegistry+"PreconditionFailed",

@@ -193,7 +193,7 @@ func (s *Server) saveSubscriptions(ctx context.Context) error {
 
 func (s *Server) visibleDestination(r *http.Request, id string) (events.Destination, error) {
 	for _, d := range s.events.Destinations() {
-		if d.ID == id && principal(r).sees(d.Tenant) {
+		if d.ID == id && principal(r).Sees(d.Tenant) {
 			return d, nil
 		}
 	}
@@ -204,7 +204,7 @@ func (s *Server) getSubscriptions(w http.ResponseWriter, r *http.Request) error 
 	p := principal(r)
 	var members []odataID
 	for _, d := range s.events.Destinations() {
-		if p.sees(d.Tenant) {
+		if p.Sees(d.Tenant) {
 			members = append(members, ref(subscriptionsPath+d.ID))
 		}
 	}

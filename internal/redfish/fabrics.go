@@ -285,7 +285,7 @@ func (s *Server) fabricZones(r *http.Request, f *inventory.Fabric) map[string][]
 	zones := map[string][]string{}
 	p := principal(r)
 	for _, c := range s.mgr.List() {
-		if !p.sees(c.Tenant) {
+		if !p.Sees(c.Tenant) {
 			continue
 		}
 		h := s.top.Host(c.Host)

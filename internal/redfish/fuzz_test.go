@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"rackpool/internal/compose"
-	"rackpool/internal/redfish"
+	"rackpool/internal/tenancy"
 )
 
 // serve runs one request through the handler in process.
 func (s *service) serve(method, path string, body []byte, hdr map[string]string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
-	req.SetBasicAuth(redfish.AdminUser, password)
+	req.SetBasicAuth(tenancy.AdminUser, password)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -20,6 +20,7 @@ import (
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
 
@@ -48,7 +49,7 @@ type service struct {
 	srv     *httptest.Server
 	mgr     *compose.Manager
 	authClk *clock.Manual
-	auth    *redfish.Auth
+	auth    *tenancy.Service
 	bus     *events.Bus
 	obs     *redfish.Observer
 	drivers map[string]fabric.Driver
@@ -83,17 +84,14 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("compose.New: %v", err)
 	}
-	if _, err := redfish.SetupAdmin(ctx, st, password); err != nil {
-		t.Fatalf("SetupAdmin: %v", err)
-	}
-	auth, err := redfish.NewAuth(ctx, st, s.authClk, idle)
+	auth, _, err := tenancy.Open(ctx, st, tenancy.Options{Clock: s.authClk, IdleTimeout: idle, AdminPassword: password})
 	if err != nil {
-		t.Fatalf("NewAuth: %v", err)
+		t.Fatalf("tenancy.Open: %v", err)
 	}
 	// Tests that send wrong passwords on purpose must not lock the
 	// Administrator out of the rest of the test; the lockout tests
 	// turn it back on.
-	if err := auth.SetLockout(ctx, redfish.LockoutPolicy{}); err != nil {
+	if err := auth.SetLockout(ctx, tenancy.LockoutPolicy{}); err != nil {
 		t.Fatalf("SetLockout: %v", err)
 	}
 	s.auth = auth
@@ -173,7 +171,7 @@ func (s *service) do(method, path string, body any, c cred) reply {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.basic {
-		req.SetBasicAuth(redfish.AdminUser, password)
+		req.SetBasicAuth(tenancy.AdminUser, password)
 	}
 	if c.token != "" {
 		req.Header.Set("X-Auth-Token", c.token)

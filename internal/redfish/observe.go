@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -170,7 +171,7 @@ func newServerMetrics(o *Observer, s *Server) *serverMetrics {
 		return out
 	})
 	o.reg.GaugeFunc("rackpool_sessions_active", "Live Redfish sessions.", nil, func() []metrics.Sample {
-		return []metrics.Sample{{Value: float64(s.auth.ActiveSessions())}}
+		return []metrics.Sample{{Value: float64(s.auth.ActiveSessions(context.Background()))}}
 	})
 	o.reg.GaugeFunc("rackpool_tasks", "Tasks by state.", []string{"state"}, func() []metrics.Sample {
 		counts := map[string]int{"New": 0, "Running": 0, "Completed": 0, "Exception": 0}

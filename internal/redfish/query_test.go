@@ -7,12 +7,11 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"rackpool/internal/tenancy"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"rackpool/internal/redfish"
 )
 
 const (
@@ -244,10 +243,10 @@ func TestQueryExpandAuthorization(t *testing.T) {
 	// Wrong credentials on a public route: the expansion stops at the
 	// first refusal, so one request costs the account one failed login,
 	// not one per reference.
-	if err := s.auth.SetLockout(ctx, redfish.LockoutPolicy{Threshold: 3, Duration: time.Hour, ResetAfter: time.Hour}); err != nil {
+	if err := s.auth.SetLockout(ctx, tenancy.LockoutPolicy{Threshold: 3, Duration: time.Hour, ResetAfter: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	wrong := basic(redfish.AdminUser, "not-the-password")
+	wrong := basic(tenancy.AdminUser, "not-the-password")
 	for range 2 {
 		r := s.must(200, "GET", rootPath+"?$expand=*", nil, wrong).json(t)
 		if !isRef(r["Systems"]) {
@@ -255,15 +254,15 @@ func TestQueryExpandAuthorization(t *testing.T) {
 		}
 	}
 	s.must(200, "GET", systemsPath, nil, admin) // not locked out
-	if err := s.auth.SetLockout(ctx, redfish.LockoutPolicy{}); err != nil {
+	if err := s.auth.SetLockout(ctx, tenancy.LockoutPolicy{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// A tenant's reader sees its expansion without another's system.
-	if _, err := s.auth.PutTenant(ctx, redfish.Tenant{ID: "blue"}); err != nil {
+	if _, err := s.auth.PutTenant(ctx, tenancy.Tenant{ID: "blue"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.auth.CreateAccount(ctx, "blue-reader", "Pw-blue-reader-1", redfish.RoleReadOnly, "blue", true); err != nil {
+	if _, err := s.auth.CreateAccount(ctx, tenancy.NewAccount{UserName: "blue-reader", Password: "Pw-blue-reader-1", Role: tenancy.RoleReadOnly, Tenant: "blue", Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	reader := basic("blue-reader", "Pw-blue-reader-1")
@@ -480,7 +479,7 @@ func FuzzQuery(f *testing.F) {
 		path := paths[int(which)%len(paths)]
 		req := httptest.NewRequest("GET", path, nil)
 		req.URL.RawQuery = raw
-		req.SetBasicAuth(redfish.AdminUser, password)
+		req.SetBasicAuth(tenancy.AdminUser, password)
 		rec := httptest.NewRecorder()
 		s.handler.ServeHTTP(rec, req)
 		if rec.Code >= 500 && rec.Code != http.StatusNotImplemented {

@@ -1,8 +1,10 @@
 package redfish
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"strings"
 )
 
@@ -202,7 +204,7 @@ func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error
 		"Id":             "SessionService",
 		"Name":           "Session Service",
 		"ServiceEnabled": true,
-		"SessionTimeout": int(s.auth.idleLimit.Seconds()),
+		"SessionTimeout": int(s.auth.IdleTimeout().Seconds()),
 		"Sessions":       ref("/redfish/v1/SessionService/Sessions"),
 	})
 	return nil
@@ -211,8 +213,8 @@ func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error
 func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	var members []odataID
-	for _, sess := range s.auth.listSessions() {
-		if p.has("ConfigureUsers") || sess.User == p.User {
+	for _, sess := range s.auth.Sessions(r.Context()) {
+		if p.Has(tenancy.ConfigureUsers) || sess.User == p.User {
 			members = append(members, reff("/redfish/v1/SessionService/Sessions/%s", sess.ID))
 		}
 	}
@@ -220,7 +222,7 @@ func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func sessionBody(sess session) map[string]any {
+func sessionBody(sess tenancy.Session) map[string]any {
 	return map[string]any{
 		"@odata.id":   "/redfish/v1/SessionService/Sessions/" + sess.ID,
 		"@odata.type": "#Session.v1_7_0.Session",
@@ -246,20 +248,23 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Password")
 	}
 	noteAudit(r).user = *req.UserName
-	sess, err := s.auth.login(*req.UserName, *req.Password)
-	if err != nil {
-		s.denied(r, Principal{User: *req.UserName}, "login failed: "+err.Error())
+	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password)
+	if errors.Is(err, tenancy.ErrNoAccount) || errors.Is(err, tenancy.ErrLocked) {
+		s.denied(r, tenancy.Principal{User: *req.UserName}, "login failed: "+err.Error())
 		return errNoSession()
 	}
-	w.Header().Set("X-Auth-Token", sess.token)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("X-Auth-Token", token)
 	w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+sess.ID)
-	writeJSON(w, http.StatusCreated, sessionBody(*sess))
+	writeJSON(w, http.StatusCreated, sessionBody(sess))
 	return nil
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	sess, ok := s.auth.sessionByID(r.PathValue("id"))
-	if p := principal(r); !ok || (!p.has("ConfigureUsers") && sess.User != p.User) {
+	sess, ok := s.auth.Session(r.Context(), r.PathValue("id"))
+	if p := principal(r); !ok || (!p.Has(tenancy.ConfigureUsers) && sess.User != p.User) {
 		return errNotFound("Session", r.PathValue("id"))
 	}
 	writeJSON(w, http.StatusOK, sessionBody(sess))
@@ -267,11 +272,11 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	if sess, ok := s.auth.sessionByID(r.PathValue("id")); ok && !principal(r).has("ConfigureUsers") && sess.User != principal(r).User {
+	if sess, ok := s.auth.Session(r.Context(), r.PathValue("id")); ok && !principal(r).Has(tenancy.ConfigureUsers) && sess.User != principal(r).User {
 		return errNotFound("Session", r.PathValue("id"))
 	}
-	if !s.auth.logout(r.PathValue("id")) {
-		return errNotFound("Session", r.PathValue("id"))
+	if err := s.auth.Logout(r.Context(), r.PathValue("id")); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"rackpool/internal/redfish"
 	"rackpool/internal/store"
+	"rackpool/internal/tenancy"
 )
 
 // Tenancy and authentication as an attacker would try them: every attempt
@@ -237,13 +237,13 @@ func TestAccountsValidation(t *testing.T) {
 		{map[string]any{"UserName": "x", "Password": "long-enough", "RoleId": "God"}, http.StatusBadRequest},
 		{map[string]any{"UserName": "bad name", "Password": "long-enough", "RoleId": "Operator"}, http.StatusBadRequest},
 		{map[string]any{"UserName": "x", "Password": "long-enough", "RoleId": "Operator", "Oem": map[string]any{"Rackpool": map[string]any{"Tenant": "nope"}}}, http.StatusBadRequest},
-		{map[string]any{"UserName": redfish.AdminUser, "Password": "long-enough", "RoleId": "Operator"}, http.StatusConflict},
+		{map[string]any{"UserName": tenancy.AdminUser, "Password": "long-enough", "RoleId": "Operator"}, http.StatusConflict},
 		{map[string]any{"Password": "long-enough", "RoleId": "Operator"}, http.StatusBadRequest},
 	} {
 		s.must(tc.want, "POST", "/redfish/v1/AccountService/Accounts", tc.body, admin)
 	}
-	s.must(http.StatusMethodNotAllowed, "DELETE", "/redfish/v1/AccountService/Accounts/"+redfish.AdminUser, nil, admin)
-	s.must(http.StatusBadRequest, "PATCH", "/redfish/v1/AccountService/Accounts/"+redfish.AdminUser, map[string]any{"RoleId": "ReadOnly"}, admin)
+	s.must(http.StatusMethodNotAllowed, "DELETE", "/redfish/v1/AccountService/Accounts/"+tenancy.AdminUser, nil, admin)
+	s.must(http.StatusBadRequest, "PATCH", "/redfish/v1/AccountService/Accounts/"+tenancy.AdminUser, map[string]any{"RoleId": "ReadOnly"}, admin)
 	// A user may change its own password, and the old one stops working.
 	s.must(http.StatusCreated, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "carol", "Password": "first-pass-1", "RoleId": "ReadOnly"}, admin)
 	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService/Accounts/carol", map[string]any{"Password": "second-pass-2"}, basicAs("carol", "first-pass-1"))

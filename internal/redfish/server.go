@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ var privilegeNames = map[privilege]string{login: "Login", configureComponents: "
 type Server struct {
 	mgr     *compose.Manager
 	top     *topology.Topology
-	auth    *Auth
+	auth    *tenancy.Service
 	log     *slog.Logger
 	mux     *http.ServeMux
 	started time.Time
@@ -94,7 +95,7 @@ type Options struct {
 const DefaultAsyncThreshold = time.Second
 
 // New returns a Server.
-func New(mgr *compose.Manager, auth *Auth, o Options) *Server {
+func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -221,7 +222,7 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 		w.Header().Set("Cache-Control", "no-cache")
 		mutation := r.Method != http.MethodGet && r.Method != http.MethodHead
 		info := &auditInfo{action: pattern}
-		var p Principal
+		var p tenancy.Principal
 		if priv != public {
 			var err error
 			p, err = s.authenticate(r)
@@ -231,7 +232,7 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 				writeError(w, errNoSession())
 				return
 			}
-			if !p.has(privilegeNames[priv]) {
+			if !p.Has(privilegeNames[priv]) {
 				s.denied(r, p, "missing privilege "+privilegeNames[priv])
 				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + privilegeNames[priv]}, "")
 				writeError(w, errPrivilege())
@@ -274,40 +275,40 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 }
 
 // authenticate accepts an X-Auth-Token session or HTTP Basic credentials.
-func (s *Server) authenticate(r *http.Request) (Principal, error) {
+func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-		p, ok := s.auth.bySessionToken(tok)
+		p, ok := s.auth.BySessionToken(r.Context(), tok)
 		if !ok {
-			return Principal{}, errors.New("invalid or expired session token")
+			return tenancy.Principal{}, errors.New("invalid or expired session token")
 		}
 		return p, nil
 	}
 	if user, pass, ok := r.BasicAuth(); ok {
-		p, err := s.auth.verify(user, pass)
+		p, err := s.auth.Authenticate(user, pass)
 		if err != nil {
-			return Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
+			return tenancy.Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
 		}
 		return p, nil
 	}
-	return Principal{}, errors.New("no credentials")
+	return tenancy.Principal{}, errors.New("no credentials")
 }
 
 type principalKey struct{}
 
-func withPrincipal(ctx context.Context, p Principal) context.Context {
+func withPrincipal(ctx context.Context, p tenancy.Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
 // principal returns the authenticated identity of r (zero for public
 // routes).
-func principal(r *http.Request) Principal {
-	p, _ := r.Context().Value(principalKey{}).(Principal)
+func principal(r *http.Request) tenancy.Principal {
+	p, _ := r.Context().Value(principalKey{}).(tenancy.Principal)
 	return p
 }
 
 // denied records a refused request (audit log, logs). Secrets are never
 // part of reason.
-func (s *Server) denied(r *http.Request, p Principal, reason string) {
+func (s *Server) denied(r *http.Request, p tenancy.Principal, reason string) {
 	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "user", p.User, "remote", r.RemoteAddr, "reason", reason)
 }
 

@@ -3,17 +3,16 @@ package redfish_test
 import (
 	"bytes"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"slices"
 	"testing"
-
-	"rackpool/internal/redfish"
 )
 
 // login creates a session and returns its token and ID.
 func (s *service) login() (token, id string) {
 	s.t.Helper()
 	r := s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions",
-		map[string]string{"UserName": redfish.AdminUser, "Password": password}, cred{})
+		map[string]string{"UserName": tenancy.AdminUser, "Password": password}, cred{})
 	token = r.header.Get("X-Auth-Token")
 	if token == "" {
 		s.t.Fatalf("login: no X-Auth-Token header")
@@ -24,7 +23,7 @@ func (s *service) login() (token, id string) {
 	if id == "" || r.header.Get("Location") != loc || body["@odata.id"] != loc {
 		s.t.Fatalf("login: Id %q, Location %q, @odata.id %v", id, r.header.Get("Location"), body["@odata.id"])
 	}
-	if body["UserName"] != redfish.AdminUser {
+	if body["UserName"] != tenancy.AdminUser {
 		s.t.Fatalf("login: UserName %v", body["UserName"])
 	}
 	return token, id
@@ -74,12 +73,12 @@ func TestSessionLoginErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"wrong password", map[string]string{"UserName": redfish.AdminUser, "Password": "guess"}, 401, "Base.1.22.NoValidSession"},
+		{"wrong password", map[string]string{"UserName": tenancy.AdminUser, "Password": "guess"}, 401, "Base.1.22.NoValidSession"},
 		{"unknown user", map[string]string{"UserName": "root", "Password": password}, 401, "Base.1.22.NoValidSession"},
 		{"missing UserName", map[string]string{"Password": password}, 400, "Base.1.22.PropertyMissing"},
-		{"missing Password", map[string]string{"UserName": redfish.AdminUser}, 400, "Base.1.22.PropertyMissing"},
+		{"missing Password", map[string]string{"UserName": tenancy.AdminUser}, 400, "Base.1.22.PropertyMissing"},
 		{"wrong type", map[string]any{"UserName": 1, "Password": password}, 400, "Base.1.22.PropertyValueTypeError"},
-		{"unknown property", map[string]any{"UserName": redfish.AdminUser, "Password": password, "Role": "x"}, 400, "Base.1.22.PropertyUnknown"},
+		{"unknown property", map[string]any{"UserName": tenancy.AdminUser, "Password": password, "Role": "x"}, 400, "Base.1.22.PropertyUnknown"},
 		{"not JSON", `UserName=Administrator`, 400, "Base.1.22.MalformedJSON"},
 		{"empty", ``, 400, "Base.1.22.MalformedJSON"},
 	}

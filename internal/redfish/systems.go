@@ -229,7 +229,8 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	creq := req
-	creq.Name, creq.Description, creq.Tenant, creq.Quota = body.Name, body.Description, tenantOf(r), s.auth.quota(tenantOf(r))
+	creq.Name, creq.Description, creq.Tenant = body.Name, body.Description, tenantOf(r)
+	creq.Quota, creq.Check = s.quotaOf(r)
 	var estimate time.Duration
 	if s.asyncThreshold > 0 || wantsAsync(r) {
 		if plan, err := s.mgr.Plan(req); err == nil {
@@ -281,7 +282,7 @@ func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	for _, c := range s.mgr.List() {
-		if p.sees(c.Tenant) {
+		if p.Sees(c.Tenant) {
 			members = append(members, reff("/redfish/v1/Systems/%s", c.ID))
 		}
 	}
@@ -436,7 +437,9 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		}
 		blocks = append(blocks, bid)
 	}
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), id, compose.UpdateRequest{Version: want, Set: blocks, Quota: s.auth.quota(tenantOf(r))})
+	ur := compose.UpdateRequest{Version: want, Set: blocks}
+	ur.Quota, ur.Check = s.quotaOf(r)
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), id, ur)
 	if err != nil {
 		return err
 	}
@@ -505,7 +508,9 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Blocks: []string{bid}, Quota: s.auth.quota(tenantOf(r))})
+	ur := compose.UpdateRequest{Version: want, Blocks: []string{bid}}
+	ur.Quota, ur.Check = s.quotaOf(r)
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), ur)
 	if err != nil {
 		return err
 	}
@@ -551,7 +556,9 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Needs")
 	}
 	want, _ := ifMatch(r)
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity), Remove: body.Remove, Quota: s.auth.quota(tenantOf(r))})
+	ur := compose.UpdateRequest{Version: want, Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity), Remove: body.Remove}
+	ur.Quota, ur.Check = s.quotaOf(r)
+	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), ur)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"rackpool/internal/redfish"
+	"rackpool/internal/tenancy"
 )
 
 // TestSystemLifecycle composes through the API and walks a system through
@@ -226,7 +227,7 @@ func TestConcurrentComposeOneWinner(t *testing.T) {
 			// client directly.
 			data, _ := json.Marshal(specificBody(h, "gpu1"))
 			req, _ := http.NewRequest("POST", s.srv.URL+"/redfish/v1/Systems", bytes.NewReader(data))
-			req.SetBasicAuth(redfish.AdminUser, password)
+			req.SetBasicAuth(tenancy.AdminUser, password)
 			resp, err := s.srv.Client().Do(req)
 			if err != nil {
 				return
@@ -270,7 +271,7 @@ func TestOversizedChunkedBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth(redfish.AdminUser, password)
+	req.SetBasicAuth(tenancy.AdminUser, password)
 	resp, err := s.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

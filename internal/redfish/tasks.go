@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"rackpool/internal/tenancy"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ const (
 
 type task struct {
 	id        string
-	owner     Principal
+	owner     tenancy.Principal
 	method    string
 	target    string
 	started   time.Time
@@ -205,7 +206,7 @@ func (s *Server) visibleTask(r *http.Request, id string) (*task, error) {
 	if t == nil {
 		return nil, errNotFound("Task", id)
 	}
-	if !principal(r).sees(t.owner.Tenant) {
+	if !principal(r).Sees(t.owner.Tenant) {
 		return nil, s.hide(r, "Task", id)
 	}
 	return t, nil
@@ -241,7 +242,7 @@ func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
 	s.tasks.mu.Lock()
 	var ids []int
 	for id, t := range s.tasks.tasks {
-		if p.sees(t.owner.Tenant) {
+		if p.Sees(t.owner.Tenant) {
 			n, _ := strconv.Atoi(id)
 			ids = append(ids, n)
 		}

@@ -1,7 +1,10 @@
 package redfish
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"rackpool/internal/tenancy"
 
 	"rackpool/internal/store"
 
@@ -22,14 +25,14 @@ func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Compositi
 	if err != nil {
 		return nil, err
 	}
-	if !principal(r).sees(c.Tenant) {
+	if !principal(r).Sees(c.Tenant) {
 		return nil, s.hide(r, "ComputerSystem", id)
 	}
 	return c, nil
 }
 
 // blockVisible reports whether p may see block id in status st.
-func blockVisible(p Principal, b *inventory.Block, st compose.BlockStatus) bool {
+func blockVisible(p tenancy.Principal, b *inventory.Block, st compose.BlockStatus) bool {
 	if p.Tenant == "" {
 		return true
 	}
@@ -46,18 +49,18 @@ func blockVisible(p Principal, b *inventory.Block, st compose.BlockStatus) bool 
 // visibleBlock is blockVisible for a block whose status the caller has
 // not read: unscoped accounts see every block without the status lookup
 // (collections of 10,000 blocks stay one pass over the topology).
-func (s *Server) visibleBlock(p Principal, b *inventory.Block) bool {
+func (s *Server) visibleBlock(p tenancy.Principal, b *inventory.Block) bool {
 	return p.Tenant == "" || blockVisible(p, b, s.mgr.BlockStatus(b.ID))
 }
 
 // visibleSystems filters composition IDs to those p may see.
-func (s *Server) visibleSystems(p Principal, ids []string) []string {
+func (s *Server) visibleSystems(p tenancy.Principal, ids []string) []string {
 	if p.Tenant == "" {
 		return ids
 	}
 	var out []string
 	for _, id := range ids {
-		if c, err := s.mgr.Get(id); err == nil && p.sees(c.Tenant) {
+		if c, err := s.mgr.Get(id); err == nil && p.Sees(c.Tenant) {
 			out = append(out, id)
 		}
 	}
@@ -66,6 +69,13 @@ func (s *Server) visibleSystems(p Principal, ids []string) []string {
 
 // tenantOf is the tenant new compositions of r's principal belong to.
 func tenantOf(r *http.Request) string { return principal(r).Tenant }
+
+// quotaOf returns the quota of r's tenant and the tenant record it was
+// read from, which the composition's plan checks (tenancy.Service.Quota).
+func (s *Server) quotaOf(r *http.Request) (compose.Quota, []store.ObjectRef) {
+	q, refs := s.auth.Quota(tenantOf(r))
+	return q, refs
+}
 
 // hide refuses r a resource that exists but belongs to another tenant: the
 // answer is the same 404 as for a resource that does not exist, and the
@@ -82,4 +92,54 @@ func (s *Server) hide(r *http.Request, kind, id string) *apiError {
 	}
 	s.log.Warn("cross-tenant access refused", "user", p.User, "tenant", p.Tenant, "kind", kind, "id", id, "method", r.Method)
 	return errNotFound(kind, id)
+}
+
+// redfishKinds names tenancy's record kinds as Redfish resource types.
+var redfishKinds = map[string]string{"account": "ManagerAccount", "tenant": "Tenant", "session": "Session"}
+
+// translateTenancy maps tenancy's errors to Redfish errors.
+func translateTenancy(err error) (*apiError, bool) {
+	var (
+		inv *tenancy.InvalidError
+		nf  *tenancy.NotFoundError
+		ex  *tenancy.ExistsError
+		use *tenancy.InUseError
+		ver *tenancy.VersionError
+	)
+	switch {
+	case errors.As(err, &inv):
+		prop, hint := inv.Property, inv.Hint
+		if prop == "Tenant" {
+			prop = "Oem.Rackpool.Tenant"
+			if hint == "Create the tenant first." {
+				hint = "Create the tenant first (POST " + tenantsPath + ")."
+			}
+		}
+		return errPropertyValue(prop, inv.Value, hint), true
+	case errors.As(err, &nf):
+		return errNotFound(redfishKinds[nf.Kind], nf.ID), true
+	case errors.As(err, &ex):
+		kind, prop := redfishKinds[ex.Kind], "Id"
+		if ex.Kind == "account" {
+			prop = "UserName"
+		}
+		return newError(http.StatusConflict, baseRegistry+"ResourceAlreadyExists",
+			fmt.Sprintf("The requested resource of type %s with the property %s with the value '%s' already exists.", kind, prop, ex.ID),
+			kind, prop, ex.ID), true
+	case errors.As(err, &use):
+		return newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.").
+			withResolution(use.Hint), true
+	case errors.As(err, &ver):
+		e := newError(http.StatusPreconditionFailed, baseRegistry+"PreconditionFailed",
+			"The ETag supplied did not match the ETag required to change this resource.")
+		e.resolution = err.Error()
+		return e, true
+	case errors.Is(err, tenancy.ErrBuiltIn):
+		return newError(http.StatusMethodNotAllowed, baseRegistry+"ResourceCannotBeDeleted",
+			"The delete request failed because the resource requested cannot be deleted."), true
+	case errors.Is(err, tenancy.ErrNoAccount), errors.Is(err, tenancy.ErrLocked):
+		return errNoSession(), true
+	}
+	return nil, false
 }

@@ -1,0 +1,262 @@
+package tenancy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"time"
+
+	"rackpool/internal/store"
+)
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }
+
+// IdleTimeout is how long a session may go unused.
+func (s *Service) IdleTimeout() time.Duration { return s.idle }
+
+// Authenticate checks a user name and password. Successful checks are
+// remembered for a minute by a digest of the credentials, so Basic-auth
+// clients do not pay for Argon2 on every request. Repeated failures lock
+// the account (ErrLocked) even for the right password; a wrong name, a
+// wrong password and a disabled account all answer ErrNoAccount.
+func (s *Service) Authenticate(user, password string) (Principal, error) {
+	digest := sha256.Sum256([]byte(user + "\x00" + password))
+	now := s.clk.Now()
+	s.mu.Lock()
+	acc, ok := s.accounts[user]
+	if ok && !acc.Enabled {
+		s.mu.Unlock()
+		CheckPassword(HashPassword("x"), password)
+		return Principal{}, ErrNoAccount
+	}
+	if f := s.failures[user]; ok && f != nil && now.Before(f.lockedUntil) {
+		s.mu.Unlock()
+		return Principal{}, ErrLocked
+	}
+	if until, hit := s.verified[digest]; ok && hit && now.Before(until) {
+		p := Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}
+		s.mu.Unlock()
+		return p, nil
+	}
+	var hash string
+	if ok {
+		hash = acc.Hash
+	}
+	s.mu.Unlock()
+	if !ok {
+		// Spend the same time as a real check so timing does not reveal
+		// which accounts exist.
+		CheckPassword(HashPassword("x"), password)
+		return Principal{}, ErrNoAccount
+	}
+	good := CheckPassword(hash, password)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	acc, ok = s.accounts[user]
+	if !ok || acc.Hash != hash {
+		return Principal{}, ErrNoAccount // changed meanwhile
+	}
+	if !good {
+		f := s.failures[user]
+		if f == nil || now.Sub(f.first) > s.lockout.ResetAfter {
+			f = &failures{first: now}
+			s.failures[user] = f
+		}
+		f.count++
+		if s.lockout.Threshold > 0 && f.count >= s.lockout.Threshold {
+			f.lockedUntil = now.Add(s.lockout.Duration)
+			f.count, f.first = 0, now
+			return Principal{}, ErrLocked
+		}
+		return Principal{}, ErrNoAccount
+	}
+	delete(s.failures, user)
+	if len(s.verified) > 1024 {
+		s.verified = map[[32]byte]time.Time{}
+	}
+	s.verified[digest] = now.Add(time.Minute)
+	return Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}, nil
+}
+
+// Login checks the credentials and opens a session, stored before Login
+// returns. The token is returned once and never kept: the store and the
+// cache know only its SHA-256.
+func (s *Service) Login(ctx context.Context, user, password string) (Session, string, error) {
+	if _, err := s.Authenticate(user, password); err != nil {
+		return Session{}, "", err
+	}
+	now := s.clk.Now()
+	token := randomHex(32)
+	ss := &session{Session: Session{ID: randomHex(8), User: user, Created: now, LastUsed: now},
+		tokenHash: sha256.Sum256([]byte(token)), stored: now}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	_, ok := s.accounts[user]
+	s.mu.Unlock()
+	if !ok {
+		return Session{}, "", ErrNoAccount // deleted meanwhile
+	}
+	if err := s.commit(ctx, store.Plan{Objects: []store.ObjectChange{sessionChange(ss)}}); err != nil {
+		return Session{}, "", err
+	}
+	s.mu.Lock()
+	s.sessions[ss.tokenHash] = ss
+	s.mu.Unlock()
+	return ss.Session, token, nil
+}
+
+func sessionChange(ss *session) store.ObjectChange {
+	return put(kindSession, ss.ID, 0, sessionRecord{User: ss.User, TokenHash: hex.EncodeToString(ss.tokenHash[:]),
+		Created: ss.Created.UTC(), LastUsed: ss.LastUsed.UTC()})
+}
+
+// BySessionToken returns the principal of the live session with token,
+// marking it used. The last use reaches the store at most once per quarter
+// of the idle timeout, as an intent (see the package comment); a failed
+// write there only shortens the session after a restart.
+func (s *Service) BySessionToken(ctx context.Context, token string) (Principal, bool) {
+	h := sha256.Sum256([]byte(token))
+	now := s.clk.Now()
+	s.mu.Lock()
+	ss, ok := s.sessions[h]
+	if !ok {
+		s.mu.Unlock()
+		return Principal{}, false
+	}
+	acc := s.accounts[ss.User]
+	if now.Sub(ss.LastUsed) > s.idle || acc == nil || !acc.Enabled {
+		delete(s.sessions, h)
+		s.mu.Unlock()
+		_ = s.st.Apply(ctx, store.Plan{Objects: []store.ObjectChange{del(kindSession, ss.ID, 0)}, Intent: true})
+		return Principal{}, false
+	}
+	ss.LastUsed = now
+	p := Principal{User: ss.User, Role: acc.Role, Tenant: acc.Tenant, Session: ss.ID}
+	var write *store.ObjectChange
+	if now.Sub(ss.stored) >= s.touchInterval {
+		ss.stored = now
+		ch := sessionChange(ss)
+		write = &ch
+	}
+	s.mu.Unlock()
+	if write != nil {
+		_ = s.st.Apply(ctx, store.Plan{Objects: []store.ObjectChange{*write}, Intent: true})
+	}
+	return p, true
+}
+
+// expiredLocked removes the sessions idle longer than the timeout from the
+// cache and returns their store deletions. s.mu must be held.
+func (s *Service) expiredLocked(now time.Time) []store.ObjectChange {
+	var out []store.ObjectChange
+	for h, ss := range s.sessions {
+		if now.Sub(ss.LastUsed) > s.idle {
+			delete(s.sessions, h)
+			out = append(out, del(kindSession, ss.ID, 0))
+		}
+	}
+	return out
+}
+
+// dropExpired deletes the sessions idle longer than the timeout, so that
+// no listing shows a session its token can no longer use.
+func (s *Service) dropExpired(ctx context.Context) error {
+	s.mu.Lock()
+	dels := s.expiredLocked(s.clk.Now())
+	s.mu.Unlock()
+	if len(dels) == 0 {
+		return nil
+	}
+	return s.st.Apply(ctx, store.Plan{Objects: dels, Intent: true})
+}
+
+// sessionDeletions returns the store deletions of user's sessions.
+func (s *Service) sessionDeletions(user string) []store.ObjectChange {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.ObjectChange
+	for _, ss := range s.sessions {
+		if ss.User == user {
+			out = append(out, del(kindSession, ss.ID, 0))
+		}
+	}
+	return out
+}
+
+// dropSessionsOfLocked ends every session of user in the cache (the store
+// deletions went in the plan that ended them). s.mu must be held.
+func (s *Service) dropSessionsOfLocked(user string) {
+	for h, ss := range s.sessions {
+		if ss.User == user {
+			delete(s.sessions, h)
+		}
+	}
+	s.verified = map[[32]byte]time.Time{} // keyed by digest: drop it all
+}
+
+// ActiveSessions counts the live sessions.
+func (s *Service) ActiveSessions(ctx context.Context) int {
+	_ = s.dropExpired(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Sessions returns the live sessions, by ID.
+func (s *Service) Sessions(ctx context.Context) []Session {
+	_ = s.dropExpired(ctx)
+	s.mu.Lock()
+	out := make([]Session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		out = append(out, ss.Session)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Session returns the live session id.
+func (s *Service) Session(ctx context.Context, id string) (Session, bool) {
+	_ = s.dropExpired(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.sessions {
+		if ss.ID == id {
+			return ss.Session, true
+		}
+	}
+	return Session{}, false
+}
+
+// Logout deletes session id.
+func (s *Service) Logout(ctx context.Context, id string) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	var found *session
+	for _, ss := range s.sessions {
+		if ss.ID == id {
+			found = ss
+		}
+	}
+	s.mu.Unlock()
+	if found == nil {
+		return &NotFoundError{Kind: kindSession, ID: id}
+	}
+	if err := s.commit(ctx, store.Plan{Objects: []store.ObjectChange{del(kindSession, id, 0)}}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.sessions, found.tokenHash)
+	s.mu.Unlock()
+	return nil
+}
