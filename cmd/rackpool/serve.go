@@ -111,7 +111,8 @@ func runServe(args []string) error {
 		return err
 	}
 	redfish.Version = version
-	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases})
+	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
+	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Health: monitor})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -126,7 +127,7 @@ func runServe(args []string) error {
 	defer stop()
 	go mgr.ExpireLoop(bg, time.Second)
 	go leases.Run(bg, time.Second)
-	go events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log}).Run(bg)
+	go monitor.Run(bg)
 	obs.Watch()
 	tlsConf, err := tlsConfig(*tlsCert, *tlsKey, *tlsSelfSigned, *addr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/fabric"
@@ -101,6 +102,23 @@ type Monitor struct {
 	hot       map[elem]bool                       // temperature threshold exceeded
 	errWin    map[elem]*errorWindow
 	erring    map[elem]bool // link error threshold exceeded
+
+	// health is the devices' health as of the last poll (fabric → device),
+	// replaced whole after each poll, so readers never wait for one.
+	health    atomic.Pointer[map[string]map[string]fabric.Health]
+	devHealth map[string]map[string]fabric.Health // by fabric: its last answer's devices
+}
+
+// DeviceHealth returns the health of device on fabric as of the last poll,
+// and false when no poll has seen it. Reading it costs a map lookup: API
+// requests use it instead of asking the fabric.
+func (m *Monitor) DeviceHealth(fabricID, device string) (fabric.Health, bool) {
+	snap := m.health.Load()
+	if snap == nil {
+		return "", false
+	}
+	h, ok := (*snap)[fabricID][device]
+	return h, ok
 }
 
 // elem is one element of one fabric.
@@ -138,6 +156,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		devices:   map[elem]fabric.Health{},
 		ports:     map[elem]fabric.Health{},
 		hostsSeen: map[string]map[string]fabric.Health{},
+		devHealth: map[string]map[string]fabric.Health{},
 		hosts:     map[string]fabric.Health{},
 		hot:       map[elem]bool{},
 		errWin:    map[elem]*errorWindow{},
@@ -191,6 +210,8 @@ func (m *Monitor) Poll(ctx context.Context) error {
 		}
 	}
 	m.checkHosts()
+	snap := maps.Clone(m.devHealth) // the per-fabric maps are never changed once made
+	m.health.Store(&snap)
 	return errors.Join(errs...)
 }
 
@@ -204,6 +225,7 @@ func (m *Monitor) checkHealth(fid string, st fabric.State) {
 		}
 	}
 	seen := map[string]fabric.Health{}
+	devs := map[string]fabric.Health{}
 	for _, key := range slices.Sorted(maps.Keys(st.Health)) {
 		h := normalHealth(st.Health[key])
 		if host, port, ok := strings.Cut(key, "/"); ok {
@@ -221,10 +243,12 @@ func (m *Monitor) checkHealth(fid string, st fabric.State) {
 			seen[key] = h
 			continue
 		}
+		devs[key] = h
 		m.report(m.devices, elem{fid, key}, h, key, fabricsPath+fid+endpoints+key,
 			map[string]any{"Fabric": fid, "Device": key})
 	}
 	m.hostsSeen[fid] = seen
+	m.devHealth[fid] = devs
 }
 
 // checkHosts reports hosts whose health, the worst any fabric last

@@ -90,11 +90,23 @@ func (r *rig) poll(t *testing.T) []string {
 // when the fault clears.
 func TestMonitorDeviceFails(t *testing.T) {
 	r := newRig(t, Thresholds{})
+	if _, ok := r.mon.DeviceHealth("falcon1", "gpu1"); ok {
+		t.Fatal("DeviceHealth answered before any poll")
+	}
 	if got := r.poll(t); len(got) != 0 {
 		t.Fatalf("healthy rack: %v", got)
 	}
 	r.inject(t, "falcon1", fabric.Fault{Kind: fabric.DeviceFails, Target: "gpu1"})
+	if h, ok := r.mon.DeviceHealth("falcon1", "gpu1"); !ok || h != fabric.OK {
+		t.Fatalf("gpu1 before the next poll: %q %v, want the cached OK", h, ok)
+	}
 	got := r.poll(t)
+	if h, _ := r.mon.DeviceHealth("falcon1", "gpu1"); h != fabric.Critical {
+		t.Fatalf("gpu1 after the poll: %q, want Critical", h)
+	}
+	if h, _ := r.mon.DeviceHealth("falcon1", "gpu2"); h != fabric.OK {
+		t.Fatalf("gpu2: %q, want OK", h)
+	}
 	want := []string{
 		"ResourceStatusChangedCritical /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 gpu1 Critical",
 		"ResourceErrorThresholdExceeded /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 TemperatureCelsius 85",
@@ -118,6 +130,9 @@ func TestMonitorDeviceFails(t *testing.T) {
 	}
 	r.clear("falcon1")
 	got = r.poll(t)
+	if h, _ := r.mon.DeviceHealth("falcon1", "gpu1"); h != fabric.OK {
+		t.Fatalf("gpu1 after clearing: %q, want OK", h)
+	}
 	want = []string{
 		"ResourceStatusChangedOK /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 gpu1 OK",
 		"ResourceErrorThresholdCleared /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 TemperatureCelsius 85",

@@ -27,8 +27,16 @@ func (s *Server) getResourceBlocks(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-// health returns the fabric's view of a device's health.
+// health returns the fabric's view of a device's health: the monitor's as
+// of its last poll (a device it has not seen is OK), or, without a
+// monitor, the fabric's answer now.
 func (s *Server) health(ctx context.Context, d *inventory.Device) fabric.Health {
+	if s.healthSrc != nil {
+		if h, ok := s.healthSrc.DeviceHealth(d.Fabric.ID, d.ID); ok {
+			return h
+		}
+		return fabric.OK
+	}
 	drv := s.mgr.Drivers()[d.Fabric.ID]
 	if drv == nil {
 		return fabric.OK

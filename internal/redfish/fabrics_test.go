@@ -140,11 +140,18 @@ func TestInjectedAttachFailureRollsBack(t *testing.T) {
 }
 
 // TestInjectedDeviceFailureShows: a failed device is Critical on its
-// block and its endpoint, and its telemetry says so; ClearFaults heals it.
+// block and its endpoint once the fabric monitor has polled (they read its
+// cache, not the fabric), and its telemetry says so; ClearFaults heals it.
 func TestInjectedDeviceFailureShows(t *testing.T) {
 	s := newService(t)
 	s.compose(specificBody("host1", "gpu3"))
 	s.injectFault(http.StatusNoContent, "falcon1", map[string]any{"Kind": "device-fails", "Target": "gpu3"})
+	if h := dig(t, s.get("/redfish/v1/CompositionService/ResourceBlocks/gpu3"), "Status", "Health"); h != "OK" {
+		t.Errorf("gpu3 block health %v before the monitor polled, want the cached OK", h)
+	}
+	if err := s.pollFabrics(); err != nil {
+		t.Fatal(err)
+	}
 
 	blk := s.get("/redfish/v1/CompositionService/ResourceBlocks/gpu3")
 	if h := dig(t, blk, "Status", "Health"); h != "Critical" {
@@ -170,6 +177,9 @@ func TestInjectedDeviceFailureShows(t *testing.T) {
 	}
 
 	s.must(http.StatusNoContent, "POST", "/redfish/v1/Fabrics/falcon1/Actions/Oem/Rackpool.ClearFaults", map[string]any{}, admin)
+	if err := s.pollFabrics(); err != nil {
+		t.Fatal(err)
+	}
 	blk = s.get("/redfish/v1/CompositionService/ResourceBlocks/gpu3")
 	if h, st := dig(t, blk, "Status", "Health"), dig(t, blk, "CompositionStatus", "CompositionState"); h != "OK" || st != "Composed" {
 		t.Errorf("after ClearFaults: health %v, state %v", h, st)

@@ -99,7 +99,8 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("lease.New: %v", err)
 	}
-	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases})
+	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
+	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor})
 	s.srv = httptest.NewServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s
@@ -315,9 +316,6 @@ func (s *service) systemIDs() []string {
 // pollFabrics runs one pass of the fabric monitor over the service's
 // drivers, publishing health and threshold events on its bus.
 func (s *service) pollFabrics() error {
-	if s.monitor == nil {
-		s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
-	}
 	return s.monitor.Poll(context.Background())
 }
 

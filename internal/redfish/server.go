@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"rackpool/internal/fabric"
 	"rackpool/internal/tenancy"
 	"runtime/debug"
 	"strings"
@@ -71,6 +72,7 @@ type Server struct {
 	resLocks       resourceLocks
 	settings       compositionSettings
 	leases         *lease.Manager // nil: no memory service
+	healthSrc      HealthSource   // nil: ask the fabric
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -88,6 +90,15 @@ type Options struct {
 	// Leases serves pooled memory (GetMemory); nil disables the memory
 	// routes.
 	Leases *lease.Manager
+	// Health reports devices' health as the fabric monitor last saw it
+	// (events.Monitor); blocks and endpoints read it instead of asking the
+	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
+	Health HealthSource
+}
+
+// HealthSource is a cache of devices' health (events.Monitor).
+type HealthSource interface {
+	DeviceHealth(fabricID, device string) (fabric.Health, bool)
 }
 
 // DefaultAsyncThreshold is the modelled fabric time above which a
@@ -107,7 +118,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases}
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, healthSrc: o.Health}
 	s.metrics = newServerMetrics(o.Observer, s)
 	s.routes()
 	return s
