@@ -6,6 +6,24 @@ import (
 	"time"
 )
 
+// accountRoutes are the routes of the AccountService: accounts, roles, tenants (routes.go).
+var accountRoutes = []route{
+	{"GET /redfish/v1/AccountService", login, (*Server).getAccountService},
+	{"PATCH /redfish/v1/AccountService", configureUsers, (*Server).patchAccountService},
+	{"GET /redfish/v1/AccountService/Accounts", login, (*Server).getAccounts},
+	{"POST /redfish/v1/AccountService/Accounts", configureUsers, (*Server).postAccount},
+	{"GET /redfish/v1/AccountService/Accounts/{id}", login, (*Server).getAccount},
+	{"PATCH /redfish/v1/AccountService/Accounts/{id}", configureSelf, (*Server).patchAccount},
+	{"DELETE /redfish/v1/AccountService/Accounts/{id}", configureUsers, (*Server).deleteAccount},
+	{"GET /redfish/v1/AccountService/Roles", login, (*Server).getRoles},
+	{"GET /redfish/v1/AccountService/Roles/{id}", login, (*Server).getRole},
+	{"GET /redfish/v1/AccountService/Oem/Rackpool/Tenants", login, (*Server).getTenants},
+	{"POST /redfish/v1/AccountService/Oem/Rackpool/Tenants", configureUsers, (*Server).postTenant},
+	{"GET /redfish/v1/AccountService/Oem/Rackpool/Tenants/{id}", login, (*Server).getTenant},
+	{"PATCH /redfish/v1/AccountService/Oem/Rackpool/Tenants/{id}", configureUsers, (*Server).patchTenant},
+	{"DELETE /redfish/v1/AccountService/Oem/Rackpool/Tenants/{id}", configureUsers, (*Server).deleteTenant},
+}
+
 // AccountService: accounts with the three standard roles, tenants (an OEM
 // property of accounts, and an OEM collection with quotas), the lockout
 // policy. Administrators (ConfigureUsers) manage everything; any account
@@ -13,23 +31,6 @@ import (
 
 const accountsPath = "/redfish/v1/AccountService/Accounts/"
 const tenantsPath = "/redfish/v1/AccountService/Oem/Rackpool/Tenants"
-
-func (s *Server) accountRoutes() {
-	s.handle("GET /redfish/v1/AccountService", login, s.getAccountService)
-	s.handle("PATCH /redfish/v1/AccountService", configureUsers, s.patchAccountService)
-	s.handle("GET /redfish/v1/AccountService/Accounts", login, s.getAccounts)
-	s.handle("POST /redfish/v1/AccountService/Accounts", configureUsers, s.postAccount)
-	s.handle("GET /redfish/v1/AccountService/Accounts/{id}", login, s.getAccount)
-	s.handle("PATCH /redfish/v1/AccountService/Accounts/{id}", configureSelf, s.patchAccount)
-	s.handle("DELETE /redfish/v1/AccountService/Accounts/{id}", configureUsers, s.deleteAccount)
-	s.handle("GET /redfish/v1/AccountService/Roles", login, s.getRoles)
-	s.handle("GET /redfish/v1/AccountService/Roles/{id}", login, s.getRole)
-	s.handle("GET "+tenantsPath, login, s.getTenants)
-	s.handle("POST "+tenantsPath, configureUsers, s.postTenant)
-	s.handle("GET "+tenantsPath+"/{id}", login, s.getTenant)
-	s.handle("PATCH "+tenantsPath+"/{id}", configureUsers, s.patchTenant)
-	s.handle("DELETE "+tenantsPath+"/{id}", configureUsers, s.deleteTenant)
-}
 
 func (s *Server) getAccountService(w http.ResponseWriter, r *http.Request) error {
 	lp := s.auth.Lockout()

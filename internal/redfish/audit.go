@@ -12,6 +12,19 @@ import (
 	"rackpool/internal/store"
 )
 
+// logRoutes are the routes of Managers and their LogServices (audit, events) (routes.go).
+var logRoutes = []route{
+	{"GET /redfish/v1/Managers", login, (*Server).getManagers},
+	{"GET /redfish/v1/Managers/rackpool", login, (*Server).getManager},
+	{"GET /redfish/v1/Managers/rackpool/LogServices", login, (*Server).getLogServices},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit", login, (*Server).getAuditService},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries", login, (*Server).getAuditEntries},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries/{id}", login, (*Server).getAuditEntry},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events", login, (*Server).getEventLogService},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries", login, (*Server).getEventEntries},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}", login, (*Server).getEventEntry},
+}
+
 // Audit log: every request that could change something (every method but
 // GET and HEAD) and every refused request is recorded durably before its
 // response leaves: who (account, tenant, remote address), when, what
@@ -116,18 +129,6 @@ func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action strin
 	if outcome == store.AuditDenied {
 		s.obs.refusals.With(strconv.Itoa(status)).Inc()
 	}
-}
-
-func (s *Server) logRoutes() {
-	s.handle("GET /redfish/v1/Managers", login, s.getManagers)
-	s.handle("GET "+managerPath, login, s.getManager)
-	s.handle("GET "+managerPath+"/LogServices", login, s.getLogServices)
-	s.handle("GET "+auditPath, login, s.getAuditService)
-	s.handle("GET "+auditPath+"/Entries", login, s.getAuditEntries)
-	s.handle("GET "+auditPath+"/Entries/{id}", login, s.getAuditEntry)
-	s.handle("GET "+eventLog, login, s.getEventLogService)
-	s.handle("GET "+eventLog+"/Entries", login, s.getEventEntries)
-	s.handle("GET "+eventLog+"/Entries/{id}", login, s.getEventEntry)
 }
 
 func (s *Server) getManagers(w http.ResponseWriter, r *http.Request) error {

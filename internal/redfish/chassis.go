@@ -7,6 +7,12 @@ import (
 	"rackpool/internal/inventory"
 )
 
+// chassisRoutes are the routes of Chassis (routes.go).
+var chassisRoutes = []route{
+	{"GET /redfish/v1/Chassis", login, (*Server).getChassisCollection},
+	{"GET /redfish/v1/Chassis/{id}", login, (*Server).getChassis},
+}
+
 // Chassis: one per rack, one per PCIe chassis ("falcon1") and one per
 // drawer ("falcon1-drawer1").
 

@@ -15,6 +15,18 @@ import (
 	"rackpool/internal/schedule"
 )
 
+// composeRoutes are the routes of the Compose action, reservations and the pools (routes.go).
+var composeRoutes = []route{
+	{"PATCH /redfish/v1/CompositionService", configureManager, (*Server).patchCompositionService},
+	{"GET /redfish/v1/CompositionService/FreePool", login, (*Server).getFreePool},
+	{"GET /redfish/v1/CompositionService/ActivePool", login, (*Server).getActivePool},
+	{"GET /redfish/v1/CompositionService/CompositionReservations", login, (*Server).getReservations},
+	{"GET /redfish/v1/CompositionService/CompositionReservations/{id}", login, (*Server).getReservation},
+	{"DELETE /redfish/v1/CompositionService/CompositionReservations/{id}", configureComponents, (*Server).deleteReservation},
+	{"POST /redfish/v1/CompositionService/Actions/CompositionService.Compose", configureComponents, (*Server).composeAction},
+	{"GET /redfish/v1/CompositionService/ComposeActionInfo", login, (*Server).getComposeActionInfo},
+}
+
 // CompositionService v1.2: the Compose action with a Manifest, composition
 // reservations, the free and active pools, and the service's composition
 // policy (AllowOverprovisioning, AllowZoneAffinity, ReservationDuration).
@@ -112,17 +124,6 @@ func (s *Server) applyPolicy(body *composeRequest, req *compose.Request) error {
 		}
 	}
 	return nil
-}
-
-func (s *Server) compositionRoutes() {
-	s.handle("PATCH /redfish/v1/CompositionService", configureManager, s.patchCompositionService)
-	s.handle("GET /redfish/v1/CompositionService/FreePool", login, s.getFreePool)
-	s.handle("GET /redfish/v1/CompositionService/ActivePool", login, s.getActivePool)
-	s.handle("GET /redfish/v1/CompositionService/CompositionReservations", login, s.getReservations)
-	s.handle("GET /redfish/v1/CompositionService/CompositionReservations/{id}", login, s.getReservation)
-	s.handle("DELETE /redfish/v1/CompositionService/CompositionReservations/{id}", configureComponents, s.deleteReservation)
-	s.handle("POST /redfish/v1/CompositionService/Actions/CompositionService.Compose", configureComponents, s.composeAction)
-	s.handle("GET /redfish/v1/CompositionService/ComposeActionInfo", login, s.getComposeActionInfo)
 }
 
 // compositionServiceBody extends the service resource with v1.2.

@@ -10,6 +10,16 @@ import (
 	"rackpool/internal/inventory"
 )
 
+// blockRoutes are the routes of the CompositionService, its ResourceBlocks and ResourceZones (routes.go).
+var blockRoutes = []route{
+	{"GET /redfish/v1/CompositionService", login, (*Server).getCompositionService},
+	{"GET /redfish/v1/CompositionService/ResourceBlocks", login, (*Server).getResourceBlocks},
+	{"GET /redfish/v1/CompositionService/ResourceBlocks/{id}", login, (*Server).getResourceBlock},
+	{"GET /redfish/v1/CompositionService/ResourceZones", login, (*Server).getResourceZones},
+	{"GET /redfish/v1/CompositionService/ResourceZones/{id}", login, (*Server).getResourceZone},
+	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain", login, (*Server).explain},
+}
+
 func (s *Server) getCompositionService(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, s.compositionServiceBody())
 	return nil

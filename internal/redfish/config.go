@@ -13,6 +13,12 @@ import (
 	"rackpool/internal/compose"
 )
 
+// configRoutes are the routes of allocation export and import (routes.go).
+var configRoutes = []route{
+	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", configureManager, (*Server).exportAction},
+	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", configureManager, (*Server).importAction},
+}
+
 // Configuration export and import (P2): the current allocation, every
 // composed system with its host, blocks, name, description and tenant,
 // plus the tenants and their quotas, as one JSON document. Importing it
@@ -142,11 +148,6 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		ids[i] = c.ID
 	}
 	return ids, nil
-}
-
-func (s *Server) configRoutes() {
-	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", configureManager, s.exportAction)
-	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", configureManager, s.importAction)
 }
 
 func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {

@@ -11,6 +11,14 @@ import (
 	"rackpool/internal/schedule"
 )
 
+// connectionRoutes are the routes of fabric Connections (routes.go).
+var connectionRoutes = []route{
+	{"GET /redfish/v1/Fabrics/{id}/Connections", login, (*Server).getConnections},
+	{"POST /redfish/v1/Fabrics/{id}/Connections", configureComponents, (*Server).postConnection},
+	{"GET /redfish/v1/Fabrics/{id}/Connections/{conn}", login, (*Server).getConnection},
+	{"DELETE /redfish/v1/Fabrics/{id}/Connections/{conn}", configureComponents, (*Server).deleteConnection},
+}
+
 // Connections are the fabric-level way to attach devices to a host: a
 // Connection links a host port endpoint (initiator) to device endpoints
 // (targets) on one fabric. They are not stored on their own: a Connection
@@ -27,13 +35,6 @@ import (
 // The Connection Id is the system's Id. Every change goes through the
 // composition manager, all or nothing, with the same tenancy and quotas as
 // the ComputerSystem API.
-
-func (s *Server) connectionRoutes() {
-	s.handle("GET /redfish/v1/Fabrics/{id}/Connections", login, s.getConnections)
-	s.handle("POST /redfish/v1/Fabrics/{id}/Connections", configureComponents, s.postConnection)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Connections/{conn}", login, s.getConnection)
-	s.handle("DELETE /redfish/v1/Fabrics/{id}/Connections/{conn}", configureComponents, s.deleteConnection)
-}
 
 // onFabric lists c's device blocks on fabric f.
 func (s *Server) onFabric(c *inventory.Composition, f *inventory.Fabric) []string {

@@ -15,6 +15,17 @@ import (
 	"rackpool/internal/events"
 )
 
+// eventRoutes are the routes of the EventService (routes.go).
+var eventRoutes = []route{
+	{"GET /redfish/v1/EventService", login, (*Server).getEventService},
+	{"GET /redfish/v1/EventService/SSE", login, (*Server).getSSE},
+	{"GET /redfish/v1/EventService/Subscriptions", login, (*Server).getSubscriptions},
+	{"POST /redfish/v1/EventService/Subscriptions", configureComponents, (*Server).postSubscription},
+	{"GET /redfish/v1/EventService/Subscriptions/{id}", login, (*Server).getSubscription},
+	{"DELETE /redfish/v1/EventService/Subscriptions/{id}", configureComponents, (*Server).deleteSubscription},
+	{"POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent", configureManager, (*Server).submitTestEvent},
+}
+
 // EventService: a Server-Sent Events stream (GET .../SSE, resumable with
 // Last-Event-ID) and push subscriptions (EventDestination, Redfish
 // protocol, POSTed by the bus with retries). Events are composition
@@ -35,17 +46,6 @@ var registryPrefixes = []string{"ResourceEvent", "Composition", "TaskEvent", "Ba
 
 var eventTypes = []string{events.TypeStatusChange, events.TypeResourceUpdated, events.TypeResourceAdded,
 	events.TypeResourceRemoved, events.TypeAlert}
-
-func (s *Server) eventRoutes() {
-	s.handle("GET /redfish/v1/EventService", login, s.getEventService)
-	s.handle("GET /redfish/v1/EventService/SSE", login, s.getSSE)
-	s.handle("GET /redfish/v1/EventService/Subscriptions", login, s.getSubscriptions)
-	s.handle("POST /redfish/v1/EventService/Subscriptions", configureComponents, s.postSubscription)
-	s.handle("GET /redfish/v1/EventService/Subscriptions/{id}", login, s.getSubscription)
-	s.handle("DELETE /redfish/v1/EventService/Subscriptions/{id}", configureComponents, s.deleteSubscription)
-	s.handle("POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent", configureManager, s.submitTestEvent)
-	s.handle("GET /metrics", login, s.getMetrics)
-}
 
 // publish puts e on the bus.
 func (s *Server) publish(e events.Event) { s.events.Publish(e) }

@@ -11,6 +11,22 @@ import (
 	"rackpool/internal/inventory"
 )
 
+// fabricRoutes are the routes of Fabrics, Switches, Ports, Endpoints, Zones and fault injection (routes.go).
+var fabricRoutes = []route{
+	{"GET /redfish/v1/Fabrics", login, (*Server).getFabrics},
+	{"GET /redfish/v1/Fabrics/{id}", login, (*Server).getFabric},
+	{"GET /redfish/v1/Fabrics/{id}/Switches", login, (*Server).getSwitches},
+	{"GET /redfish/v1/Fabrics/{id}/Switches/{sw}", login, (*Server).getSwitch},
+	{"GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports", login, (*Server).getPorts},
+	{"GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports/{port}", login, (*Server).getPort},
+	{"GET /redfish/v1/Fabrics/{id}/Endpoints", login, (*Server).getEndpoints},
+	{"GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", login, (*Server).getEndpoint},
+	{"GET /redfish/v1/Fabrics/{id}/Zones", login, (*Server).getFabricZones},
+	{"GET /redfish/v1/Fabrics/{id}/Zones/{zone}", login, (*Server).getFabricZone},
+	{"POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.InjectFault", configureComponents, (*Server).injectFault},
+	{"POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.ClearFaults", configureComponents, (*Server).clearFaults},
+}
+
 // Fabrics show the same attachments as compositions, from the fabric's
 // side: every device and every host port is an Endpoint; each host's
 // attachments on a fabric form one Zone of endpoints. Zones are computed

@@ -12,6 +12,18 @@ import (
 	"rackpool/internal/memory"
 )
 
+// memoryRoutes are the routes of pooled memory: memory nodes and leases (routes.go).
+var memoryRoutes = []route{
+	{"GET /redfish/v1/Oem/Rackpool/MemoryNodes", login, (*Server).getMemoryNodes},
+	{"POST /redfish/v1/Oem/Rackpool/MemoryNodes", configureManager, (*Server).registerMemoryNode},
+	{"GET /redfish/v1/Oem/Rackpool/MemoryNodes/{id}", login, (*Server).getMemoryNode},
+	{"GET /redfish/v1/Oem/Rackpool/MemoryLeases", login, (*Server).getMemoryLeases},
+	{"POST /redfish/v1/Oem/Rackpool/MemoryLeases", configureComponents, (*Server).postMemoryLease},
+	{"GET /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", login, (*Server).getMemoryLease},
+	{"DELETE /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", configureComponents, (*Server).deleteMemoryLease},
+	{"POST /redfish/v1/Oem/Rackpool/MemoryLeases/{id}/Actions/Oem/Rackpool.Renew", configureComponents, (*Server).renewMemoryLease},
+}
+
 // Pooled memory as a service (OEM; P0 §4 "GetMemory"). Memory nodes
 // register themselves (Administrator: the answer carries the token key);
 // a GetMemory is a POST to MemoryLeases, whose answer carries the memnode
@@ -22,17 +34,6 @@ const (
 	memoryNodesPath  = "/redfish/v1/Oem/Rackpool/MemoryNodes"
 	memoryLeasesPath = "/redfish/v1/Oem/Rackpool/MemoryLeases"
 )
-
-func (s *Server) memoryRoutes() {
-	s.handle("GET "+memoryNodesPath, login, s.getMemoryNodes)
-	s.handle("POST "+memoryNodesPath, configureManager, s.registerMemoryNode)
-	s.handle("GET "+memoryNodesPath+"/{id}", login, s.getMemoryNode)
-	s.handle("GET "+memoryLeasesPath, login, s.getMemoryLeases)
-	s.handle("POST "+memoryLeasesPath, configureComponents, s.postMemoryLease)
-	s.handle("GET "+memoryLeasesPath+"/{id}", login, s.getMemoryLease)
-	s.handle("DELETE "+memoryLeasesPath+"/{id}", configureComponents, s.deleteMemoryLease)
-	s.handle("POST "+memoryLeasesPath+"/{id}/Actions/Oem/Rackpool.Renew", configureComponents, s.renewMemoryLease)
-}
 
 var errNoLeases = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
 	"The memory service is not enabled on this service.")

@@ -14,6 +14,11 @@ import (
 	"rackpool/internal/metrics"
 )
 
+// metricsRoutes are the routes of Prometheus metrics (routes.go).
+var metricsRoutes = []route{
+	{"GET /metrics", login, (*Server).getMetrics},
+}
+
 // Observer turns what the control plane does into events (EventService)
 // and Prometheus metrics (/metrics). serve wires its hooks into the
 // composition manager (compose.Options) before the Server exists, so one

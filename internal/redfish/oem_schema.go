@@ -5,6 +5,11 @@ import (
 	"net/http"
 )
 
+// schemaRoutes are the routes of the Oem schema file (routes.go).
+var schemaRoutes = []route{
+	{"GET /redfish/v1/Schemas/Rackpool_v1.xml", public, (*Server).getRackpoolSchema},
+}
+
 // The OEM schema: every object under Oem.Rackpool carries an @odata.type
 // naming a complex type of schemas/Rackpool_v1.xml, which the service
 // serves (public, like $metadata) and references from $metadata, so

@@ -8,65 +8,18 @@ import (
 	"strings"
 )
 
-// routes registers every route. Privileges: public routes need no
-// credentials; login routes need any account; configureComponents routes
-// change state and need the Administrator.
-func (s *Server) routes() {
-	s.handle("GET /redfish", public, s.getVersions)
-	s.handle("GET /redfish/v1", public, s.getServiceRoot)
-	s.handle("GET /redfish/v1/{$}", public, s.getServiceRoot)
-	s.handle("GET /redfish/v1/$metadata", public, s.getMetadata)
-	s.handle("GET /redfish/v1/odata", public, s.getOData)
-	s.handle("GET "+rackpoolSchemaURI, public, s.getRackpoolSchema)
-	s.memoryRoutes()
-
-	s.handle("GET /redfish/v1/SessionService", login, s.getSessionService)
-	s.handle("GET /redfish/v1/SessionService/Sessions", login, s.getSessions)
-	s.handle("POST /redfish/v1/SessionService/Sessions", public, s.postSession)
-	s.handle("GET /redfish/v1/SessionService/Sessions/{id}", login, s.getSession)
-	s.handle("DELETE /redfish/v1/SessionService/Sessions/{id}", login, s.deleteSession)
-
-	s.handle("GET /redfish/v1/Systems", login, s.getSystems)
-	s.handle("POST /redfish/v1/Systems", configureComponents, s.postSystem)
-	s.handle("GET /redfish/v1/Systems/{id}", login, s.getSystem)
-	s.handle("PATCH /redfish/v1/Systems/{id}", configureComponents, s.patchSystem)
-	s.handle("DELETE /redfish/v1/Systems/{id}", configureComponents, s.deleteSystem)
-	s.handle("POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.AddResourceBlock", configureComponents, s.addResourceBlock)
-	s.handle("POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.RemoveResourceBlock", configureComponents, s.removeResourceBlock)
-	s.handle("POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand", configureComponents, s.expandSystem)
-
-	s.handle("GET /redfish/v1/CompositionService", login, s.getCompositionService)
-	s.handle("GET /redfish/v1/CompositionService/ResourceBlocks", login, s.getResourceBlocks)
-	s.handle("GET /redfish/v1/CompositionService/ResourceBlocks/{id}", login, s.getResourceBlock)
-	s.handle("GET /redfish/v1/CompositionService/ResourceZones", login, s.getResourceZones)
-	s.handle("GET /redfish/v1/CompositionService/ResourceZones/{id}", login, s.getResourceZone)
-	s.handle("POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain", login, s.explain)
-
-	s.handle("GET /redfish/v1/Chassis", login, s.getChassisCollection)
-	s.handle("GET /redfish/v1/Chassis/{id}", login, s.getChassis)
-
-	s.handle("GET /redfish/v1/Fabrics", login, s.getFabrics)
-	s.handle("GET /redfish/v1/Fabrics/{id}", login, s.getFabric)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Switches", login, s.getSwitches)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}", login, s.getSwitch)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports", login, s.getPorts)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Switches/{sw}/Ports/{port}", login, s.getPort)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Endpoints", login, s.getEndpoints)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", login, s.getEndpoint)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Zones", login, s.getFabricZones)
-	s.handle("GET /redfish/v1/Fabrics/{id}/Zones/{zone}", login, s.getFabricZone)
-	s.handle("POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.InjectFault", configureComponents, s.injectFault)
-	s.handle("POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.ClearFaults", configureComponents, s.clearFaults)
-
-	s.handle("GET /redfish/v1/Oem/Rackpool/Topology", login, s.getTopology)
-
-	s.accountRoutes()
-	s.compositionRoutes()
-	s.taskRoutes()
-	s.eventRoutes()
-	s.logRoutes()
-	s.configRoutes()
-	s.connectionRoutes()
+// serviceRoutes are the routes of the service root, the OData documents and the SessionService (routes.go).
+var serviceRoutes = []route{
+	{"GET /redfish", public, (*Server).getVersions},
+	{"GET /redfish/v1", public, (*Server).getServiceRoot},
+	{"GET /redfish/v1/{$}", public, (*Server).getServiceRoot},
+	{"GET /redfish/v1/$metadata", public, (*Server).getMetadata},
+	{"GET /redfish/v1/odata", public, (*Server).getOData},
+	{"GET /redfish/v1/SessionService", login, (*Server).getSessionService},
+	{"GET /redfish/v1/SessionService/Sessions", login, (*Server).getSessions},
+	{"POST /redfish/v1/SessionService/Sessions", public, (*Server).postSession},
+	{"GET /redfish/v1/SessionService/Sessions/{id}", login, (*Server).getSession},
+	{"DELETE /redfish/v1/SessionService/Sessions/{id}", login, (*Server).deleteSession},
 }
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {

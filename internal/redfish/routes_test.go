@@ -1,35 +1,32 @@
 package redfish_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
-	"os"
+	"rackpool/internal/redfish"
+	"rackpool/internal/tenancy"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// route is one registered route, read from root.go so that a route added
-// there without a test here fails TestEveryGETRoute.
+// route is one registered route, from the service's own table, so that a
+// route added without a test here fails TestEveryGETRoute.
 type route struct {
 	method, pattern, privilege string
 }
 
-var handleCall = regexp.MustCompile(`s\.handle\("(GET|POST|PATCH|DELETE|PUT) ([^"]+)", (\w+),`)
-
 func routes(t *testing.T) []route {
 	t.Helper()
-	src, err := os.ReadFile("root.go")
-	if err != nil {
-		t.Fatalf("read root.go: %v", err)
-	}
 	var out []route
-	for _, m := range handleCall.FindAllStringSubmatch(string(src), -1) {
-		out = append(out, route{method: m[1], pattern: m[2], privilege: m[3]})
-	}
-	if len(out) < 30 {
-		t.Fatalf("found only %d routes in root.go; has the registration changed shape?", len(out))
+	for _, r := range redfish.Routes() {
+		method, pattern, ok := strings.Cut(r.Pattern, " ")
+		if !ok {
+			t.Fatalf("route %q has no method", r.Pattern)
+		}
+		out = append(out, route{method: method, pattern: pattern, privilege: r.Privilege})
 	}
 	return out
 }
@@ -51,10 +48,83 @@ var notResources = []string{"/redfish", "/redfish/v1/$metadata", "/redfish/v1/od
 func TestEveryGETRoute(t *testing.T) {
 	s := newService(t)
 	_, session := s.login()
-	sys := s.compose(specificBody("host1", "gpu1", "memnode1-b01"))
+	sys := s.compose(specificBody("host1", "gpu1", "memnode2-b01"))
 	f := "/redfish/v1/Fabrics/"
-	type paths struct{ valid, unknown []string }
+	// One of everything a GET route can name.
+	if _, err := s.auth.CreateTenant(context.Background(), tenancy.Tenant{ID: "blue"}); err != nil {
+		t.Fatal(err)
+	}
+	s.startMemnode(16 << 20)
+	lease := s.must(http.StatusCreated, "POST", memoryLeases, map[string]any{"CapacityBytes": 8192, "Host": "host1"}, admin).json(t)["Id"].(string)
+	s.must(http.StatusOK, "POST", composeAction, manifestBody("PreviewReserve", stanzaBody("r", specificBody("host2", "gpu2"))), admin)
+	s.must(http.StatusAccepted, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu3"), cred{basic: true, hdr: map[string]string{"Prefer": "respond-async"}})
+	s.must(http.StatusCreated, "POST", "/redfish/v1/EventService/Subscriptions", map[string]any{"Destination": newSink(t, make(chan string, 256))}, admin)
+	first := func(collection string) string {
+		t.Helper()
+		members := list(t, s.get(collection)["Members"])
+		if len(members) == 0 {
+			t.Fatalf("%s is empty", collection)
+		}
+		id := members[0].(map[string]any)["@odata.id"].(string)
+		return id[strings.LastIndex(id, "/")+1:]
+	}
+	reservation := first("/redfish/v1/CompositionService/CompositionReservations")
+	task := first("/redfish/v1/TaskService/Tasks")
+	subscription := first("/redfish/v1/EventService/Subscriptions")
+	logs := "/redfish/v1/Managers/rackpool/LogServices/"
+	auditEntry := first(logs + "Audit/Entries")
+	eventEntry := first(logs + "Events/Entries")
+	type paths struct {
+		valid, unknown []string
+		// raw: the answer is no JSON resource (a schema file, metrics
+		// text, a task monitor's result); only its status is checked.
+		raw bool
+		// elsewhere names the test that covers a route this one cannot
+		// (a stream that does not end).
+		elsewhere string
+	}
 	table := map[string]paths{
+		"/redfish/v1/Schemas/Rackpool_v1.xml":             {valid: []string{"/redfish/v1/Schemas/Rackpool_v1.xml"}, raw: true},
+		"/redfish/v1/AccountService":                      {valid: []string{"/redfish/v1/AccountService"}},
+		"/redfish/v1/AccountService/Accounts":             {valid: []string{"/redfish/v1/AccountService/Accounts"}},
+		"/redfish/v1/AccountService/Accounts/{id}":        {valid: []string{"/redfish/v1/AccountService/Accounts/Administrator"}, unknown: []string{"/redfish/v1/AccountService/Accounts/nobody"}},
+		"/redfish/v1/AccountService/Roles":                {valid: []string{"/redfish/v1/AccountService/Roles"}},
+		"/redfish/v1/AccountService/Roles/{id}":           {valid: []string{"/redfish/v1/AccountService/Roles/Operator"}, unknown: []string{"/redfish/v1/AccountService/Roles/Root"}},
+		"/redfish/v1/AccountService/Oem/Rackpool/Tenants": {valid: []string{"/redfish/v1/AccountService/Oem/Rackpool/Tenants"}},
+		"/redfish/v1/AccountService/Oem/Rackpool/Tenants/{id}": {
+			valid: []string{"/redfish/v1/AccountService/Oem/Rackpool/Tenants/blue"}, unknown: []string{"/redfish/v1/AccountService/Oem/Rackpool/Tenants/nope"}},
+		"/redfish/v1/CompositionService/FreePool":                {valid: []string{"/redfish/v1/CompositionService/FreePool"}},
+		"/redfish/v1/CompositionService/ActivePool":              {valid: []string{"/redfish/v1/CompositionService/ActivePool"}},
+		"/redfish/v1/CompositionService/CompositionReservations": {valid: []string{"/redfish/v1/CompositionService/CompositionReservations"}},
+		"/redfish/v1/CompositionService/CompositionReservations/{id}": {
+			valid:   []string{"/redfish/v1/CompositionService/CompositionReservations/" + reservation},
+			unknown: []string{"/redfish/v1/CompositionService/CompositionReservations/res-000000000000", "/redfish/v1/CompositionService/CompositionReservations/" + sys}},
+		"/redfish/v1/CompositionService/ComposeActionInfo": {valid: []string{"/redfish/v1/CompositionService/ComposeActionInfo"}},
+		"/redfish/v1/Fabrics/{id}/Connections":             {valid: []string{f + "falcon1/Connections"}, unknown: []string{f + "nofab/Connections"}},
+		"/redfish/v1/Fabrics/{id}/Connections/{conn}": {
+			valid: []string{f + "falcon1/Connections/" + sys}, unknown: []string{f + "falcon1/Connections/sys-000000000000", f + "nofab/Connections/" + sys}},
+		"/redfish/v1/Oem/Rackpool/MemoryNodes":        {valid: []string{memoryNodes}},
+		"/redfish/v1/Oem/Rackpool/MemoryNodes/{id}":   {valid: []string{memoryNodes + "/memnode1"}, unknown: []string{memoryNodes + "/memnode9"}},
+		"/redfish/v1/Oem/Rackpool/MemoryLeases":       {valid: []string{memoryLeases}},
+		"/redfish/v1/Oem/Rackpool/MemoryLeases/{id}":  {valid: []string{memoryLeases + "/" + lease}, unknown: []string{memoryLeases + "/nope"}},
+		"/redfish/v1/TaskService":                     {valid: []string{"/redfish/v1/TaskService"}},
+		"/redfish/v1/TaskService/Tasks":               {valid: []string{"/redfish/v1/TaskService/Tasks"}},
+		"/redfish/v1/TaskService/Tasks/{id}":          {valid: []string{"/redfish/v1/TaskService/Tasks/" + task}, unknown: []string{"/redfish/v1/TaskService/Tasks/nope"}},
+		"/redfish/v1/TaskService/TaskMonitors/{id}":   {valid: []string{"/redfish/v1/TaskService/TaskMonitors/" + task}, unknown: []string{"/redfish/v1/TaskService/TaskMonitors/nope"}, raw: true},
+		"/redfish/v1/EventService":                    {valid: []string{"/redfish/v1/EventService"}},
+		"/redfish/v1/EventService/SSE":                {elsewhere: "TestEventsSSEAndPush"},
+		"/redfish/v1/EventService/Subscriptions":      {valid: []string{"/redfish/v1/EventService/Subscriptions"}},
+		"/redfish/v1/EventService/Subscriptions/{id}": {valid: []string{"/redfish/v1/EventService/Subscriptions/" + subscription}, unknown: []string{"/redfish/v1/EventService/Subscriptions/nope"}},
+		"/metrics":                                                      {valid: []string{"/metrics"}, raw: true},
+		"/redfish/v1/Managers":                                          {valid: []string{"/redfish/v1/Managers"}},
+		"/redfish/v1/Managers/rackpool":                                 {valid: []string{"/redfish/v1/Managers/rackpool"}, unknown: []string{"/redfish/v1/Managers/bmc"}},
+		"/redfish/v1/Managers/rackpool/LogServices":                     {valid: []string{logs[:len(logs)-1]}},
+		"/redfish/v1/Managers/rackpool/LogServices/Audit":               {valid: []string{logs + "Audit"}},
+		"/redfish/v1/Managers/rackpool/LogServices/Audit/Entries":       {valid: []string{logs + "Audit/Entries"}},
+		"/redfish/v1/Managers/rackpool/LogServices/Audit/Entries/{id}":  {valid: []string{logs + "Audit/Entries/" + auditEntry}, unknown: []string{logs + "Audit/Entries/999999", logs + "Audit/Entries/x"}},
+		"/redfish/v1/Managers/rackpool/LogServices/Events":              {valid: []string{logs + "Events"}},
+		"/redfish/v1/Managers/rackpool/LogServices/Events/Entries":      {valid: []string{logs + "Events/Entries"}},
+		"/redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}": {valid: []string{logs + "Events/Entries/" + eventEntry}, unknown: []string{logs + "Events/Entries/99999999999", logs + "Events/Entries/x"}},
 		"/redfish":                            {valid: []string{"/redfish"}},
 		"/redfish/v1":                         {valid: []string{"/redfish/v1"}},
 		"/redfish/v1/{$}":                     {valid: []string{"/redfish/v1/"}},
@@ -115,8 +185,17 @@ func TestEveryGETRoute(t *testing.T) {
 			t.Errorf("GET %s has no paths in this test's table", rt.pattern)
 			continue
 		}
+		if p.elsewhere != "" {
+			continue
+		}
 		t.Run(strings.TrimPrefix(rt.pattern, "/"), func(t *testing.T) {
 			for _, path := range p.valid {
+				if p.raw {
+					if r := s.do("GET", path, nil, admin); r.status != http.StatusOK && r.status != http.StatusCreated {
+						t.Errorf("GET %s: %d %s", path, r.status, r.body)
+					}
+					continue
+				}
 				r := s.must(http.StatusOK, "GET", path, nil, admin)
 				if path == "/redfish/v1/$metadata" {
 					if !strings.Contains(r.header.Get("Content-Type"), "xml") || !strings.Contains(string(r.body), "<edmx:Edmx") {
@@ -148,7 +227,7 @@ func TestEveryGETRoute(t *testing.T) {
 	}
 	for pattern := range table {
 		if !seen[pattern] {
-			t.Errorf("table names GET %s, which root.go does not register", pattern)
+			t.Errorf("table names GET %s, which the service does not register", pattern)
 		}
 	}
 }
@@ -269,6 +348,24 @@ func TestUnauthenticatedRoutes(t *testing.T) {
 	// A wrong Basic password costs an Argon2 check; try it on the routes
 	// that change state.
 	wrongBasic := cred{hdr: map[string]string{"Authorization": "Basic QWRtaW5pc3RyYXRvcjpndWVzcw=="}}
+	// The public routes are exactly these: the service root and what a
+	// client reads before it logs in, and the login itself.
+	var public []string
+	for _, rt := range routes(t) {
+		if rt.privilege == "" {
+			public = append(public, rt.method+" "+rt.pattern)
+		}
+	}
+	wantPublic := []string{"GET /redfish", "GET /redfish/v1", "GET /redfish/v1/{$}", "GET /redfish/v1/$metadata", "GET /redfish/v1/odata",
+		"POST /redfish/v1/SessionService/Sessions", "GET /redfish/v1/Schemas/Rackpool_v1.xml"}
+	slices.Sort(public)
+	slices.Sort(wantPublic)
+	if !slices.Equal(public, wantPublic) {
+		t.Errorf("public routes:\n%s\nwant:\n%s", strings.Join(public, "\n"), strings.Join(wantPublic, "\n"))
+	}
+	if n := len(routes(t)); n < 90 {
+		t.Fatalf("the service lists only %d routes", n)
+	}
 	for _, rt := range routes(t) {
 		path := strings.ReplaceAll(concrete(rt.pattern), "/Systems/x", "/Systems/"+sys)
 		bad := []cred{{}, {token: "deadbeef"}}
@@ -282,7 +379,7 @@ func TestUnauthenticatedRoutes(t *testing.T) {
 					body = map[string]any{"ResourceBlock": blockRef("gpu2")}
 				}
 				r := s.do(rt.method, path, body, c)
-				if rt.privilege == "public" {
+				if rt.privilege == "" {
 					if r.status == http.StatusUnauthorized {
 						t.Fatalf("public route refused: %s", r.body)
 					}

@@ -1,9 +1,9 @@
 // Package redfish is rackpool's northbound API: a DMTF Redfish service with
 // CompositionService (ResourceBlocks, ResourceZones), Systems (physical
 // hosts and composed systems), Chassis, Fabrics (Switches, Ports,
-// Endpoints, Zones) and SessionService. One file per resource family; the
-// routes are literal patterns registered in routes(), each with the
-// privilege it needs.
+// Endpoints, Zones) and SessionService. One file per resource family, each
+// with its routes: literal patterns beside the privilege they need, all
+// registered through one table (routes.go).
 //
 // Every error leaves as the Redfish error body with a Base or Composition
 // registry message ID (errors.go). Unauthenticated clients may read only
@@ -37,21 +37,6 @@ import (
 
 // MaxBody is the largest request body accepted.
 const MaxBody = 1 << 20
-
-// privilege is what a route requires: none, or one Redfish privilege.
-type privilege int
-
-const (
-	public              privilege = iota // no authentication
-	login                                // any authenticated account (Redfish "Login")
-	configureComponents                  // compositions, reservations, connections ("ConfigureComponents")
-	configureUsers                       // accounts and tenants ("ConfigureUsers")
-	configureManager                     // service-wide settings, faults, logs ("ConfigureManager")
-	configureSelf                        // one's own account and sessions ("ConfigureSelf")
-)
-
-var privilegeNames = map[privilege]string{login: "Login", configureComponents: "ConfigureComponents",
-	configureUsers: "ConfigureUsers", configureManager: "ConfigureManager", configureSelf: "ConfigureSelf"}
 
 // Server serves the Redfish API over one composition manager.
 type Server struct {
@@ -122,13 +107,6 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	s.metrics = newServerMetrics(o.Observer, s)
 	s.routes()
 	return s
-}
-
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// handle registers pattern with its privilege.
-func (s *Server) handle(pattern string, priv privilege, h handlerFunc) {
-	s.mux.Handle(pattern, s.wrap(pattern, priv, s.ifMatchGuard(h)))
 }
 
 // ServeHTTP implements http.Handler. The query of a GET or HEAD is parsed

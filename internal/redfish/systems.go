@@ -13,6 +13,18 @@ import (
 	"rackpool/internal/topology"
 )
 
+// systemRoutes are the routes of Systems: hosts and composed systems, and their actions (routes.go).
+var systemRoutes = []route{
+	{"GET /redfish/v1/Systems", login, (*Server).getSystems},
+	{"POST /redfish/v1/Systems", configureComponents, (*Server).postSystem},
+	{"GET /redfish/v1/Systems/{id}", login, (*Server).getSystem},
+	{"PATCH /redfish/v1/Systems/{id}", configureComponents, (*Server).patchSystem},
+	{"DELETE /redfish/v1/Systems/{id}", configureComponents, (*Server).deleteSystem},
+	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.AddResourceBlock", configureComponents, (*Server).addResourceBlock},
+	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.RemoveResourceBlock", configureComponents, (*Server).removeResourceBlock},
+	{"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand", configureComponents, (*Server).expandSystem},
+}
+
 const blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
 
 // composeRequest is the body of POST /redfish/v1/Systems. Specific

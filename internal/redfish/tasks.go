@@ -15,6 +15,15 @@ import (
 	"rackpool/internal/events"
 )
 
+// taskRoutes are the routes of the TaskService (routes.go).
+var taskRoutes = []route{
+	{"GET /redfish/v1/TaskService", login, (*Server).getTaskService},
+	{"GET /redfish/v1/TaskService/Tasks", login, (*Server).getTasks},
+	{"GET /redfish/v1/TaskService/Tasks/{id}", login, (*Server).getTask},
+	{"DELETE /redfish/v1/TaskService/Tasks/{id}", configureComponents, (*Server).deleteTask},
+	{"GET /redfish/v1/TaskService/TaskMonitors/{id}", login, (*Server).getTaskMonitor},
+}
+
 // TaskService: work whose modelled fabric time exceeds the async
 // threshold (Options.AsyncThreshold), or whose client sends
 // "Prefer: respond-async", answers 202 Accepted with a task monitor in
@@ -210,14 +219,6 @@ func (s *Server) visibleTask(r *http.Request, id string) (*task, error) {
 		return nil, s.hide(r, "Task", id)
 	}
 	return t, nil
-}
-
-func (s *Server) taskRoutes() {
-	s.handle("GET /redfish/v1/TaskService", login, s.getTaskService)
-	s.handle("GET /redfish/v1/TaskService/Tasks", login, s.getTasks)
-	s.handle("GET /redfish/v1/TaskService/Tasks/{id}", login, s.getTask)
-	s.handle("DELETE /redfish/v1/TaskService/Tasks/{id}", configureComponents, s.deleteTask)
-	s.handle("GET /redfish/v1/TaskService/TaskMonitors/{id}", login, s.getTaskMonitor)
 }
 
 func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
