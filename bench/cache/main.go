@@ -47,6 +47,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/internal/memory"
+	"rackpool/internal/units"
 )
 
 // Systems under test.
@@ -163,7 +164,7 @@ func main() {
 		}
 		cfg.Threads = append(cfg.Threads, n)
 	}
-	ds, err := parseSize(dataset)
+	ds, err := units.ParsePositive(dataset)
 	if err != nil {
 		fatal(fmt.Errorf("-dataset: %w", err))
 	}
@@ -220,29 +221,10 @@ func cleanupTemp() {
 	}
 }
 
-// parseSize accepts 4096, 4KiB, 4k, 4KB (all binary), 2MiB, 1GiB.
-func parseSize(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-		i++
-	}
-	v, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	mult := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-		"mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}[strings.ToLower(strings.TrimSpace(s[i:]))]
-	if mult == 0 || v <= 0 {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	return uint64(v * mult), nil
-}
-
 func parseSizes(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		n, err := parseSize(f)
+		n, err := units.ParsePositive(f)
 		if err != nil {
 			return nil, fmt.Errorf("-sizes: %w", err)
 		}
@@ -253,19 +235,6 @@ func parseSizes(s string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-// humanSize writes 4096 as "4 KiB".
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // Result is one measured run: one system, value size, local fraction and
@@ -420,7 +389,7 @@ func run(cfg *config) error {
 	for _, size := range cfg.Sizes {
 		for _, sys := range cfg.Systems {
 			for _, frac := range cfg.Fractions {
-				name := fmt.Sprintf("%s %s %d%%", sys, humanSize(int64(size)), frac)
+				name := fmt.Sprintf("%s %s %d%%", sys, units.FormatBytes(int64(size)), frac)
 				if cfg.maxTime > 0 && time.Since(start) > cfg.maxTime {
 					rep.Skipped = append(rep.Skipped, name)
 					continue
@@ -851,7 +820,7 @@ func runConfig(cfg *config, cp *controlPlane, td, logDir string, vals *values, s
 		progress("  FAILED: %v", err)
 		return rs
 	}
-	progress("%s, %s values, %d keys, %d%% local: starting", sys, humanSize(int64(size)), keys, frac)
+	progress("%s, %s values, %d keys, %d%% local: starting", sys, units.FormatBytes(int64(size)), keys, frac)
 	srv, err := startServer(cfg, cp, td, logDir, sys, size, frac, keys)
 	if err != nil {
 		return fail(err)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rackpool/internal/units"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +59,7 @@ func evaluateGoals(cfg *config, rep *Report) []Goal {
 		any = true
 		ratio := rp.OpsPerSec / mc.OpsPerSec
 		ok = ok && ratio >= 1
-		parts = append(parts, fmt.Sprintf("%s %.2f", humanSize(int64(size)), ratio))
+		parts = append(parts, fmt.Sprintf("%s %.2f", units.FormatBytes(int64(size)), ratio))
 	}
 	if any {
 		gs = append(gs, Goal{Goal: fmt.Sprintf("all-local throughput, rackpool / memcached ≥ 1.0 (%d threads)", tputT), P0: "n/a (P0 modified memcached itself)",
@@ -74,12 +75,12 @@ func evaluateGoals(cfg *config, rep *Report) []Goal {
 			good = good && *rp.TputPenalty < *ex.TputPenalty
 		}
 		m += fmt.Sprintf(" (rackpool hits %.2f%%)", 100*rp.HitRatio)
-		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 75%% local, %s, %d threads ≤ 5%% and below extstore's", humanSize(int64(small)), tputT),
+		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 75%% local, %s, %d threads ≤ 5%% and below extstore's", units.FormatBytes(int64(small)), tputT),
 			P0: "~0%", Measured: m, Verdict: verdict(good)})
 	}
 	// 25% local, smallest size.
 	if rp := find(rs, sysRackpool, small, 25, tputT); rp != nil && rp.TputPenalty != nil {
-		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 25%% local, %s, %d threads (P0: 2%%)", humanSize(int64(small)), tputT),
+		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 25%% local, %s, %d threads (P0: 2%%)", units.FormatBytes(int64(small)), tputT),
 			P0: "2%", Measured: fmt.Sprintf("%s (hits %.2f%%)", pct(*rp.TputPenalty), 100*rp.HitRatio), Verdict: verdict(*rp.TputPenalty <= 0.02)})
 	}
 	// Larger sizes: the worst penalty at any fraction.
@@ -91,7 +92,7 @@ func evaluateGoals(cfg *config, rep *Report) []Goal {
 		worst := math.Inf(-1)
 		for _, size := range cfg.Sizes[1:] {
 			if rp := find(rs, sysRackpool, size, frac, tputT); rp != nil && rp.TputPenalty != nil {
-				parts = append(parts, fmt.Sprintf("%s %s", humanSize(int64(size)), pct(*rp.TputPenalty)))
+				parts = append(parts, fmt.Sprintf("%s %s", units.FormatBytes(int64(size)), pct(*rp.TputPenalty)))
 				worst = max(worst, *rp.TputPenalty)
 			}
 		}
@@ -177,7 +178,7 @@ func printMarkdown(w io.Writer, cfg *config, rep *Report) {
 		versions += ", " + rep.MemcachedVersion
 	}
 	fmt.Fprintf(w, "%s, %d CPUs, %s. %d ops per run (%.0f%% get), data set %s per value size, uniform keys, preloaded.\n\n",
-		rep.Date[:10], rep.CPUs, versions, cfg.Ops, 100*cfg.GetRatio, humanSize(cfg.Dataset))
+		rep.Date[:10], rep.CPUs, versions, cfg.Ops, 100*cfg.GetRatio, units.FormatBytes(cfg.Dataset))
 	fmt.Fprintf(w, "Command: `%s`\n\n", rep.Command)
 
 	fmt.Fprintf(w, "## Round trips (4 KiB, loopback)\n\n| measurement | CPUs | median µs | mean µs | p99 µs |\n|---|---|---|---|---|\n")
@@ -232,7 +233,7 @@ func printMarkdown(w io.Writer, cfg *config, rep *Report) {
 		header()
 		for _, size := range cfg.Sizes {
 			for _, frac := range cfg.Fractions {
-				fmt.Fprintf(w, "| %s | %d%% |", humanSize(int64(size)), frac)
+				fmt.Fprintf(w, "| %s | %d%% |", units.FormatBytes(int64(size)), frac)
 				for _, s := range cfg.Systems {
 					r := find(rep.Results, s, size, frac, threads)
 					if r == nil {
@@ -263,7 +264,7 @@ func printMarkdown(w io.Writer, cfg *config, rep *Report) {
 	}
 	for _, r := range rep.Results {
 		if r.Error != "" {
-			fmt.Fprintf(w, "\nFAILED %s %s %d%% %d threads: %s\n", r.System, humanSize(int64(r.ValueBytes)), r.LocalPct, r.Threads, firstLine(r.Error))
+			fmt.Fprintf(w, "\nFAILED %s %s %d%% %d threads: %s\n", r.System, units.FormatBytes(int64(r.ValueBytes)), r.LocalPct, r.Threads, firstLine(r.Error))
 		}
 	}
 	fmt.Fprintf(w, "\nFiles: %s, %s, %s (%.0f s in all).\n", filepath.Join(cfg.out, "results.json"), filepath.Join(cfg.out, "results.csv"),
@@ -366,7 +367,7 @@ func svgPlot(cfg *config, rep *Report) string {
 		for i, size := range cfg.Sizes {
 			x := xAt(i)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`+"\n", x, y0, x, y0+plotH)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, y0+plotH+18, humanSize(int64(size)))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, y0+plotH+18, units.FormatBytes(int64(size)))
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">value size</text>`+"\n", x0+plotW/2, y0+plotH+40)
 		fmt.Fprintf(&b, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">penalty</text>`+"\n", x0-48, y0+plotH/2)
@@ -381,7 +382,7 @@ func svgPlot(cfg *config, rep *Report) string {
 					v := *p.get(r)
 					x, y := xAt(i), yAt(v)
 					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %s %d%% local: %s</title></circle>`+"\n", x, y, colors[sys], sys, humanSize(int64(size)), f, pct(v))
+					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %s %d%% local: %s</title></circle>`+"\n", x, y, colors[sys], sys, units.FormatBytes(int64(size)), f, pct(v))
 					if v > hi || v < lo {
 						dy := 10 + 11*slices.Index(fracs, f)
 						if v < lo {

@@ -16,6 +16,7 @@ import (
 	"rackpool/api"
 	"rackpool/internal/cache"
 	"rackpool/internal/memory"
+	"rackpool/internal/units"
 )
 
 // runCache serves the memcached protocol from local memory, spilling
@@ -37,17 +38,17 @@ func runCache(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	localBytes, err := parseSize(*local)
+	localBytes, err := units.ParsePositive(*local)
 	if err != nil {
 		return fmt.Errorf("--local-memory: %w", err)
 	}
-	itemBytes, err := parseSize(*maxItem)
+	itemBytes, err := units.ParsePositive(*maxItem)
 	if err != nil {
 		return fmt.Errorf("--max-item-size: %w", err)
 	}
 	var remoteBytes uint64
 	if *remote != "" {
-		if remoteBytes, err = parseSize(*remote); err != nil {
+		if remoteBytes, err = units.ParsePositive(*remote); err != nil {
 			return fmt.Errorf("--remote-memory: %w", err)
 		}
 		if *control == "" {

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -148,22 +149,13 @@ func runZones(args []string) error {
 			kinds[strings.TrimRightFunc(strings.SplitN(id, "-b", 2)[0], func(r rune) bool { return r >= '0' && r <= '9' })]++
 		}
 		var parts []string
-		for _, k := range sortedKeys(kinds) {
+		for _, k := range slices.Sorted(maps.Keys(kinds)) {
 			parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
 		}
 		rows = append(rows, []string{z.ID, strconv.Itoa(len(z.Links.ResourceBlocks)), strings.Join(parts, ", "), z.Description})
 	}
 	table("ZONE\tBLOCKS\tBY NAME\tDESCRIPTION", rows)
 	return nil
-}
-
-func sortedKeys(m map[string]int) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func runSystems(args []string) error {

@@ -15,22 +15,11 @@ import (
 
 	"rackpool/api"
 	"rackpool/internal/memory"
-	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // Pooled memory verbs: memnode (the data-plane server), lease, leases,
 // renew, release, memnodes (clients of the GetMemory API).
-
-func parseSize(s string) (uint64, error) {
-	n, err := topology.ParseSize(s)
-	if err != nil {
-		return 0, err
-	}
-	if n <= 0 {
-		return 0, fmt.Errorf("size %q must be positive", s)
-	}
-	return uint64(n), nil
-}
 
 func runLease(args []string) error {
 	fs, cf := newClientFlags("lease")
@@ -46,7 +35,7 @@ func runLease(args []string) error {
 	if *size == "" {
 		return errors.New("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N]")
 	}
-	n, err := parseSize(*size)
+	n, err := units.ParsePositive(*size)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
 	}
@@ -207,7 +196,7 @@ func runMemnode(args []string) error {
 	if *control == "" {
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
 	}
-	size, err := parseSize(*capacity)
+	size, err := units.ParsePositive(*capacity)
 	if err != nil {
 		return fmt.Errorf("--capacity: %w", err)
 	}

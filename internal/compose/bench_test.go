@@ -11,6 +11,7 @@ import (
 	"rackpool/internal/schedule"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // BenchmarkComposeDecompose measures compose+decompose pairs per second
@@ -40,7 +41,7 @@ func BenchmarkComposeDecompose(b *testing.B) {
 	req := compose.Request{Needs: []schedule.Need{
 		{Kind: inventory.GPU, Count: 1},
 		{Kind: inventory.NVMe, Count: 1},
-		{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB},
+		{Kind: inventory.Memory, CapacityBytes: 16 * units.GiB},
 	}}
 	b.SetParallelism(8) // 8 clients per CPU: the store commits their writes in groups
 	b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 	"rackpool/internal/fabric/faulty"
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
+	"rackpool/internal/units"
 )
 
 func TestCompose(t *testing.T) {
@@ -49,7 +50,7 @@ func TestCompose(t *testing.T) {
 			name: "constrained needs",
 			req: compose.Request{Name: "train", Needs: []schedule.Need{
 				{Kind: inventory.GPU, Count: 2},
-				{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB},
+				{Kind: inventory.Memory, CapacityBytes: 16 * units.GiB},
 				{Kind: inventory.HDD, Count: 1},
 			}},
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.GPU: 2, inventory.Memory: 2, inventory.HDD: 1},
@@ -273,7 +274,7 @@ func TestUpdate(t *testing.T) {
 	}{
 		{name: "add specific", add: compose.UpdateRequest{Blocks: []string{"gpu2", "essd1"}},
 			want: []string{"host1", "gpu1", "hdd1", "memnode1-b01", "gpu2", "essd1"}},
-		{name: "add needs", add: compose.UpdateRequest{Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: 16 * inventory.GiB}, {Kind: inventory.SSD, Count: 2}}},
+		{name: "add needs", add: compose.UpdateRequest{Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: 16 * units.GiB}, {Kind: inventory.SSD, Count: 2}}},
 			kinds: map[inventory.Kind]int{inventory.Compute: 1, inventory.GPU: 1, inventory.HDD: 1, inventory.Memory: 3, inventory.SSD: 2}},
 		{name: "remove", remove: []string{"hdd1", "memnode1-b01"},
 			want: []string{"host1", "gpu1"}},

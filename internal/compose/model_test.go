@@ -3,6 +3,7 @@ package compose_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // seedEnv overrides TestConcurrentModel's random seed, to replay a failure.
@@ -127,7 +129,7 @@ func TestConcurrentModel(t *testing.T) {
 
 func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops int) {
 	e := newEnv(t, top)
-	fids := inventory.SortedKeys(e.faulty)
+	fids := slices.Sorted(maps.Keys(e.faulty))
 	for i, fid := range fids {
 		e.faulty[fid].FailAttachesWithProbability(0.1, rand.New(rand.NewPCG(seed, uint64(1000+i))))
 	}
@@ -235,7 +237,7 @@ func (w *modelWorker) randomNeeds(rng *rand.Rand, max int) []schedule.Need {
 	for _, k := range rng.Perm(len(modelKinds))[:1+rng.IntN(max)] {
 		n := schedule.Need{Kind: modelKinds[k], Count: 1 + rng.IntN(3)}
 		if n.Kind == inventory.Memory && rng.IntN(2) == 0 {
-			n.Count, n.CapacityBytes = 0, int64(1+rng.IntN(3))*8*inventory.GiB
+			n.Count, n.CapacityBytes = 0, int64(1+rng.IntN(3))*8*units.GiB
 		}
 		needs = append(needs, n)
 	}
@@ -362,7 +364,7 @@ func (w *modelWorker) checkNeeds(op string, c *inventory.Composition, added []st
 	for _, n := range needs {
 		want := n.Count
 		if n.CapacityBytes > 0 {
-			want = int(n.CapacityBytes / (8 * inventory.GiB))
+			want = int(n.CapacityBytes / (8 * units.GiB))
 		}
 		if got[n.Kind] != want {
 			w.t.Errorf("%s %s: %d blocks of %s, want %d (blocks %v)", op, c.ID, got[n.Kind], n.Kind, want, added)

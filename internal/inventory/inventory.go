@@ -9,8 +9,6 @@
 package inventory
 
 import (
-	"fmt"
-	"sort"
 	"time"
 )
 
@@ -390,28 +388,4 @@ func (c *Composition) Clone() *Composition {
 func (c *Composition) AllBlocks() []string {
 	out := append([]string(nil), c.Blocks...)
 	return append(out, c.Adding...)
-}
-
-// GiB is 2^30 bytes.
-const GiB = int64(1) << 30
-
-// FormatBytes renders n bytes in the largest whole binary unit.
-func FormatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	i := 0
-	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
-		n /= 1024
-		i++
-	}
-	return fmt.Sprintf("%d%s", n, units[i])
-}
-
-// SortedKeys returns m's keys in order.
-func SortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

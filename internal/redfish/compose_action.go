@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -311,7 +313,7 @@ func (s *Server) missingReservation(r *http.Request, id string) error {
 
 func (s *Server) getReservations(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
-	for _, g := range sortedKeys(s.reservationGroups(r)) {
+	for _, g := range slices.Sorted(maps.Keys(s.reservationGroups(r))) {
 		members = append(members, ref(reservationsPath+g))
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/CompositionReservations",

@@ -10,7 +10,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
-	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // systemRoutes are the routes of Systems: hosts and composed systems, and their actions (routes.go).
@@ -182,7 +182,7 @@ func oemNeeds(in []OemNeed, prop string) ([]schedule.Need, error) {
 		p := fmt.Sprintf("%s[%d]", prop, i)
 		need := schedule.Need{Kind: inventory.Kind(strings.ToLower(n.Kind)), Count: n.Count, Model: n.Model, Attrs: n.Attributes, MaxLatencyNS: n.MaxLatencyNS}
 		if n.Capacity != "" {
-			c, err := topology.ParseSize(n.Capacity)
+			c, err := units.ParseBytes(n.Capacity)
 			if err != nil {
 				return nil, errPropertyValue(p+".Capacity", n.Capacity, err.Error())
 			}
@@ -391,7 +391,7 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 		"PowerState":       "On",
 		"Status":           map[string]string{"State": state, "Health": "OK"},
 		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1 + counts[inventory.GPU] + counts[inventory.FPGA]},
-		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(h.MemoryGiB) + float64(pooled)/float64(inventory.GiB)},
+		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(h.MemoryGiB) + float64(pooled)/float64(units.GiB)},
 		"Links":            map[string]any{"ResourceBlocks": links},
 		"Actions": map[string]any{
 			"#ComputerSystem.AddResourceBlock":    map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.AddResourceBlock"},

@@ -6,21 +6,11 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"io"
-	"sort"
 )
 
 func sha1Sum(s string) [20]byte { return sha1.Sum([]byte(s)) }
 
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // randomHex returns n random bytes in hex.
 func randomHex(n int) string {

@@ -5,6 +5,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // BenchmarkSchedule100k measures decisions on 1,000 racks (100,000 blocks)
@@ -22,7 +23,7 @@ func benchSchedule(b *testing.B, top *topology.Topology) {
 	s, st := New(top), NewState(top)
 	req := Request{Needs: []Need{
 		{Kind: inventory.GPU, Count: 2},
-		{Kind: inventory.Memory, CapacityBytes: 32 * inventory.GiB},
+		{Kind: inventory.Memory, CapacityBytes: 32 * units.GiB},
 		{Kind: inventory.NVMe, Count: 1},
 	}}
 	var live []*Plan

@@ -10,6 +10,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // counted are the reasons a need's walk counts, in the order an
@@ -428,7 +429,7 @@ func (w *needWalk) rejection(ni int) *Rejection {
 	}
 	wantDesc := fmt.Sprintf("%d × %s", w.want, n.Kind)
 	if w.want < 0 {
-		wantDesc = fmt.Sprintf("%s of memory", inventory.FormatBytes(n.CapacityBytes))
+		wantDesc = fmt.Sprintf("%s of memory", units.FormatBytes(n.CapacityBytes))
 	}
 	if n.Model != "" {
 		wantDesc += " model=" + n.Model
@@ -456,7 +457,7 @@ func (w *needWalk) rejection(ni int) *Rejection {
 	host := w.o.host.ID
 	detail := fmt.Sprintf("host %s: %s wanted, %d found", host, wantDesc, w.got)
 	if w.want < 0 {
-		detail = fmt.Sprintf("host %s: %s wanted, %s found", host, wantDesc, inventory.FormatBytes(w.gotBytes))
+		detail = fmt.Sprintf("host %s: %s wanted, %s found", host, wantDesc, units.FormatBytes(w.gotBytes))
 	}
 	if len(why) > 0 {
 		detail += " (rejected: " + strings.Join(why, ", ") + ")"

@@ -18,6 +18,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // refScheduler places requests on one topology. It keeps per-host candidate
@@ -496,7 +497,7 @@ func (s *refScheduler) fillNeed(o *refOverlay, ix *refHostIndex, req Request, ni
 	}
 	wantDesc := fmt.Sprintf("%d × %s", want, n.Kind)
 	if want < 0 {
-		wantDesc = fmt.Sprintf("%s of memory", inventory.FormatBytes(n.CapacityBytes))
+		wantDesc = fmt.Sprintf("%s of memory", units.FormatBytes(n.CapacityBytes))
 	}
 	if n.Model != "" {
 		wantDesc += " model=" + n.Model
@@ -523,7 +524,7 @@ func (s *refScheduler) fillNeed(o *refOverlay, ix *refHostIndex, req Request, ni
 	}
 	detail := fmt.Sprintf("host %s: %s wanted, %d found", o.host.ID, wantDesc, got)
 	if want < 0 {
-		detail = fmt.Sprintf("host %s: %s wanted, %s found", o.host.ID, wantDesc, inventory.FormatBytes(gotBytes))
+		detail = fmt.Sprintf("host %s: %s wanted, %s found", o.host.ID, wantDesc, units.FormatBytes(gotBytes))
 	}
 	if len(why) > 0 {
 		detail += " (rejected: " + strings.Join(why, ", ") + ")"

@@ -10,6 +10,7 @@ import (
 	"rackpool/examples"
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // refTopologies are the small pods the indexed engine is checked on: the
@@ -50,7 +51,7 @@ func randomRequest(rng *rand.Rand, top *topology.Topology) Request {
 		req.MinCores = 4 * rng.IntN(3)
 	}
 	if rng.IntN(5) > 0 {
-		n := Need{Kind: inventory.Memory, CapacityBytes: int64(1+rng.IntN(16)) * inventory.GiB}
+		n := Need{Kind: inventory.Memory, CapacityBytes: int64(1+rng.IntN(16)) * units.GiB}
 		switch rng.IntN(6) {
 		case 0:
 			n.MaxLatencyNS = -1
@@ -80,7 +81,7 @@ func randomRequest(rng *rand.Rand, top *topology.Topology) Request {
 	}
 	if rng.IntN(8) == 0 && len(req.Needs) > 0 {
 		// A second memory need: two needs may share memory nodes.
-		req.Needs = append(req.Needs, Need{Kind: inventory.Memory, CapacityBytes: int64(1+rng.IntN(8)) * inventory.GiB})
+		req.Needs = append(req.Needs, Need{Kind: inventory.Memory, CapacityBytes: int64(1+rng.IntN(8)) * units.GiB})
 	}
 	if rng.IntN(10) == 0 {
 		var dev []*inventory.Block

@@ -13,6 +13,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -50,7 +51,7 @@ func (r jsonRequest) request(t *testing.T) Request {
 	for _, n := range r.Needs {
 		need := Need{Kind: inventory.Kind(n.Kind), Count: n.Count, Model: n.Model, Attrs: n.Attrs, MaxLatencyNS: n.MaxLatencyNS}
 		if n.Capacity != "" {
-			c, err := topology.ParseSize(n.Capacity)
+			c, err := units.ParseBytes(n.Capacity)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +161,7 @@ func TestRequestErrors(t *testing.T) {
 func TestStateAcquireRelease(t *testing.T) {
 	top := topology.LoadDefault()
 	s, st := New(top), NewState(top)
-	p, err := s.Schedule(st, Request{Host: "host1", Needs: []Need{{Kind: inventory.Memory, CapacityBytes: 64 * inventory.GiB}, {Kind: inventory.GPU, Count: 2}}})
+	p, err := s.Schedule(st, Request{Host: "host1", Needs: []Need{{Kind: inventory.Memory, CapacityBytes: 64 * units.GiB}, {Kind: inventory.GPU, Count: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestStateAcquireRelease(t *testing.T) {
 func TestExact(t *testing.T) {
 	top := topology.LoadDefault()
 	s, st := New(top), NewState(top)
-	gib := int64(inventory.GiB)
+	gib := int64(units.GiB)
 	for _, tc := range []struct {
 		need Need
 		fits bool

@@ -14,6 +14,7 @@ import (
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 // Progress is told how far a run is: done of total requests.
@@ -152,7 +153,7 @@ func newEngine(c *Config, top *topology.Topology) *engine {
 	for _, d := range top.Devices {
 		switch d.Kind {
 		case inventory.Memory:
-			e.capacity["memory_gb"] += float64(d.CapacityBytes) / float64(inventory.GiB)
+			e.capacity["memory_gb"] += float64(d.CapacityBytes) / float64(units.GiB)
 		case inventory.GPU:
 			e.capacity["gpus"]++
 		case inventory.NVMe:
@@ -183,7 +184,7 @@ func (e *engine) request(r *Request) (schedule.Request, bool) {
 	}
 	req := schedule.Request{Share: schedule.Share{Cores: r.Cores}}
 	if r.RAMGB > 0 {
-		req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(ram) * inventory.GiB, MaxLatencyNS: r.MaxLatencyNS})
+		req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(ram) * units.GiB, MaxLatencyNS: r.MaxLatencyNS})
 	}
 	if r.GPUs > 0 {
 		req.Needs = append(req.Needs, schedule.Need{Kind: inventory.GPU, Count: r.GPUs})
@@ -406,7 +407,7 @@ func (e *engine) use(p *schedule.Plan, r *Request, sign float64) {
 	for _, a := range p.Assignments {
 		switch a.Block.Kind {
 		case inventory.Memory:
-			e.used["memory_gb"] += sign * float64(a.Block.CapacityBytes) / float64(inventory.GiB)
+			e.used["memory_gb"] += sign * float64(a.Block.CapacityBytes) / float64(units.GiB)
 		case inventory.GPU:
 			e.used["gpus"] += sign
 		case inventory.NVMe:

@@ -8,6 +8,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
+	"rackpool/internal/units"
 )
 
 // GenerateMONet produces P4 §5.A's workload: virtual machine requests
@@ -132,7 +133,7 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 		e.used["cores"] += float64(p.Share.Cores)
 		e.used["memory_gb"] += float64(p.Share.MemoryGiB)
 		for _, a := range p.Assignments {
-			e.used["memory_gb"] += float64(a.Block.CapacityBytes) / float64(inventory.GiB)
+			e.used["memory_gb"] += float64(a.Block.CapacityBytes) / float64(units.GiB)
 		}
 		return true
 	}
@@ -141,7 +142,7 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 			place(i, schedule.Request{Share: schedule.Share{Cores: 1, MemoryGiB: int(math.Ceil(d.nodePeak[i]))}})
 			continue
 		}
-		want := int64(math.Ceil(d.gb[i][0]/blockGB)) * int64(e.c.MemoryBlockGB) * inventory.GiB
+		want := int64(math.Ceil(d.gb[i][0]/blockGB)) * int64(e.c.MemoryBlockGB) * units.GiB
 		place(i, schedule.Request{Share: schedule.Share{Cores: 1},
 			Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: want, MaxLatencyNS: -1}}})
 	}

@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"rackpool/examples"
 	"rackpool/internal/inventory"
+	"rackpool/internal/units"
 )
 
 // ExampleRack is the built-in default topology (examples/rack.yaml).
@@ -185,25 +185,6 @@ func parseDuration(s string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is negative", s)
 	}
 	return d, nil
-}
-
-var sizeRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?B|B)?\s*$`)
-
-// ParseSize parses sizes such as 512GiB, 3.84TB or 4096 (bytes).
-func ParseSize(s string) (int64, error) {
-	m := sizeRe.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a size (e.g. 8GiB, 3.84TB)", s)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	mult := map[string]float64{"": 1, "B": 1,
-		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
-		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50}[m[2]]
-	n := v * mult
-	if n > math.MaxInt64/2 {
-		return 0, fmt.Errorf("%q is too large", s)
-	}
-	return int64(n), nil
 }
 
 func (b *builder) build(spec *Spec) error {
@@ -558,7 +539,7 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 	}
 	capacity := int64(0)
 	if ds.Capacity != "" {
-		c, err := ParseSize(ds.Capacity)
+		c, err := units.ParseBytes(ds.Capacity)
 		if err != nil {
 			return b.errf(ds.pos, "capacity", path, "%v", err)
 		}
@@ -571,7 +552,7 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 		}
 		blockBytes = capacity
 		if ds.BlockSize != "" {
-			bs, err := ParseSize(ds.BlockSize)
+			bs, err := units.ParseBytes(ds.BlockSize)
 			if err != nil {
 				return b.errf(ds.pos, "block_size", path, "%v", err)
 			}
@@ -718,8 +699,8 @@ func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map
 	if hs.Memory == "" {
 		return b.errf(hs.pos, "memory", path, "a host needs local memory (e.g. 256GiB)")
 	}
-	mem, err := ParseSize(hs.Memory)
-	if err != nil || mem < inventory.GiB {
+	mem, err := units.ParseBytes(hs.Memory)
+	if err != nil || mem < units.GiB {
 		if err == nil {
 			err = fmt.Errorf("at least 1GiB, got %s", hs.Memory)
 		}
@@ -733,7 +714,7 @@ func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map
 		if hostByID[id] != nil {
 			return b.errf(hs.pos, "id", path, "duplicate host id %q", id)
 		}
-		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / inventory.GiB)}
+		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / units.GiB)}
 		for pi, ps := range hs.Ports {
 			ppath := fmt.Sprintf("%s.ports[%d]", path, pi)
 			if ps == nil {

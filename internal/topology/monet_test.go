@@ -7,6 +7,7 @@ import (
 
 	"rackpool/examples"
 	"rackpool/internal/inventory"
+	"rackpool/internal/units"
 )
 
 // tray is the "tN" prefix of a MONet pod card id (t3-cpu7, t3-p2-mem1).
@@ -39,7 +40,7 @@ func TestMONetPod(t *testing.T) {
 	for _, b := range top.Blocks {
 		if b.Kind == inventory.Memory {
 			blocks++
-			if b.CapacityBytes != 4*inventory.GiB {
+			if b.CapacityBytes != 4*units.GiB {
 				t.Fatalf("block %s is %d bytes, want 4 GiB", b.ID, b.CapacityBytes)
 			}
 		}

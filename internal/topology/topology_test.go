@@ -96,20 +96,6 @@ func TestValidationNamesFileLineField(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"8GiB": 8 << 30, "3.84TB": 3840000000000, "4096": 4096, "1KiB": 1024} {
-		got, err := ParseSize(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "8 GB GB", "-1GiB", "lots"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
-		}
-	}
-}
-
 func TestGenerateRacks(t *testing.T) {
 	top, err := Parse("generated", GenerateRacks(3))
 	if err != nil {

@@ -1,8 +1,9 @@
 package topology
 
 import (
+	"maps"
 	"rackpool/api"
-	"rackpool/internal/inventory"
+	"slices"
 )
 
 // View renders the topology as the API's topology document, which both the
@@ -36,7 +37,7 @@ func (t *Topology) View() *api.TopologyView {
 		v.Fabrics = append(v.Fabrics, fv)
 	}
 	for _, z := range t.Zones {
-		v.Zones = append(v.Zones, api.ZoneView{ID: z.ID, Hosts: inventory.SortedKeys(z.Hosts), Devices: inventory.SortedKeys(z.Devices)})
+		v.Zones = append(v.Zones, api.ZoneView{ID: z.ID, Hosts: slices.Sorted(maps.Keys(z.Hosts)), Devices: slices.Sorted(maps.Keys(z.Devices))})
 	}
 	return v
 }

@@ -2,6 +2,8 @@ package emulated
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"rackpool/internal/clock"
@@ -72,5 +74,5 @@ func (p *PCIe) DrawerHosts(drawer string) []string {
 			hosts[l.Host] = true
 		}
 	}
-	return inventory.SortedKeys(hosts)
+	return slices.Sorted(maps.Keys(hosts))
 }
