@@ -43,6 +43,7 @@ import (
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
+	"rackpool/internal/units"
 )
 
 func main() {
@@ -324,13 +325,13 @@ func schedulerBench(big []*topology.Topology) {
 	whole := func(int) schedule.Request {
 		return schedule.Request{Needs: []schedule.Need{
 			{Kind: inventory.GPU, Count: 2},
-			{Kind: inventory.Memory, CapacityBytes: 32 * inventory.GiB},
+			{Kind: inventory.Memory, CapacityBytes: 32 * units.GiB},
 			{Kind: inventory.NVMe, Count: 1},
 		}}
 	}
 	share := func(i int) schedule.Request {
 		return schedule.Request{Share: schedule.Share{Cores: 1 + i%4}, Needs: []schedule.Need{
-			{Kind: inventory.Memory, CapacityBytes: int64(4<<(i%3)) * inventory.GiB, MaxLatencyNS: 600}}}
+			{Kind: inventory.Memory, CapacityBytes: int64(4<<(i%3)) * units.GiB, MaxLatencyNS: 600}}}
 	}
 	fmt.Println("| scheduler | blocks | hosts | decisions/s | mean per decision |")
 	fmt.Println("|---|---|---|---|---|")
