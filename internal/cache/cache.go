@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"rackpool/internal/clock"
+	"rackpool/internal/netserve"
 )
 
 // Remote is the far tier: a byte region the cache manages as a log.
@@ -161,8 +161,10 @@ func New(opts Options) (*Cache, error) {
 	return c, nil
 }
 
-// Serve accepts memcached protocol connections on l until Close. It returns
-// nil after Close and the accept error otherwise.
+// Serve accepts memcached protocol connections on l until Close. Accept
+// failures a wait can cure (out of file descriptors) are retried with
+// backoff (internal/netserve). It returns nil after Close, and an error
+// when l is closed under an open cache.
 func (c *Cache) Serve(l net.Listener) error {
 	c.mu.Lock()
 	if c.closed {
@@ -178,46 +180,37 @@ func (c *Cache) Serve(l net.Listener) error {
 		c.mu.Unlock()
 	}()
 
-	var backoff time.Duration
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			c.mu.Lock()
-			closed := c.closed
-			c.mu.Unlock()
-			if closed {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		cn := newConn(c, nc)
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			nc.Close()
-			return nil
-		}
-		c.conns[cn] = struct{}{}
-		c.wg.Add(1)
+	return netserve.Loop{Closed: c.isClosed, Handle: c.startConn, Logger: c.logger}.Serve(l)
+}
+
+func (c *Cache) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// startConn serves nc on a goroutine of its own.
+func (c *Cache) startConn(nc net.Conn) {
+	cn := newConn(c, nc)
+	c.mu.Lock()
+	if c.closed {
 		c.mu.Unlock()
-		c.st.currConns.Add(1)
-		c.st.totalConns.Add(1)
-		go func() {
-			defer c.wg.Done()
-			cn.serve()
-			c.st.currConns.Add(-1)
-			c.mu.Lock()
-			delete(c.conns, cn)
-			c.mu.Unlock()
-		}()
+		nc.Close()
+		return
 	}
+	c.conns[cn] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.st.currConns.Add(1)
+	c.st.totalConns.Add(1)
+	go func() {
+		defer c.wg.Done()
+		cn.serve()
+		c.st.currConns.Add(-1)
+		c.mu.Lock()
+		delete(c.conns, cn)
+		c.mu.Unlock()
+	}()
 }
 
 // Close stops every Serve loop, closes client connections and waits for

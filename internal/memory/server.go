@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rackpool/internal/clock"
+	"rackpool/internal/netserve"
 )
 
 // ServerOptions configures a Server. The zero value of each optional field
@@ -260,25 +261,10 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 	}()
 
-	var backoff time.Duration
-	for {
-		nc, err := l.Accept()
-		if err != nil {
-			if s.isClosed() {
-				return nil
-			}
-			if errors.Is(err, net.ErrClosed) {
-				return fmt.Errorf("memory: accept: %w", err)
-			}
-			// Probably out of file descriptors: wait and retry.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; retrying", "err", err, "after", backoff)
-			time.Sleep(backoff)
-			continue
-		}
-		backoff = 0
-		s.startConn(nc)
+	if err := (netserve.Loop{Closed: s.isClosed, Handle: s.startConn, Logger: s.log}).Serve(l); err != nil {
+		return fmt.Errorf("memory: accept: %w", err)
 	}
+	return nil
 }
 
 func (s *Server) isClosed() bool {
