@@ -30,8 +30,9 @@ func (Real) Sleep(d time.Duration) { time.Sleep(d) }
 // blocking, so code that models hardware delays runs instantly while still
 // accounting for the modelled time. It is safe for concurrent use.
 type Manual struct {
-	mu  sync.Mutex
-	now time.Time
+	mu      sync.Mutex
+	now     time.Time
+	tickers map[*manualTicker]struct{}
 }
 
 var _ Clock = (*Manual)(nil)
@@ -49,14 +50,81 @@ func (m *Manual) Now() time.Time {
 // Sleep advances the clock by d and returns at once.
 func (m *Manual) Sleep(d time.Duration) { m.Advance(d) }
 
-// Advance moves the clock forward by d.
+// Advance moves the clock forward by d and fires the tickers that came
+// due (once each, however many periods passed: like time.Ticker, a slow
+// reader loses ticks rather than getting a burst).
 func (m *Manual) Advance(d time.Duration) {
 	if d <= 0 {
 		return
 	}
 	m.mu.Lock()
 	m.now = m.now.Add(d)
+	now := m.now
+	for t := range m.tickers {
+		if now.Before(t.next) {
+			continue
+		}
+		for !now.Before(t.next) {
+			t.next = t.next.Add(t.period)
+		}
+		select {
+		case t.c <- now:
+		default:
+		}
+	}
 	m.mu.Unlock()
+}
+
+// Ticker delivers the time on C every period of its clock until Stop.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+// NewTicker returns a ticker on c: a time.Ticker for a clock that reads
+// the wall clock, and for a Manual clock one that ticks as Advance (or
+// Sleep) moves it past each period. Background loops (expiry, heartbeats,
+// fabric polling) take their ticker from their injected clock, so tests
+// drive them by advancing it. period must be positive.
+func NewTicker(c Clock, period time.Duration) Ticker {
+	if period <= 0 {
+		panic("clock: non-positive ticker period")
+	}
+	if m, ok := c.(*Manual); ok {
+		return m.newTicker(period)
+	}
+	return realTicker{time.NewTicker(period)}
+}
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
+
+type manualTicker struct {
+	m      *Manual
+	period time.Duration
+	next   time.Time
+	c      chan time.Time
+}
+
+func (m *Manual) newTicker(period time.Duration) *manualTicker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := &manualTicker{m: m, period: period, next: m.now.Add(period), c: make(chan time.Time, 1)}
+	if m.tickers == nil {
+		m.tickers = map[*manualTicker]struct{}{}
+	}
+	m.tickers[t] = struct{}{}
+	return t
+}
+
+func (t *manualTicker) C() <-chan time.Time { return t.c }
+
+func (t *manualTicker) Stop() {
+	t.m.mu.Lock()
+	delete(t.m.tickers, t)
+	t.m.mu.Unlock()
 }
 
 // Instant reads the wall clock but never waits: Sleep returns at once. The

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"rackpool/internal/clock"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
@@ -154,15 +155,16 @@ func (m *Manager) Expire(ctx context.Context) {
 	}
 }
 
-// ExpireLoop expires reservations every interval until ctx ends.
+// ExpireLoop expires reservations every interval of the manager's clock
+// until ctx ends.
 func (m *Manager) ExpireLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+	t := clock.NewTicker(m.clk, every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			m.Expire(context.WithoutCancel(ctx))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rackpool/internal/clock"
 	"rackpool/internal/fabric"
 )
 
@@ -55,8 +56,9 @@ type MonitorOptions struct {
 	// Interval is Run's polling period (default DefaultMonitorInterval).
 	Interval   time.Duration
 	Thresholds Thresholds
-	// Clock times the link error window (default time.Now).
-	Clock func() time.Time
+	// Clock times the polls and the link error window (default the wall
+	// clock).
+	Clock clock.Clock
 	// Logger receives polling errors (default: discard).
 	Logger *slog.Logger
 }
@@ -91,7 +93,7 @@ type Monitor struct {
 	fabrics  []string // driver IDs, sorted
 	interval time.Duration
 	th       Thresholds
-	clock    func() time.Time
+	clk      clock.Clock
 	log      *slog.Logger
 
 	mu        sync.Mutex // one poll at a time; guards the state below
@@ -140,7 +142,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		opts.Thresholds.LinkErrorWindow = DefaultLinkErrorWindow
 	}
 	if opts.Clock == nil {
-		opts.Clock = time.Now
+		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -151,7 +153,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		fabrics:   slices.Sorted(maps.Keys(drivers)),
 		interval:  opts.Interval,
 		th:        opts.Thresholds,
-		clock:     opts.Clock,
+		clk:       opts.Clock,
 		log:       opts.Logger,
 		devices:   map[elem]fabric.Health{},
 		ports:     map[elem]fabric.Health{},
@@ -164,10 +166,10 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 	}
 }
 
-// Run polls at once and then every interval until ctx ends. Polling errors
-// are logged; the next poll tries again.
+// Run polls at once and then every interval of its clock until ctx ends.
+// Polling errors are logged; the next poll tries again.
 func (m *Monitor) Run(ctx context.Context) {
-	t := time.NewTicker(m.interval)
+	t := clock.NewTicker(m.clk, m.interval)
 	defer t.Stop()
 	for {
 		if err := m.Poll(ctx); err != nil && ctx.Err() == nil {
@@ -176,7 +178,7 @@ func (m *Monitor) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -290,7 +292,7 @@ func (m *Monitor) report(last map[elem]fabric.Health, e elem, h fabric.Health, n
 
 // checkStats reports threshold crossings of fabric fid's devices.
 func (m *Monitor) checkStats(fid string, stats []fabric.DeviceStats) {
-	now := m.clock()
+	now := m.clk.Now()
 	slices.SortFunc(stats, func(a, b fabric.DeviceStats) int { return strings.Compare(a.Device, b.Device) })
 	for _, s := range stats {
 		e := elem{fid, s.Device}

@@ -60,7 +60,7 @@ func newRig(t *testing.T, th Thresholds) *rig {
 		drivers: drivers,
 		clk:     clk,
 		bus:     bus,
-		mon:     NewMonitor(bus, drivers, MonitorOptions{Clock: clk.Now, Thresholds: th}),
+		mon:     NewMonitor(bus, drivers, MonitorOptions{Clock: clk, Thresholds: th}),
 		events:  ch,
 	}
 }

@@ -822,15 +822,16 @@ func (m *Manager) zero(ctx context.Context, l Lease) error {
 	return c.Zero(ctx, l.Expiry)
 }
 
-// Run reclaims expired leases every interval until ctx ends.
+// Run reclaims expired leases every interval of the manager's clock until
+// ctx ends.
 func (m *Manager) Run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+	t := clock.NewTicker(m.o.Clock, every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			m.Reclaim(ctx)
 			m.pruneRevoked()
 		}
