@@ -15,15 +15,15 @@ import (
 
 	"rackpool/api"
 	"rackpool/internal/cache"
+	"rackpool/internal/memlease"
 	"rackpool/internal/memory"
 )
 
 // runCacheServer is the hidden -cache-server mode used by -profile: the
 // same cache as `rackpool cache` (internal/cache with a remote tier leased
-// through the control plane and reached with internal/memory), served from
-// this process under a CPU profile. It leases once and does not renew, so
-// it suits runs shorter than -lease-ttl. It writes the profile and
-// releases the lease on SIGTERM.
+// through the control plane and kept by internal/memlease, the keeper
+// rackpool cache uses), served from this process under a CPU profile. It
+// writes the profile and releases the lease on SIGTERM.
 func runCacheServer(args []string) error {
 	fs := flag.NewFlagSet("cache-server", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
@@ -42,27 +42,27 @@ func runCacheServer(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var lease *api.MemoryLease
-	var ac *api.Client
+	var keeper *memlease.Keeper
 	if *remote > 0 {
 		if *control == "" {
 			return errors.New("-remote needs -control")
 		}
-		ac = api.New(*control, "Administrator", os.Getenv("RACKPOOL_PASSWORD"))
-		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		lease, err = ac.GetMemory(lctx, api.LeaseRequest{Size: *remote, TTL: *ttl})
+		ac := api.New(*control, "Administrator", os.Getenv("RACKPOOL_PASSWORD"))
+		keeper, err = memlease.New(memlease.Options{Control: ac, Request: api.LeaseRequest{Size: *remote, TTL: *ttl},
+			Attach: func(mc *memory.Client, n uint64) {
+				if mc == nil {
+					c.SetRemote(nil, 0)
+					return
+				}
+				c.SetRemote(mc, n)
+			}, Logger: log})
 		if err != nil {
-			cancel()
+			return err
+		}
+		if err := keeper.Acquire(ctx); err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
-		mc, err := memory.Dial(lctx, lease.Endpoint, lease.Token)
-		cancel()
-		if err != nil {
-			_ = ac.ReleaseLease(context.Background(), lease.ID)
-			return fmt.Errorf("dial memnode: %w", err)
-		}
-		defer mc.Close()
-		c.SetRemote(mc, lease.CapacityBytes)
+		go keeper.Run(ctx)
 	}
 	// SIGUSR1 starts a CPU profile (PREFIX-1.pprof, PREFIX-2.pprof, ...),
 	// SIGUSR2 stops it: the benchmark profiles the measured runs only.
@@ -113,10 +113,10 @@ func runCacheServer(args []string) error {
 		err = c.Close()
 	}
 	log.Info("cache stats", "stats", fmt.Sprintf("%+v", c.Stats()))
-	if lease != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = ac.ReleaseLease(rctx, lease.ID)
-		cancel()
+	if keeper != nil {
+		if rerr := keeper.Release(context.Background()); rerr != nil {
+			log.Warn("give back the memory lease", "err", rerr)
+		}
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/clock"
 	"rackpool/internal/memory"
 	"rackpool/internal/units"
 )
@@ -287,14 +288,14 @@ func runMemnode(args []string) error {
 	}
 	log.Info("memnode serving", "node", n.ID, "addr", endpoint, "capacity", size, "blocks", len(n.Links.ResourceBlocks), "control", *control)
 	go func() {
-		t := time.NewTicker(*heartbeat)
+		t := clock.NewTicker(clock.Real{}, *heartbeat)
 		defer t.Stop()
 		failing := false
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			if _, err := register(); err != nil {
 				if !failing {
