@@ -174,6 +174,9 @@ type Block struct {
 	Oem struct {
 		Rackpool struct {
 			Kind, Model, Fabric, Drawer, Device string
+			// HeldBy names the holder of an Unavailable block outside
+			// compositions (leases-NODE: the memory leases of a node).
+			HeldBy string
 			CapacityBytes                       int64
 			Slot                                int
 			Cores, LocalMemoryGiB               int

@@ -193,6 +193,7 @@ func skipShort(t *testing.T) {
 type snapshot struct {
 	systems map[string][]string // composed system -> blocks
 	states  map[string]string   // block -> composition state
+	heldBy  map[string]string   // block -> holder outside compositions (memory leases)
 }
 
 func take(t *testing.T, c *api.Client) snapshot {
@@ -206,7 +207,7 @@ func take(t *testing.T, c *api.Client) snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := snapshot{systems: map[string][]string{}, states: map[string]string{}}
+	s := snapshot{systems: map[string][]string{}, states: map[string]string{}, heldBy: map[string]string{}}
 	for _, sys := range systems {
 		if sys.SystemType != "Composed" {
 			continue
@@ -220,6 +221,9 @@ func take(t *testing.T, c *api.Client) snapshot {
 	}
 	for _, b := range blocks {
 		s.states[b.ID] = b.CompositionStatus.CompositionState
+		if h := b.Oem.Rackpool.HeldBy; h != "" {
+			s.heldBy[b.ID] = h
+		}
 		if b.CompositionStatus.NumberOfCompositions > b.CompositionStatus.MaxCompositions {
 			t.Errorf("block %s in %d compositions, max %d", b.ID, b.CompositionStatus.NumberOfCompositions, b.CompositionStatus.MaxCompositions)
 		}
@@ -248,6 +252,13 @@ func checkConsistent(t *testing.T, s snapshot, maxComp map[string]int) {
 		}
 		if n > max {
 			t.Errorf("block %s allocated %d times (max %d)", b, n, max)
+		}
+		if h := s.heldBy[b]; h != "" {
+			// Held outside compositions (memory leases): in no system.
+			if n > 0 || st != "Unavailable" {
+				t.Errorf("block %s held by %s is %s and in %d systems", b, h, st, n)
+			}
+			continue
 		}
 		if n == 0 && st != "Unused" {
 			t.Errorf("block %s is %s but in no system", b, st)

@@ -113,6 +113,9 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 		oem["LocalMemoryGiB"] = b.Host.MemoryGiB
 		chassis = append(chassis, reff("/redfish/v1/Chassis/%s", b.Host.Rack))
 	}
+	if st.HeldBy != "" {
+		oem["HeldBy"] = st.HeldBy // e.g. leases-memnode1: memory leased outside compositions
+	}
 	state := st.State
 	if health == fabric.Critical {
 		state = "Failed"
