@@ -192,10 +192,21 @@ func summaries(cs []*inventory.Composition) []string {
 }
 
 // checkStore fails the test unless the store holds exactly what the
-// manager lists.
+// manager lists, and the holder records (memory leases' blocks) the
+// manager's holders hold.
 func (e *env) checkStore() {
 	e.t.Helper()
-	got, want := summaries(e.stored()), summaries(e.m.List())
+	var stored []*inventory.Composition
+	for _, c := range e.stored() {
+		if c.State != inventory.Held {
+			stored = append(stored, c)
+			continue
+		}
+		if got := e.m.Held(c.ID); !slices.Equal(got, c.Blocks) {
+			e.t.Errorf("holder %s: the store has %v, the manager %v", c.ID, c.Blocks, got)
+		}
+	}
+	got, want := summaries(stored), summaries(e.m.List())
 	if !slices.Equal(got, want) {
 		e.t.Errorf("store differs from the manager\nstore:   %q\nmanager: %q", got, want)
 	}

@@ -154,6 +154,7 @@ type staged struct {
 	reserved    []*inventory.Composition // reservations consumed
 	decomposing []*inventory.Composition // systems to tear down, Decomposing
 	previous    []*inventory.Composition // those systems as they were
+	detaching   int                      // how many of them had their detach started
 }
 
 // stage places and holds every stanza of mf. On error the caller must
@@ -245,7 +246,8 @@ func (m *Manager) realizeManifest(ctx context.Context, t *staged) error {
 			return err
 		}
 	}
-	for _, d := range t.decomposing {
+	for i, d := range t.decomposing {
+		t.detaching = i + 1
 		if err := m.detach(ctx, d, d.Blocks); err != nil {
 			return err
 		}
@@ -254,16 +256,17 @@ func (m *Manager) realizeManifest(ctx context.Context, t *staged) error {
 }
 
 // rollbackManifest puts the fabrics and the store back as they were before
-// a recorded manifest: new systems detached and deleted, old ones
-// re-attached and recorded Composed at a new version. It reports whether
-// it did; a failure is left for recovery at start-up, which rolls the
-// manifest back the same way.
+// a recorded manifest: new systems detached and deleted, old ones whose
+// detach had started re-attached (attaching is idempotent), and all old
+// ones recorded Composed at a new version. It reports whether it did; a
+// failure is left for recovery at start-up, which rolls the manifest back
+// the same way.
 func (m *Manager) rollbackManifest(ctx context.Context, t *staged) bool {
 	var errs []error
 	for _, c := range t.composing {
 		errs = append(errs, m.detach(ctx, c, c.Blocks))
 	}
-	for _, d := range t.decomposing {
+	for _, d := range t.decomposing[:t.detaching] {
 		errs = append(errs, m.attach(ctx, d, d.Blocks))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -88,6 +88,9 @@ func TestManifestRollback(t *testing.T) {
 	}{
 		{"attach of the second new system fails", func(e *env) { e.faulty["falcon1"].FailNthAttach(2) }},
 		{"detach of the old system fails", func(e *env) { e.faulty["sas1"].FailNextDetaches(1) }},
+		// The old system was never detached: the rollback must not touch
+		// it (a re-attach could fail too and leave it in transition).
+		{"attach fails, and would again", func(e *env) { e.faulty["falcon1"].FailNthAttach(2); e.faulty["falcon1"].FailNthAttach(3) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, loadRack(t))

@@ -140,7 +140,12 @@ func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops in
 			devices = append(devices, b)
 		}
 	}
-	w := &modelWorker{t: t, top: top, m: e.m, ref: ref, devices: devices}
+	w := &modelWorker{t: t, top: top, m: e.m, ref: ref, devices: devices, held: map[string][]string{}}
+	for _, b := range devices {
+		if b.Kind == inventory.Memory {
+			w.memory = append(w.memory, b.ID)
+		}
+	}
 
 	done := make(chan struct{})
 	checked := make(chan int)
@@ -165,7 +170,7 @@ func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops in
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
 			for range ops {
-				stats[g][w.step(rng)]++
+				stats[g][w.step(rng, g)]++
 			}
 		})
 	}
@@ -179,7 +184,11 @@ func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops in
 		}
 	}
 	t.Logf("outcomes: %v", total)
-	if total["compose ok"] == 0 || total["update ok"] == 0 || total["set ok"] == 0 || total["decompose ok"] == 0 || total["compose ErrAttach"] == 0 {
+	// A manifest composes several systems at once: on the four hosts of
+	// the example rack, usually full, one may never fit.
+	manifestOK := total["manifest ok"] > 0 || len(top.Hosts) < 8
+	if total["compose ok"] == 0 || total["update ok"] == 0 || total["set ok"] == 0 || total["decompose ok"] == 0 || total["compose ErrAttach"] == 0 ||
+		!manifestOK || total["hold ok"] == 0 {
 		t.Errorf("the run did not exercise every workflow: %v", total)
 	}
 	if t.Failed() {
@@ -202,6 +211,11 @@ func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops in
 	if got, want := summaries(e2.m.List()), summaries(list); !slices.Equal(got, want) {
 		t.Errorf("recovered manager differs\nrecovered: %q\noriginal:  %q", got, want)
 	}
+	for holder, blocks := range w.held {
+		if got := e2.m.Held(holder); !slices.Equal(got, blocks) {
+			t.Errorf("recovered holder %s holds %v, want %v", holder, got, blocks)
+		}
+	}
 	e2.checkConsistent()
 
 	// Decompose everything through the original manager, faults off.
@@ -211,6 +225,11 @@ func runModel(t *testing.T, top *topology.Topology, seed uint64, workers, ops in
 	for _, c := range list {
 		if err := e.m.Decompose(ctx, c.ID, c.Version); err != nil {
 			t.Errorf("decompose %s: %v", c.ID, err)
+		}
+	}
+	for holder := range w.held {
+		if err := e.m.SetHeld(ctx, holder, "model", nil, nil); err != nil {
+			t.Errorf("release holder %s: %v", holder, err)
 		}
 	}
 	e.checkEmpty()
@@ -224,6 +243,10 @@ type modelWorker struct {
 	m       *compose.Manager
 	ref     *refModel
 	devices []*inventory.Block
+	memory  []string // memory blocks, for holders
+
+	mu   sync.Mutex
+	held map[string][]string // holder (one per worker) → blocks it holds, sorted
 }
 
 var modelKinds = []inventory.Kind{inventory.GPU, inventory.NVMe, inventory.HDD, inventory.SSD, inventory.Memory, inventory.NIC}
@@ -264,8 +287,9 @@ func (w *modelWorker) randomDevices(rng *rand.Rand, n int, host string, except [
 	return out
 }
 
-// step performs one random operation and returns its outcome's name.
-func (w *modelWorker) step(rng *rand.Rand) string {
+// step performs one random operation for worker g and returns its
+// outcome's name.
+func (w *modelWorker) step(rng *rand.Rand, g int) string {
 	p := rng.IntN(100)
 	if p >= 40 && w.ref.pick(rng) == "" {
 		p = 0 // nothing to update or decompose: compose instead
@@ -288,9 +312,70 @@ func (w *modelWorker) step(rng *rand.Rand) string {
 		return w.update(rng)
 	case p < 70:
 		return w.setBlocks(rng)
+	case p < 75:
+		return w.hold(rng, g)
+	case p < 82:
+		return w.manifest(rng)
 	default:
 		return w.decompose(rng)
 	}
+}
+
+// hold makes worker g's holder (as a memory lease manager's per-node
+// holder) hold 0 to 2 random memory blocks.
+func (w *modelWorker) hold(rng *rand.Rand, g int) string {
+	holder := fmt.Sprintf("hold-%d", g)
+	var blocks []string
+	for range rng.IntN(3) {
+		blocks = append(blocks, w.memory[rng.IntN(len(w.memory))])
+	}
+	blocks = slices.Compact(slices.Sorted(slices.Values(blocks)))
+	err := w.m.SetHeld(ctx, holder, "model", blocks, nil)
+	if err == nil {
+		if got := w.m.Held(holder); !slices.Equal(got, blocks) {
+			w.t.Errorf("holder %s holds %v after SetHeld(%v)", holder, got, blocks)
+		}
+		w.mu.Lock()
+		w.held[holder] = blocks
+		if len(blocks) == 0 {
+			delete(w.held, holder)
+		}
+		w.mu.Unlock()
+	}
+	return w.outcome("hold", err, compose.ErrBlockBusy)
+}
+
+// manifest composes one or two systems, and sometimes decomposes a live
+// one, all or nothing.
+func (w *modelWorker) manifest(rng *rand.Rand) string {
+	var mf compose.Manifest
+	for range 1 + rng.IntN(2) {
+		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &compose.Request{Needs: w.randomNeeds(rng, 1)}})
+	}
+	victim := ""
+	if rng.IntN(2) == 0 {
+		victim = w.ref.pick(rng)
+		if victim != "" {
+			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Decompose: victim})
+		}
+	}
+	got, err := w.m.Apply(ctx, mf)
+	if err == nil {
+		for _, c := range got {
+			w.ref.put(c)
+			w.checkComposed("manifest", c)
+		}
+		if victim != "" {
+			w.ref.del(victim)
+			if _, err := w.m.Get(victim); !errors.Is(err, compose.ErrNotFound) {
+				w.t.Errorf("Get after a manifest decomposed %s: %v, want ErrNotFound", victim, err)
+			}
+		}
+		if want := len(mf.Stanzas) - min(len(victim), 1); len(got) != want {
+			w.t.Errorf("manifest of %d compose stanzas returned %d systems", want, len(got))
+		}
+	}
+	return w.outcome("manifest", err, compose.ErrNotFound, compose.ErrBusy, compose.ErrVersion)
 }
 
 // outcome classifies err, failing the test on an error the operation must
@@ -489,6 +574,15 @@ func (w *modelWorker) checkInvariants(rng *rand.Rand) {
 			holders[b] = append(holders[b], c.ID)
 		}
 	}
+	w.mu.Lock()
+	for holder, blocks := range w.held {
+		for _, b := range blocks {
+			if cs := holders[b]; len(cs) > 0 {
+				w.t.Errorf("block %s held by %s and in compositions %v", b, holder, cs)
+			}
+		}
+	}
+	w.mu.Unlock()
 	for id, cs := range holders {
 		b := w.top.Block(id)
 		if b == nil {
@@ -504,6 +598,12 @@ func (w *modelWorker) checkInvariants(rng *rand.Rand) {
 		st := w.m.BlockStatus(b.ID)
 		if len(st.Compositions) > max(b.MaxCompositions, 1) {
 			w.t.Errorf("BlockStatus(%s) = %s in %v, over its limit %d", b.ID, st.State, st.Compositions, b.MaxCompositions)
+		}
+		if st.HeldBy != "" {
+			if st.State != "Unavailable" || len(st.Compositions) != 0 {
+				w.t.Errorf("BlockStatus(%s) = %s in %v, held by %s", b.ID, st.State, st.Compositions, st.HeldBy)
+			}
+			continue
 		}
 		if (st.State == "Unused") != (len(st.Compositions) == 0) {
 			w.t.Errorf("BlockStatus(%s) = %s in %v", b.ID, st.State, st.Compositions)
