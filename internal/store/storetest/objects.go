@@ -167,3 +167,61 @@ func testVersionedObjects(t *testing.T, open OpenFunc) {
 		t.Errorf("a negative version check = %v, want a plain error", err)
 	}
 }
+
+// testRecordSets: the way tenancy keeps its records — kinds are separate
+// namespaces, a change to several records (an account's deletion with its
+// sessions, a tenant joined by an account) commits whole or not at all,
+// and versions survive reopening the store.
+func testRecordSets(t *testing.T, open OpenFunc) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	rec := func(kind, id string, v int64) store.ObjectChange {
+		return store.ObjectChange{Kind: kind, Object: store.Object{ID: id, Data: []byte(kind + ":" + id), Version: v}}
+	}
+	del := func(kind, id string, v int64) store.ObjectChange {
+		return store.ObjectChange{Kind: kind, Object: store.Object{ID: id, Version: v}, Delete: true}
+	}
+	// The same ID under two kinds is two records.
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{rec("account", "ann", 1), rec("tenant", "ann", 1),
+		rec("session", "s1", 0), rec("session", "s2", 0), rec("tenant", "blue", 1)}})
+	// A deletion of ann with her sessions, decided on a stale read of
+	// her account: nothing of it applies.
+	if err := s.Apply(ctx, store.Plan{Objects: []store.ObjectChange{del("session", "s1", 0), del("session", "s2", 0),
+		del("account", "ann", 2)}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("stale deletion: %v, want ErrConflict", err)
+	}
+	count := func(s store.Store, kind string) []store.Object {
+		t.Helper()
+		objs, err := s.Objects(ctx, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	if n := len(count(s, "session")); n != 2 {
+		t.Fatalf("a refused plan deleted sessions: %d left, want 2", n)
+	}
+	// An account joining blue moves blue's version on in the same plan;
+	// a deletion of blue decided before it conflicts.
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{rec("account", "bob", 1), rec("tenant", "blue", 2)}})
+	if err := s.Apply(ctx, store.Plan{Objects: []store.ObjectChange{del("tenant", "blue", 1)}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("deleting blue on a stale read: %v, want ErrConflict", err)
+	}
+	apply(t, s, store.Plan{Objects: []store.ObjectChange{del("session", "s1", 0), del("session", "s2", 0), del("account", "ann", 1)}})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir)
+	defer s.Close()
+	if got := count(s, "account"); len(got) != 1 || got[0].ID != "bob" || got[0].Version != 1 {
+		t.Errorf("accounts after reopening: %+v", got)
+	}
+	tenants := count(s, "tenant")
+	if len(tenants) != 2 || tenants[0].ID != "ann" || tenants[1].ID != "blue" || tenants[1].Version != 2 || string(tenants[1].Data) != "tenant:blue" {
+		t.Errorf("tenants after reopening: %+v", tenants)
+	}
+	if got := count(s, "session"); len(got) != 0 {
+		t.Errorf("sessions after reopening: %+v", got)
+	}
+}

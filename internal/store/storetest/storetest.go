@@ -60,6 +60,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Intent", testIntent},
 		{"PlanObjects", testPlanObjects},
 		{"VersionedObjects", testVersionedObjects},
+		{"RecordSets", testRecordSets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
