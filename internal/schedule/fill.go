@@ -3,6 +3,7 @@ package schedule
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -451,7 +452,7 @@ func (w *needWalk) rejection(ni int) *Rejection {
 		reason = Insufficient
 	}
 	var why []string
-	for _, r := range sortedReasons(counts) {
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
 		why = append(why, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	host := w.o.host.ID

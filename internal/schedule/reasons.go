@@ -3,7 +3,8 @@ package schedule
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -66,20 +67,11 @@ func (e *Unsatisfiable) Error() string {
 		counts[r.Reason]++
 	}
 	parts := []string{}
-	for _, r := range sortedReasons(counts) {
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%s ×%d", r, counts[r]))
 	}
 	first := e.Rejections[0]
 	return fmt.Sprintf("no host can take the request (%s); e.g. %s: %s", strings.Join(parts, ", "), first.Host, first.Detail)
-}
-
-func sortedReasons(m map[Reason]int) []Reason {
-	out := make([]Reason, 0, len(m))
-	for r := range m {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // Request errors: the request itself is wrong, whatever the state.

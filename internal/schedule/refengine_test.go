@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"fmt"
 	"iter"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -519,7 +520,7 @@ func (s *refScheduler) fillNeed(o *refOverlay, ix *refHostIndex, req Request, ni
 		reason = Insufficient
 	}
 	var why []string
-	for _, r := range sortedReasons(counts) {
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
 		why = append(why, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	detail := fmt.Sprintf("host %s: %s wanted, %d found", o.host.ID, wantDesc, got)

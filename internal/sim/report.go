@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -177,7 +178,7 @@ func sampleResourceTypes(samples []Sample) []string {
 			seen[t] = true
 		}
 	}
-	return sortedMapKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // usedShare is used/capacity, 0 where there is no capacity.
@@ -390,7 +391,7 @@ func (p *runPage) build(res *Result, types []string) {
 	h(formatCount(s.Requests), "requests")
 	h(formatCount(s.Accepted), "accepted")
 	h(formatPercent(s.AcceptanceRatio), "acceptance ratio")
-	utilTypes := sortedMapKeys(s.MeanUtilisation)
+	utilTypes := slices.Sorted(maps.Keys(s.MeanUtilisation))
 	for _, t := range utilTypes {
 		h(formatPercent(s.MeanUtilisation[t]), "mean "+resourceTypeLabel(t)+" utilisation")
 	}
@@ -428,7 +429,7 @@ func (p *runPage) build(res *Result, types []string) {
 		{"blocking ratio", "blocking_ratio", num(s.BlockingRatio) + " (" + formatPercent(s.BlockingRatio) + ")"},
 	}})
 	rej := reportSection{Title: "Rejections by reason (rejections)", Head: []string{"reason", "requests", "share of rejected"}}
-	for _, r := range sortedMapKeys(s.Rejections) {
+	for _, r := range slices.Sorted(maps.Keys(s.Rejections)) {
 		n := s.Rejections[r]
 		share := ""
 		if s.Rejected > 0 {
@@ -449,7 +450,7 @@ func (p *runPage) build(res *Result, types []string) {
 	for t := range s.PeakUtilisation {
 		allUtil[t] = true
 	}
-	for _, t := range sortedMapKeys(allUtil) {
+	for _, t := range slices.Sorted(maps.Keys(allUtil)) {
 		util.Table = append(util.Table, []string{t, optFormatPercent(s.MeanUtilisation, t), optFormatPercent(s.PeakUtilisation, t)})
 	}
 	p.Sections = append(p.Sections, util)
@@ -462,7 +463,7 @@ func (p *runPage) build(res *Result, types []string) {
 	}}
 	p.Sections = append(p.Sections, remote)
 	hop := reportSection{Title: "Share of blocks by switch hops (hop_share)", Head: []string{"hops", "share"}}
-	hopKeys := sortedMapKeys(s.HopShare)
+	hopKeys := slices.Sorted(maps.Keys(s.HopShare))
 	slices.SortStableFunc(hopKeys, func(a, b string) int { return compareNumeric(a, b) })
 	for _, k := range hopKeys {
 		hop.Table = append(hop.Table, []string{k, formatPercent(s.HopShare[k])})
@@ -488,7 +489,7 @@ func (p *runPage) build(res *Result, types []string) {
 				all[t] = true
 			}
 		}
-		for _, t := range sortedMapKeys(all) {
+		for _, t := range slices.Sorted(maps.Keys(all)) {
 			term := ""
 			if u := c.Utilisation[t]; u != 0 {
 				term = num(c.Units[t] * c.UnitCost[t] / u)
@@ -622,7 +623,7 @@ func sweepTypes(rows []SweepRow) []string {
 			seen[t] = true
 		}
 	}
-	return sortedMapKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // sweepTable returns sweep.csv's header and rows. A parameter, type or
@@ -751,7 +752,7 @@ func MergeSweeps(dirs []string) ([]SweepRow, error) {
 			return nil, fmt.Errorf("sim: merge sweeps: %w", err)
 		}
 		for _, r := range rows {
-			keys := strings.Join(sortedMapKeys(r.Params), ", ")
+			keys := strings.Join(slices.Sorted(maps.Keys(r.Params)), ", ")
 			if namesD == "" {
 				names, namesD = keys, dir
 			} else if keys != names {
@@ -774,7 +775,7 @@ func MergeSweeps(dirs []string) ([]SweepRow, error) {
 // sweepParamKey writes parameter values canonically: name=value, in name order.
 func sweepParamKey(params map[string]float64) string {
 	parts := make([]string, 0, len(params))
-	for _, k := range sortedMapKeys(params) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		parts = append(parts, k+"="+formatExact(params[k]))
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
@@ -1011,15 +1012,6 @@ func compareNumeric(a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
-}
-
-func sortedMapKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // reportTemplates renders report.html for runs ("run") and sweeps
