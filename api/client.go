@@ -176,10 +176,10 @@ type Block struct {
 			Kind, Model, Fabric, Drawer, Device string
 			// HeldBy names the holder of an Unavailable block outside
 			// compositions (leases-NODE: the memory leases of a node).
-			HeldBy string
-			CapacityBytes                       int64
-			Slot                                int
-			Cores, LocalMemoryGiB               int
+			HeldBy                string
+			CapacityBytes         int64
+			Slot                  int
+			Cores, LocalMemoryGiB int
 		}
 	}
 }
