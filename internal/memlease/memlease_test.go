@@ -131,6 +131,21 @@ func (a *attached) get() (*memory.Client, uint64, int) {
 	return a.client, a.size, a.calls
 }
 
+// keeper returns a keeper of a 1 MiB lease of duration ttl that has
+// acquired its first lease.
+func (p *plane) keeper(ttl time.Duration, a *attached) *memlease.Keeper {
+	p.t.Helper()
+	k, err := memlease.New(memlease.Options{Control: p.api, Request: api.LeaseRequest{Size: 1 << 20, TTL: ttl},
+		Attach: a.attach, Clock: p.clk})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if err := k.Acquire(context.Background()); err != nil {
+		p.t.Fatal(err)
+	}
+	return k
+}
+
 // run starts k.Run and stops it at the end of the test.
 func run(t *testing.T, k *memlease.Keeper) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,15 +173,8 @@ func TestKeeperRenews(t *testing.T) {
 	p := newPlane(t)
 	p.memnode("memnode1", 16<<20)
 	var a attached
-	k, err := memlease.New(memlease.Options{Control: p.api, Request: api.LeaseRequest{Size: 1 << 20, TTL: 30 * time.Second},
-		Attach: a.attach, Clock: p.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := p.keeper(30 * time.Second, &a)
 	ctx := context.Background()
-	if err := k.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
 	first := k.Lease()
 	mc, size, _ := a.get()
 	if mc == nil || size != 1<<20 || first.CapacityBytes != 1<<20 {
@@ -205,14 +213,7 @@ func TestKeeperReplacesALostNode(t *testing.T) {
 	p.memnode("memnode1", 16<<20)
 	p.memnode("memnode2", 16<<20)
 	var a attached
-	k, err := memlease.New(memlease.Options{Control: p.api, Request: api.LeaseRequest{Size: 1 << 20, TTL: time.Minute},
-		Attach: a.attach, Clock: p.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Acquire(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	k := p.keeper(time.Minute, &a)
 	first := k.Lease()
 	run(t, k)
 	p.kill(first.MemoryNode)
@@ -240,14 +241,7 @@ func TestKeeperOutlastsAControlPlaneOutage(t *testing.T) {
 	p := newPlane(t)
 	p.memnode("memnode1", 16<<20)
 	var a attached
-	k, err := memlease.New(memlease.Options{Control: p.api, Request: api.LeaseRequest{Size: 1 << 20, TTL: 30 * time.Second},
-		Attach: a.attach, Clock: p.clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Acquire(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	k := p.keeper(30 * time.Second, &a)
 	first := k.Lease()
 	run(t, k)
 	p.srv.CloseClientConnections()
