@@ -173,7 +173,7 @@ func TestKeeperRenews(t *testing.T) {
 	p := newPlane(t)
 	p.memnode("memnode1", 16<<20)
 	var a attached
-	k := p.keeper(30 * time.Second, &a)
+	k := p.keeper(30*time.Second, &a)
 	ctx := context.Background()
 	first := k.Lease()
 	mc, size, _ := a.get()
@@ -241,7 +241,7 @@ func TestKeeperOutlastsAControlPlaneOutage(t *testing.T) {
 	p := newPlane(t)
 	p.memnode("memnode1", 16<<20)
 	var a attached
-	k := p.keeper(30 * time.Second, &a)
+	k := p.keeper(30*time.Second, &a)
 	first := k.Lease()
 	run(t, k)
 	p.srv.CloseClientConnections()
