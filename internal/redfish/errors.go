@@ -28,7 +28,8 @@ type apiError struct {
 	args       []string
 	severity   string
 	resolution string
-	oem        any // extra detail under Oem.Rackpool (e.g. rejections)
+	oem        any   // extra detail under Oem.Rackpool (e.g. rejections)
+	internal   error // what went wrong inside: logged with the request ID, never sent
 }
 
 func (e *apiError) Error() string { return e.message }
@@ -103,10 +104,12 @@ func errTooLarge(limit int64) *apiError {
 	return e
 }
 
+// errInternal answers an error the client cannot act on: the client gets
+// the Redfish message and a request ID (Server.fail), the log gets err.
 func errInternal(err error) *apiError {
 	e := newError(http.StatusInternalServerError, baseRegistry+"InternalError",
 		"The request failed due to an internal service error.  The service is still operational.")
-	e.resolution = err.Error()
+	e.internal = err
 	return e
 }
 
@@ -177,9 +180,10 @@ func translate(err error) *apiError {
 	case errors.Is(err, compose.ErrAttach), errors.Is(err, compose.ErrDetach):
 		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
 			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
-		e.resolution = err.Error() + " (the operation was rolled back)"
+		e.internal = err // which fabric said what: for the operator's log
+		e.resolution = "A fabric operation failed; the operation was rolled back. Retry the request."
 		if errors.Is(err, compose.ErrDetach) {
-			e.resolution = err.Error() + " (the system stays Decomposing; retry the DELETE)"
+			e.resolution = "A fabric operation failed; the system stays Decomposing. Retry the DELETE."
 		}
 		return e
 	}
@@ -241,4 +245,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// requestIDKey carries a request's ID in its context.
+type requestIDKey struct{}
+
+// requestID returns r's ID (ServeHTTP gives every request one and answers
+// it in X-Request-Id).
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// fail turns a handler's error into the Redfish error to answer r with.
+// A server-side failure (5xx) leaves its internal detail in the log under
+// the request's ID and tells the client only that ID to report.
+func (s *Server) fail(r *http.Request, err error) *apiError {
+	e := translate(err)
+	if e.status < 500 {
+		return e
+	}
+	id := requestID(r)
+	detail := e.message
+	if e.internal != nil {
+		detail = e.internal.Error()
+	}
+	s.log.Error("request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "status", e.status, "err", detail)
+	c := *e
+	c.internal = nil
+	if c.resolution != "" {
+		c.resolution += " "
+	}
+	c.resolution += "If it persists, report request ID " + id + " to the operator."
+	return &c
 }

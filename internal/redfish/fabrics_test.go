@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -121,6 +122,17 @@ func TestInjectedAttachFailureRollsBack(t *testing.T) {
 	r := s.must(http.StatusInternalServerError, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1", "gpu2", "hdd1"), admin)
 	if code := r.errorCode(t); code != "Base.1.22.OperationFailed" {
 		t.Fatalf("failed compose: %s", code)
+	}
+	// The client learns it was rolled back and a request ID to report;
+	// which fabric said what stays in the operator's log.
+	id := r.header.Get("X-Request-Id")
+	res := r.resolution(t)
+	if id == "" || !strings.Contains(res, "rolled back") || !strings.Contains(res, "request ID "+id) ||
+		strings.Contains(string(r.body), "injected") || strings.Contains(string(r.body), "falcon") || strings.Contains(string(r.body), "attach gpu2") {
+		t.Errorf("500 answer (X-Request-Id %q): %s", id, r.body)
+	}
+	if logs := s.logs.String(); !strings.Contains(logs, "request_id="+id) || !strings.Contains(logs, "injected") {
+		t.Errorf("the log lacks the failure's detail under request %s:\n%s", id, logs)
 	}
 	if ids := s.systemIDs(); len(ids) != 0 {
 		t.Fatalf("systems after a failed compose: %v", ids)

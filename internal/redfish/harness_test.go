@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +59,25 @@ type service struct {
 	monitor *events.Monitor
 	fabClk  *clock.Manual
 	leases  *lease.Manager
+	logs    *logBuffer // the service's log
+}
+
+// logBuffer collects a service's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func newService(t testing.TB) *service {
@@ -100,7 +121,9 @@ func newService(t testing.TB) *service {
 		t.Fatalf("lease.New: %v", err)
 	}
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
-	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor})
+	s.logs = &logBuffer{}
+	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
+		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
 	s.srv = httptest.NewServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s
@@ -146,6 +169,20 @@ func (r reply) errorCode(t testing.TB) string {
 		t.Fatalf("status %d: not a Redfish error body (%v): %s", r.status, err, r.body)
 	}
 	return e.Error.Code
+}
+
+// resolution returns the Resolution of a Redfish error body.
+func (r reply) resolution(t testing.TB) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Info []struct{ Resolution string } `json:"@Message.ExtendedInfo"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(r.body, &e); err != nil || len(e.Error.Info) == 0 {
+		t.Fatalf("not a Redfish error body (%v): %s", err, r.body)
+	}
+	return e.Error.Info[0].Resolution
 }
 
 // do sends one request. body is sent as is when it is a string, else as

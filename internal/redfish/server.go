@@ -38,6 +38,21 @@ import (
 // MaxBody is the largest request body accepted.
 const MaxBody = 1 << 20
 
+// MaxDiscard bounds how much of an oversized body is read and thrown away
+// before the 413 is answered. A client that writes its whole body before
+// it reads the answer (Python's urllib and requests, the DMTF redfish
+// library) would otherwise find the connection reset under it and never
+// see the 413; past this bound the connection is closed after the answer.
+const MaxDiscard = 16 * MaxBody
+
+// drainOversized reads and discards what is left of an oversized body, up
+// to MaxDiscard, and marks the answer Connection: close (the rest of a
+// larger body is not read).
+func drainOversized(w http.ResponseWriter, body io.Reader) {
+	_, _ = io.CopyN(io.Discard, body, MaxDiscard)
+	w.Header().Set("Connection", "close")
+}
+
 // Server serves the Redfish API over one composition manager.
 type Server struct {
 	mgr     *compose.Manager
@@ -114,11 +129,14 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 // (query.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	id := randomHex(8)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	w.Header().Set("X-Request-Id", id)
 	rec := &statusRecorder{ResponseWriter: w, status: 200, srv: s, req: r}
 	defer func() {
 		if v := recover(); v != nil {
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-			writeError(rec, errInternal(fmt.Errorf("internal error")))
+			s.log.Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeError(rec, s.fail(r, fmt.Errorf("panic: %v", v)))
 		}
 		took := time.Since(start)
 		s.obs.request(r.Method, rec.status, took)
@@ -229,17 +247,19 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 			}
 		}
 		r = r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, info))
+		body := r.Body
 		if r.ContentLength > MaxBody {
 			if mutation {
 				s.auditRequest(r, p, pattern, http.StatusRequestEntityTooLarge, info, "")
 			}
+			drainOversized(w, body)
 			writeError(w, errTooLarge(MaxBody))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		r.Body = http.MaxBytesReader(w, body, MaxBody)
 		if !mutation {
 			if err := h(w, r); err != nil {
-				writeError(w, translate(err))
+				writeError(w, s.fail(r, err))
 			}
 			return
 		}
@@ -247,9 +267,12 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 		rec := &recorder{header: http.Header{}}
 		errID := ""
 		if err := h(rec, r); err != nil {
-			e := translate(err)
+			e := s.fail(r, err)
 			errID = e.id
 			writeError(rec, e)
+		}
+		if rec.status == http.StatusRequestEntityTooLarge {
+			drainOversized(rec, body)
 		}
 		if rec.status == 0 {
 			rec.status = http.StatusOK

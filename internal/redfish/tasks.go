@@ -117,7 +117,7 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 		t.mu.Unlock()
 		s.publishTask(t, "TaskEvent.1.0.TaskStarted", fmt.Sprintf("The task with Id '%s' has started.", t.id), "OK")
 		if err := fn(rec, bg); err != nil {
-			writeError(rec, translate(err))
+			writeError(rec, s.fail(bg, err))
 		}
 		t.mu.Lock()
 		t.status, t.header, t.body, t.ended = rec.status, rec.header, rec.body.Bytes(), s.now()
