@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // oversizedScript posts an oversized body with Python's urllib and with
@@ -86,5 +90,87 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 	}
 	if systems := hostBlocks(t, srv); systems != "" {
 		t.Errorf("oversized requests composed something: %s", systems)
+	}
+}
+
+// TestSlowClientsAreCut: a client that trickles its headers or its body,
+// or keeps an idle connection, is disconnected after the configured
+// timeout, and others are served meanwhile.
+func TestSlowClientsAreCut(t *testing.T) {
+	skipShort(t)
+	srv := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password},
+		"--header-timeout", "400ms", "--body-timeout", "800ms", "--idle-timeout", "400ms")
+	addr := strings.TrimPrefix(srv.url, "http://")
+	// cut reports how long the server took to hang up on a connection
+	// that writes one byte of rest every 50 ms after first.
+	cut := func(first, rest string) time.Duration {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		if _, err := io.WriteString(c, first); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, c); close(closed) }()
+		for i := 0; i < len(rest); i++ {
+			select {
+			case <-closed:
+				return time.Since(start)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := c.Write([]byte{rest[i]}); err != nil {
+				return time.Since(start)
+			}
+			// Meanwhile others are served.
+			if i == 3 {
+				if code, _ := srv.request("GET", "/redfish/v1/Systems", "", true); code != 200 {
+					t.Errorf("a normal request while a slow client trickles: %d", code)
+				}
+			}
+		}
+		select {
+		case <-closed:
+			return time.Since(start)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the server kept a slow connection open for 10 s")
+			return 0
+		}
+	}
+	headers := "Host: x\r\n" + strings.Repeat("X-Slow: 1\r\n", 40) + "\r\n"
+	if d := cut("GET /redfish/v1 HTTP/1.1\r\n", headers); d > 3*time.Second {
+		t.Errorf("trickled headers cut after %v, want about 400 ms", d)
+	}
+	auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("Administrator:"+password)) + "\r\n"
+	if d := cut("POST /redfish/v1/Systems HTTP/1.1\r\nHost: x\r\n"+auth+"Content-Type: application/json\r\nContent-Length: 400\r\n\r\n", strings.Repeat(" ", 400)); d > 3*time.Second {
+		t.Errorf("trickled body cut after %v, want about 800 ms", d)
+	}
+	// An idle keep-alive connection is closed after the idle timeout.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /redfish/v1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(c)
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("first request on the idle connection: %v %v", resp, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rd.ReadByte(); err == nil || time.Since(start) > 3*time.Second {
+		t.Errorf("idle connection: read %v after %v, want EOF after about 400 ms", err, time.Since(start))
+	}
+	// Bad values are refused before anything starts.
+	out, err := exec.Command(binary, "serve", "--idle-timeout", "0s", "--data", t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--idle-timeout must be positive") {
+		t.Errorf("serve --idle-timeout 0s: %v\n%s", err, out)
 	}
 }

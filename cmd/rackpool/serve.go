@@ -41,11 +41,19 @@ func runServe(args []string) error {
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key); Redfish requires HTTPS for Basic auth")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	tlsSelfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS with an ephemeral self-signed certificate (tests, development)")
+	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "a client must send a request's headers within this (slow clients cannot hold connections)")
+	bodyTimeout := fs.Duration("body-timeout", time.Minute, "a client must send a whole request, headers and body, within this")
+	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "an idle keep-alive connection is closed after this")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for name, d := range map[string]time.Duration{"--header-timeout": *headerTimeout, "--body-timeout": *bodyTimeout, "--idle-timeout": *idleTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, not %v", name, d)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -143,9 +151,9 @@ func runServe(args []string) error {
 	}
 	srv := &http.Server{
 		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: *headerTimeout,
+		ReadTimeout:       max(*bodyTimeout, *headerTimeout),
+		IdleTimeout:       *idleTimeout,
 	}
 	srv.RegisterOnShutdown(bus.Close) // ends SSE streams
 	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "topology", top.Name,
