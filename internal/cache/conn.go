@@ -30,6 +30,7 @@ const (
 var (
 	errLineTooLong = errors.New("cache: command line too long")
 	errQuit        = errors.New("cache: quit")
+	errHangUp      = errors.New("cache: HTTP request line: hang up")
 )
 
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
@@ -105,7 +106,9 @@ func (cn *conn) serve() {
 		}
 		cn.now = cn.c.now()
 		if err := cn.dispatch(line); err != nil {
-			cn.flush()
+			if err != errHangUp { // memcached drops what it had not sent yet
+				cn.flush()
+			}
 			return
 		}
 		if cn.out.pending() > flushBytes || len(cn.out.bufs) > maxIovecs {

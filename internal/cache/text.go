@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -138,6 +139,13 @@ func (cn *conn) dispatch(line []byte) error {
 	case "shutdown":
 		cn.reply("ERROR: shutdown not enabled")
 	default:
+		// memcached hangs up on an HTTP request line: an unknown command
+		// whose last token starts with "HTTP/", unless its first letter is
+		// one memcached dispatches on first (a, c, d, g, i, s, t: those
+		// answer ERROR there).
+		if !strings.ContainsRune("acdgist", rune(cmd[0])) && bytes.HasPrefix(cn.toks[n-1], []byte("HTTP/")) {
+			return errHangUp
+		}
 		cn.reply("ERROR")
 	}
 	_ = rest
