@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"rackpool/internal/clock"
 	"regexp"
 	"strconv"
 	"strings"
@@ -230,4 +231,63 @@ func startMemcached(t testing.TB, bin string, args ...string) string {
 	}
 	t.Fatal("memcached did not start")
 	return ""
+}
+
+// TestExpiredMemoryIsReused rewrites expiring keys for ten minutes of
+// simulated time: the memory of the keys that expired is reused, so
+// total_malloced stays flat instead of growing toward the limit.
+func TestExpiredMemoryIsReused(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	c, addr := startCache(t, Options{Clock: clk})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	malloced := func() int64 {
+		t.Helper()
+		if _, err := io.WriteString(nc, "stats slabs\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		var n int64 = -1
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line == "END\r\n" {
+				return n
+			}
+			if v, ok := strings.CutPrefix(line, "STAT total_malloced "); ok {
+				n, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			}
+		}
+	}
+	value := strings.Repeat("v", 200)
+	var first int64
+	for sec := range 600 {
+		var b strings.Builder
+		for i := range 50 {
+			fmt.Fprintf(&b, "set k%d-%d 0 2 %d noreply\r\n%s\r\n", sec, i, len(value), value)
+		}
+		b.WriteString("mn\r\n") // wait until the server has stored them all
+		if _, err := io.WriteString(nc, b.String()); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "MN\r\n" {
+			t.Fatalf("mn: %q %v", line, err)
+		}
+		clk.Advance(time.Second)
+		if sec == 30 {
+			first = malloced()
+		}
+	}
+	last := malloced()
+	if first <= 0 || last > first+first/5 {
+		t.Fatalf("total_malloced %d after 30 s, %d after 600 s of rewriting expiring keys: expired memory is not reused", first, last)
+	}
+	if s := c.Stats(); s.Reclaimed == 0 {
+		t.Errorf("no item reclaimed: %+v", s)
+	}
 }

@@ -172,9 +172,31 @@ func (e *item) remoteLen() int {
 	return int(e.vlen)
 }
 
+// reclaimSearch is how many items at the LRU tail a store looks at for
+// dead ones to reclaim (memcached's lru_pull_tail search depth).
+const reclaimSearch = 5
+
+// reclaimLocked removes the dead (expired or flushed) items among the last
+// reclaimSearch of sh's LRU, as memcached's allocator does before it takes
+// new memory: keys rewritten with expiry times reuse the memory of those
+// that expired instead of growing the cache to its limit. The shard lock
+// is held.
+func (c *Cache) reclaimLocked(sh *shard, now int64) {
+	v := sh.tail
+	for i := 0; i < reclaimSearch && v != nil; i++ {
+		prev := v.prev
+		if expired, flushed := c.dead(v, now); expired || flushed {
+			c.removeLocked(sh, v)
+			c.st.reclaimed.Add(1)
+		}
+		v = prev
+	}
+}
+
 // linkLocked installs the new local item e, replacing any item with its key.
 // The shard lock is held; the caller runs evictIfNeeded after unlocking.
 func (c *Cache) linkLocked(sh *shard, e *item) {
+	c.reclaimLocked(sh, c.now())
 	if old := sh.m[e.key]; old != nil {
 		c.removeLocked(sh, old)
 	}
