@@ -291,3 +291,38 @@ func TestExpiredMemoryIsReused(t *testing.T) {
 		t.Errorf("no item reclaimed: %+v", s)
 	}
 }
+
+// TestProtocolDifferential plays every golden case against a fresh real
+// memcached (from PATH; CI installs Debian's memcached 1.6) and a fresh
+// rackpool cache side by side and compares the replies byte for byte, so
+// the golden file cannot drift from memcached unnoticed. The one reply
+// that legitimately differs, the VERSION line (runSteps strips it as its
+// sync marker), is the only field left out.
+func TestProtocolDifferential(t *testing.T) {
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		if os.Getenv("RACKPOOL_E2E") == "1" {
+			t.Fatal("memcached is not on PATH (.ci/run installs it)")
+		}
+		t.Skip("memcached is not on PATH and RACKPOOL_E2E is not 1")
+	}
+	_, cases := loadCases(t)
+	for _, pc := range cases {
+		t.Run(pc.name, func(t *testing.T) {
+			want, err := runSteps(startMemcached(t, bin), pc.steps)
+			if err != nil {
+				t.Fatalf("memcached: %v", err)
+			}
+			_, addr := startCache(t, Options{})
+			got, err := runSteps(addr, pc.steps)
+			if err != nil {
+				t.Fatalf("rackpool: %v", err)
+			}
+			for i, s := range pc.steps {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Errorf("send %q\nrackpool  %q\nmemcached %q", s.send, got[i], want[i])
+				}
+			}
+		})
+	}
+}
