@@ -94,6 +94,8 @@ type Cache struct {
 	seed   maphash.Seed
 	shards []shard
 	mask   uint64
+	// classes are the memcached slab-class accounting (slabs.go).
+	classes [maxSlabClasses]classStats
 
 	limit atomic.Int64  // LocalMemory (cache_memlimit changes it)
 	used  atomic.Int64  // bytes charged against limit

@@ -208,7 +208,7 @@ func (cn *conn) metaGet(n int, _ []byte) error {
 			created = true
 		}
 		if e == nil {
-			countGet(sh, of.newTTL, false)
+			c.countGet(sh, of.newTTL, nil)
 			sh.mu.Unlock()
 			cn.metaGetMiss(n, key, &of)
 			return nil
@@ -287,7 +287,7 @@ func (cn *conn) metaGet(n int, _ []byte) error {
 				c.bump(sh, e)
 			}
 		}
-		countGet(sh, of.newTTL, true)
+		c.countGet(sh, of.newTTL, e)
 		if !of.value || e.where != whereRemote {
 			v := e.value
 			sh.mu.Unlock()
@@ -501,6 +501,7 @@ func (cn *conn) metaDelete(n int, _ []byte) error {
 		code = "HD"
 	default:
 		sh.st.deleteHits++
+		c.class(e).deleteHits.Add(1)
 		c.removeLocked(sh, e)
 		code = "HD"
 	}

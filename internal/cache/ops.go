@@ -57,7 +57,17 @@ func valueOf(e *item, f *fetched) ([]byte, bool) {
 	return nil, false
 }
 
-func countGet(sh *shard, touch, found bool) {
+// countGet counts a get or gat; e is the item found (nil for a miss).
+func (c *Cache) countGet(sh *shard, touch bool, e *item) {
+	found := e != nil
+	if found {
+		cs := c.class(e)
+		if touch {
+			cs.touchHits.Add(1)
+		} else {
+			cs.getHits.Add(1)
+		}
+	}
 	switch {
 	case touch && found:
 		sh.st.cmdTouch++
@@ -82,7 +92,7 @@ func (c *Cache) get(key []byte, now int64, touch bool, exp int64) (hit, bool) {
 		sh.mu.Lock()
 		e := c.lookupLocked(sh, key, now)
 		if e == nil {
-			countGet(sh, touch, false)
+			c.countGet(sh, touch, nil)
 			sh.mu.Unlock()
 			return hit{}, false
 		}
@@ -97,7 +107,7 @@ func (c *Cache) get(key []byte, now int64, touch bool, exp int64) (hit, bool) {
 			if e.where == whereLocal {
 				c.bump(sh, e)
 			}
-			countGet(sh, touch, true)
+			c.countGet(sh, touch, e)
 			sh.mu.Unlock()
 			return h, true
 		}
@@ -108,7 +118,11 @@ func (c *Cache) get(key []byte, now int64, touch bool, exp int64) (hit, bool) {
 			continue
 		}
 		sh.mu.Lock()
-		countGet(sh, touch, pb != nil)
+		var found *item
+		if pb != nil {
+			found = ref.e
+		}
+		c.countGet(sh, touch, found)
 		sh.mu.Unlock()
 		if pb == nil {
 			return hit{}, false
@@ -120,7 +134,7 @@ func (c *Cache) get(key []byte, now int64, touch bool, exp int64) (hit, bool) {
 		return h, true
 	}
 	sh.mu.Lock()
-	countGet(sh, touch, false)
+	c.countGet(sh, touch, nil)
 	sh.mu.Unlock()
 	return hit{}, false
 }
@@ -192,6 +206,7 @@ func (c *Cache) store(r *storeReq, now int64) (storeResult, uint64) {
 		sh.mu.Lock()
 		if !counted {
 			sh.st.cmdSet++
+			c.classes[slabClass(memcachedSize(len(r.key), r.flags, len(r.value)))].cmdSet.Add(1)
 			counted = true
 		}
 		old := c.lookupLocked(sh, r.key, now)
@@ -253,12 +268,15 @@ func (c *Cache) storeLocked(sh *shard, old *item, r *storeReq, now int64, f *fet
 			switch cr {
 			case casMatch:
 				sh.st.casHits++
+				c.class(old).casHits.Add(1)
 			case casStale:
 				sh.st.casHits++
+				c.class(old).casHits.Add(1)
 				exp = old.exp
 				bits |= bitStale | old.bits&bitTokenSent
 			default:
 				sh.st.casBad++
+				c.class(old).casBadval.Add(1)
 				return resExists, 0
 			}
 		case modeAppend, modePrepend:
@@ -310,6 +328,7 @@ func (c *Cache) delete(key []byte, now int64) bool {
 		return false
 	}
 	sh.st.deleteHits++
+	c.class(e).deleteHits.Add(1)
 	c.removeLocked(sh, e)
 	return true
 }
@@ -330,6 +349,7 @@ func (c *Cache) deleteCAS(key []byte, now int64, cas uint64) storeResult {
 		return resExists
 	}
 	sh.st.deleteHits++
+	c.class(e).deleteHits.Add(1)
 	c.removeLocked(sh, e)
 	return resStored
 }
@@ -346,6 +366,7 @@ func (c *Cache) touch(key []byte, now, exp int64) bool {
 		return false
 	}
 	sh.st.touchHits++
+	c.class(e).touchHits.Add(1)
 	e.exp = exp
 	e.bits |= bitFetched
 	e.atime = uint32(now)
@@ -452,6 +473,7 @@ func (c *Cache) arithLocked(sh *shard, e *item, r *deltaReq, now int64, f *fetch
 	if r.incr {
 		n += r.delta
 		sh.st.incrHits++
+		c.class(e).incrHits.Add(1)
 	} else {
 		if r.delta > n {
 			n = 0
@@ -459,6 +481,7 @@ func (c *Cache) arithLocked(sh *shard, e *item, r *deltaReq, now int64, f *fetch
 			n -= r.delta
 		}
 		sh.st.decrHits++
+		c.class(e).decrHits.Add(1)
 	}
 	var digits [20]byte
 	res := strconv.AppendUint(digits[:0], n, 10)

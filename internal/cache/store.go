@@ -147,6 +147,7 @@ func (c *Cache) removeLocked(sh *shard, e *item) {
 	switch e.where {
 	case whereLocal:
 		sh.unlinkLRU(e)
+		c.slabUnlink(e)
 		sz := e.localSize()
 		c.used.Add(-sz)
 		sh.st.localItems--
@@ -186,8 +187,8 @@ func (c *Cache) reclaimLocked(sh *shard, now int64) {
 	for i := 0; i < reclaimSearch && v != nil; i++ {
 		prev := v.prev
 		if expired, flushed := c.dead(v, now); expired || flushed {
+			c.countReclaim(v, expired)
 			c.removeLocked(sh, v)
-			c.st.reclaimed.Add(1)
 		}
 		v = prev
 	}
@@ -204,6 +205,7 @@ func (c *Cache) linkLocked(sh *shard, e *item) {
 	e.where = whereLocal
 	e.pos = c.tick.Add(1)
 	sh.pushFront(e)
+	c.slabLink(e)
 	sz := e.localSize()
 	c.used.Add(sz)
 	sh.st.localItems++
@@ -260,13 +262,21 @@ func (c *Cache) evictOne() bool {
 		return true
 	}
 	if expired, flushed := c.dead(v, now); expired || flushed {
+		c.countReclaim(v, expired)
 		c.removeLocked(sh, v)
 		sh.mu.Unlock()
-		c.st.reclaimed.Add(1)
 		return true
 	}
 	t := c.tier.Load()
 	if t == nil || len(v.value) < minSpillValue || !t.accepting() || recordSize(len(v.key), len(v.value)) > int(t.segSize) {
+		cs := c.class(v)
+		cs.evicted.Add(1)
+		if v.exp != 0 {
+			cs.evictedNonzero.Add(1)
+		}
+		if v.bits&bitFetched == 0 {
+			cs.evictedUnfetched.Add(1)
+		}
 		c.removeLocked(sh, v)
 		sh.mu.Unlock()
 		c.st.evictions.Add(1)
@@ -278,6 +288,7 @@ func (c *Cache) evictOne() bool {
 	// Spill: the victim leaves the LRU but stays in the map, in flight, its
 	// value still served from memory until the remote write lands.
 	sh.unlinkLRU(v)
+	c.slabUnlink(v)
 	ls, is := v.localSize(), v.indexSize()
 	c.used.Add(is - ls)
 	sh.st.localItems--

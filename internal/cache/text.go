@@ -455,15 +455,58 @@ func (cn *conn) cmdStats(n int) {
 		stat("flush_enabled", "yes")
 		o.str("END\r\n")
 	case "items":
-		s := c.Stats()
-		if s.LocalItems+s.RemoteItems > 0 {
-			stat("items:1:number", i64(s.LocalItems+s.RemoteItems))
-			stat("items:1:evicted", i64(s.Evictions))
+		for cls := 1; cls < len(slabSizes); cls++ {
+			cs := &c.classes[cls]
+			n := cs.number.Load()
+			if n <= 0 {
+				continue
+			}
+			p := "items:" + strconv.Itoa(cls) + ":"
+			for _, kv := range [...]struct {
+				name string
+				v    int64
+			}{
+				{"number", n}, {"number_hot", 0}, {"number_warm", 0}, {"number_cold", n},
+				{"age_hot", 0}, {"age_warm", 0}, {"age", 0}, {"mem_requested", cs.requested.Load()},
+				{"evicted", cs.evicted.Load()}, {"evicted_nonzero", cs.evictedNonzero.Load()}, {"evicted_time", 0},
+				{"outofmemory", 0}, {"tailrepairs", 0}, {"reclaimed", cs.reclaimed.Load()},
+				{"expired_unfetched", cs.expiredUnfetched.Load()}, {"evicted_unfetched", cs.evictedUnfetched.Load()},
+				{"evicted_active", 0}, {"crawler_reclaimed", 0}, {"crawler_items_checked", 0}, {"lrutail_reflocked", 0},
+				{"moves_to_cold", 0}, {"moves_to_warm", 0}, {"moves_within_lru", 0}, {"direct_reclaims", 0},
+				{"hits_to_hot", 0}, {"hits_to_warm", 0}, {"hits_to_cold", cs.getHits.Load() + cs.touchHits.Load()}, {"hits_to_temp", 0},
+			} {
+				stat(p+kv.name, i64(kv.v))
+			}
 		}
 		o.str("END\r\n")
 	case "slabs":
-		stat("active_slabs", "0")
-		stat("total_malloced", i64(c.used.Load()))
+		active, pages := 0, int64(0)
+		for cls := 1; cls < len(slabSizes); cls++ {
+			cs := &c.classes[cls]
+			np := cs.pages.Load()
+			if np == 0 {
+				continue
+			}
+			active++
+			pages += np
+			used := cs.number.Load()
+			total := np * perSlab(cls)
+			p := strconv.Itoa(cls) + ":"
+			for _, kv := range [...]struct {
+				name string
+				v    int64
+			}{
+				{"chunk_size", int64(slabSizes[cls])}, {"chunks_per_page", perSlab(cls)}, {"total_pages", np},
+				{"total_chunks", total}, {"used_chunks", used}, {"free_chunks", total - used}, {"free_chunks_end", 0},
+				{"get_hits", cs.getHits.Load()}, {"cmd_set", cs.cmdSet.Load()}, {"delete_hits", cs.deleteHits.Load()},
+				{"incr_hits", cs.incrHits.Load()}, {"decr_hits", cs.decrHits.Load()}, {"cas_hits", cs.casHits.Load()},
+				{"cas_badval", cs.casBadval.Load()}, {"touch_hits", cs.touchHits.Load()},
+			} {
+				stat(p+kv.name, i64(kv.v))
+			}
+		}
+		stat("active_slabs", strconv.Itoa(active))
+		stat("total_malloced", i64(pages*slabPageSize))
 		o.str("END\r\n")
 	case "sizes":
 		stat("sizes_status", "disabled")

@@ -1,0 +1,132 @@
+package cache
+
+import "sync/atomic"
+
+// Slab classes: how memcached 1.6 with its default settings (-n 48, -f
+// 1.25, 1 MiB pages, 512 KiB largest chunk) would file each item, so that
+// `stats items` and `stats slabs` report per-class figures an operator of
+// memcached reads the same way. rackpool does not allocate from slabs (its
+// local tier charges each item its own bytes); the classes are an
+// accounting of the memcached equivalent:
+//
+//   - an item's class is the first whose chunk holds memcached's item size
+//     (header, key, flags suffix, CAS, value with "\r\n"; memcachedSize);
+//     items over the largest chunk are filed in the largest class, one
+//     chunk each (memcached chains them across several);
+//   - used_chunks counts the local items of a class; total_pages is the
+//     high-water mark of the pages those chunks needed (memcached never
+//     gives a page back), and total_malloced the bytes of all pages — so,
+//     as in memcached, rewriting expiring keys whose memory is reclaimed
+//     keeps it flat;
+//   - items spilled to the remote tier are not in a local slab (memcached's
+//     extstore keeps a header in memory: rackpool keeps an index entry,
+//     reported in its own remote_* stats).
+const (
+	slabPageSize    = 1 << 20
+	slabChunkMax    = slabPageSize / 2
+	slabItemHeader  = 48
+	slabChunkMin    = 48
+	slabGrowth      = 1.25
+	slabChunkAlign  = 8
+	maxSlabClasses  = 64
+	itemCASBytes    = 8
+	itemFlagsSuffix = 4
+)
+
+// slabSizes are the chunk sizes of classes 1..n (index 0 unused), as
+// memcached's slabs_init computes them.
+var slabSizes = func() []int {
+	sizes := []int{0}
+	size := float64(slabItemHeader + slabChunkMin)
+	for len(sizes) < maxSlabClasses-1 && size < slabChunkMax/slabGrowth {
+		s := int(size)
+		if s%slabChunkAlign != 0 {
+			s += slabChunkAlign - s%slabChunkAlign
+		}
+		sizes = append(sizes, s)
+		size = float64(s) * slabGrowth
+	}
+	return append(sizes, slabChunkMax)
+}()
+
+// memcachedSize is the size memcached gives an item with this key, flags
+// and value length (item_make_header plus CAS), the figure its slab class
+// and mem_requested are taken from.
+func memcachedSize(klen int, flags uint32, vlen int) int {
+	n := slabItemHeader + klen + 1 + vlen + 2 + itemCASBytes
+	if flags != 0 {
+		n += itemFlagsSuffix
+	}
+	return n
+}
+
+// slabClass returns the class memcached would file an item of size n in.
+func slabClass(n int) int {
+	lo, hi := 1, len(slabSizes)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if slabSizes[mid] >= n {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// classOf returns e's slab class.
+func classOf(e *item) int {
+	vlen := len(e.value)
+	if e.where == whereRemote {
+		vlen = int(e.vlen)
+	}
+	return slabClass(memcachedSize(len(e.key), e.flags, vlen))
+}
+
+// perSlab is how many chunks of class cls one page holds.
+func perSlab(cls int) int64 { return int64(slabPageSize / slabSizes[cls]) }
+
+// classStats are one class's figures. Gauges move under the shard lock of
+// the item they count, counters with it; both are atomics so stats can
+// read them without taking every lock.
+type classStats struct {
+	number    atomic.Int64 // local items (used chunks)
+	requested atomic.Int64 // their memcached sizes (mem_requested)
+	pages     atomic.Int64 // high-water mark of pages needed (total_pages)
+
+	evicted, evictedNonzero, evictedUnfetched       atomic.Int64
+	reclaimed, expiredUnfetched                     atomic.Int64
+	getHits, cmdSet, deleteHits, incrHits, decrHits atomic.Int64
+	casHits, casBadval, touchHits                   atomic.Int64
+}
+
+// slabLink counts local item e into its class.
+func (c *Cache) slabLink(e *item) {
+	cls := classOf(e)
+	cs := &c.classes[cls]
+	n := cs.number.Add(1)
+	cs.requested.Add(int64(memcachedSize(len(e.key), e.flags, len(e.value))))
+	need := (n + perSlab(cls) - 1) / perSlab(cls)
+	for cur := cs.pages.Load(); need > cur && !cs.pages.CompareAndSwap(cur, need); cur = cs.pages.Load() {
+	}
+}
+
+// slabUnlink counts local item e out of its class.
+func (c *Cache) slabUnlink(e *item) {
+	cs := &c.classes[classOf(e)]
+	cs.number.Add(-1)
+	cs.requested.Add(-int64(memcachedSize(len(e.key), e.flags, len(e.value))))
+}
+
+// class returns the counters of e's class.
+func (c *Cache) class(e *item) *classStats { return &c.classes[classOf(e)] }
+
+// countReclaim counts dead item e reclaimed for memory.
+func (c *Cache) countReclaim(e *item, expired bool) {
+	c.st.reclaimed.Add(1)
+	cs := c.class(e)
+	cs.reclaimed.Add(1)
+	if expired && e.bits&bitFetched == 0 {
+		cs.expiredUnfetched.Add(1)
+	}
+}
