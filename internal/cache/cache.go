@@ -96,6 +96,7 @@ type Cache struct {
 	mask   uint64
 	// classes are the memcached slab-class accounting (slabs.go).
 	classes [maxSlabClasses]classStats
+	sizes   atomic.Pointer[sizeHistogram] // nil until stats sizes_enable
 
 	limit atomic.Int64  // LocalMemory (cache_memlimit changes it)
 	used  atomic.Int64  // bytes charged against limit

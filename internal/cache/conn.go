@@ -127,7 +127,29 @@ func (cn *conn) flush() error {
 
 // readLine returns the next command line without its "\r\n" (or "\n"),
 // truncated at a NUL byte as memcached's C string handling does.
+//
+// Like memcached, it hangs up on more than maxShortLine bytes without a
+// newline unless they start a multi-get (memcached checks what it has
+// buffered after every read; so does this, before the buffer is full).
 func (cn *conn) readLine() ([]byte, error) {
+	for {
+		n := cn.r.Buffered()
+		if n > 0 {
+			b, _ := cn.r.Peek(n)
+			if bytes.IndexByte(b, '\n') >= 0 {
+				break
+			}
+			if n > maxShortLine && !isMultiGet(b) {
+				return nil, errLineTooLong
+			}
+		}
+		if _, err := cn.r.Peek(n + 1); err != nil {
+			if err == bufio.ErrBufferFull {
+				break // a line longer than the buffer: gathered below
+			}
+			return nil, err
+		}
+	}
 	line, err := cn.r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		cn.long = append(cn.long[:0], line...)

@@ -111,7 +111,11 @@ func runSteps(addr string, steps []*protoStep) ([][]byte, error) {
 		var got []byte
 		if s.nosync || eof {
 			nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			got, _ = io.ReadAll(r)
+			var err error
+			got, err = io.ReadAll(r)
+			if err == nil {
+				eof = true // the server hung up: later sends go nowhere
+			}
 			nc.SetReadDeadline(time.Time{})
 		} else {
 			if _, err := nc.Write([]byte("version\r\n")); err != nil {

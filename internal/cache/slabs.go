@@ -106,6 +106,7 @@ func (c *Cache) slabLink(e *item) {
 	cs := &c.classes[cls]
 	n := cs.number.Add(1)
 	cs.requested.Add(int64(memcachedSize(len(e.key), e.flags, len(e.value))))
+	c.sizesLink(e)
 	need := (n + perSlab(cls) - 1) / perSlab(cls)
 	for cur := cs.pages.Load(); need > cur && !cs.pages.CompareAndSwap(cur, need); cur = cs.pages.Load() {
 	}
@@ -116,6 +117,7 @@ func (c *Cache) slabUnlink(e *item) {
 	cs := &c.classes[classOf(e)]
 	cs.number.Add(-1)
 	cs.requested.Add(-int64(memcachedSize(len(e.key), e.flags, len(e.value))))
+	c.sizesUnlink(e)
 }
 
 // class returns the counters of e's class.
@@ -128,5 +130,37 @@ func (c *Cache) countReclaim(e *item, expired bool) {
 	cs.reclaimed.Add(1)
 	if expired && e.bits&bitFetched == 0 {
 		cs.expiredUnfetched.Add(1)
+	}
+}
+
+// sizeHistogram is memcached's `stats sizes`: items by their size rounded
+// up to 32 bytes, counted from when `stats sizes_enable` turned it on
+// (items stored before are not counted, in or out).
+type sizeHistogram struct {
+	casMin  uint64
+	buckets []atomic.Int64
+}
+
+func sizeBucket(n int) int { return (n + 31) / 32 }
+
+// enableSizes starts a fresh histogram.
+func (c *Cache) enableSizes() {
+	c.sizes.Store(&sizeHistogram{casMin: c.cas.Load() + 1, buckets: make([]atomic.Int64, sizeBucket(memcachedSize(maxKeyLen, 1, c.maxItem))+1)})
+}
+
+// sizesLink and sizesUnlink keep the histogram, when it is on.
+func (c *Cache) sizesLink(e *item) {
+	if h := c.sizes.Load(); h != nil {
+		if b := sizeBucket(memcachedSize(len(e.key), e.flags, len(e.value))); b < len(h.buckets) {
+			h.buckets[b].Add(1)
+		}
+	}
+}
+
+func (c *Cache) sizesUnlink(e *item) {
+	if h := c.sizes.Load(); h != nil && e.cas >= h.casMin {
+		if b := sizeBucket(memcachedSize(len(e.key), e.flags, len(e.value))); b < len(h.buckets) {
+			h.buckets[b].Add(-1)
+		}
 	}
 }

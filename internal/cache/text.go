@@ -509,8 +509,23 @@ func (cn *conn) cmdStats(n int) {
 		stat("total_malloced", i64(pages*slabPageSize))
 		o.str("END\r\n")
 	case "sizes":
-		stat("sizes_status", "disabled")
+		h := c.sizes.Load()
+		if h == nil {
+			stat("sizes_status", "disabled")
+		} else {
+			for b := range h.buckets {
+				if n := h.buckets[b].Load(); n > 0 {
+					stat(strconv.Itoa(b*32), i64(n))
+				}
+			}
+		}
 		o.str("END\r\n")
+	case "sizes_enable":
+		c.enableSizes()
+		stat("sizes_status", "enabled") // memcached sends no END here
+	case "sizes_disable":
+		c.sizes.Store(nil)
+		stat("sizes_status", "disabled")
 	case "conns":
 		o.str("END\r\n")
 	case "detail":
