@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
 	"rackpool/internal/inventory"
@@ -35,7 +37,7 @@ type Observer struct {
 	changes     *metrics.CounterVec
 	faults      *metrics.CounterVec
 	refusals    *metrics.CounterVec
-	auditFailed *metrics.Counter
+	auditFailed prometheus.Counter
 }
 
 // NewObserver registers rackpool's metrics in reg and publishes to bus.
