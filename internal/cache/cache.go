@@ -96,6 +96,7 @@ type Cache struct {
 	mask   uint64
 	// classes are the memcached slab-class accounting (slabs.go).
 	classes [maxSlabClasses]classStats
+	connIDs atomic.Int64                  // IDs of listeners and connections (stats conns)
 	sizes   atomic.Pointer[sizeHistogram] // nil until stats sizes_enable
 
 	limit atomic.Int64  // LocalMemory (cache_memlimit changes it)
@@ -113,7 +114,7 @@ type Cache struct {
 
 	mu        sync.Mutex
 	closed    bool
-	listeners map[net.Listener]struct{}
+	listeners map[net.Listener]int64 // → ID in stats conns
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup
 	verbosity atomic.Int32
@@ -131,7 +132,7 @@ func New(opts Options) (*Cache, error) {
 		promote:       opts.PromoteOnHit,
 		remoteTimeout: opts.RemoteTimeout,
 		seed:          maphash.MakeSeed(),
-		listeners:     make(map[net.Listener]struct{}),
+		listeners:     make(map[net.Listener]int64),
 		conns:         make(map[*conn]struct{}),
 	}
 	if c.logger == nil {
@@ -175,7 +176,7 @@ func (c *Cache) Serve(l net.Listener) error {
 		l.Close()
 		return nil
 	}
-	c.listeners[l] = struct{}{}
+	c.listeners[l] = c.connIDs.Add(1)
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -195,6 +196,8 @@ func (c *Cache) isClosed() bool {
 // startConn serves nc on a goroutine of its own.
 func (c *Cache) startConn(nc net.Conn) {
 	cn := newConn(c, nc)
+	cn.id = c.connIDs.Add(1)
+	cn.lastCmd.Store(c.now())
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

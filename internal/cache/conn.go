@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // Per-connection limits.
@@ -51,16 +52,22 @@ type conn struct {
 	now     int64
 	hdr     []byte // meta reply line scratch
 	key     []byte // decoded base64 key scratch
+
+	id      int64        // in stats conns
+	lastCmd atomic.Int64 // unix seconds of the last command (stats conns)
 }
 
+// countingReader counts the bytes a connection read; Stats adds the live
+// connections' counts to the closed ones', so bytes_read is exact at any
+// moment, as memcached's per-thread counters are.
 type countingReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (cr *countingReader) Read(p []byte) (int, error) {
 	n, err := cr.r.Read(p)
-	cr.n += int64(n)
+	cr.n.Add(int64(n))
 	return n, err
 }
 
@@ -79,7 +86,9 @@ func (cn *conn) serve() {
 		cn.nc.Close()
 		cn.r.Reset(nil)
 		readerPool.Put(cn.r)
-		cn.c.st.bytesRead.Add(cn.cr.n)
+		cn.c.mu.Lock() // with Stats' sum: no byte counted twice or never
+		cn.c.st.bytesRead.Add(cn.cr.n.Swap(0))
+		cn.c.mu.Unlock()
 	}()
 	for {
 		if cn.r.Buffered() == 0 {
@@ -100,11 +109,8 @@ func (cn *conn) serve() {
 		if err != nil {
 			return
 		}
-		if cn.cr.n > 1<<20 {
-			cn.c.st.bytesRead.Add(cn.cr.n)
-			cn.cr.n = 0
-		}
 		cn.now = cn.c.now()
+		cn.lastCmd.Store(cn.now)
 		if err := cn.dispatch(line); err != nil {
 			if err != errHangUp { // memcached drops what it had not sent yet
 				cn.flush()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"rackpool/internal/clock"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -390,5 +391,97 @@ func TestStatsDifferential(t *testing.T) {
 	}
 	if !strings.Contains(wantSlabs, "STAT 12:") || !strings.Contains(wantSlabs, "used_chunks") {
 		t.Fatalf("the stream did not spread over the classes it meant to:\n%s", wantSlabs)
+	}
+}
+
+// Fields of `stats` and `stats settings` whose values legitimately differ
+// between memcached and rackpool cache: the process, the clock, the
+// version string, memcached's own internals (response objects, read
+// buffers, hash table, LRU crawler and maintainer, whose moves between
+// LRU segments depend on its timing) and the mechanisms
+// rackpool does not have (slab mover, crawler, segmented LRU; it hashes
+// with maphash), and `oldest`, memcached's flush deadline on its internal
+// relative clock. Every other value must be equal. docs/memory.md lists
+// them.
+var (
+	differingStats = []string{"pid", "uptime", "time", "version", "libevent", "rusage_user", "rusage_system", "threads",
+		"total_connections", "connection_structures", "response_obj_count", "response_obj_bytes", "read_buf_count",
+		"read_buf_bytes", "reserved_fds", "hash_power_level", "hash_bytes", "lru_crawler_starts", "lru_maintainer_juggles",
+		"read_buf_bytes_free", "bytes_written", "moves_to_cold", "moves_to_warm", "moves_within_lru", "lrutail_reflocked",
+		"crawler_reclaimed", "crawler_items_checked"}
+	differingSettings = []string{"tcpport", "inter", "oldest", "num_threads", "num_threads_per_udp", "hash_algorithm",
+		"slab_reassign", "slab_automove", "lru_crawler", "lru_maintainer_thread", "lru_segmented"}
+)
+
+// statLines parses STAT lines into ordered name/value pairs.
+func statLines(reply []byte) [][2]string {
+	var out [][2]string
+	for _, line := range strings.Split(string(reply), "\r\n") {
+		if f := strings.SplitN(line, " ", 3); len(f) == 3 && f[0] == "STAT" {
+			out = append(out, [2]string{f[1], f[2]})
+		}
+	}
+	return out
+}
+
+// TestStatsFieldsDifferential compares `stats`, `stats settings` and
+// `stats conns` of real memcached and rackpool after the same commands:
+// memcached's fields in memcached's order, with equal values except the
+// listed ones (rackpool's own remote-tier fields follow memcached's);
+// `stats conns` with connection IDs, ports and idle seconds left out.
+func TestStatsFieldsDifferential(t *testing.T) {
+	bin, err := exec.LookPath("memcached")
+	if err != nil {
+		if os.Getenv("RACKPOOL_E2E") == "1" {
+			t.Fatal("memcached is not on PATH (.ci/run installs it)")
+		}
+		t.Skip("memcached is not on PATH and RACKPOOL_E2E is not 1")
+	}
+	stream := "set a 0 0 1\r\nx\r\nget a b\r\ngets a\r\ndelete b\r\nincr a 1\r\ntouch a 10\r\nflush_all 100\r\nverbosity 1\r\n"
+	// The stats steps are nosync: a "version" sent behind them could be
+	// read before the stats command runs or after it, and bytes_read
+	// would depend on that timing.
+	steps := []*protoStep{{send: []byte(stream)}, {send: []byte("stats\r\n"), nosync: true},
+		{send: []byte("stats settings\r\n"), nosync: true}, {send: []byte("stats conns\r\n"), nosync: true}}
+	mc, err := runSteps(startMemcached(t, bin), steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startCache(t, Options{})
+	rp, err := runSteps(addr, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare := func(what string, want, got [][2]string, differ []string) {
+		t.Helper()
+		if len(got) < len(want) {
+			t.Fatalf("%s: rackpool has %d fields, memcached %d", what, len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			switch {
+			case g[0] != w[0]:
+				t.Errorf("%s field %d: rackpool %s, memcached %s", what, i, g[0], w[0])
+			case g[1] != w[1] && !slices.Contains(differ, w[0]):
+				t.Errorf("%s %s: rackpool %q, memcached %q", what, w[0], g[1], w[1])
+			}
+		}
+	}
+	compare("stats", statLines(mc[1]), statLines(rp[1]), differingStats)
+	compare("stats settings", statLines(mc[2]), statLines(rp[2]), differingSettings)
+	shape := func(lines [][2]string) []string {
+		var out []string
+		for _, kv := range lines {
+			_, field, _ := strings.Cut(kv[0], ":")
+			v := kv[1]
+			if field != "state" {
+				v = ""
+			}
+			out = append(out, field+"="+v)
+		}
+		return out
+	}
+	if w, g := shape(statLines(mc[3])), shape(statLines(rp[3])); !slices.Equal(w, g) {
+		t.Errorf("stats conns\nrackpool  %v\nmemcached %v", g, w)
 	}
 }

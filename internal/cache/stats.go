@@ -115,7 +115,12 @@ func (c *Cache) Stats() Stats {
 	g := &c.st
 	s.CurrConnections = g.currConns.Load()
 	s.TotalConnections = g.totalConns.Load()
+	c.mu.Lock()
 	s.BytesRead = g.bytesRead.Load()
+	for cn := range c.conns {
+		s.BytesRead += cn.cr.n.Load()
+	}
+	c.mu.Unlock()
 	s.BytesWritten = g.bytesWritten.Load()
 	s.CmdFlush = g.cmdFlush.Load()
 	s.CmdMeta = g.cmdMeta.Load()

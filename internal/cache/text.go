@@ -2,10 +2,15 @@ package cache
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
+	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -446,13 +451,9 @@ func (cn *conn) cmdStats(n int) {
 	case "reset":
 		cn.reply("RESET")
 	case "settings":
-		stat("maxbytes", i64(c.limit.Load()))
-		stat("maxconns", "1024")
-		stat("verbosity", strconv.Itoa(int(c.verbosity.Load())))
-		stat("evictions", "on")
-		stat("cas_enabled", "yes")
-		stat("item_size_max", strconv.Itoa(c.maxItem))
-		stat("flush_enabled", "yes")
+		for _, kv := range c.settingsStats() {
+			stat(kv[0], kv[1])
+		}
 		o.str("END\r\n")
 	case "items":
 		for cls := 1; cls < len(slabSizes); cls++ {
@@ -527,6 +528,33 @@ func (cn *conn) cmdStats(n int) {
 		c.sizes.Store(nil)
 		stat("sizes_status", "disabled")
 	case "conns":
+		now := c.now()
+		type entry struct {
+			id    int64
+			lines [][2]string
+		}
+		var es []entry
+		c.mu.Lock()
+		for l, id := range c.listeners {
+			es = append(es, entry{id, [][2]string{{"addr", "tcp:" + l.Addr().String()}, {"state", "conn_listening"},
+				{"secs_since_last_cmd", i64(int64(c.clock.Now().Sub(c.started) / time.Second))}}})
+		}
+		for other := range c.conns {
+			state := "conn_waiting"
+			if other == cn {
+				state = "conn_parse_cmd"
+			}
+			es = append(es, entry{other.id, [][2]string{{"addr", "tcp:" + other.nc.RemoteAddr().String()},
+				{"listen_addr", "tcp:" + other.nc.LocalAddr().String()}, {"state", state},
+				{"secs_since_last_cmd", i64(now - other.lastCmd.Load())}}})
+		}
+		c.mu.Unlock()
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
+		for _, e := range es {
+			for _, kv := range e.lines {
+				stat(strconv.FormatInt(e.id, 10)+":"+kv[0], kv[1])
+			}
+		}
 		o.str("END\r\n")
 	case "detail":
 		if n < 3 {
@@ -575,6 +603,17 @@ func (c *Cache) generalStats() [][2]string {
 	s := c.Stats()
 	now := c.clock.Now()
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	user, sys := rusage()
+	var itemBytes, expiredUnfetched, evictedUnfetched int64
+	for cls := range c.classes {
+		cs := &c.classes[cls]
+		itemBytes += cs.requested.Load()
+		expiredUnfetched += cs.expiredUnfetched.Load()
+		evictedUnfetched += cs.evictedUnfetched.Load()
+	}
+	// memcached 1.6's fields in its order; those naming memcached
+	// internals rackpool does not have (response objects, read buffers,
+	// the slab mover, the LRU crawler and maintainer, the logger) are 0.
 	return [][2]string{
 		{"pid", strconv.Itoa(os.Getpid())},
 		{"uptime", i64(int64(now.Sub(c.started) / time.Second))},
@@ -582,13 +621,21 @@ func (c *Cache) generalStats() [][2]string {
 		{"version", Version},
 		{"libevent", "go"},
 		{"pointer_size", "64"},
-		{"rusage_user", "0.000000"},
-		{"rusage_system", "0.000000"},
+		{"rusage_user", user},
+		{"rusage_system", sys},
 		{"max_connections", "1024"},
 		{"curr_connections", i64(s.CurrConnections)},
 		{"total_connections", i64(s.TotalConnections)},
 		{"rejected_connections", "0"},
 		{"connection_structures", i64(s.CurrConnections)},
+		{"response_obj_oom", "0"},
+		{"response_obj_count", "0"},
+		{"response_obj_bytes", "0"},
+		{"read_buf_count", "0"},
+		{"read_buf_bytes", "0"},
+		{"read_buf_bytes_free", "0"},
+		{"read_buf_oom", "0"},
+		{"reserved_fds", "0"},
 		{"cmd_get", i64(s.CmdGet)},
 		{"cmd_set", i64(s.CmdSet)},
 		{"cmd_flush", i64(s.CmdFlush)},
@@ -617,14 +664,52 @@ func (c *Cache) generalStats() [][2]string {
 		{"bytes_written", i64(s.BytesWritten)},
 		{"limit_maxbytes", i64(s.LimitBytes)},
 		{"accepting_conns", "1"},
+		{"listen_disabled_num", "0"},
+		{"time_in_listen_disabled_us", "0"},
 		{"threads", strconv.Itoa(runtime.GOMAXPROCS(0))},
-		{"bytes", i64(s.UsedBytes)},
+		{"conn_yields", "0"},
+		{"hash_power_level", "0"},
+		{"hash_bytes", "0"},
+		{"hash_is_expanding", "0"},
+		{"slab_reassign_rescues", "0"},
+		{"slab_reassign_chunk_rescues", "0"},
+		{"slab_reassign_evictions_nomem", "0"},
+		{"slab_reassign_inline_reclaim", "0"},
+		{"slab_reassign_busy_items", "0"},
+		{"slab_reassign_busy_deletes", "0"},
+		{"slab_reassign_running", "0"},
+		{"slabs_moved", "0"},
+		{"lru_crawler_running", "0"},
+		{"lru_crawler_starts", "0"},
+		{"lru_maintainer_juggles", "0"},
+		{"malloc_fails", "0"},
+		{"log_worker_dropped", "0"},
+		{"log_worker_written", "0"},
+		{"log_watcher_skipped", "0"},
+		{"log_watcher_sent", "0"},
+		{"log_watchers", "0"},
+		{"unexpected_napi_ids", "0"},
+		{"round_robin_fallback", "0"},
+		{"bytes", i64(itemBytes)},
 		{"curr_items", i64(s.LocalItems + s.RemoteItems)},
 		{"total_items", i64(s.TotalItems)},
+		{"slab_global_page_pool", "0"},
+		{"expired_unfetched", i64(expiredUnfetched)},
+		{"evicted_unfetched", i64(evictedUnfetched)},
+		{"evicted_active", "0"},
 		{"evictions", i64(s.Evictions)},
 		{"reclaimed", i64(s.Reclaimed)},
+		{"crawler_reclaimed", "0"},
+		{"crawler_items_checked", "0"},
+		{"lrutail_reflocked", "0"},
+		{"moves_to_cold", "0"},
+		{"moves_to_warm", "0"},
+		{"moves_within_lru", "0"},
+		{"direct_reclaims", "0"},
+		{"lru_bumps_dropped", "0"},
 		{"local_items", i64(s.LocalItems)},
 		{"local_bytes", i64(s.LocalBytes)},
+		{"used_bytes", i64(s.UsedBytes)},
 		{"remote_attached", boolStat(s.RemoteAttached)},
 		{"remote_healthy", boolStat(s.RemoteHealthy)},
 		{"remote_items", i64(s.RemoteItems)},
@@ -640,5 +725,115 @@ func (c *Cache) generalStats() [][2]string {
 		{"remote_compactions", i64(s.Compactions)},
 		{"remote_compacted_items", i64(s.CompactedItems)},
 		{"remote_evictions", i64(s.RemoteEvictions)},
+	}
+}
+
+// rusage returns the process's user and system CPU time as memcached
+// prints them.
+func rusage() (user, sys string) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return "0.000000", "0.000000"
+	}
+	f := func(tv syscall.Timeval) string { return fmt.Sprintf("%d.%06d", tv.Sec, tv.Usec) }
+	return f(ru.Utime), f(ru.Stime)
+}
+
+// settingsStats is `stats settings`: memcached 1.6's fields in its order
+// with rackpool's values. Mechanisms rackpool does not have (slab
+// reassignment, the LRU crawler and maintainer, segmented LRUs, extstore,
+// TLS, UDP) are reported off.
+func (c *Cache) settingsStats() [][2]string {
+	port, inter := "0", "NULL"
+	c.mu.Lock()
+	for l := range c.listeners {
+		if a, ok := l.Addr().(*net.TCPAddr); ok {
+			port, inter = strconv.Itoa(a.Port), a.IP.String()
+		}
+		break
+	}
+	c.mu.Unlock()
+	threads := strconv.Itoa(runtime.GOMAXPROCS(0))
+	track := "no"
+	if c.sizes.Load() != nil {
+		track = "yes"
+	}
+	return [][2]string{
+		{"maxbytes", strconv.FormatInt(c.limit.Load(), 10)},
+		{"maxconns", "1024"},
+		{"tcpport", port},
+		{"udpport", "0"},
+		{"inter", inter},
+		{"verbosity", strconv.Itoa(int(c.verbosity.Load()))},
+		{"oldest", "0"},
+		{"evictions", "on"},
+		{"domain_socket", "NULL"},
+		{"umask", "700"},
+		{"shutdown_command", "no"},
+		{"growth_factor", "1.25"},
+		{"chunk_size", strconv.Itoa(slabChunkMin)},
+		{"num_threads", threads},
+		{"num_threads_per_udp", threads},
+		{"stat_key_prefix", ":"},
+		{"detail_enabled", "no"},
+		{"reqs_per_event", "20"},
+		{"cas_enabled", "yes"},
+		{"tcp_backlog", "1024"},
+		{"binding_protocol", "auto-negotiate"},
+		{"auth_enabled_sasl", "no"},
+		{"auth_enabled_ascii", "no"},
+		{"item_size_max", strconv.Itoa(c.maxItem)},
+		{"maxconns_fast", "yes"},
+		{"hashpower_init", "0"},
+		{"slab_reassign", "no"},
+		{"slab_automove", "0"},
+		{"slab_automove_ratio", "0.80"},
+		{"slab_automove_window", "30"},
+		{"slab_chunk_max", strconv.Itoa(slabChunkMax)},
+		{"lru_crawler", "no"},
+		{"lru_crawler_sleep", "100"},
+		{"lru_crawler_tocrawl", "0"},
+		{"tail_repair_time", "0"},
+		{"flush_enabled", "yes"},
+		{"dump_enabled", "yes"},
+		{"hash_algorithm", "maphash"},
+		{"lru_maintainer_thread", "no"},
+		{"lru_segmented", "no"},
+		{"hot_lru_pct", "20"},
+		{"warm_lru_pct", "40"},
+		{"hot_max_factor", "0.20"},
+		{"warm_max_factor", "2.00"},
+		{"temp_lru", "no"},
+		{"temporary_ttl", "61"},
+		{"idle_timeout", "0"},
+		{"watcher_logbuf_size", "262144"},
+		{"worker_logbuf_size", "65536"},
+		{"read_buf_mem_limit", "0"},
+		{"track_sizes", track},
+		{"inline_ascii_response", "no"},
+		{"ext_item_size", "512"},
+		{"ext_item_age", "4294967295"},
+		{"ext_low_ttl", "0"},
+		{"ext_recache_rate", "2000"},
+		{"ext_wbuf_size", "4194304"},
+		{"ext_compact_under", "0"},
+		{"ext_drop_under", "0"},
+		{"ext_max_sleep", "1000000"},
+		{"ext_max_frag", "0.80"},
+		{"slab_automove_freeratio", "0.010"},
+		{"ext_drop_unread", "no"},
+		{"ssl_enabled", "no"},
+		{"ssl_chain_cert", "(null)"},
+		{"ssl_key", "(null)"},
+		{"ssl_verify_mode", "0"},
+		{"ssl_keyformat", "1"},
+		{"ssl_ciphers", "NULL"},
+		{"ssl_ca_cert", "NULL"},
+		{"ssl_wbuf_size", "16384"},
+		{"ssl_session_cache", "no"},
+		{"ssl_kernel_tls", "no"},
+		{"ssl_min_version", "tlsv1.2"},
+		{"num_napi_ids", "(null)"},
+		{"memory_file", "(null)"},
 	}
 }
