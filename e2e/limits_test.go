@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -172,5 +173,80 @@ func TestSlowClientsAreCut(t *testing.T) {
 	out, err := exec.Command(binary, "serve", "--idle-timeout", "0s", "--data", t.TempDir()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--idle-timeout must be positive") {
 		t.Errorf("serve --idle-timeout 0s: %v\n%s", err, out)
+	}
+}
+
+// openSockets counts the sockets a process has open (its listener
+// included).
+func openSockets(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestConnectionLimit holds more idle connections than --max-connections
+// allows: the server never has more open, cuts the idle ones at the
+// header timeout, and a normal client is served meanwhile.
+func TestConnectionLimit(t *testing.T) {
+	skipShort(t)
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc to count sockets")
+	}
+	const limit, idle = 16, 200
+	srv := startDefault(t, "--max-connections", fmt.Sprint(limit), "--header-timeout", "500ms")
+	const base = 1 // the listener; start's keep-alive connection counts as a client
+	addr := strings.TrimPrefix(srv.url, "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range idle {
+		c, err := net.Dial("tcp", addr) // completes in the kernel's accept queue
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	peak := 0
+	done := make(chan int, 1)
+	go func() {
+		code, _ := srv.request("GET", "/redfish/v1/Systems", "", true)
+		done <- code
+	}()
+	deadline := time.After(60 * time.Second)
+	for {
+		peak = max(peak, openSockets(t, srv.cmd.Process.Pid)-base)
+		select {
+		case code := <-done:
+			if code != 200 {
+				t.Errorf("normal request behind %d idle connections: %d", idle, code)
+			}
+			if peak > limit {
+				t.Errorf("server held %d connections, limit %d", peak, limit)
+			}
+			if peak < limit-2 {
+				t.Errorf("server held at most %d connections of %d idle ones: the limit %d was not reached", peak, idle, limit)
+			}
+			out, err := exec.Command(binary, "serve", "--max-connections", "0", "--data", t.TempDir()).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "--max-connections must be at least 1") {
+				t.Errorf("serve --max-connections 0: %v\n%s", err, out)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("a normal request was not served within 60 s behind %d idle connections (limit %d)", idle, limit)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

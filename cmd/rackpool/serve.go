@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
@@ -44,6 +46,7 @@ func runServe(args []string) error {
 	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "a client must send a request's headers within this (slow clients cannot hold connections)")
 	bodyTimeout := fs.Duration("body-timeout", time.Minute, "a client must send a whole request, headers and body, within this")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "an idle keep-alive connection is closed after this")
+	maxConns := fs.Int("max-connections", 1024, "connections served at once; more wait in the kernel's accept queue until one closes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +57,9 @@ func runServe(args []string) error {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, not %v", name, d)
 		}
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("--max-connections must be at least 1, not %d", *maxConns)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -145,6 +151,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	ln = netutil.LimitListener(ln, *maxConns)
 	scheme := "http"
 	if tlsConf != nil {
 		ln, scheme = tls.NewListener(ln, tlsConf), "https"
