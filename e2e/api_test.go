@@ -112,11 +112,11 @@ func TestGeneratedPassword(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no generated password printed:\n%s", srv.stderr)
 	}
-	c := api.New(srv.url, "Administrator", m[1])
+	c := srv.clientAs("Administrator", m[1])
 	if _, err := c.Systems(context.Background()); err != nil {
 		t.Fatalf("generated password does not work: %v", err)
 	}
-	if _, err := api.New(srv.url, "Administrator", "guess").Systems(context.Background()); err == nil {
+	if _, err := srv.clientAs("Administrator", "guess").Systems(context.Background()); err == nil {
 		t.Fatal("a wrong password was accepted")
 	}
 	srv.kill()
@@ -124,7 +124,7 @@ func TestGeneratedPassword(t *testing.T) {
 	if strings.Contains(srv.stderr.String(), "Generated Administrator password") {
 		t.Fatalf("password generated again on restart:\n%s", srv.stderr)
 	}
-	if _, err := api.New(srv.url, "Administrator", m[1]).Systems(context.Background()); err != nil {
+	if _, err := srv.clientAs("Administrator", m[1]).Systems(context.Background()); err != nil {
 		t.Fatalf("password lost across restart: %v", err)
 	}
 	if strings.Contains(srv.stderr.String(), m[1]) {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/pki"
 )
 
 const password = "e2e-secret"
@@ -48,8 +50,11 @@ func TestMain(m *testing.M) {
 type server struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	url    string
+	url    string // https://addr
+	addr   string
 	data   string
+	ca     string       // data/tls/ca.pem, the service's own CA
+	http   *http.Client // trusts ca
 	stderr *syncBuffer
 }
 
@@ -119,7 +124,15 @@ func launch(t *testing.T, addr, data string, env []string, flags ...string) (*se
 	args := append([]string{"serve", "--addr", addr, "--data", data}, flags...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
-	s := &server{t: t, cmd: cmd, url: "http://" + addr, data: data, stderr: &syncBuffer{}}
+	s := &server{t: t, cmd: cmd, url: "https://" + addr, addr: addr, data: data, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
+	for i, f := range flags {
+		switch {
+		case f == "--insecure-http":
+			s.url, s.ca, s.http = "http://"+addr, "", &http.Client{}
+		case f == "--tls-cert" && i+1 < len(flags):
+			s.ca = filepath.Join(filepath.Dir(flags[i+1]), "ca.pem") // an operator's chain: its CA beside it
+		}
+	}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -132,7 +145,14 @@ func launch(t *testing.T, addr, data string, env []string, flags ...string) (*se
 			return s, fmt.Errorf("serve on %s: %w:\n%s", addr, errAddrInUse, out)
 		}
 		if strings.Contains(out, "rackpool serving") {
-			resp, err := http.Get(s.url + "/redfish/v1")
+			if s.http == nil {
+				cfg, err := pki.ClientConfig(s.ca)
+				if err != nil {
+					return s, fmt.Errorf("serve's CA: %w\n%s", err, out)
+				}
+				s.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+			}
+			resp, err := s.http.Get(s.url + "/redfish/v1")
 			if err == nil {
 				resp.Body.Close()
 				return s, nil
@@ -154,7 +174,32 @@ func (s *server) kill() {
 	}
 }
 
-func (s *server) client() *api.Client { return api.New(s.url, "Administrator", password) }
+func (s *server) client() *api.Client { return s.clientAs("Administrator", password) }
+
+// clientAs is a Go client of s that trusts its CA.
+func (s *server) clientAs(user, pass string) *api.Client {
+	c := api.New(s.url, user, pass)
+	c.HTTP = s.http
+	return c
+}
+
+// dial opens a TLS connection to s, for tests that write raw HTTP.
+func (s *server) dial() *tls.Conn {
+	s.t.Helper()
+	c, err := tls.Dial("tcp", s.addr, s.http.Transport.(*http.Transport).TLSClientConfig)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// env is what client processes (the CLI, memnode, cache, Python) need to
+// reach s: its URL, the Administrator's credentials and its CA (for Go,
+// Python's ssl module and requests).
+func (s *server) env() []string {
+	return append(os.Environ(), "RACKPOOL_URL="+s.url, "RACKPOOL_PASSWORD="+password, "RACKPOOL_USER=Administrator",
+		"RACKPOOL_CA_FILE="+s.ca, "SSL_CERT_FILE="+s.ca, "REQUESTS_CA_BUNDLE="+s.ca)
+}
 
 // request sends a raw request and returns status and body.
 func (s *server) request(method, path, body string, auth bool) (int, string) {
@@ -166,7 +211,7 @@ func (s *server) request(method, path, body string, auth bool) (int, string) {
 	if auth {
 		req.SetBasicAuth("Administrator", password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -178,7 +223,7 @@ func (s *server) request(method, path, body string, auth bool) (int, string) {
 // cli runs a client verb against s.
 func (s *server) cli(args ...string) (string, error) {
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "RACKPOOL_URL="+s.url, "RACKPOOL_PASSWORD="+password, "RACKPOOL_USER=Administrator")
+	cmd.Env = s.env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

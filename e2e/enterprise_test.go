@@ -99,6 +99,7 @@ func TestPythonRedfishClient(t *testing.T) {
 	py := pythonWithRedfish(t)
 	srv := startDefault(t, "--fabric-time", "instant")
 	cmd := exec.Command(py, "testdata/redfish_client.py", srv.url, "Administrator", password)
+	cmd.Env = srv.env() // the library's requests trust the service's CA through REQUESTS_CA_BUNDLE
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("redfish_client.py: %v\n%s", err, out)

@@ -47,7 +47,9 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 	srv := startDefault(t)
 	const want = "413 Base.1.22.PayloadTooLarge"
 	for _, n := range []int{2 << 20, 8 << 20} {
-		out, err := exec.Command(py, "-c", oversizedScript, srv.url, "Administrator", password, strconv.Itoa(n)).CombinedOutput()
+		cmd := exec.Command(py, "-c", oversizedScript, srv.url, "Administrator", password, strconv.Itoa(n))
+		cmd.Env = srv.env() // SSL_CERT_FILE for urllib, REQUESTS_CA_BUNDLE for requests
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%d bytes from Python: %v\n%s", n, err, out)
 		}
@@ -62,7 +64,7 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 		if err := os.WriteFile(file, body, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		curl, err := exec.Command("curl", "-sS", "-u", "Administrator:"+password, "-H", "Content-Type: application/json",
+		curl, err := exec.Command("curl", "-sS", "--cacert", srv.ca, "-u", "Administrator:"+password, "-H", "Content-Type: application/json",
 			"-H", "Expect:", "--data-binary", "@"+file, srv.url+"/redfish/v1/Systems").CombinedOutput()
 		if err != nil || !strings.Contains(string(curl), "Base.1.22.PayloadTooLarge") {
 			t.Errorf("%d bytes from curl: %v\n%.400s", n, err, curl)
@@ -73,7 +75,7 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.SetBasicAuth("Administrator", password)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := srv.http.Do(req)
 		if err != nil {
 			t.Fatalf("%d bytes from Go: %v", n, err)
 		}
@@ -101,15 +103,11 @@ func TestSlowClientsAreCut(t *testing.T) {
 	skipShort(t)
 	srv := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password},
 		"--header-timeout", "400ms", "--body-timeout", "800ms", "--idle-timeout", "400ms")
-	addr := strings.TrimPrefix(srv.url, "http://")
 	// cut reports how long the server took to hang up on a connection
 	// that writes one byte of rest every 50 ms after first.
 	cut := func(first, rest string) time.Duration {
 		t.Helper()
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := srv.dial()
 		defer c.Close()
 		start := time.Now()
 		if _, err := io.WriteString(c, first); err != nil {
@@ -150,10 +148,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 		t.Errorf("trickled body cut after %v, want about 800 ms", d)
 	}
 	// An idle keep-alive connection is closed after the idle timeout.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := srv.dial()
 	defer c.Close()
 	if _, err := io.WriteString(c, "GET /redfish/v1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -205,7 +200,7 @@ func TestConnectionLimit(t *testing.T) {
 	const limit, idle = 16, 200
 	srv := startDefault(t, "--max-connections", fmt.Sprint(limit), "--header-timeout", "500ms")
 	const base = 1 // the listener; start's keep-alive connection counts as a client
-	addr := strings.TrimPrefix(srv.url, "http://")
+	addr := srv.addr
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {

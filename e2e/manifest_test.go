@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,7 +46,7 @@ func TestKillDuringManifestStorm(t *testing.T) {
 	}
 	for round := range 2 {
 		srv := start(t, data, env, "--topology", topo)
-		addr := strings.TrimPrefix(srv.url, "http://")
+		addr := srv.addr
 		c := srv.client()
 		startMemnode(t, srv, "--capacity", "256MiB", "--heartbeat", "500ms")
 		// A first lease makes the node's block the leases' before the

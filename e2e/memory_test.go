@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,7 +29,7 @@ func startProc(t *testing.T, s *server, verb string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(binary, append([]string{verb, "--addr", addr}, args...)...)
-	cmd.Env = append(os.Environ(), "RACKPOOL_URL="+s.url, "RACKPOOL_PASSWORD="+password, "RACKPOOL_USER=Administrator")
+	cmd.Env = s.env()
 	p := &proc{cmd: cmd, addr: addr, stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -324,7 +323,7 @@ func TestCacheKeepsItsRegionAcrossControlPlaneRestart(t *testing.T) {
 	data := t.TempDir()
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
 	s := start(t, data, env)
-	addr := strings.TrimPrefix(s.url, "http://")
+	addr := s.addr
 	startMemnode(t, s, "--capacity", "64MiB", "--heartbeat", "1s")
 	// Renewal is due 10 s in; the lease expires at 30 s.
 	cache := startProc(t, s, "cache", "--local-memory", "1MiB", "--remote-memory", "16MiB", "--control", s.url,

@@ -20,7 +20,7 @@ func tokenRequest(t *testing.T, s *server, method, path, token, body string) (in
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestTenancySurvivesKill(t *testing.T) {
 	}
 
 	s.kill()
-	s = startAt(t, strings.TrimPrefix(s.url, "http://"), data, env)
+	s = startAt(t, s.addr, data, env)
 
 	if code, body, _ := tokenRequest(t, s, "GET", "/redfish/v1/Systems", admin, ""); code != http.StatusOK {
 		t.Fatalf("the Administrator's session after the restart: %d %s", code, body)
@@ -79,7 +79,7 @@ func TestTenancySurvivesKill(t *testing.T) {
 		t.Fatalf("delete bea: %d %s", code, body)
 	}
 	s.kill()
-	s = startAt(t, strings.TrimPrefix(s.url, "http://"), data, env)
+	s = startAt(t, s.addr, data, env)
 	if code, body, _ := tokenRequest(t, s, "GET", "/redfish/v1/Systems", bea, ""); code != http.StatusUnauthorized {
 		t.Fatalf("a deleted account's session after the restart: %d %s", code, body)
 	}

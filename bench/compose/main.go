@@ -15,6 +15,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -36,6 +38,7 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/pki"
 	"rackpool/internal/profiling"
 	"rackpool/internal/redfish"
 	"rackpool/internal/schedule"
@@ -192,6 +195,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 type controlPlane struct {
 	mgr   *compose.Manager
 	url   string
+	tls   *tls.Config // trusts the server's CA
 	close func()
 }
 
@@ -226,9 +230,18 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// HTTPS with the service's own CA, as serve does by default.
+	m, err := pki.Ensure(filepath.Join(dir, "tls"), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientTLS, err := pki.ClientConfig(m.CAFile)
+	if err != nil {
+		log.Fatal(err)
+	}
 	srv := &http.Server{Handler: redfish.New(mgr, auth, redfish.Options{Store: st, Observer: obs, AsyncThreshold: -1})}
-	go srv.Serve(ln)
-	return &controlPlane{mgr: mgr, url: "http://" + ln.Addr().String(), close: func() {
+	go srv.Serve(tls.NewListener(ln, pki.ServerConfig(m.Certificate)))
+	return &controlPlane{mgr: mgr, url: "https://" + ln.Addr().String(), tls: clientTLS, close: func() {
 		srv.Close()
 		st.Close()
 		os.RemoveAll(dir)
@@ -242,7 +255,7 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	cp := startControlPlane(top)
 	defer cp.close()
 	mgr, url := cp.mgr, cp.url
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2, TLSClientConfig: cp.tls}}
 
 	// One session for all clients, as a real client library would hold.
 	req, _ := http.NewRequest("POST", url+"/redfish/v1/SessionService/Sessions", bytes.NewBufferString(`{"UserName":"Administrator","Password":"bench"}`))

@@ -27,6 +27,8 @@ func runCache(args []string) error {
 	local := fs.String("local-memory", "64MiB", "local memory for items")
 	remote := fs.String("remote-memory", "", "pooled memory to lease for evicted items (needs --control)")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	var caFile string
+	caFlag(fs, &caFile)
 	host := fs.String("host", "", "topology host this cache runs on (the nearest memory node is leased)")
 	ttl := fs.Duration("lease-ttl", 10*time.Minute, "duration of the memory lease (renewed at a third of it)")
 	promote := fs.Bool("promote", false, "move an item back to local memory when it is read from the remote tier")
@@ -71,7 +73,7 @@ func runCache(args []string) error {
 	defer stop()
 	var tier *memlease.Keeper
 	if remoteBytes > 0 {
-		cf := &clientFlags{url: *control}
+		cf := &clientFlags{url: *control, caFile: caFile}
 		ac, err := cf.client()
 		if err != nil {
 			return err

@@ -18,8 +18,9 @@ import (
 
 // clientFlags are shared by the client verbs.
 type clientFlags struct {
-	url  string
-	json bool
+	url    string
+	caFile string
+	json   bool
 }
 
 func newClientFlags(name string) (*flag.FlagSet, *clientFlags) {
@@ -27,9 +28,10 @@ func newClientFlags(name string) (*flag.FlagSet, *clientFlags) {
 	cf := &clientFlags{}
 	def := os.Getenv("RACKPOOL_URL")
 	if def == "" {
-		def = "http://127.0.0.1:8080"
+		def = "https://127.0.0.1:8080"
 	}
 	fs.StringVar(&cf.url, "url", def, "rackpool service URL")
+	caFlag(fs, &cf.caFile)
 	fs.BoolVar(&cf.json, "json", false, "print JSON instead of tables")
 	return fs, cf
 }
@@ -43,7 +45,13 @@ func (cf *clientFlags) client() (*api.Client, error) {
 	if pass == "" {
 		return nil, errors.New("set RACKPOOL_PASSWORD (the Administrator password printed by the first `rackpool serve`, or the RACKPOOL_ADMIN_PASSWORD it was started with)")
 	}
-	return api.New(cf.url, user, pass), nil
+	hc, err := httpClient(cf.caFile)
+	if err != nil {
+		return nil, err
+	}
+	c := api.New(cf.url, user, pass)
+	c.HTTP = hc
+	return c, nil
 }
 
 func printJSON(v any) error {

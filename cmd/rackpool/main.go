@@ -56,9 +56,11 @@ Verbs:
 		fmt.Fprintf(os.Stderr, "  %-10s %-44s %s\n", c.name, c.args, c.help)
 	}
 	fmt.Fprintf(os.Stderr, `
-Client verbs talk to --url (default $RACKPOOL_URL or http://127.0.0.1:8080) as
+Client verbs talk to --url (default $RACKPOOL_URL or https://127.0.0.1:8080) as
 $RACKPOOL_USER (default Administrator) with $RACKPOOL_PASSWORD, and print
-tables; add --json for machine-readable output.
+tables; add --json for machine-readable output. They trust the system's CAs
+and --ca-file (default $RACKPOOL_CA_FILE, else data/tls/ca.pem, the CA that
+'rackpool serve' creates in its default data directory).
 
 A need SPEC is "COUNT KIND [key=value...]" or "SIZE memory", e.g.
   --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB max-latency=2000"
@@ -81,7 +83,7 @@ func main() {
 				if errors.Is(err, flag.ErrHelp) {
 					os.Exit(2)
 				}
-				fmt.Fprintln(os.Stderr, "rackpool "+verb+": "+err.Error())
+				fmt.Fprintln(os.Stderr, "rackpool "+verb+": "+err.Error()+tlsHint(err))
 				os.Exit(1)
 			}
 			return

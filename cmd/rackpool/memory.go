@@ -184,6 +184,8 @@ func runMemnode(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:7070", "address to serve the memory protocol on")
 	capacity := fs.String("capacity", "1GiB", "memory to serve")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	var caFile string
+	caFlag(fs, &caFile)
 	device := fs.String("device", "", "topology memory device this node serves (default: the first one without a node)")
 	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane")
@@ -209,7 +211,7 @@ func runMemnode(args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cf := &clientFlags{url: *control}
+	cf := &clientFlags{url: *control, caFile: caFile}
 	c, err := cf.client()
 	if err != nil {
 		return err

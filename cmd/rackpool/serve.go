@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,9 +41,9 @@ func runServe(args []string) error {
 		"compositions whose modelled fabric time exceeds this answer 202 with a task monitor (negative: never)")
 	importFile := fs.String("import", "", "apply the allocation in this export file at start-up, all or nothing (see 'rackpool export')")
 	monitorEvery := fs.Duration("monitor-interval", events.DefaultMonitorInterval, "how often fabric health and telemetry are polled for events")
-	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key); Redfish requires HTTPS for Basic auth")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key) instead of the service's own, kept in DATA/tls")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
-	tlsSelfSigned := fs.Bool("tls-self-signed", false, "serve HTTPS with an ephemeral self-signed certificate (tests, development)")
+	insecureHTTP := fs.Bool("insecure-http", false, "serve plain HTTP instead of HTTPS (loopback addresses only; credentials are then refused)")
 	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "a client must send a request's headers within this (slow clients cannot hold connections)")
 	bodyTimeout := fs.Duration("body-timeout", time.Minute, "a client must send a whole request, headers and body, within this")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "an idle keep-alive connection is closed after this")
@@ -73,6 +74,11 @@ func runServe(args []string) error {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	default:
 		return fmt.Errorf("--log-format: want text or json, got %q", *logFormat)
+	}
+
+	tlsConf, err := serverTLS(*tlsCert, *tlsKey, *insecureHTTP, *addr, *data, log)
+	if err != nil {
+		return err
 	}
 
 	var top *topology.Topology
@@ -143,10 +149,6 @@ func runServe(args []string) error {
 	go leases.Run(bg, time.Second)
 	go monitor.Run(bg)
 	obs.Watch()
-	tlsConf, err := tlsConfig(*tlsCert, *tlsKey, *tlsSelfSigned, *addr)
-	if err != nil {
-		return err
-	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -161,6 +163,7 @@ func runServe(args []string) error {
 		ReadHeaderTimeout: *headerTimeout,
 		ReadTimeout:       max(*bodyTimeout, *headerTimeout),
 		IdleTimeout:       *idleTimeout,
+		ErrorLog:          stdlog.New(httpErrorLog(log), "", 0),
 	}
 	srv.RegisterOnShutdown(bus.Close) // ends SSE streams
 	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "topology", top.Name,

@@ -2,38 +2,72 @@ package main
 
 import (
 	"crypto/x509"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
-func TestTLSConfig(t *testing.T) {
-	if c, err := tlsConfig("", "", false, "127.0.0.1:8080"); c != nil || err != nil {
-		t.Fatalf("no TLS flags: %v, %v; want plain HTTP", c, err)
-	}
-	for _, bad := range [][2]string{{"cert.pem", ""}, {"", "key.pem"}} {
-		if _, err := tlsConfig(bad[0], bad[1], false, ""); err == nil {
-			t.Errorf("--tls-cert %q --tls-key %q: no error", bad[0], bad[1])
+func TestServerTLS(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	data := t.TempDir()
+	for _, bad := range []struct {
+		cert, key string
+		insecure  bool
+		addr      string
+		want      string
+	}{
+		{"cert.pem", "", false, "127.0.0.1:8080", "go together"},
+		{"", "key.pem", false, "127.0.0.1:8080", "go together"},
+		{"cert.pem", "key.pem", true, "127.0.0.1:8080", "exclude each other"},
+		{"", "", true, "0.0.0.0:8080", "only a loopback address may"},
+		{"", "", true, ":8080", "only a loopback address may"},
+		{"", "", true, "10.1.2.3:8080", "only a loopback address may"},
+		{"", "", true, "rack1.example:8080", "only a loopback address may"},
+		{"", "", false, "127.0.0.1", "--addr"},
+		{"missing.pem", "missing-key.pem", false, "127.0.0.1:8080", "--tls-cert"},
+	} {
+		if _, err := serverTLS(bad.cert, bad.key, bad.insecure, bad.addr, data, log); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("serverTLS(%q, %q, insecure %v, %q): %v, want an error with %q", bad.cert, bad.key, bad.insecure, bad.addr, err, bad.want)
 		}
 	}
-	if _, err := tlsConfig("cert.pem", "key.pem", true, ""); err == nil {
-		t.Error("--tls-cert with --tls-self-signed: no error")
+	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:8080"} {
+		if c, err := serverTLS("", "", true, addr, data, log); c != nil || err != nil {
+			t.Errorf("--insecure-http on %s: %v, %v; want plain HTTP", addr, c, err)
+		}
 	}
 
-	c, err := tlsConfig("", "", true, "10.1.2.3:8443")
+	// The default: the service's own CA in DATA/tls.
+	c, err := serverTLS("", "", false, "10.1.2.3:8443", data, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(c.Certificates[0].Certificate[0])
+	leaf, err := x509.ParseCertificate(c.Certificates[0].Certificate[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cert.Version != 3 {
-		t.Errorf("certificate version %d, want X.509 v3 (DSP0266)", cert.Version)
+	caPEM, err := os.ReadFile(filepath.Join(data, "tls", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(cert)
+	pool.AppendCertsFromPEM(caPEM)
 	for _, host := range []string{"127.0.0.1", "localhost", "10.1.2.3"} {
-		if _, err := cert.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
-			t.Errorf("self-signed certificate for %s: %v", host, err)
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
+			t.Errorf("certificate for %s: %v", host, err)
 		}
+	}
+	if c.MinVersion < 0x0303 {
+		t.Errorf("MinVersion %x, want TLS 1.2 or later", c.MinVersion)
+	}
+	// The client side trusts the same file.
+	hc, err := httpClient(filepath.Join(data, "tls", "ca.pem"))
+	if err != nil || hc == nil {
+		t.Fatalf("httpClient: %v", err)
+	}
+	if _, err := httpClient(filepath.Join(data, "nothing.pem")); err == nil {
+		t.Error("httpClient with a missing CA file: no error")
 	}
 }

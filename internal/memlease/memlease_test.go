@@ -61,9 +61,10 @@ func newPlane(t *testing.T) *plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.srv = httptest.NewServer(redfish.New(mgr, auth, redfish.Options{Store: st, AsyncThreshold: -1, Leases: leases}))
+	p.srv = httptest.NewTLSServer(redfish.New(mgr, auth, redfish.Options{Store: st, AsyncThreshold: -1, Leases: leases}))
 	t.Cleanup(p.srv.Close)
 	p.api = api.New(p.srv.URL, tenancy.AdminUser, password)
+	p.api.HTTP = p.srv.Client() // trusts the test server's certificate
 	return p
 }
 

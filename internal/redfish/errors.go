@@ -92,6 +92,16 @@ func errPrivilege() *apiError {
 		"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
 }
 
+// errInsecure refuses credentials sent over plain HTTP: Redfish (DSP0266)
+// accepts Basic authentication and creates sessions only over HTTPS.
+// Refused before the password is checked, so it counts no failed login.
+func errInsecure(uri string) *apiError {
+	e := newError(http.StatusForbidden, baseRegistry+"AccessDenied",
+		fmt.Sprintf("While attempting to establish a connection to '%s', the service denied access.", uri), uri)
+	e.resolution = "Credentials are accepted only over HTTPS: send the request to the service's https:// URL (this one serves plain HTTP because it was started with --insecure-http)."
+	return e
+}
+
 func errMethod() *apiError {
 	return newError(http.StatusMethodNotAllowed, baseRegistry+"OperationNotAllowed",
 		"The HTTP method is not allowed on this resource.")

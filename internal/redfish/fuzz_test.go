@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 // serve runs one request through the handler in process.
 func (s *service) serve(method, path string, body []byte, hdr map[string]string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, bytes.NewReader(body))
+	req.TLS = &tls.ConnectionState{} // as on the HTTPS listener: Basic is refused without TLS
 	req.SetBasicAuth(tenancy.AdminUser, password)
 	for k, v := range hdr {
 		req.Header.Set(k, v)

@@ -124,7 +124,7 @@ func newService(t testing.TB) *service {
 	s.logs = &logBuffer{}
 	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
 		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
-	s.srv = httptest.NewServer(s.handler)
+	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s
 }

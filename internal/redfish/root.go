@@ -187,6 +187,10 @@ func sessionBody(sess tenancy.Session) map[string]any {
 }
 
 func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
+	if r.TLS == nil {
+		s.denied(r, tenancy.Principal{}, "session creation over plain HTTP")
+		return errInsecure(r.URL.Path)
+	}
 	var req struct {
 		UserName *string
 		Password *string

@@ -3,7 +3,10 @@ package redfish_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -252,5 +255,61 @@ func TestAccountsValidation(t *testing.T) {
 	// Account bodies never carry the hash.
 	if body := string(s.must(http.StatusOK, "GET", "/redfish/v1/AccountService/Accounts/carol", nil, admin).body); strings.Contains(body, "argon2") {
 		t.Fatalf("account body shows the hash: %s", body)
+	}
+}
+
+// TestCredentialsOnlyOverTLS serves the same handler over plain HTTP (as
+// serve --insecure-http does): Basic credentials and session creation are
+// refused with 403 and a resolution pointing at HTTPS, without checking
+// the password (no failed login counts towards a lockout), while the
+// public service root answers and a session token made over HTTPS works.
+func TestCredentialsOnlyOverTLS(t *testing.T) {
+	s := newService(t)
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService", map[string]any{"AccountLockoutThreshold": 2, "AccountLockoutDuration": 60}, admin)
+	plain := httptest.NewServer(s.handler)
+	defer plain.Close()
+	send := func(method, path, body string, hdr map[string]string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, plain.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	basic := map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(tenancy.AdminUser+":"+password))}
+	wrong := map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(tenancy.AdminUser+":nope"))}
+	for range 3 {
+		if code, _ := send("GET", "/redfish/v1/Systems", "", wrong); code != http.StatusForbidden {
+			t.Fatalf("wrong Basic password over plain HTTP: %d, want 403", code)
+		}
+	}
+	code, body := send("GET", "/redfish/v1/Systems", "", basic)
+	if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(body), "HTTPS") || !strings.Contains(fmt.Sprint(body), "AccessDenied") {
+		t.Errorf("Basic over plain HTTP: %d %v, want 403 AccessDenied naming HTTPS", code, body)
+	}
+	if code, body := send("POST", "/redfish/v1/SessionService/Sessions", `{"UserName":"Administrator","Password":"`+password+`"}`, nil); code != http.StatusForbidden {
+		t.Errorf("session creation over plain HTTP: %d %v, want 403", code, body)
+	}
+	if code, _ := send("GET", "/redfish/v1", "", nil); code != http.StatusOK {
+		t.Errorf("service root over plain HTTP: %d", code)
+	}
+	// The wrong passwords over HTTP were never tried: no lockout.
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, admin)
+	if s.get("/redfish/v1/AccountService/Accounts/" + tenancy.AdminUser)["Locked"].(bool) {
+		t.Error("Administrator locked by passwords sent over plain HTTP")
+	}
+	r := s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": tenancy.AdminUser, "Password": password}, cred{})
+	if code, _ := send("GET", "/redfish/v1/Systems", "", map[string]string{"X-Auth-Token": r.header.Get("X-Auth-Token")}); code != http.StatusOK {
+		t.Errorf("session token over plain HTTP: %d", code)
 	}
 }

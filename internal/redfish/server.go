@@ -233,6 +233,12 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 		if priv != public {
 			var err error
 			p, err = s.authenticate(r)
+			if errors.Is(err, errBasicOverHTTP) {
+				s.denied(r, p, err.Error())
+				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, "")
+				writeError(w, errInsecure(r.URL.Path))
+				return
+			}
 			if err != nil {
 				s.denied(r, p, err.Error())
 				s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
@@ -286,7 +292,12 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 	})
 }
 
-// authenticate accepts an X-Auth-Token session or HTTP Basic credentials.
+// errBasicOverHTTP is authenticate's answer to Basic credentials on a
+// connection without TLS.
+var errBasicOverHTTP = errors.New("basic authentication over plain HTTP")
+
+// authenticate accepts an X-Auth-Token session or HTTP Basic credentials;
+// Basic credentials only over TLS.
 func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
 		p, ok := s.auth.BySessionToken(r.Context(), tok)
@@ -296,6 +307,9 @@ func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 		return p, nil
 	}
 	if user, pass, ok := r.BasicAuth(); ok {
+		if r.TLS == nil {
+			return tenancy.Principal{User: user}, errBasicOverHTTP
+		}
 		p, err := s.auth.Authenticate(user, pass)
 		if err != nil {
 			return tenancy.Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
