@@ -336,7 +336,7 @@ func TestProtocolDifferential(t *testing.T) {
 // LRU (hot, warm, cold and temp lists, moved between by a background
 // thread), which rackpool, with one LRU per shard, does not have: it
 // reports every item as cold. They are the fields left out of the
-// comparison; docs/memory.md lists them.
+// comparison; docs/cache.md lists them.
 var lruSegmentStats = regexp.MustCompile(`^STAT items:\d+:(number_hot|number_warm|number_cold|age_hot|age_warm|age|hits_to_hot|hits_to_warm|hits_to_cold|hits_to_temp|moves_to_cold|moves_to_warm|moves_within_lru|lrutail_reflocked|crawler_reclaimed|crawler_items_checked) `)
 
 // TestStatsDifferential drives real memcached and rackpool with the same
@@ -401,7 +401,7 @@ func TestStatsDifferential(t *testing.T) {
 // LRU segments depend on its timing) and the mechanisms
 // rackpool does not have (slab mover, crawler, segmented LRU; it hashes
 // with maphash), and `oldest`, memcached's flush deadline on its internal
-// relative clock. Every other value must be equal. docs/memory.md lists
+// relative clock. Every other value must be equal. docs/cache.md lists
 // them.
 var (
 	differingStats = []string{"pid", "uptime", "time", "version", "libevent", "rusage_user", "rusage_system", "threads",
