@@ -5,9 +5,14 @@
 // the tray count) and a fixed number of requests per card, for the
 // rackpool (locality) policy and first-fit. Each point is a separate
 // process, so its peak RSS is its own. It prints a Markdown table and
-// writes two SVG charts (decision time and peak RSS against cards).
+// writes two SVG charts (decision time and peak RSS against cards, drawn
+// by internal/sim's gonum/plot charts).
 //
 //	go run ./bench/scaling [-bin build/rackpool] [-out docs] [-trays 42,128,512,1024,2048,4096]
+//
+// -replot FILE redraws the charts from a table this command printed (or a
+// Markdown file holding one, such as docs/benchmarks.md) without running
+// anything.
 package main
 
 import (
@@ -20,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,13 +46,14 @@ const (
 )
 
 type point struct {
-	trays, cards int
-	policy       string
-	requests     int
-	accepted     int
-	wall         float64 // the simulation's own seconds (no topology build)
-	total        float64 // the whole command
-	rssBytes     int64
+	trays, cards  int
+	policy        string
+	requests      int
+	accepted      int
+	wall          float64 // the simulation's own seconds (no topology build)
+	total         float64 // the whole command
+	usPerDecision float64 // wall over requests
+	rssGiB        float64 // peak resident set of the whole command
 }
 
 func main() {
@@ -54,7 +61,18 @@ func main() {
 	out := flag.String("out", "docs", "directory for scaling-decision.svg and scaling-rss.svg")
 	traysFlag := flag.String("trays", "42,128,512,1024,2048,4096", "pod sizes in trays")
 	policies := flag.String("policies", "rackpool,first-fit", "policies to measure")
+	replot := flag.String("replot", "", "redraw the charts from the table in this file instead of measuring")
 	flag.Parse()
+	if *replot != "" {
+		points, err := readTable(*replot)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := writeCharts(*out, points); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	work, err := os.MkdirTemp("", "rackpool-scaling")
 	if err != nil {
 		log.Fatal(err)
@@ -69,7 +87,7 @@ func main() {
 	}
 	var points []point
 	fmt.Printf("# placement cost against pod size\n\n%s, %d CPUs\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU())
-	fmt.Println("| policy | trays | cards | requests | accepted | µs per decision | simulation s | whole command s | peak RSS |")
+	fmt.Println(tableHeader)
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, pol := range strings.Split(*policies, ",") {
 		for _, ts := range strings.Split(*traysFlag, ",") {
@@ -80,30 +98,116 @@ func main() {
 			p := run(rp, work, pol, trays)
 			points = append(points, p)
 			fmt.Printf("| %s | %d | %d | %d | %.2f%% | %.1f | %.2f | %.2f | %.2f GiB |\n", p.policy, p.trays, p.cards, p.requests,
-				100*float64(p.accepted)/float64(p.requests), 1e6*p.wall/float64(p.requests), p.wall, p.total, float64(p.rssBytes)/(1<<30))
+				100*float64(p.accepted)/float64(p.requests), p.usPerDecision, p.wall, p.total, p.rssGiB)
 		}
 	}
+	if err := writeCharts(*out, points); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// writeCharts draws scaling-decision.svg and scaling-rss.svg into dir: one
+// line per policy, in the order the points name them, against cards on a
+// log scale.
+func writeCharts(dir string, points []point) error {
 	decision := sim.LineChart{Title: "Placement cost against pod size (MONet, fixed load per card)",
-		XLabel: "cards (log10)", YLabel: "µs per decision", YFromZero: true}
+		XLabel: "cards (log scale)", YLabel: "time per decision (µs)", XLog: true, YFromZero: true}
 	rss := sim.LineChart{Title: "Peak memory of the whole run against pod size",
-		XLabel: "cards (log10)", YLabel: "peak RSS (GiB)", YFromZero: true}
-	for _, pol := range strings.Split(*policies, ",") {
-		d, r := sim.ChartSeries{Name: pol}, sim.ChartSeries{Name: pol}
-		for _, p := range points {
-			if p.policy == pol {
-				x := math.Log10(float64(p.cards))
-				d.Points = append(d.Points, sim.ChartPoint{X: x, Y: 1e6 * p.wall / float64(p.requests)})
-				r.Points = append(r.Points, sim.ChartPoint{X: x, Y: float64(p.rssBytes) / (1 << 30)})
-			}
+		XLabel: "cards (log scale)", YLabel: "peak RSS (GiB)", XLog: true, YFromZero: true}
+	index := map[string]int{}
+	for _, p := range points {
+		i, ok := index[p.policy]
+		if !ok {
+			i = len(decision.Series)
+			index[p.policy] = i
+			decision.Series = append(decision.Series, sim.ChartSeries{Name: p.policy})
+			rss.Series = append(rss.Series, sim.ChartSeries{Name: p.policy})
 		}
-		decision.Series = append(decision.Series, d)
-		rss.Series = append(rss.Series, r)
+		x := float64(p.cards)
+		decision.Series[i].Points = append(decision.Series[i].Points, sim.ChartPoint{X: x, Y: p.usPerDecision})
+		rss.Series[i].Points = append(rss.Series[i].Points, sim.ChartPoint{X: x, Y: p.rssGiB})
 	}
-	for name, c := range map[string]sim.LineChart{"scaling-decision.svg": decision, "scaling-rss.svg": rss} {
-		if err := os.WriteFile(filepath.Join(*out, name), []byte(c.SVG()), 0o644); err != nil {
-			log.Fatal(err)
+	for _, c := range []struct {
+		file  string
+		chart sim.LineChart
+	}{{"scaling-decision.svg", decision}, {"scaling-rss.svg", rss}} {
+		svg, err := c.chart.SVG()
+		if err != nil {
+			return fmt.Errorf("draw %s: %w", c.file, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.file), svg, 0o644); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// tableHeader is the header of the table main prints, which readTable
+// looks for.
+const tableHeader = "| policy | trays | cards | requests | accepted | µs per decision | simulation s | whole command s | peak RSS |"
+
+// readTable reads the points of the first table in path whose header is
+// tableHeader: the rows after it, up to the first line that is not a row.
+func readTable(path string) ([]point, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(data), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.TrimSpace(l) == tableHeader })
+	if start < 0 {
+		return nil, fmt.Errorf("%s: no table headed %q", path, tableHeader)
+	}
+	var points []point
+	for n, l := range lines[start+2:] {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		p, err := parseRow(l)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, start+3+n, err)
+		}
+		points = append(points, p)
+	}
+	if len(points) == 0 {
+		return nil, fmt.Errorf("%s: the table has no rows", path)
+	}
+	return points, nil
+}
+
+// parseRow reads one row of the table, as main prints it or with
+// thousands separators.
+func parseRow(row string) (point, error) {
+	cells := strings.Split(strings.Trim(row, "|"), "|")
+	if len(cells) != 9 {
+		return point{}, fmt.Errorf("%d cells, want 9: %s", len(cells), row)
+	}
+	for i := range cells {
+		cells[i] = strings.ReplaceAll(strings.TrimSpace(cells[i]), ",", "")
+	}
+	var p point
+	var err error
+	num := func(s string) float64 {
+		v, e := strconv.ParseFloat(s, 64)
+		if e != nil && err == nil {
+			err = fmt.Errorf("bad number %q in %s", s, row)
+		}
+		return v
+	}
+	p.policy = cells[0]
+	p.trays = int(num(cells[1]))
+	p.cards = int(num(cells[2]))
+	p.requests = int(num(cells[3]))
+	p.accepted = int(math.Round(num(strings.TrimSuffix(cells[4], "%")) / 100 * float64(p.requests)))
+	p.usPerDecision = num(cells[5])
+	p.wall = num(cells[6])
+	p.total = num(cells[7])
+	p.rssGiB = num(strings.TrimSuffix(cells[8], " GiB"))
+	if err == nil && (p.policy == "" || p.cards <= 0) {
+		err = fmt.Errorf("no policy or no cards in %s", row)
+	}
+	return p, err
 }
 
 // run simulates one point in its own process.
@@ -140,7 +244,7 @@ workload:
 	}
 	p.total = time.Since(t0).Seconds()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		p.rssBytes = ru.Maxrss << 10 // kilobytes on Linux
+		p.rssGiB = float64(ru.Maxrss<<10) / (1 << 30) // kilobytes on Linux
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
@@ -154,6 +258,7 @@ workload:
 		log.Fatal(err)
 	}
 	p.accepted, p.wall = s.Accepted, s.WallSeconds
+	p.usPerDecision = 1e6 * p.wall / float64(p.requests)
 	if p.accepted == 0 || p.accepted > p.requests || p.wall <= 0 {
 		log.Fatalf("%s: implausible result: %d of %d accepted in %v s", name, p.accepted, p.requests, p.wall)
 	}

@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -108,8 +109,12 @@ func fillReport(tmp string, res *Result) error {
 	}
 
 	// Plots: each written as a file and inlined into the page.
-	plot := func(file, title, caption, svg string) error {
-		if err := writeOutputFile(tmp, file, []byte(svg)); err != nil {
+	plot := func(file, title, caption string, chart svgChart) error {
+		svg, err := chart.SVG()
+		if err != nil {
+			return fmt.Errorf("sim: draw %s: %w", file, err)
+		}
+		if err := writeOutputFile(tmp, file, svg); err != nil {
 			return err
 		}
 		page.Figures = append(page.Figures, reportFigure{Title: title, Caption: caption, File: file, SVG: inlineSVG(svg)})
@@ -118,28 +123,28 @@ func fillReport(tmp string, res *Result) error {
 	if len(res.Samples) > 0 {
 		if err := plot("utilisation.svg", "Utilisation over time",
 			"Share of each resource type in use over virtual time: a line that sits at 100% is the bottleneck that turns requests away, and a line far below the others is capacity paid for but stranded.",
-			utilisationChart(res.Samples, types).SVG()); err != nil {
+			utilisationChart(res.Samples, types)); err != nil {
 			return err
 		}
 	}
 	if len(cdf) > 0 {
 		if err := plot("latency_cdf.svg", "Remote memory round trip",
 			"Cumulative share of remote memory blocks by round-trip time: the further left and steeper the curve, the closer the scheduler kept memory to its CPUs; the right-hand tail is what p99 reports.",
-			cdfChart(cdf).SVG()); err != nil {
+			cdfChart(cdf)); err != nil {
 			return err
 		}
 	}
 	if len(hops) > 0 {
 		if err := plot("hops.svg", "Switch hops to remote memory",
 			"Share of remote memory blocks by the number of switch hops to reach them: weight on the left-hand bars means most memory sits close to its CPUs.",
-			hopsChart(hops, len(res.Hops)).SVG()); err != nil {
+			hopsChart(hops, len(res.Hops))); err != nil {
 			return err
 		}
 	}
 	if hasPower(res.Samples) {
 		if err := plot("power.svg", "Active optical switch power",
 			"Power drawn by the optical switch ports that carry circuits: compare its level with the installed power in the headline to see how much of the fabric sits idle.",
-			powerChart(res.Samples).SVG()); err != nil {
+			powerChart(res.Samples)); err != nil {
 			return err
 		}
 	}
@@ -273,8 +278,12 @@ func hasPower(samples []Sample) bool {
 	return false
 }
 
+// virtualTimeLabel is the x axis of the time series: the scenario's own
+// unit (a trace's, or the MONet generator's abstract one).
+const virtualTimeLabel = "virtual time (scenario time units)"
+
 func utilisationChart(samples []Sample, types []string) LineChart {
-	c := LineChart{Title: "Utilisation by resource type", XLabel: "virtual time", YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}
+	c := LineChart{Title: "Utilisation by resource type", XLabel: virtualTimeLabel, YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}
 	for _, t := range types {
 		pts := make([]ChartPoint, len(samples))
 		for i, s := range samples {
@@ -285,15 +294,16 @@ func utilisationChart(samples []Sample, types []string) LineChart {
 	return c
 }
 
-// cdfChart draws the CDF as steps: the share jumps at each value.
+// cdfChart draws the CDF as steps, in percent: the share jumps at each
+// value.
 func cdfChart(cdf []ChartPoint) LineChart {
 	pts := make([]ChartPoint, 0, 2*len(cdf))
 	prev := 0.0
 	for _, p := range cdf {
-		pts = append(pts, ChartPoint{p.X, prev}, p)
-		prev = p.Y
+		pts = append(pts, ChartPoint{p.X, prev}, ChartPoint{p.X, 100 * p.Y})
+		prev = 100 * p.Y
 	}
-	return LineChart{Title: "Round-trip time CDF", XLabel: "round trip (ns)", YLabel: "share of blocks at or below", YFixed: true, YMin: 0, YMax: 1,
+	return LineChart{Title: "Round-trip time CDF", XLabel: "round trip (ns)", YLabel: "blocks at or below (%)", YFixed: true, YMin: 0, YMax: 100,
 		Series: []ChartSeries{{Points: pts}}}
 }
 
@@ -311,7 +321,7 @@ func powerChart(samples []Sample) LineChart {
 	for i, s := range samples {
 		pts[i] = ChartPoint{s.T, s.ActivePowerW}
 	}
-	return LineChart{Title: "Active optical switch power", XLabel: "virtual time", YLabel: "power (W)", YFromZero: true,
+	return LineChart{Title: "Active optical switch power", XLabel: virtualTimeLabel, YLabel: "power (W)", YFromZero: true,
 		Series: []ChartSeries{{Points: pts}}}
 }
 
@@ -557,8 +567,11 @@ func fillSweep(tmp string, axes []string, rows []SweepRow) error {
 
 	page := sweepPage{Points: len(rows), Axes: strings.Join(axes, " × ")}
 	if len(axes) > 0 {
-		svg := sweepChart(axes, rows).SVG()
-		if err := writeOutputFile(tmp, "sweep.svg", []byte(svg)); err != nil {
+		svg, err := sweepChart(axes, rows).SVG()
+		if err != nil {
+			return fmt.Errorf("sim: draw sweep.svg: %w", err)
+		}
+		if err := writeOutputFile(tmp, "sweep.svg", svg); err != nil {
 			return err
 		}
 		page.Figure = &reportFigure{Title: "Acceptance ratio by " + axes[len(axes)-1], File: "sweep.svg", SVG: inlineSVG(svg),
@@ -925,15 +938,66 @@ func encodeCSVRows(head []string, rows [][]string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// inlineSVG prepares a standalone SVG for inlining into HTML, where the
-// namespace is implied.
-func inlineSVG(svg string) template.HTML {
-	return template.HTML(strings.Replace(svg, ` xmlns="http://www.w3.org/2000/svg"`, "", 1))
+// svgChart is a chart that renders itself as SVG: a LineChart or a
+// BarChart.
+type svgChart interface {
+	SVG() ([]byte, error)
+}
+
+// svgNamespaces matches the namespace declarations of an <svg> tag.
+var svgNamespaces = regexp.MustCompile(`\s+xmlns(:xlink)?="[^"]*"`)
+
+// inlineSVG prepares a chart from RenderSVG for inlining into HTML, which
+// implies the namespaces: it drops their declarations from the root tag.
+// The chart starts at <svg> and has no ids or style sheet to clash with
+// another's, so nothing else changes.
+func inlineSVG(svg []byte) template.HTML {
+	s := string(svg)
+	end := strings.IndexByte(s, '>')
+	if !strings.HasPrefix(s, "<svg") || end < 0 {
+		return template.HTML(s)
+	}
+	return template.HTML(svgNamespaces.ReplaceAllString(s[:end], "") + s[end:])
 }
 
 // formatExact writes v in the shortest form that reads back exactly.
 func formatExact(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// formatSig writes v rounded to sig significant digits, in plain decimal
+// notation without trailing zeros (exponent notation only beyond 1e15 or
+// below 1e-6).
+func formatSig(v float64, sig int) string {
+	if !isFinite(v) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	if v == 0 {
+		return "0"
+	}
+	a := math.Abs(v)
+	if a >= 1e15 || a < 1e-6 {
+		return strconv.FormatFloat(v, 'g', sig, 64)
+	}
+	e := int(math.Floor(math.Log10(a)))
+	k := sig - 1 - e // decimal places kept
+	var r float64
+	if k >= 0 {
+		p := math.Pow(10, float64(k))
+		r = math.Round(v*p) / p
+	} else {
+		p := math.Pow(10, float64(-k))
+		r = math.Round(v/p) * p
+	}
+	if r == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// isFinite says whether v is neither NaN nor infinite.
+func isFinite(v float64) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0)
 }
 
 // optFormatExact is formatExact of m[k], or "" when m has no k.
@@ -1117,7 +1181,7 @@ code { color: #777; font-size: 12px; }
 </figure>
 {{- end}}
 <h2>Results</h2>
-<p class="files">Sorted by the swept parameters (▲), in chartAxis order; results rounded to four digits. The exact numbers are in <a href="sweep.csv">sweep.csv</a> and <a href="sweep.json">sweep.json</a>.</p>
+<p class="files">Sorted by the swept parameters (▲), in axis order; results rounded to four digits. The exact numbers are in <a href="sweep.csv">sweep.csv</a> and <a href="sweep.json">sweep.json</a>.</p>
 <div class="wide">
 <table>
 <thead><tr>{{$sorted := .Sorted}}{{range $i, $h := .Head}}<th>{{$h}}{{if lt $i $sorted}} ▲{{end}}</th>{{end}}</tr></thead>

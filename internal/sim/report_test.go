@@ -127,11 +127,20 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 	if got := reportDirNames(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("files %v, want %v", got, want)
 	}
-	for _, svg := range []string{"hops.svg", "latency_cdf.svg", "power.svg", "utilisation.svg"} {
-		parseTestSVG(t, readReportFile(t, filepath.Join(dir, svg)))
-	}
-	if !strings.Contains(parseTestSVG(t, readReportFile(t, filepath.Join(dir, "utilisation.svg"))), "GPUs") {
-		t.Error("utilisation.svg has no GPUs line")
+	// Every plot has its title, axis labels with units, and a legend where
+	// there are several series.
+	for svg, want := range map[string][]string{
+		"utilisation.svg": {"Utilisation by resource type", "virtual time (scenario time units)", "utilisation (%)", "cores", "GPUs", "memory"},
+		"latency_cdf.svg": {"Round-trip time CDF", "round trip (ns)", "blocks at or below (%)"},
+		"hops.svg":        {"Remote memory blocks by switch hops", "switch hops", "share of blocks (%)", "1", "2", "3", "33.3%"},
+		"power.svg":       {"Active optical switch power", "virtual time (scenario time units)", "power (W)"},
+	} {
+		texts := svgTexts(parseTestSVG(t, readReportFile(t, filepath.Join(dir, svg)), false))
+		for _, w := range want {
+			if !texts[w] {
+				t.Errorf("%s has no text %q", svg, w)
+			}
+		}
 	}
 
 	// summary.json reads back to the same summary.
@@ -218,6 +227,17 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 	if got := strings.Count(page, "<svg"); got != 4 {
 		t.Errorf("report.html inlines %d plots, want 4", got)
 	}
+	// Each inlined plot is well-formed on its own, with nothing (ids,
+	// style sheets, references) to clash with the others or to fetch.
+	for i, svg := range inlinedSVGs(page) {
+		parseTestSVG(t, svg, true)
+		if !strings.Contains(svg, "font-family:Liberation Sans,Arial,Helvetica,sans-serif;") {
+			t.Errorf("inlined plot %d lacks the charts' font stack", i)
+		}
+	}
+	if strings.Contains(page, "<?xml") || strings.Contains(page, "xmlns") {
+		t.Error("report.html holds an XML declaration or namespace declaration")
+	}
 
 	// Every summary field is in the details, by its summary.json key.
 	var keys func(prefix string, v any)
@@ -240,6 +260,23 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys("", generic)
+}
+
+// inlinedSVGs returns every <svg>…</svg> of an HTML page.
+func inlinedSVGs(page string) []string {
+	var out []string
+	for {
+		start := strings.Index(page, "<svg")
+		if start < 0 {
+			return out
+		}
+		end := strings.Index(page[start:], "</svg>")
+		if end < 0 {
+			return append(out, page[start:])
+		}
+		out = append(out, page[start:start+end+len("</svg>")])
+		page = page[start+end:]
+	}
 }
 
 func TestWriteReportWithoutRemoteMemory(t *testing.T) {
@@ -433,7 +470,7 @@ func TestWriteAtomicallyFailureLeavesNothing(t *testing.T) {
 	assertNoTempLeft(t, dir)
 }
 
-// testSweepRows is a two-chartAxis sweep: links × load, shard s.
+// testSweepRows is a two-axis sweep: links × load, shard s.
 func testSweepRows(shard int) []SweepRow {
 	var rows []SweepRow
 	for _, links := range []float64{2, 4} {
@@ -489,10 +526,10 @@ func TestWriteSweepReport(t *testing.T) {
 		t.Errorf("sweep.json round trip:\n got %+v\nwant %+v", back, rows)
 	}
 
-	text := parseTestSVG(t, readReportFile(t, filepath.Join(dir, "sweep.svg")))
-	for _, want := range []string{"links=2", "links=4", "load"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("sweep.svg lacks %q", want)
+	texts := svgTexts(parseTestSVG(t, readReportFile(t, filepath.Join(dir, "sweep.svg")), false))
+	for _, want := range []string{"Acceptance ratio by load", "links=2", "links=4", "load", "acceptance ratio (%)"} {
+		if !texts[want] {
+			t.Errorf("sweep.svg has no text %q", want)
 		}
 	}
 	page := readReportFile(t, filepath.Join(dir, "report.html"))
@@ -501,8 +538,10 @@ func TestWriteSweepReport(t *testing.T) {
 			t.Errorf("report.html contains %q", bad)
 		}
 	}
-	if !strings.Contains(page, "<svg") || strings.Count(page, "<tr>") != 1+len(rows) {
-		t.Errorf("report.html: plot inlined %v, %d table rows", strings.Contains(page, "<svg"), strings.Count(page, "<tr>"))
+	if svgs := inlinedSVGs(page); len(svgs) != 1 || strings.Count(page, "<tr>") != 1+len(rows) {
+		t.Errorf("report.html: %d plots inlined, %d table rows", len(svgs), strings.Count(page, "<tr>"))
+	} else {
+		parseTestSVG(t, svgs[0], true)
 	}
 
 	// One axis, and no rows at all, still make a report.
