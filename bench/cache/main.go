@@ -16,9 +16,10 @@
 //	go build -o build/rackpool ./cmd/rackpool
 //	go run ./bench/cache -bin build/rackpool -out build/bench-cache
 //	go run ./bench/cache -quick            # smoke run, < 30 s
+//	go run ./bench/cache -replot OUT/results.json   # redraw OUT/penalty.svg only
 //
-// Outputs in -out: results.json, results.csv, penalty.svg, logs/; the
-// Markdown report goes to stdout.
+// Outputs in -out: results.json, results.csv, penalty.svg (drawn with
+// gonum/plot), logs/; the Markdown report goes to stdout.
 package main
 
 import (
@@ -114,8 +115,21 @@ func main() {
 	flag.IntVar(&cfg.MCThreads, "memcached-threads", 4, "memcached -t")
 	var preloadMB float64
 	flag.Float64Var(&preloadMB, "preload-rate", 128, "preload pace in MiB/s, the same for every system (0: as fast as the server takes it)")
+	replot := flag.String("replot", "", "redraw penalty.svg from this results.json into -out (default: its directory) and exit; runs nothing")
 	flag.BoolVar(&cfg.Profile, "profile", false, "serve rackpool's cache from this program (same internal/cache and memory client as `rackpool cache`) under a CPU profile, written to OUT/profiles/")
 	flag.Parse()
+	if *replot != "" {
+		out := filepath.Dir(*replot)
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "out" {
+				out = cfg.out
+			}
+		})
+		if err := replotPenalty(*replot, out); err != nil {
+			fatal(err)
+		}
+		return
+	}
 	if cfg.Quick {
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -2,15 +2,25 @@ package main
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"rackpool/internal/units"
 	"slices"
 	"strconv"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"rackpool/internal/sim"
+	"rackpool/internal/units"
 )
 
 // Goal is one target with what was measured against it.
@@ -168,7 +178,35 @@ func writeOutputs(cfg *config, rep *Report) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(cfg.out, "penalty.svg"), []byte(svgPlot(cfg, rep)), 0o644)
+	return writePenaltyChart(cfg, rep)
+}
+
+// writePenaltyChart writes penalty.svg into the output directory.
+func writePenaltyChart(cfg *config, rep *Report) error {
+	svg, err := penaltyChart(cfg, rep)
+	if err != nil {
+		return fmt.Errorf("draw penalty.svg: %w", err)
+	}
+	return os.WriteFile(filepath.Join(cfg.out, "penalty.svg"), svg, 0o644)
+}
+
+// replotPenalty redraws penalty.svg into out from a results.json the
+// benchmark wrote, without running anything.
+func replotPenalty(results, out string) error {
+	data, err := os.ReadFile(results)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return fmt.Errorf("%s: %w", results, err)
+	}
+	if rep.Config == nil || len(rep.Config.Sizes) == 0 || len(rep.Config.Threads) == 0 {
+		return fmt.Errorf("%s: no configuration (sizes, threads) to plot by", results)
+	}
+	cfg := *rep.Config
+	cfg.out = out
+	return writePenaltyChart(&cfg, &rep)
 }
 
 func printMarkdown(w io.Writer, cfg *config, rep *Report) {
@@ -276,178 +314,176 @@ func firstLine(s string) string {
 	return l
 }
 
-// svgPlot draws two panels, penalty against value size: the latency
-// penalty at the smallest thread count and the throughput penalty at the
-// largest, one line per system and local fraction.
-func svgPlot(cfg *config, rep *Report) string {
-	const (
-		pw, ph         = 520, 380
-		ml, mr, mt, mb = 64, 16, 48, 56
-		legendW        = 210
-		width, height  = 2*pw + legendW, ph + 30
-		plotW, plotH   = pw - ml - mr, ph - mt - mb
-	)
-	colors := map[string]string{sysRackpool: "#1f77b4", sysMemcached: "#7f7f7f", sysExtstore: "#ff7f0e"}
-	dashes := []string{"", "7,4", "2,3", "10,3,2,3"}
+// penaltyChart draws penalty.svg with gonum/plot (through internal/sim's
+// chart style): two panels of penalty against value size, the mean GET
+// latency penalty at the smallest thread count and the throughput penalty
+// at the largest, one line per system (its colour) and local fraction (its
+// dash pattern), and a legend column at the right.
+func penaltyChart(cfg *config, rep *Report) ([]byte, error) {
+	const width, height = vg.Length(960), vg.Length(400)
 	var fracs []int
 	for _, f := range cfg.Fractions {
 		if f != 100 {
 			fracs = append(fracs, f)
 		}
 	}
-	dash := func(frac int) string {
-		i := slices.Index(fracs, frac)
-		return dashes[i%len(dashes)]
-	}
 	latT, tputT := slices.Min(cfg.Threads), slices.Max(cfg.Threads)
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold">rackpool cache vs memcached vs memcached+extstore: penalty against 100%% local (P0 Fig. 9/10)</text>`+"\n", 12)
-	panels := []struct {
-		title string
-		get   func(r *Result) *float64
-		thr   int
-	}{
-		{fmt.Sprintf("GET latency penalty (mean), %d thread", latT), func(r *Result) *float64 { return r.LatPenalty }, latT},
-		{fmt.Sprintf("throughput penalty, %d threads", tputT), func(r *Result) *float64 { return r.TputPenalty }, tputT},
+	panels := []*plot.Plot{
+		penaltyPanel(cfg, rep, fracs, fmt.Sprintf("GET latency penalty (mean), %d thread", latT), latT, func(r *Result) *float64 { return r.LatPenalty }),
+		penaltyPanel(cfg, rep, fracs, fmt.Sprintf("throughput penalty, %d threads", tputT), tputT, func(r *Result) *float64 { return r.TputPenalty }),
 	}
-	for pi, p := range panels {
-		x0, y0 := pi*pw+ml, 30+mt
-		// The range covers every plotted value, clipped to [-100%, +200%];
-		// when rackpool is plotted the top is kept near its values (at
-		// least 4× its largest penalty, 20%) so its small penalties stay
-		// readable, and peers' larger ones are drawn at the edge with
-		// their value written next to them.
-		lo, hi, rpHi, hasRP := 0.0, 0.05, 0.0, false
-		for _, sys := range cfg.Systems {
-			for _, f := range fracs {
-				for _, size := range cfg.Sizes {
-					if r := find(rep.Results, sys, size, f, p.thr); r != nil && p.get(r) != nil {
-						v := *p.get(r)
-						lo, hi = min(lo, max(v, -1)), max(hi, min(v, 2))
-						if sys == sysRackpool {
-							rpHi, hasRP = max(rpHi, v), true
-						}
-					}
-				}
-			}
-		}
-		if hasRP {
-			hi = min(hi, max(4*rpHi, 0.2))
-			lo = max(lo, min(-0.2, -hi))
-		}
-		step := niceStep((hi - lo) / 6)
-		lo = math.Floor(lo/step) * step
-		hi = math.Ceil(hi/step) * step
-		if hi-lo < 1e-9 {
-			hi = lo + step
-		}
-		xAt := func(i int) float64 {
-			if len(cfg.Sizes) == 1 {
-				return float64(x0) + float64(plotW)/2
-			}
-			return float64(x0) + float64(i)*float64(plotW)/float64(len(cfg.Sizes)-1)
-		}
-		yAt := func(v float64) float64 {
-			v = max(lo, min(hi, v))
-			return float64(y0) + float64(plotH)*(hi-v)/(hi-lo)
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", x0, y0-14, p.title)
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", x0, y0, plotW, plotH)
-		for v := lo; v <= hi+step/2; v += step {
-			y := yAt(v)
-			stroke := "#ddd"
-			if math.Abs(v) < step/100 {
-				stroke = "#555"
-			}
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", x0, y, x0+plotW, y, stroke)
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", x0-6, y+4, trimPct(v))
-		}
-		for i, size := range cfg.Sizes {
-			x := xAt(i)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eee"/>`+"\n", x, y0, x, y0+plotH)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, y0+plotH+18, units.FormatBytes(int64(size)))
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">value size</text>`+"\n", x0+plotW/2, y0+plotH+40)
-		fmt.Fprintf(&b, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">penalty</text>`+"\n", x0-48, y0+plotH/2)
-		for _, sys := range cfg.Systems {
-			for _, f := range fracs {
-				var pts []string
-				for i, size := range cfg.Sizes {
-					r := find(rep.Results, sys, size, f, p.thr)
-					if r == nil || p.get(r) == nil {
-						continue
-					}
-					v := *p.get(r)
-					x, y := xAt(i), yAt(v)
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %s %d%% local: %s</title></circle>`+"\n", x, y, colors[sys], sys, units.FormatBytes(int64(size)), f, pct(v))
-					if v > hi || v < lo {
-						dy := 10 + 11*slices.Index(fracs, f)
-						if v < lo {
-							dy = -4 - 11*slices.Index(fracs, f)
-						}
-						anchor := "start"
-						if i == len(cfg.Sizes)-1 && len(cfg.Sizes) > 1 {
-							anchor = "end"
-						}
-						fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="10" fill="%s" text-anchor="%s">%d%%: %s</text>`+"\n", x+4, y+float64(dy), colors[sys], anchor, f, pct(v))
-					}
-				}
-				if len(pts) > 1 {
-					da := ""
-					if d := dash(f); d != "" {
-						da = ` stroke-dasharray="` + d + `"`
-					}
-					fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(pts, " "), colors[sys], da)
-				}
-			}
-		}
+	legend := sim.NewChartLegend()
+	legend.Add("system")
+	for _, sys := range cfg.Systems {
+		legend.Add(sys, &plotter.Line{LineStyle: draw.LineStyle{Color: systemColour(sys), Width: vg.Points(2.5)}})
 	}
-	// Legend.
-	lx, ly := 2*pw+10, 30+mt
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">system</text>`+"\n", lx, ly)
-	for i, sys := range cfg.Systems {
-		y := ly + 18 + 18*i
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d">%s</text>`+"\n", lx, y-4, lx+28, y-4, colors[sys], lx+34, y, sys)
-	}
-	ly += 18 + 18*len(cfg.Systems) + 16
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">local memory</text>`+"\n", lx, ly)
+	legend.Add("")
+	legend.Add("local memory")
 	for i, f := range fracs {
-		y := ly + 18 + 18*i
-		da := ""
-		if d := dash(f); d != "" {
-			da = ` stroke-dasharray="` + d + `"`
+		legend.Add(fmt.Sprintf("%d%% of the data set", f), &plotter.Line{LineStyle: draw.LineStyle{Color: color.Black, Width: vg.Points(1.8), Dashes: fractionDashes(i)}})
+	}
+	legend.Add("")
+	for _, line := range []string{"penalty = lat(x%) / lat(100%) − 1", "or 1 − ops/s(x%) / ops/s(100%),", "each system against itself;", "memcached misses what does", "not fit (see hit ratios)"} {
+		legend.Add(line)
+	}
+	title := sim.ChartText(14)
+	title.Font = sim.ChartFont(14, true)
+	title.XAlign, title.YAlign = draw.XCenter, draw.YTop
+	const titleText = "rackpool cache vs memcached vs memcached+extstore: penalty against 100% local (P0 Fig. 9/10)"
+	return sim.RenderSVG(width, height, func(dc draw.Canvas) {
+		dc.FillText(title, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 6}, titleText)
+		body := draw.Crop(dc, 6, -6, 6, -(title.Rectangle(titleText).Size().Y + 16))
+		// A sixth more than the legend needs in Liberation Sans, for
+		// viewers that fall back to a wider face.
+		lw := legend.Rectangle(body).Size().X * 7 / 6
+		left := draw.Crop(body, 0, -(lw + 24), 0, 0)
+		tiles := plot.Align([][]*plot.Plot{panels}, draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Points(24)}, left)
+		for i, p := range panels {
+			p.Draw(tiles[0][i])
 		}
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000" stroke-width="2"%s/><text x="%d" y="%d">%d%% of the data set</text>`+"\n", lx, y-4, lx+28, y-4, da, lx+34, y, f)
-	}
-	ly += 18 + 18*len(fracs) + 16
-	for i, line := range []string{"penalty = lat(x%)/lat(100%) − 1", "or 1 − ops/s(x%) / ops/s(100%),", "each system against itself.", "memcached misses what does", "not fit (see hit ratios)."} {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#444">%s</text>`+"\n", lx, ly+14*i, line)
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
+		top := panels[0].DataCanvas(tiles[0][0]).Max.Y
+		legend.Draw(draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+			Min: vg.Point{X: left.Max.X + 24, Y: body.Min.Y},
+			Max: vg.Point{X: body.Max.X, Y: top},
+		}})
+	})
 }
 
-func niceStep(raw float64) float64 {
-	if raw <= 0 {
-		return 0.01
+// penaltyPanel draws one panel: get's penalty at the given thread count
+// against value size, in percent. The y axis covers every plotted value,
+// clipped to [-100%, +200%]; when rackpool is plotted its top is kept near
+// rackpool's values (at least 4× its largest penalty, 20%) so that its
+// small penalties stay readable, and a peer's larger one is drawn at the
+// edge with its value written next to it.
+func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads int, get func(*Result) *float64) *plot.Plot {
+	p := sim.NewPlot(title, "value size", "penalty against 100% local (%)")
+	value := func(sys string, size, frac int) (float64, bool) {
+		r := find(rep.Results, sys, size, frac, threads)
+		if r == nil || get(r) == nil || math.IsNaN(*get(r)) {
+			return 0, false
+		}
+		return *get(r), true
 	}
-	exp := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*exp >= raw {
-			return m * exp
+	lo, hi, rpHi, hasRP := 0.0, 0.05, 0.0, false
+	for _, sys := range cfg.Systems {
+		for _, f := range fracs {
+			for _, size := range cfg.Sizes {
+				if v, ok := value(sys, size, f); ok {
+					lo, hi = min(lo, max(v, -1)), max(hi, min(v, 2))
+					if sys == sysRackpool {
+						rpHi, hasRP = max(rpHi, v), true
+					}
+				}
+			}
 		}
 	}
-	return 10 * exp
+	if hasRP {
+		hi = min(hi, max(4*rpHi, 0.2))
+		lo = max(lo, min(-0.2, -hi))
+	}
+	lo, hi = sim.RoundOut(100*lo, 100*hi)
+
+	xmin, xmax := -0.25, float64(len(cfg.Sizes))-0.75
+	zero := &plotter.Line{XYs: plotter.XYs{{X: xmin, Y: 0}, {X: xmax, Y: 0}}, LineStyle: draw.LineStyle{Color: color.Gray{0x66}, Width: vg.Points(0.8)}}
+	p.Add(zero)
+	for _, sys := range cfg.Systems {
+		colour := systemColour(sys)
+		for fi, f := range fracs {
+			var xys plotter.XYs
+			for i, size := range cfg.Sizes {
+				v, ok := value(sys, size, f)
+				if !ok {
+					continue
+				}
+				y := max(lo, min(hi, 100*v))
+				xys = append(xys, plotter.XY{X: float64(i), Y: y})
+				if y == 100*v {
+					continue
+				}
+				// Drawn at the edge: say where it really is, inside the
+				// panel, one row per fraction, and every other size's rows
+				// below the previous one's so that neighbours do not
+				// overlap.
+				sty := sim.ChartText(8)
+				sty.Color = colour
+				sty.YAlign = draw.YTop
+				row := fi + (i%2)*len(fracs)
+				dy := -vg.Points(4 + 10*float64(row))
+				if y == lo {
+					sty.YAlign = draw.YBottom
+					dy = -dy
+				}
+				// Centred on the point, but kept inside the panel at the
+				// first and last sizes.
+				sty.XAlign = draw.XCenter
+				switch {
+				case len(cfg.Sizes) == 1:
+				case i == 0:
+					sty.XAlign = draw.XLeft
+				case i == len(cfg.Sizes)-1:
+					sty.XAlign = draw.XRight
+				}
+				lbl := &plotter.Labels{XYs: plotter.XYs{{X: float64(i), Y: y}}, Labels: []string{fmt.Sprintf("%d%%: %s", f, pct(v))},
+					TextStyle: []text.Style{sty}, Offset: vg.Point{Y: dy}}
+				p.Add(lbl)
+			}
+			if len(xys) == 0 {
+				continue
+			}
+			line := &plotter.Line{XYs: xys, LineStyle: draw.LineStyle{Color: colour, Width: vg.Points(1.8), Dashes: fractionDashes(fi)}}
+			dots := &plotter.Scatter{XYs: xys, GlyphStyle: draw.GlyphStyle{Color: colour, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}}
+			p.Add(line, dots)
+		}
+	}
+	if len(cfg.Sizes) > 0 {
+		names := make([]string, len(cfg.Sizes))
+		for i, size := range cfg.Sizes {
+			names[i] = units.FormatBytes(int64(size))
+		}
+		p.NominalX(names...)
+	}
+	p.X.Min, p.X.Max = xmin, xmax
+	p.Y.Min, p.Y.Max = lo, hi
+	return p
 }
 
-func trimPct(v float64) string {
-	s := strconv.FormatFloat(100*v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	if s == "-0" {
-		s = "0"
+// systemColour is a system's colour in penalty.svg.
+func systemColour(sys string) color.Color {
+	switch sys {
+	case sysRackpool:
+		return sim.ChartColour(0)
+	case sysExtstore:
+		return sim.ChartColour(1)
 	}
-	return s + "%"
+	return sim.ChartColour(7) // memcached: grey
+}
+
+// fractionDashes is the dash pattern of the i-th local fraction below 100%.
+func fractionDashes(i int) []vg.Length {
+	patterns := [][]float64{nil, {7, 4}, {2, 3}, {10, 3, 2, 3}}
+	var out []vg.Length
+	for _, d := range patterns[i%len(patterns)] {
+		out = append(out, vg.Points(d))
+	}
+	return out
 }
