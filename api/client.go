@@ -19,16 +19,23 @@ import (
 
 // Client talks to one rackpool service.
 type Client struct {
-	URL      string // e.g. http://127.0.0.1:8080
+	URL      string // e.g. https://127.0.0.1:8080
 	User     string
 	Password string
 	HTTP     *http.Client
 }
 
-// New returns a client using HTTP Basic authentication.
+// New returns a client using HTTP Basic authentication. It trusts the
+// system's roots and the CA file CAFile names ($RACKPOOL_CA_FILE, or the
+// service's CA in ./data/tls); a CA file that cannot be read makes every
+// request fail with the reason. Set HTTP (see HTTPClient) to trust
+// another CA.
 func New(url, user, password string) *Client {
-	return &Client{URL: strings.TrimRight(url, "/"), User: user, Password: password,
-		HTTP: &http.Client{Timeout: 5 * time.Minute}}
+	hc, err := HTTPClient(CAFile())
+	if err != nil {
+		hc = &http.Client{Transport: failing{err}}
+	}
+	return &Client{URL: strings.TrimRight(url, "/"), User: user, Password: password, HTTP: hc}
 }
 
 // Error is a Redfish error response.

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"rackpool/api"
-	"rackpool/internal/pki"
 )
 
 const password = "e2e-secret"
@@ -146,7 +145,7 @@ func launch(t *testing.T, addr, data string, env []string, flags ...string) (*se
 		}
 		if strings.Contains(out, "rackpool serving") {
 			if s.http == nil {
-				cfg, err := pki.ClientConfig(s.ca)
+				cfg, err := api.TLSConfig(s.ca)
 				if err != nil {
 					return s, fmt.Errorf("serve's CA: %w\n%s", err, out)
 				}

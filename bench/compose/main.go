@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"rackpool/api"
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
@@ -235,7 +236,7 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
-	clientTLS, err := pki.ClientConfig(m.CAFile)
+	clientTLS, err := api.TLSConfig(m.CAFile)
 	if err != nil {
 		log.Fatal(err)
 	}

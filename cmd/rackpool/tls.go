@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"rackpool/api"
 	"rackpool/internal/pki"
 )
 
@@ -88,32 +89,19 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// defaultCAFile is the CA file clients trust when neither --ca-file nor
-// RACKPOOL_CA_FILE names one: the default data directory's, when serve
-// runs from the same directory on this machine.
-const defaultCAFile = "data/tls/" + pki.CAFile
-
 // caFlag adds --ca-file to fs.
 func caFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "ca-file", os.Getenv("RACKPOOL_CA_FILE"),
-		"PEM CA certificate to trust besides the system's (default $RACKPOOL_CA_FILE, else "+defaultCAFile+" when it exists)")
+		"PEM CA certificate to trust besides the system's (default $RACKPOOL_CA_FILE, else "+api.DefaultCAFile+" when it exists)")
 }
 
 // httpClient is the HTTP client of the client verbs: it trusts the
-// system's roots and caFile, or the default data directory's CA.
+// system's roots and caFile, or by default the CA api.CAFile finds.
 func httpClient(caFile string) (*http.Client, error) {
 	if caFile == "" {
-		if _, err := os.Stat(defaultCAFile); err == nil {
-			caFile = defaultCAFile
-		}
+		caFile = api.CAFile()
 	}
-	cfg, err := pki.ClientConfig(caFile)
-	if err != nil {
-		return nil, err
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
+	return api.HTTPClient(caFile)
 }
 
 // tlsHint explains a certificate the client does not trust: the usual

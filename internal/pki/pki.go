@@ -331,22 +331,3 @@ func ServerConfig(cert tls.Certificate) *tls.Config {
 		},
 	}
 }
-
-// ClientConfig trusts the system's roots plus the PEM certificates in the
-// file caFile ("" for the system's roots only).
-func ClientConfig(caFile string) (*tls.Config, error) {
-	pool, err := x509.SystemCertPool()
-	if err != nil || pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if caFile != "" {
-		data, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("CA file: %w", err)
-		}
-		if !pool.AppendCertsFromPEM(data) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", caFile)
-		}
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}

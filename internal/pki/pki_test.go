@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"rackpool/api"
 	"slices"
 	"strings"
 	"testing"
@@ -178,7 +179,7 @@ func TestHandshake(t *testing.T) {
 		}
 		return err
 	}
-	trusting, err := ClientConfig(m.CAFile)
+	trusting, err := api.TLSConfig(m.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,17 +195,17 @@ func TestHandshake(t *testing.T) {
 	if err := dial(old); err == nil {
 		t.Error("TLS 1.1 accepted")
 	}
-	system, err := ClientConfig("")
+	system, err := api.TLSConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := dial(system); err == nil {
 		t.Error("a client without ca.pem trusted the certificate")
 	}
-	if _, err := ClientConfig(filepath.Join(dir, serverKeyFile)); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := api.TLSConfig(filepath.Join(dir, serverKeyFile)); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("ClientConfig on a key file: %v", err)
 	}
-	if _, err := ClientConfig(filepath.Join(dir, "missing.pem")); err == nil {
+	if _, err := api.TLSConfig(filepath.Join(dir, "missing.pem")); err == nil {
 		t.Error("ClientConfig on a missing file: no error")
 	}
 }
