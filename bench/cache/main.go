@@ -342,7 +342,19 @@ type Report struct {
 // rackpool cache run.
 type controlPlane struct {
 	url, password string
+	ca            string // the service's own CA, which serve creates in its data directory
 	serve, node   *proc
+}
+
+// client is a Go client of the control plane that trusts its CA.
+func (cp *controlPlane) client() (*api.Client, error) {
+	hc, err := api.HTTPClient(cp.ca)
+	if err != nil {
+		return nil, err
+	}
+	ac := api.New(cp.url, "Administrator", cp.password)
+	ac.HTTP = hc
+	return ac, nil
 }
 
 func run(cfg *config) error {
@@ -460,15 +472,16 @@ func startControlPlane(cfg *config, td, logDir string, capacity int64) (*control
 	if err != nil {
 		return nil, err
 	}
-	cp.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	cp.url = fmt.Sprintf("https://127.0.0.1:%d", port)
 	data := filepath.Join(td, "control")
+	cp.ca = filepath.Join(data, "tls", "ca.pem")
 	progress("starting rackpool control plane on %s", cp.url)
 	cp.serve, err = startProc("rackpool serve", filepath.Join(logDir, "serve.log"), []string{"RACKPOOL_ADMIN_PASSWORD=" + cp.password},
 		cfg.Bin, "serve", "--addr", fmt.Sprintf("127.0.0.1:%d", port), "--data", data, "--fabric-time", "instant", "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
-	if err := waitHTTP(cp.url+"/redfish/v1", cp.serve, 60*time.Second); err != nil {
+	if err := waitHTTP(cp.url+"/redfish/v1", cp.ca, cp.serve, 60*time.Second); err != nil {
 		return nil, err
 	}
 	nport, err := freePort()
@@ -485,7 +498,10 @@ func startControlPlane(cfg *config, td, logDir string, capacity int64) (*control
 	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", nport), cp.node, 30*time.Second); err != nil {
 		return nil, err
 	}
-	ac := api.New(cp.url, "Administrator", cp.password)
+	ac, err := cp.client()
+	if err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -512,7 +528,7 @@ func (cp *controlPlane) env() []string {
 	if cp == nil {
 		return nil
 	}
-	return []string{"RACKPOOL_URL=" + cp.url, "RACKPOOL_USER=Administrator", "RACKPOOL_PASSWORD=" + cp.password}
+	return []string{"RACKPOOL_URL=" + cp.url, "RACKPOOL_USER=Administrator", "RACKPOOL_PASSWORD=" + cp.password, "RACKPOOL_CA_FILE=" + cp.ca}
 }
 
 // measureRTT times the raw loopback TCP round trip (to a separate echo
@@ -559,7 +575,10 @@ func measureRTT(cfg *config, rep *Report, cp *controlPlane, logDir string) error
 	}
 	pids = append(pids, cp.node.cmd.Process.Pid)
 	ctx := context.Background()
-	ac := api.New(cp.url, "Administrator", cp.password)
+	ac, err := cp.client()
+	if err != nil {
+		return err
+	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	l, err := ac.GetMemory(lctx, api.LeaseRequest{Size: 1 << 20})
 	cancel()

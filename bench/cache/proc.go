@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"rackpool/api"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,12 +155,17 @@ func waitTCP(addr string, p *proc, timeout time.Duration) error {
 	}
 }
 
-// waitHTTP waits until GET url answers 200.
-func waitHTTP(url string, p *proc, timeout time.Duration) error {
+// waitHTTP waits until GET url answers 200, trusting caFile (which
+// appears once serve has started).
+func waitHTTP(url, caFile string, p *proc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
-		resp, err := hc.Get(url)
+		hc, err := api.HTTPClient(caFile)
+		var resp *http.Response
+		if err == nil {
+			hc.Timeout = 2 * time.Second
+			resp, err = hc.Get(url)
+		}
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
