@@ -122,17 +122,20 @@ func runSteps(addr string, steps []*protoStep) ([][]byte, error) {
 			if _, err := nc.Write([]byte("version\r\n")); err != nil {
 				return nil, err
 			}
-			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-			for !versionTail.Match(got) {
-				b, err := r.ReadByte()
+			nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+			// Line by line, and only the tail can hold the marker:
+			// matching the whole reply after every byte would be
+			// quadratic in its length.
+			for !versionTail.Match(got[max(0, len(got)-128):]) {
+				line, err := r.ReadBytes('\n')
+				got = append(got, line...)
 				if err != nil {
 					if errors.Is(err, io.EOF) {
 						eof = true
 						break
 					}
-					return nil, fmt.Errorf("reading reply to %q: %w (have %q)", s.send, err, got)
+					return nil, fmt.Errorf("reading reply to %.200q: %w (have …%q)", s.send, err, got[max(0, len(got)-300):])
 				}
-				got = append(got, b)
 			}
 			got = versionTail.ReplaceAll(got, nil)
 		}
