@@ -169,3 +169,26 @@ func TestOperatorCertificate(t *testing.T) {
 		t.Errorf("CLI with the operator's CA: %v\n%s", err, out)
 	}
 }
+
+// TestDataDirectoryLock: a second serve on a data directory in use stops
+// with a clear error and leaves the first one serving; after a kill -9
+// the directory is free again.
+func TestDataDirectoryLock(t *testing.T) {
+	skipShort(t)
+	data := t.TempDir()
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
+	srv := start(t, data, env)
+	out, err := exec.Command(binary, "serve", "--addr", freeAddr(t), "--data", data).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is in use by another rackpool serve") ||
+		!strings.Contains(string(out), fmt.Sprintf("pid %d", srv.cmd.Process.Pid)) {
+		t.Errorf("second serve on the same data: %v\n%s", err, out)
+	}
+	if code, _ := srv.request("GET", "/redfish/v1/Systems", "", true); code != http.StatusOK {
+		t.Errorf("the first serve after the second tried: %d", code)
+	}
+	srv.kill()
+	srv = startAt(t, srv.addr, data, env)
+	if code, _ := srv.request("GET", "/redfish/v1/Systems", "", true); code != http.StatusOK {
+		t.Errorf("serve after kill -9 of the previous one: %d", code)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,6 +78,11 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-format: want text or json, got %q", *logFormat)
 	}
 
+	unlock, err := lockData(*data)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	tlsConf, err := serverTLS(*tlsCert, *tlsKey, *insecureHTTP, *addr, *data, log)
 	if err != nil {
 		return err
@@ -202,4 +209,32 @@ func importAllocation(ctx context.Context, api *redfish.Server, file string) (in
 	}
 	ids, err := api.ImportAllocation(ctx, a)
 	return len(ids), err
+}
+
+// lockData takes an exclusive lock on the data directory for the life of
+// the process: two serve processes on one SQLite directory would each
+// place on their own snapshot and hand out the same blocks (several
+// replicas need the PostgreSQL store). The kernel drops the lock when the
+// process ends, kill -9 included.
+func lockData(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "serve.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another rackpool serve (%s); stop it or choose another --data",
+				dir, strings.TrimSpace(string(owner)))
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	return func() { f.Close() }, nil
 }
