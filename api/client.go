@@ -105,6 +105,10 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (http.
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if req.URL.Scheme != "https" {
+		return nil, 0, nil, fmt.Errorf("refusing to send credentials to %s over plain %s: use an https:// URL (rackpool serve speaks HTTPS by default)",
+			req.URL.Host, req.URL.Scheme)
+	}
 	req.SetBasicAuth(c.User, c.Password)
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

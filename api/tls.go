@@ -3,7 +3,9 @@ package api
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"time"
@@ -15,12 +17,14 @@ import (
 const DefaultCAFile = "data/tls/ca.pem"
 
 // CAFile is the CA file a client trusts by default: $RACKPOOL_CA_FILE,
-// else DefaultCAFile when it exists, else "" (the system's roots only).
+// else DefaultCAFile unless it does not exist (one that exists but cannot
+// be read is named, so the reason is reported), else "" (the system's
+// roots only).
 func CAFile() string {
 	if f := os.Getenv("RACKPOOL_CA_FILE"); f != "" {
 		return f
 	}
-	if _, err := os.Stat(DefaultCAFile); err == nil {
+	if _, err := os.Stat(DefaultCAFile); !errors.Is(err, fs.ErrNotExist) {
 		return DefaultCAFile
 	}
 	return ""

@@ -62,3 +62,15 @@ func TestClientTrust(t *testing.T) {
 		t.Errorf("with a junk CA file: %v", err)
 	}
 }
+
+// TestNoCredentialsInClearText: the client never sends a password over
+// plain HTTP.
+func TestNoCredentialsInClearText(t *testing.T) {
+	hit := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit = true }))
+	defer srv.Close()
+	_, err := New(srv.URL, "u", "p").Do(context.Background(), "GET", "/redfish/v1", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "use an https:// URL") || hit {
+		t.Errorf("plain HTTP: %v, request reached the server %v", err, hit)
+	}
+}

@@ -46,6 +46,7 @@ func runServe(args []string) error {
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key) instead of the service's own, kept in DATA/tls")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	insecureHTTP := fs.Bool("insecure-http", false, "serve plain HTTP instead of HTTPS (loopback addresses only; credentials are then refused)")
+	tlsSelfSigned := fs.Bool("tls-self-signed", false, "no longer needed: HTTPS with the service's own CA is the default (kept so old scripts run)")
 	headerTimeout := fs.Duration("header-timeout", 10*time.Second, "a client must send a request's headers within this (slow clients cannot hold connections)")
 	bodyTimeout := fs.Duration("body-timeout", time.Minute, "a client must send a whole request, headers and body, within this")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "an idle keep-alive connection is closed after this")
@@ -78,14 +79,17 @@ func runServe(args []string) error {
 		return fmt.Errorf("--log-format: want text or json, got %q", *logFormat)
 	}
 
+	if *tlsSelfSigned {
+		log.Warn("--tls-self-signed is no longer needed and is ignored: HTTPS with the service's own CA (DATA/tls/ca.pem) is the default")
+	}
 	unlock, err := lockData(*data)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	tlsConf, err := serverTLS(*tlsCert, *tlsKey, *insecureHTTP, *addr, *data, log)
-	if err != nil {
-		return err
+	if st, err := os.Stat(*data); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("the data directory is open to other users; it holds password hashes, sessions and the CA's key: chmod 700 it",
+			"data", *data, "mode", st.Mode().Perm().String())
 	}
 
 	var top *topology.Topology
@@ -105,6 +109,10 @@ func runServe(args []string) error {
 		fabricClock = clock.Instant{}
 	default:
 		return fmt.Errorf("--fabric-time: want real or instant, got %q", *fabricTime)
+	}
+	tlsConf, certs, err := serverTLS(*tlsCert, *tlsKey, *insecureHTTP, *addr, *data, log)
+	if err != nil {
+		return err
 	}
 
 	ctx := context.Background()
@@ -155,6 +163,9 @@ func runServe(args []string) error {
 	go mgr.ExpireLoop(bg, time.Second)
 	go leases.Run(bg, time.Second)
 	go monitor.Run(bg)
+	if certs != nil {
+		go certs.run(bg, 6*time.Hour)
+	}
 	obs.Watch()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -217,11 +228,13 @@ func importAllocation(ctx context.Context, api *redfish.Server, file string) (in
 // replicas need the PostgreSQL store). The kernel drops the lock when the
 // process ends, kill -9 included.
 func lockData(dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The directory holds password hashes, sessions and the CA's key:
+	// its owner's alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "serve.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +247,8 @@ func lockData(dir string) (func(), error) {
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	_ = f.Truncate(0)
-	_, _ = fmt.Fprintf(f, "pid %d\n", os.Getpid())
+	owner := fmt.Appendf(nil, "pid %d\n", os.Getpid())
+	_, _ = f.WriteAt(owner, 0) // then cut: a reader never sees it empty
+	_ = f.Truncate(int64(len(owner)))
 	return func() { f.Close() }, nil
 }

@@ -62,8 +62,10 @@ type Material struct {
 	Certificate tls.Certificate
 	CAFile      string // absolute path of ca.pem
 	CASHA256    string // SHA-256 of the CA certificate (DER), hex pairs joined by ':'
-	Created     bool   // the CA was created by this call
-	Issued      bool   // the server certificate was issued by this call
+	CANotAfter  time.Time
+	Created     bool  // the CA was created by this call
+	Issued      bool  // the server certificate was issued by this call
+	Damaged     error // why the server pair on disk could not be used, when that is why it was issued again
 }
 
 // Ensure loads or creates the CA and a server certificate in dir for
@@ -78,20 +80,33 @@ func Ensure(dir string, hosts []string, now time.Time) (*Material, error) {
 		return nil, err
 	}
 	m := &Material{CAFile: filepath.Join(dir, CAFile)}
-	ca, caKey, err := loadPair(dir, CAFile, caKeyFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		ca, caKey, err = newCA(now)
-		if err == nil {
-			err = writePair(dir, CAFile, caKeyFile, ca.Raw, nil, caKey)
+	var ca *x509.Certificate
+	var caKey *ecdsa.PrivateKey
+	if _, serr := os.Stat(m.CAFile); errors.Is(serr, fs.ErrNotExist) {
+		// No CA certificate was ever written, so no client can trust
+		// one: a key alone (a crash between writePair's two renames) is
+		// replaced with the rest.
+		if ca, caKey, err = newCA(now); err != nil {
+			return nil, err
+		}
+		if err := writePair(dir, CAFile, caKeyFile, ca.Raw, nil, caKey); err != nil {
+			return nil, err
 		}
 		m.Created = true
-	}
-	if err != nil {
+	} else if ca, caKey, err = loadPair(dir, CAFile, caKeyFile); err != nil {
 		return nil, err
 	}
-	if !ca.IsCA {
-		return nil, fmt.Errorf("%s is not a CA certificate; move the directory %s away to create a new CA (clients must then trust the new ca.pem)", m.CAFile, dir)
+	const renew = "move the directory %s away to create a new CA (clients must then trust the new ca.pem)"
+	switch {
+	case !ca.IsCA:
+		return nil, fmt.Errorf("%s is not a CA certificate; "+renew, m.CAFile, dir)
+	case now.After(ca.NotAfter):
+		return nil, fmt.Errorf("the CA certificate %s expired on %s; "+renew, m.CAFile, ca.NotAfter.Format(time.DateOnly), dir)
+	case now.Before(ca.NotBefore):
+		return nil, fmt.Errorf("the CA certificate %s is valid only from %s (was the clock wrong when it was made, or is it now?); "+renew,
+			m.CAFile, ca.NotBefore.Format(time.RFC3339), dir)
 	}
+	m.CANotAfter = ca.NotAfter
 	sum := sha256.Sum256(ca.Raw)
 	parts := make([]string, len(sum))
 	for i, b := range sum {
@@ -100,9 +115,12 @@ func Ensure(dir string, hosts []string, now time.Time) (*Material, error) {
 	m.CASHA256 = strings.Join(parts, ":")
 
 	names := SANs(hosts)
+	// The server pair can always be issued again from the CA, so any
+	// trouble loading it (absent, damaged, a crash between the renames)
+	// is mended rather than refused.
 	cert, key, err := loadPair(dir, serverFile, serverKeyFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) || err == nil && needsReissue(cert, ca, names, now):
+	if err != nil || needsReissue(cert, ca, names, now) {
+		m.Damaged = err
 		if cert, key, err = issue(ca, caKey, names, now); err != nil {
 			return nil, err
 		}
@@ -110,8 +128,6 @@ func Ensure(dir string, hosts []string, now time.Time) (*Material, error) {
 			return nil, err
 		}
 		m.Issued = true
-	case err != nil:
-		return nil, err
 	}
 	m.Certificate = tls.Certificate{Certificate: [][]byte{cert.Raw, ca.Raw}, PrivateKey: key, Leaf: cert}
 	return m, nil
@@ -127,7 +143,10 @@ func SANs(hosts []string) []string {
 		set[strings.ToLower(name)] = true
 	}
 	for _, h := range hosts {
-		h = strings.Trim(h, "[]")
+		h = strings.TrimSuffix(strings.Trim(h, "[]"), ".")
+		if i := strings.IndexByte(h, '%'); i >= 0 && net.ParseIP(h[:i]) != nil {
+			h = h[:i] // an IPv6 zone is not part of the address a certificate names
+		}
 		if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
 			addrs, _ := net.InterfaceAddrs()
 			for _, a := range addrs {
@@ -320,9 +339,15 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 // 1.2 and later, and for 1.2 only AEAD suites with forward secrecy (1.3's
 // suites are all of that kind and not configurable).
 func ServerConfig(cert tls.Certificate) *tls.Config {
+	return ReloadingConfig(func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil })
+}
+
+// ReloadingConfig is ServerConfig with the certificate chosen per
+// handshake, so that a renewed certificate is served without a restart.
+func ReloadingConfig(get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		MinVersion:   tls.VersionTLS12,
+		GetCertificate: get,
+		MinVersion:     tls.VersionTLS12,
 		CipherSuites: []uint16{
 			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
 			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,

@@ -96,7 +96,7 @@ func TestEnsureCreatesThenReuses(t *testing.T) {
 	}
 }
 
-func TestEnsureRefusesDamagedFiles(t *testing.T) {
+func TestEnsureRefusesDamagedCA(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(dir string) error
@@ -104,21 +104,13 @@ func TestEnsureRefusesDamagedFiles(t *testing.T) {
 	}{
 		{"garbage CA", func(dir string) error { return os.WriteFile(filepath.Join(dir, CAFile), []byte("junk"), 0o644) }, "ca.pem: no PEM certificate"},
 		{"CA key missing", func(dir string) error { return os.Remove(filepath.Join(dir, caKeyFile)) }, "ca-key.pem"},
-		{"server key of another certificate", func(dir string) error {
-			k, err := os.ReadFile(filepath.Join(dir, caKeyFile))
+		{"CA key of another certificate", func(dir string) error {
+			k, err := os.ReadFile(filepath.Join(dir, serverKeyFile))
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(filepath.Join(dir, serverKeyFile), k, 0o600)
+			return os.WriteFile(filepath.Join(dir, caKeyFile), k, 0o600)
 		}, "does not hold the key of"},
-		{"server certificate truncated", func(dir string) error {
-			p := filepath.Join(dir, serverFile)
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(p, data[:len(data)/3], 0o644)
-		}, "server.pem"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -126,18 +118,102 @@ func TestEnsureRefusesDamagedFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, _ := os.ReadFile(m.CAFile)
 			if err := tc.damage(dir); err != nil {
 				t.Fatal(err)
 			}
+			before, _ := os.ReadFile(m.CAFile)
 			_, err = Ensure(dir, nil, t0)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Ensure on damaged files: %v, want an error naming %q", err, tc.want)
+				t.Fatalf("Ensure on a damaged CA: %v, want an error naming %q", err, tc.want)
 			}
-			if after, _ := os.ReadFile(m.CAFile); tc.name != "garbage CA" && string(after) != string(before) {
+			if after, _ := os.ReadFile(m.CAFile); string(after) != string(before) {
 				t.Error("the CA file was replaced")
 			}
 		})
+	}
+}
+
+// TestEnsureMendsServerPair: the server pair can be issued again from the
+// CA, so a damaged one (or a crash between writing its key and its
+// certificate) is replaced, under the same CA.
+func TestEnsureMendsServerPair(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(dir string) error
+	}{
+		{"key of another certificate", func(dir string) error {
+			k, err := os.ReadFile(filepath.Join(dir, caKeyFile))
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, serverKeyFile), k, 0o600)
+		}},
+		{"certificate truncated", func(dir string) error {
+			p := filepath.Join(dir, serverFile)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(p, data[:len(data)/3], 0o644)
+		}},
+		{"certificate missing", func(dir string) error { return os.Remove(filepath.Join(dir, serverFile)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m, err := Ensure(dir, nil, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.damage(dir); err != nil {
+				t.Fatal(err)
+			}
+			again, err := Ensure(dir, nil, t0)
+			if err != nil {
+				t.Fatalf("Ensure on a damaged server pair: %v", err)
+			}
+			if !again.Issued || again.Damaged == nil || again.CASHA256 != m.CASHA256 {
+				t.Errorf("Issued %v Damaged %v, CA kept %v", again.Issued, again.Damaged, again.CASHA256 == m.CASHA256)
+			}
+			if err := verify(t, again, "localhost"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// A crash after the first CA key was written but before its
+	// certificate: nobody can trust that CA yet, so a new one is made.
+	dir := t.TempDir()
+	if _, err := Ensure(dir, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, CAFile)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Ensure(dir, nil, t0); err != nil || !m.Created {
+		t.Errorf("CA key without its certificate: %v (created %v), want a new CA", err, m != nil && m.Created)
+	}
+}
+
+// TestEnsureRefusesCAOutsideItsValidity: an expired CA, or one dated in
+// the future, stops the start with the reason.
+func TestEnsureRefusesCAOutsideItsValidity(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Ensure(dir, nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ensure(dir, nil, m.CANotAfter.Add(time.Hour)); err == nil || !strings.Contains(err.Error(), "expired on") {
+		t.Errorf("after the CA's expiry: %v", err)
+	}
+	if _, err := Ensure(dir, nil, t0.Add(-48*time.Hour)); err == nil || !strings.Contains(err.Error(), "valid only from") {
+		t.Errorf("before the CA's start: %v", err)
+	}
+	// Within the CA's last year the server certificate ends with it.
+	late, err := Ensure(dir, nil, m.CANotAfter.Add(-100*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late.Certificate.Leaf.NotAfter.After(m.CANotAfter) {
+		t.Errorf("server certificate outlives its CA: %v > %v", late.Certificate.Leaf.NotAfter, m.CANotAfter)
 	}
 }
 
@@ -192,8 +268,8 @@ func TestHandshake(t *testing.T) {
 	}
 	old := trusting.Clone()
 	old.MinVersion, old.MaxVersion = tls.VersionTLS11, tls.VersionTLS11
-	if err := dial(old); err == nil {
-		t.Error("TLS 1.1 accepted")
+	if err := dial(old); err == nil || !strings.Contains(err.Error(), "protocol version") {
+		t.Errorf("TLS 1.1: %v, want the server to refuse the protocol version", err)
 	}
 	system, err := api.TLSConfig("")
 	if err != nil {
@@ -220,6 +296,13 @@ func TestSANs(t *testing.T) {
 	}
 	if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) {
 		t.Errorf("SANs %v not sorted and unique", got)
+	}
+	for host, want := range map[string]string{"fe80::1%eth0": "fe80::1", "[fe80::2%25eth0]": "fe80::2", "rack2.example.": "rack2.example"} {
+		if got := SANs([]string{host}); !slices.Contains(got, want) || slices.ContainsFunc(got, func(n string) bool {
+			return strings.ContainsAny(n, "%") || strings.HasSuffix(n, ".")
+		}) {
+			t.Errorf("SANs(%q) = %v, want %s and no zone or trailing dot", host, got, want)
+		}
 	}
 	all := SANs([]string{"0.0.0.0"})
 	addrs, _ := net.InterfaceAddrs()

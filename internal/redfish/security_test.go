@@ -259,10 +259,11 @@ func TestAccountsValidation(t *testing.T) {
 }
 
 // TestCredentialsOnlyOverTLS serves the same handler over plain HTTP (as
-// serve --insecure-http does): Basic credentials and session creation are
-// refused with 403 and a resolution pointing at HTTPS, without checking
-// the password (no failed login counts towards a lockout), while the
-// public service root answers and a session token made over HTTPS works.
+// serve --insecure-http does): Basic credentials, session creation and
+// session tokens are refused with 403 and a resolution pointing at HTTPS,
+// without checking the password (no failed login counts towards a
+// lockout), so no password can be set over plain HTTP either; the public
+// service root answers.
 func TestCredentialsOnlyOverTLS(t *testing.T) {
 	s := newService(t)
 	s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService", map[string]any{"AccountLockoutThreshold": 2, "AccountLockoutDuration": 60}, admin)
@@ -308,8 +309,20 @@ func TestCredentialsOnlyOverTLS(t *testing.T) {
 	if s.get("/redfish/v1/AccountService/Accounts/" + tenancy.AdminUser)["Locked"].(bool) {
 		t.Error("Administrator locked by passwords sent over plain HTTP")
 	}
+	// A session made over HTTPS (sessions survive restarts, so one may
+	// outlive a switch to --insecure-http) does not work in clear text,
+	// and in particular cannot set a password there.
 	r := s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": tenancy.AdminUser, "Password": password}, cred{})
-	if code, _ := send("GET", "/redfish/v1/Systems", "", map[string]string{"X-Auth-Token": r.header.Get("X-Auth-Token")}); code != http.StatusOK {
-		t.Errorf("session token over plain HTTP: %d", code)
+	tok := map[string]string{"X-Auth-Token": r.header.Get("X-Auth-Token"), "Content-Type": "application/json"}
+	if code, _ := send("GET", "/redfish/v1/Systems", "", tok); code != http.StatusForbidden {
+		t.Errorf("session token over plain HTTP: %d, want 403", code)
 	}
+	if code, _ := send("PATCH", "/redfish/v1/AccountService/Accounts/"+tenancy.AdminUser, `{"Password":"new-clear-text-pw-1"}`, tok); code != http.StatusForbidden {
+		t.Errorf("password change over plain HTTP with a token: %d, want 403", code)
+	}
+	if code, _ := send("POST", "/redfish/v1/AccountService/Accounts", `{"UserName":"eve","Password":"clear-text-pw-123","RoleId":"Administrator"}`, tok); code != http.StatusForbidden {
+		t.Errorf("account creation over plain HTTP with a token: %d, want 403", code)
+	}
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, admin) // the old password still works
+	s.must(http.StatusNotFound, "GET", "/redfish/v1/AccountService/Accounts/eve", nil, admin)
 }

@@ -233,7 +233,7 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 		if priv != public {
 			var err error
 			p, err = s.authenticate(r)
-			if errors.Is(err, errBasicOverHTTP) {
+			if errors.Is(err, errCredentialsOverHTTP) {
 				s.denied(r, p, err.Error())
 				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, "")
 				writeError(w, errInsecure(r.URL.Path))
@@ -292,13 +292,18 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 	})
 }
 
-// errBasicOverHTTP is authenticate's answer to Basic credentials on a
+// errCredentialsOverHTTP is authenticate's answer to credentials on a
 // connection without TLS.
-var errBasicOverHTTP = errors.New("basic authentication over plain HTTP")
+var errCredentialsOverHTTP = errors.New("credentials over plain HTTP")
 
-// authenticate accepts an X-Auth-Token session or HTTP Basic credentials;
-// Basic credentials only over TLS.
+// authenticate accepts an X-Auth-Token session or HTTP Basic credentials,
+// over TLS only: neither a password nor a session token (which stands for
+// one) is accepted, or checked, in clear text.
 func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
+	if r.TLS == nil {
+		user, _, _ := r.BasicAuth()
+		return tenancy.Principal{User: user}, errCredentialsOverHTTP
+	}
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
 		p, ok := s.auth.BySessionToken(r.Context(), tok)
 		if !ok {
@@ -307,9 +312,6 @@ func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 		return p, nil
 	}
 	if user, pass, ok := r.BasicAuth(); ok {
-		if r.TLS == nil {
-			return tenancy.Principal{User: user}, errBasicOverHTTP
-		}
 		p, err := s.auth.Authenticate(user, pass)
 		if err != nil {
 			return tenancy.Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
