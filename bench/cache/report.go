@@ -19,7 +19,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"rackpool/internal/sim"
+	"rackpool/internal/chart"
 	"rackpool/internal/units"
 )
 
@@ -332,7 +332,7 @@ func penaltyChart(cfg *config, rep *Report) ([]byte, error) {
 		penaltyPanel(cfg, rep, fracs, fmt.Sprintf("GET latency penalty (mean), %d thread", latT), latT, func(r *Result) *float64 { return r.LatPenalty }),
 		penaltyPanel(cfg, rep, fracs, fmt.Sprintf("throughput penalty, %d threads", tputT), tputT, func(r *Result) *float64 { return r.TputPenalty }),
 	}
-	legend := sim.NewChartLegend()
+	legend := chart.NewLegend()
 	legend.Add("system")
 	for _, sys := range cfg.Systems {
 		legend.Add(sys, &plotter.Line{LineStyle: draw.LineStyle{Color: systemColour(sys), Width: vg.Points(2.5)}})
@@ -346,11 +346,11 @@ func penaltyChart(cfg *config, rep *Report) ([]byte, error) {
 	for _, line := range []string{"penalty = lat(x%) / lat(100%) − 1", "or 1 − ops/s(x%) / ops/s(100%),", "each system against itself;", "memcached misses what does", "not fit (see hit ratios)"} {
 		legend.Add(line)
 	}
-	title := sim.ChartText(14)
-	title.Font = sim.ChartFont(14, true)
+	title := chart.Text(14)
+	title.Font = chart.Font(14, true)
 	title.XAlign, title.YAlign = draw.XCenter, draw.YTop
 	const titleText = "rackpool cache vs memcached vs memcached+extstore: penalty against 100% local (P0 Fig. 9/10)"
-	return sim.RenderSVG(width, height, func(dc draw.Canvas) {
+	return chart.RenderSVG(width, height, func(dc draw.Canvas) {
 		dc.FillText(title, vg.Point{X: dc.Center().X, Y: dc.Max.Y - 6}, titleText)
 		body := draw.Crop(dc, 6, -6, 6, -(title.Rectangle(titleText).Size().Y + 16))
 		// A sixth more than the legend needs in Liberation Sans, for
@@ -376,7 +376,7 @@ func penaltyChart(cfg *config, rep *Report) ([]byte, error) {
 // small penalties stay readable, and a peer's larger one is drawn at the
 // edge with its value written next to it.
 func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads int, get func(*Result) *float64) *plot.Plot {
-	p := sim.NewPlot(title, "value size", "penalty against 100% local (%)")
+	p := chart.NewPlot(title, "value size", "penalty against 100% local (%)")
 	value := func(sys string, size, frac int) (float64, bool) {
 		r := find(rep.Results, sys, size, frac, threads)
 		if r == nil || get(r) == nil || math.IsNaN(*get(r)) {
@@ -401,7 +401,7 @@ func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads i
 		hi = min(hi, max(4*rpHi, 0.2))
 		lo = max(lo, min(-0.2, -hi))
 	}
-	lo, hi = sim.RoundOut(100*lo, 100*hi)
+	lo, hi = chart.RoundOut(100*lo, 100*hi)
 
 	xmin, xmax := -0.25, float64(len(cfg.Sizes))-0.75
 	zero := &plotter.Line{XYs: plotter.XYs{{X: xmin, Y: 0}, {X: xmax, Y: 0}}, LineStyle: draw.LineStyle{Color: color.Gray{0x66}, Width: vg.Points(0.8)}}
@@ -424,7 +424,7 @@ func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads i
 				// panel, one row per fraction, and every other size's rows
 				// below the previous one's so that neighbours do not
 				// overlap.
-				sty := sim.ChartText(8)
+				sty := chart.Text(8)
 				sty.Color = colour
 				sty.YAlign = draw.YTop
 				row := fi + (i%2)*len(fracs)
@@ -471,11 +471,11 @@ func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads i
 func systemColour(sys string) color.Color {
 	switch sys {
 	case sysRackpool:
-		return sim.ChartColour(0)
+		return chart.Colour(0)
 	case sysExtstore:
-		return sim.ChartColour(1)
+		return chart.Colour(1)
 	}
-	return sim.ChartColour(7) // memcached: grey
+	return chart.Colour(7) // memcached: grey
 }
 
 // fractionDashes is the dash pattern of the i-th local fraction below 100%.

@@ -24,14 +24,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"rackpool/internal/chart"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"rackpool/internal/sim"
 )
 
 const (
@@ -110,9 +109,9 @@ func main() {
 // line per policy, in the order the points name them, against cards on a
 // log scale.
 func writeCharts(dir string, points []point) error {
-	decision := sim.LineChart{Title: "Placement cost against pod size (MONet, fixed load per card)",
+	decision := chart.Line{Title: "Placement cost against pod size (MONet, fixed load per card)",
 		XLabel: "cards (log scale)", YLabel: "time per decision (µs)", XLog: true, YFromZero: true}
-	rss := sim.LineChart{Title: "Peak memory of the whole run against pod size",
+	rss := chart.Line{Title: "Peak memory of the whole run against pod size",
 		XLabel: "cards (log scale)", YLabel: "peak RSS (GiB)", XLog: true, YFromZero: true}
 	index := map[string]int{}
 	for _, p := range points {
@@ -120,16 +119,16 @@ func writeCharts(dir string, points []point) error {
 		if !ok {
 			i = len(decision.Series)
 			index[p.policy] = i
-			decision.Series = append(decision.Series, sim.ChartSeries{Name: p.policy})
-			rss.Series = append(rss.Series, sim.ChartSeries{Name: p.policy})
+			decision.Series = append(decision.Series, chart.Series{Name: p.policy})
+			rss.Series = append(rss.Series, chart.Series{Name: p.policy})
 		}
 		x := float64(p.cards)
-		decision.Series[i].Points = append(decision.Series[i].Points, sim.ChartPoint{X: x, Y: p.usPerDecision})
-		rss.Series[i].Points = append(rss.Series[i].Points, sim.ChartPoint{X: x, Y: p.rssGiB})
+		decision.Series[i].Points = append(decision.Series[i].Points, chart.Point{X: x, Y: p.usPerDecision})
+		rss.Series[i].Points = append(rss.Series[i].Points, chart.Point{X: x, Y: p.rssGiB})
 	}
 	for _, c := range []struct {
 		file  string
-		chart sim.LineChart
+		chart chart.Line
 	}{{"scaling-decision.svg", decision}, {"scaling-rss.svg", rss}} {
 		svg, err := c.chart.SVG()
 		if err != nil {

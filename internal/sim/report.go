@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rackpool/internal/chart"
 	"regexp"
 	"slices"
 	"sort"
@@ -221,7 +222,7 @@ func timeSeriesCSV(samples []Sample, types []string) ([]byte, error) {
 // rttCDFPoints returns the empirical CDF of the finite round trips: one
 // point per distinct value (the share of blocks at or below it), thinned
 // evenly to at most maxCDFRows points, always keeping the largest.
-func rttCDFPoints(rtt []float64) []ChartPoint {
+func rttCDFPoints(rtt []float64) []chart.Point {
 	vals := make([]float64, 0, len(rtt))
 	for _, v := range rtt {
 		if isFinite(v) {
@@ -233,17 +234,17 @@ func rttCDFPoints(rtt []float64) []ChartPoint {
 	}
 	sort.Float64s(vals)
 	n := float64(len(vals))
-	var pts []ChartPoint
+	var pts []chart.Point
 	for i, v := range vals {
 		if i+1 < len(vals) && vals[i+1] == v {
 			continue // a tie: its last occurrence carries the share
 		}
-		pts = append(pts, ChartPoint{X: v, Y: float64(i+1) / n})
+		pts = append(pts, chart.Point{X: v, Y: float64(i+1) / n})
 	}
 	if len(pts) <= maxCDFRows {
 		return pts
 	}
-	out := make([]ChartPoint, maxCDFRows)
+	out := make([]chart.Point, maxCDFRows)
 	for k := range out {
 		out[k] = pts[int(math.Round(float64(k)*float64(len(pts)-1)/float64(maxCDFRows-1)))]
 	}
@@ -282,33 +283,33 @@ func hasPower(samples []Sample) bool {
 // unit (a trace's, or the MONet generator's abstract one).
 const virtualTimeLabel = "virtual time (scenario time units)"
 
-func utilisationChart(samples []Sample, types []string) LineChart {
-	c := LineChart{Title: "Utilisation by resource type", XLabel: virtualTimeLabel, YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}
+func utilisationChart(samples []Sample, types []string) chart.Line {
+	c := chart.Line{Title: "Utilisation by resource type", XLabel: virtualTimeLabel, YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}
 	for _, t := range types {
-		pts := make([]ChartPoint, len(samples))
+		pts := make([]chart.Point, len(samples))
 		for i, s := range samples {
-			pts[i] = ChartPoint{s.T, 100 * usedShare(s.Used[t], s.Capacity[t])}
+			pts[i] = chart.Point{X: s.T, Y: 100 * usedShare(s.Used[t], s.Capacity[t])}
 		}
-		c.Series = append(c.Series, ChartSeries{Name: resourceTypeLabel(t), Points: pts})
+		c.Series = append(c.Series, chart.Series{Name: resourceTypeLabel(t), Points: pts})
 	}
 	return c
 }
 
 // cdfChart draws the CDF as steps, in percent: the share jumps at each
 // value.
-func cdfChart(cdf []ChartPoint) LineChart {
-	pts := make([]ChartPoint, 0, 2*len(cdf))
+func cdfChart(cdf []chart.Point) chart.Line {
+	pts := make([]chart.Point, 0, 2*len(cdf))
 	prev := 0.0
 	for _, p := range cdf {
-		pts = append(pts, ChartPoint{p.X, prev}, ChartPoint{p.X, 100 * p.Y})
+		pts = append(pts, chart.Point{X: p.X, Y: prev}, chart.Point{X: p.X, Y: 100 * p.Y})
 		prev = 100 * p.Y
 	}
-	return LineChart{Title: "Round-trip time CDF", XLabel: "round trip (ns)", YLabel: "blocks at or below (%)", YFixed: true, YMin: 0, YMax: 100,
-		Series: []ChartSeries{{Points: pts}}}
+	return chart.Line{Title: "Round-trip time CDF", XLabel: "round trip (ns)", YLabel: "blocks at or below (%)", YFixed: true, YMin: 0, YMax: 100,
+		Series: []chart.Series{{Points: pts}}}
 }
 
-func hopsChart(hops []reportHopCount, total int) BarChart {
-	c := BarChart{Title: "Remote memory blocks by switch hops", XLabel: "switch hops", YLabel: "share of blocks (%)", ValueSuffix: "%"}
+func hopsChart(hops []reportHopCount, total int) chart.Bar {
+	c := chart.Bar{Title: "Remote memory blocks by switch hops", XLabel: "switch hops", YLabel: "share of blocks (%)", ValueSuffix: "%"}
 	for _, h := range hops {
 		c.Labels = append(c.Labels, strconv.Itoa(h.hops))
 		c.Values = append(c.Values, 100*float64(h.blocks)/float64(total))
@@ -316,13 +317,13 @@ func hopsChart(hops []reportHopCount, total int) BarChart {
 	return c
 }
 
-func powerChart(samples []Sample) LineChart {
-	pts := make([]ChartPoint, len(samples))
+func powerChart(samples []Sample) chart.Line {
+	pts := make([]chart.Point, len(samples))
 	for i, s := range samples {
-		pts[i] = ChartPoint{s.T, s.ActivePowerW}
+		pts[i] = chart.Point{X: s.T, Y: s.ActivePowerW}
 	}
-	return LineChart{Title: "Active optical switch power", XLabel: virtualTimeLabel, YLabel: "power (W)", YFromZero: true,
-		Series: []ChartSeries{{Points: pts}}}
+	return chart.Line{Title: "Active optical switch power", XLabel: virtualTimeLabel, YLabel: "power (W)", YFromZero: true,
+		Series: []chart.Series{{Points: pts}}}
 }
 
 // resourceTypeLabel names a resource type for people.
@@ -406,21 +407,21 @@ func (p *runPage) build(res *Result, types []string) {
 		h(formatPercent(s.MeanUtilisation[t]), "mean "+resourceTypeLabel(t)+" utilisation")
 	}
 	if s.RTTMeanNS > 0 || s.RTTP99NS > 0 {
-		h(formatSig(s.RTTMeanNS, 3)+" / "+formatSig(s.RTTP99NS, 3)+" ns", "round trip, mean / p99")
+		h(chart.FormatSig(s.RTTMeanNS, 3)+" / "+chart.FormatSig(s.RTTP99NS, 3)+" ns", "round trip, mean / p99")
 	}
 	if pw := s.SwitchPowerW; pw != nil {
-		h(formatSig(pw.InstalledW, 4)+" W", "switch power installed")
-		h(formatSig(pw.ActiveMeanW, 4)+" W", "switch power active (mean)")
+		h(chart.FormatSig(pw.InstalledW, 4)+" W", "switch power installed")
+		h(chart.FormatSig(pw.ActiveMeanW, 4)+" W", "switch power active (mean)")
 	}
 	if s.Cost != nil {
-		h(formatSig(s.Cost.Total, 4), "Eq. 1 cost total")
-		h(formatSig(s.Cost.PerUsedUnit, 3)+"×", "cost per unit used (Eq. 1 / used)")
+		h(chart.FormatSig(s.Cost.Total, 4), "Eq. 1 cost total")
+		h(chart.FormatSig(s.Cost.PerUsedUnit, 3)+"×", "cost per unit used (Eq. 1 / used)")
 	}
 	if s.Slowdown != nil {
 		h("+"+formatPercent(s.Slowdown.Mean), "slowdown, mean (Eq. 2)")
 	}
 
-	num := func(v float64) string { return formatSig(v, 6) }
+	num := func(v float64) string { return chart.FormatSig(v, 6) }
 	p.Sections = append(p.Sections, reportSection{Title: "Run", Rows: []reportDetail{
 		{"name", "name", s.Name},
 		{"seed", "seed", strconv.FormatInt(s.Seed, 10)},
@@ -612,7 +613,7 @@ func displayRow(row []string, keep int) []string {
 			continue // counts stay exact
 		}
 		if v, err := strconv.ParseFloat(out[i], 64); err == nil {
-			out[i] = formatSig(v, 4)
+			out[i] = chart.FormatSig(v, 4)
 		}
 	}
 	return out
@@ -677,11 +678,11 @@ func sweepTable(axes, types []string, rows []SweepRow) ([]string, [][]string) {
 
 // sweepChart plots acceptance ratio (%) against the last axis, one series
 // per combination of the other axes, in axis order.
-func sweepChart(axes []string, rows []SweepRow) LineChart {
+func sweepChart(axes []string, rows []SweepRow) chart.Line {
 	x, others := axes[len(axes)-1], axes[:len(axes)-1]
 	sorted := slices.Clone(rows)
 	slices.SortStableFunc(sorted, func(a, b SweepRow) int { return compareSweepParams(axes, a.Params, b.Params) })
-	c := LineChart{Title: "Acceptance ratio by " + x, XLabel: x, YLabel: "acceptance ratio (%)", YFixed: true, YMin: 0, YMax: 100}
+	c := chart.Line{Title: "Acceptance ratio by " + x, XLabel: x, YLabel: "acceptance ratio (%)", YFixed: true, YMin: 0, YMax: 100}
 	index := map[string]int{}
 	for _, r := range sorted {
 		xv, ok := r.Params[x]
@@ -700,9 +701,9 @@ func sweepChart(axes []string, rows []SweepRow) LineChart {
 		if !ok {
 			i = len(c.Series)
 			index[name] = i
-			c.Series = append(c.Series, ChartSeries{Name: name})
+			c.Series = append(c.Series, chart.Series{Name: name})
 		}
-		c.Series[i].Points = append(c.Series[i].Points, ChartPoint{xv, 100 * r.Summary.AcceptanceRatio})
+		c.Series[i].Points = append(c.Series[i].Points, chart.Point{X: xv, Y: 100 * r.Summary.AcceptanceRatio})
 	}
 	return c
 }
@@ -938,8 +939,8 @@ func encodeCSVRows(head []string, rows [][]string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// svgChart is a chart that renders itself as SVG: a LineChart or a
-// BarChart.
+// svgChart is a chart that renders itself as SVG: a chart.Line or a
+// chart.Bar.
 type svgChart interface {
 	SVG() ([]byte, error)
 }
@@ -947,7 +948,7 @@ type svgChart interface {
 // svgNamespaces matches the namespace declarations of an <svg> tag.
 var svgNamespaces = regexp.MustCompile(`\s+xmlns(:xlink)?="[^"]*"`)
 
-// inlineSVG prepares a chart from RenderSVG for inlining into HTML, which
+// inlineSVG prepares a chart from chart.RenderSVG for inlining into HTML, which
 // implies the namespaces: it drops their declarations from the root tag.
 // The chart starts at <svg> and has no ids or style sheet to clash with
 // another's, so nothing else changes.
@@ -965,36 +966,6 @@ func formatExact(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-// formatSig writes v rounded to sig significant digits, in plain decimal
-// notation without trailing zeros (exponent notation only beyond 1e15 or
-// below 1e-6).
-func formatSig(v float64, sig int) string {
-	if !isFinite(v) {
-		return strconv.FormatFloat(v, 'g', -1, 64)
-	}
-	if v == 0 {
-		return "0"
-	}
-	a := math.Abs(v)
-	if a >= 1e15 || a < 1e-6 {
-		return strconv.FormatFloat(v, 'g', sig, 64)
-	}
-	e := int(math.Floor(math.Log10(a)))
-	k := sig - 1 - e // decimal places kept
-	var r float64
-	if k >= 0 {
-		p := math.Pow(10, float64(k))
-		r = math.Round(v*p) / p
-	} else {
-		p := math.Pow(10, float64(-k))
-		r = math.Round(v/p) * p
-	}
-	if r == 0 {
-		return "0"
-	}
-	return strconv.FormatFloat(r, 'f', -1, 64)
-}
-
 // isFinite says whether v is neither NaN nor infinite.
 func isFinite(v float64) bool {
 	return !math.IsNaN(v) && !math.IsInf(v, 0)
@@ -1008,10 +979,10 @@ func optFormatExact(m map[string]float64, k string) string {
 	return ""
 }
 
-// optFormatSig is formatSig(m[k], 6), or "" when m has no k.
+// optFormatSig is chart.FormatSig(m[k], 6), or "" when m has no k.
 func optFormatSig(m map[string]float64, k string) string {
 	if v, ok := m[k]; ok {
-		return formatSig(v, 6)
+		return chart.FormatSig(v, 6)
 	}
 	return ""
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"rackpool/internal/chart"
+	"rackpool/internal/chart/charttest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -135,7 +137,7 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 		"hops.svg":        {"Remote memory blocks by switch hops", "switch hops", "share of blocks (%)", "1", "2", "3", "33.3%"},
 		"power.svg":       {"Active optical switch power", "virtual time (scenario time units)", "power (W)"},
 	} {
-		texts := svgTexts(parseTestSVG(t, readReportFile(t, filepath.Join(dir, svg)), false))
+		texts := charttest.Texts(charttest.Check(t, readReportFile(t, filepath.Join(dir, svg)), false))
 		for _, w := range want {
 			if !texts[w] {
 				t.Errorf("%s has no text %q", svg, w)
@@ -230,7 +232,7 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 	// Each inlined plot is well-formed on its own, with nothing (ids,
 	// style sheets, references) to clash with the others or to fetch.
 	for i, svg := range inlinedSVGs(page) {
-		parseTestSVG(t, svg, true)
+		charttest.Check(t, svg, true)
 		if !strings.Contains(svg, "font-family:Liberation Sans,Arial,Helvetica,sans-serif;") {
 			t.Errorf("inlined plot %d lacks the charts' font stack", i)
 		}
@@ -526,7 +528,7 @@ func TestWriteSweepReport(t *testing.T) {
 		t.Errorf("sweep.json round trip:\n got %+v\nwant %+v", back, rows)
 	}
 
-	texts := svgTexts(parseTestSVG(t, readReportFile(t, filepath.Join(dir, "sweep.svg")), false))
+	texts := charttest.Texts(charttest.Check(t, readReportFile(t, filepath.Join(dir, "sweep.svg")), false))
 	for _, want := range []string{"Acceptance ratio by load", "links=2", "links=4", "load", "acceptance ratio (%)"} {
 		if !texts[want] {
 			t.Errorf("sweep.svg has no text %q", want)
@@ -541,7 +543,7 @@ func TestWriteSweepReport(t *testing.T) {
 	if svgs := inlinedSVGs(page); len(svgs) != 1 || strings.Count(page, "<tr>") != 1+len(rows) {
 		t.Errorf("report.html: %d plots inlined, %d table rows", len(svgs), strings.Count(page, "<tr>"))
 	} else {
-		parseTestSVG(t, svgs[0], true)
+		charttest.Check(t, svgs[0], true)
 	}
 
 	// One axis, and no rows at all, still make a report.
@@ -617,10 +619,10 @@ func TestLatencyCDFIsBoundedAndMonotonic(t *testing.T) {
 	if len(cdf) > maxCDFRows || len(cdf) < maxCDFRows/2 {
 		t.Fatalf("%d rows", len(cdf))
 	}
-	if last := cdf[len(cdf)-1]; last != (ChartPoint{150_000, 1}) {
+	if last := cdf[len(cdf)-1]; last != (chart.Point{X: 150_000, Y: 1}) {
 		t.Errorf("last row %v, want the maximum at 1", last)
 	}
-	if first := cdf[0]; first != (ChartPoint{1.5, 1.0 / 100_002}) {
+	if first := cdf[0]; first != (chart.Point{X: 1.5, Y: 1.0 / 100_002}) {
 		t.Errorf("first row %v, want the minimum", first)
 	}
 	for i := 1; i < len(cdf); i++ {
@@ -632,7 +634,7 @@ func TestLatencyCDFIsBoundedAndMonotonic(t *testing.T) {
 		t.Error("rttCDFPoints reordered its input")
 	}
 	// Ties: each distinct value once, at the share of blocks at or below it.
-	if got := rttCDFPoints([]float64{5, 5, 7, 5}); !slices.Equal(got, []ChartPoint{{5, 0.75}, {7, 1}}) {
+	if got := rttCDFPoints([]float64{5, 5, 7, 5}); !slices.Equal(got, []chart.Point{{X: 5, Y: 0.75}, {X: 7, Y: 1}}) {
 		t.Errorf("ties: %v", got)
 	}
 }

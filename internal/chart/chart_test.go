@@ -1,10 +1,8 @@
-package sim
+package chart
 
 import (
-	"encoding/xml"
-	"errors"
-	"io"
 	"math"
+	"rackpool/internal/chart/charttest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,67 +13,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg/draw"
 )
-
-// parseTestSVG walks every token of doc with encoding/xml and returns the
-// text of its elements, one per line. It fails the test on malformed XML, a
-// root other than svg (in the SVG namespace, unless inline, where HTML
-// implies it), and on anything that would clash with another chart inlined
-// into the same page or reach outside the document: an id, a class, a
-// <style> or <script> element, an external reference.
-func parseTestSVG(t *testing.T, doc string, inline bool) string {
-	t.Helper()
-	d := xml.NewDecoder(strings.NewReader(doc))
-	var text strings.Builder
-	root := ""
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG does not parse as XML: %v\n%.2000s", err, doc)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = tok.Name.Local
-				if !inline && tok.Name.Space != "http://www.w3.org/2000/svg" {
-					t.Errorf("root namespace %q", tok.Name.Space)
-				}
-			}
-			if n := tok.Name.Local; n == "style" || n == "script" || n == "image" || n == "use" {
-				t.Errorf("SVG holds a <%s> element", n)
-			}
-			for _, a := range tok.Attr {
-				switch {
-				case a.Name.Local == "id" || a.Name.Local == "class":
-					t.Errorf("SVG element <%s> has %s=%q", tok.Name.Local, a.Name.Local, a.Value)
-				case a.Name.Local == "href" || strings.Contains(a.Value, "url("):
-					t.Errorf("SVG element <%s> refers outside: %s=%q", tok.Name.Local, a.Name.Local, a.Value)
-				}
-			}
-		case xml.CharData:
-			text.Write(tok)
-			text.WriteByte('\n')
-		case xml.ProcInst:
-			t.Errorf("SVG holds a processing instruction <?%s?>", tok.Target)
-		}
-	}
-	if root != "svg" {
-		t.Fatalf("root element %q, want svg", root)
-	}
-	return text.String()
-}
-
-// svgTexts returns the text elements of a parsed chart, one per line, as a
-// set.
-func svgTexts(text string) map[string]bool {
-	set := map[string]bool{}
-	for _, l := range strings.Split(text, "\n") {
-		set[l] = true
-	}
-	return set
-}
 
 var svgPathD = regexp.MustCompile(`<path d="([^"]*)"\s*style="([^"]*)"`)
 
@@ -114,16 +51,16 @@ func mustSVG(t *testing.T, c interface{ SVG() ([]byte, error) }) string {
 
 func TestLineChartParsesAndNamesSeries(t *testing.T) {
 	names := []string{"cores", `memory <"GB"> & 'more'`, "ünïcode ✓"}
-	c := LineChart{Title: "Utilisation & <friends>", XLabel: "t < 5 (s)", YLabel: "used (%)"}
+	c := Line{Title: "Utilisation & <friends>", XLabel: "t < 5 (s)", YLabel: "used (%)"}
 	for i, n := range names {
-		var pts []ChartPoint
+		var pts []Point
 		for x := 0; x < 50; x++ {
-			pts = append(pts, ChartPoint{float64(x), float64((x * (i + 1)) % 17)})
+			pts = append(pts, Point{float64(x), float64((x * (i + 1)) % 17)})
 		}
-		c.Series = append(c.Series, ChartSeries{Name: n, Points: pts})
+		c.Series = append(c.Series, Series{Name: n, Points: pts})
 	}
 	doc := mustSVG(t, c)
-	texts := svgTexts(parseTestSVG(t, doc, false))
+	texts := charttest.Texts(charttest.Check(t, doc, false))
 	for _, want := range append(names, c.Title, c.XLabel, c.YLabel) {
 		if !texts[want] {
 			t.Errorf("chart has no text %q", want)
@@ -143,21 +80,21 @@ func TestLineChartParsesAndNamesSeries(t *testing.T) {
 	}
 }
 
-// hexColour is ChartColour(i) as "#rrggbb".
+// hexColour is Colour(i) as "#rrggbb".
 func hexColour(i int) string {
-	r, g, b, _ := ChartColour(i).RGBA()
+	r, g, b, _ := Colour(i).RGBA()
 	return "#" + strconv.FormatInt(int64(0x1000000|(r>>8)<<16|(g>>8)<<8|b>>8), 16)[1:]
 }
 
 func TestChartsAreDeterministic(t *testing.T) {
-	build := func() LineChart {
-		c := LineChart{Title: "x", XLabel: "x (s)", YLabel: "y (m)", YFromZero: true}
+	build := func() Line {
+		c := Line{Title: "x", XLabel: "x (s)", YLabel: "y (m)", YFromZero: true}
 		for s := 0; s < 12; s++ {
-			var pts []ChartPoint
+			var pts []Point
 			for i := 0; i < 5000; i++ {
-				pts = append(pts, ChartPoint{float64(i) * 0.37, math.Sin(float64(i*(s+1)) / 100)})
+				pts = append(pts, Point{float64(i) * 0.37, math.Sin(float64(i*(s+1)) / 100)})
 			}
-			c.Series = append(c.Series, ChartSeries{Name: "s" + strconv.Itoa(s), Points: pts})
+			c.Series = append(c.Series, Series{Name: "s" + strconv.Itoa(s), Points: pts})
 		}
 		return c
 	}
@@ -165,16 +102,16 @@ func TestChartsAreDeterministic(t *testing.T) {
 	if a != b {
 		t.Fatal("two renders of the same line chart differ")
 	}
-	bar := BarChart{Labels: []string{"1", "2", "3"}, Values: []float64{0.5, 0.25, 0.25}}
+	bar := Bar{Labels: []string{"1", "2", "3"}, Values: []float64{0.5, 0.25, 0.25}}
 	if b1, b2 := mustSVG(t, bar), mustSVG(t, bar); b1 != b2 {
 		t.Fatal("two renders of the same bar chart differ")
 	}
 }
 
 func TestChartsRenderConcurrently(t *testing.T) {
-	c := LineChart{Title: "t", XLabel: "x (s)", YLabel: "y (m)", Series: []ChartSeries{
-		{Name: "a", Points: []ChartPoint{{0, 1}, {1, 3}, {2, 2}}},
-		{Name: "b", Points: []ChartPoint{{0, 2}, {1, 1}, {2, 4}}},
+	c := Line{Title: "t", XLabel: "x (s)", YLabel: "y (m)", Series: []Series{
+		{Name: "a", Points: []Point{{0, 1}, {1, 3}, {2, 2}}},
+		{Name: "b", Points: []Point{{0, 2}, {1, 1}, {2, 4}}},
 	}}
 	want := mustSVG(t, c)
 	var wg sync.WaitGroup
@@ -196,22 +133,22 @@ func TestChartsRenderConcurrently(t *testing.T) {
 
 func TestLineChartDownsamplesLargeSeries(t *testing.T) {
 	const n = 100_000
-	pts := make([]ChartPoint, n)
+	pts := make([]Point, n)
 	for i := range pts {
-		pts[i] = ChartPoint{float64(i), float64((i * 7919) % 1000)}
+		pts[i] = Point{float64(i), float64((i * 7919) % 1000)}
 	}
 	pts[12345].Y = -500 // a lone dip and spike must survive thinning
 	pts[67890].Y = 5000
-	doc := mustSVG(t, LineChart{Series: []ChartSeries{{Name: "big", Points: pts}}})
-	if !svgTexts(parseTestSVG(t, doc, false))["big"] {
+	doc := mustSVG(t, Line{Series: []Series{{Name: "big", Points: pts}}})
+	if !charttest.Texts(charttest.Check(t, doc, false))["big"] {
 		t.Error("a lone series lost its name")
 	}
 	paths := testSeriesPaths(doc, strings.ToUpper(hexColour(0)))
 	if len(paths) == 0 {
 		t.Fatal("no line drawn")
 	}
-	if paths[0] > MaxChartPoints || paths[0] < MaxChartPoints/2 {
-		t.Errorf("%d points drawn, want between %d and %d", paths[0], MaxChartPoints/2, MaxChartPoints)
+	if paths[0] > MaxPoints || paths[0] < MaxPoints/2 {
+		t.Errorf("%d points drawn, want between %d and %d", paths[0], MaxPoints/2, MaxPoints)
 	}
 	if len(doc) > 100_000 {
 		t.Errorf("SVG is %d bytes", len(doc))
@@ -221,8 +158,8 @@ func TestLineChartDownsamplesLargeSeries(t *testing.T) {
 	for i, p := range pts {
 		xys[i] = plotter.XY{X: p.X, Y: p.Y}
 	}
-	thin := downsampleXYs(xys, MaxChartPoints)
-	if len(thin) > MaxChartPoints {
+	thin := downsampleXYs(xys, MaxPoints)
+	if len(thin) > MaxPoints {
 		t.Fatalf("downsampleXYs kept %d points", len(thin))
 	}
 	if thin[0] != xys[0] || thin[len(thin)-1] != xys[n-1] {
@@ -239,7 +176,7 @@ func TestLineChartDownsamplesLargeSeries(t *testing.T) {
 	if !sawMin || !sawMax {
 		t.Errorf("downsampleXYs lost the extremes: min %v max %v", sawMin, sawMax)
 	}
-	if got := downsampleXYs(xys[:10], MaxChartPoints); len(got) != 10 {
+	if got := downsampleXYs(xys[:10], MaxPoints); len(got) != 10 {
 		t.Errorf("short series changed: %d points", len(got))
 	}
 }
@@ -247,26 +184,26 @@ func TestLineChartDownsamplesLargeSeries(t *testing.T) {
 func TestLineChartDegenerateInput(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		c      LineChart
+		c      Line
 		lines  int  // vertices of the first series' line; 0: none
 		noData bool // "no data" written
 	}{
-		{"empty", LineChart{}, 0, true},
-		{"no points", LineChart{Series: []ChartSeries{{Name: "a"}}}, 0, true},
-		{"only NaN", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{math.NaN(), math.NaN()}, {1, math.NaN()}}}}}, 0, true},
-		{"one point", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{1, 1}}}}}, 0, false},
-		{"flat", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{0, 0}, {1, 0}}}}, YFromZero: true}, 2, false},
-		{"flat nonzero", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{5, 7}, {5, 7}}}}}, 2, false},
-		{"non-finite skipped", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{math.NaN(), 1}, {1, math.Inf(1)}, {2, 3}, {3, math.Inf(-1)}, {4, 4}}}}}, 2, false},
-		{"tiny", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{0, 1e-9}, {1, 3e-9}}}}}, 2, false},
-		{"huge", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{0, 0}, {1e12, 3e9}}}}}, 2, false},
-		{"fixed range", LineChart{Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{0, 5}, {1, 95}}}}, YFixed: true, YMax: 100}, 2, false},
-		{"log x drops x <= 0", LineChart{XLog: true, Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{-1, 1}, {0, 2}, {10, 3}, {1e5, 4}}}}}, 2, false},
-		{"log x, nothing positive", LineChart{XLog: true, Series: []ChartSeries{{Name: "a", Points: []ChartPoint{{0, 2}}}}}, 0, true},
+		{"empty", Line{}, 0, true},
+		{"no points", Line{Series: []Series{{Name: "a"}}}, 0, true},
+		{"only NaN", Line{Series: []Series{{Name: "a", Points: []Point{{math.NaN(), math.NaN()}, {1, math.NaN()}}}}}, 0, true},
+		{"one point", Line{Series: []Series{{Name: "a", Points: []Point{{1, 1}}}}}, 0, false},
+		{"flat", Line{Series: []Series{{Name: "a", Points: []Point{{0, 0}, {1, 0}}}}, YFromZero: true}, 2, false},
+		{"flat nonzero", Line{Series: []Series{{Name: "a", Points: []Point{{5, 7}, {5, 7}}}}}, 2, false},
+		{"non-finite skipped", Line{Series: []Series{{Name: "a", Points: []Point{{math.NaN(), 1}, {1, math.Inf(1)}, {2, 3}, {3, math.Inf(-1)}, {4, 4}}}}}, 2, false},
+		{"tiny", Line{Series: []Series{{Name: "a", Points: []Point{{0, 1e-9}, {1, 3e-9}}}}}, 2, false},
+		{"huge", Line{Series: []Series{{Name: "a", Points: []Point{{0, 0}, {1e12, 3e9}}}}}, 2, false},
+		{"fixed range", Line{Series: []Series{{Name: "a", Points: []Point{{0, 5}, {1, 95}}}}, YFixed: true, YMax: 100}, 2, false},
+		{"log x drops x <= 0", Line{XLog: true, Series: []Series{{Name: "a", Points: []Point{{-1, 1}, {0, 2}, {10, 3}, {1e5, 4}}}}}, 2, false},
+		{"log x, nothing positive", Line{XLog: true, Series: []Series{{Name: "a", Points: []Point{{0, 2}}}}}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := mustSVG(t, tc.c)
-			texts := svgTexts(parseTestSVG(t, doc, false))
+			texts := charttest.Texts(charttest.Check(t, doc, false))
 			if strings.Contains(doc, "NaN") || strings.Contains(doc, "Inf") {
 				t.Errorf("non-finite number in output:\n%s", doc)
 			}
@@ -289,9 +226,9 @@ func TestLineChartDegenerateInput(t *testing.T) {
 }
 
 func TestLineChartLogAxis(t *testing.T) {
-	c := LineChart{Title: "cost", XLabel: "cards (log scale)", YLabel: "µs per decision", XLog: true,
-		Series: []ChartSeries{{Name: "rackpool", Points: []ChartPoint{{1008, 14.4}, {12288, 21.4}, {98304, 28}}}}}
-	texts := svgTexts(parseTestSVG(t, mustSVG(t, c), false))
+	c := Line{Title: "cost", XLabel: "cards (log scale)", YLabel: "µs per decision", XLog: true,
+		Series: []Series{{Name: "rackpool", Points: []Point{{1008, 14.4}, {12288, 21.4}, {98304, 28}}}}}
+	texts := charttest.Texts(charttest.Check(t, mustSVG(t, c), false))
 	for _, want := range []string{"1k", "10k", "100k", "cards (log scale)", "µs per decision", "rackpool"} {
 		if !texts[want] {
 			t.Errorf("log chart has no text %q", want)
@@ -300,9 +237,9 @@ func TestLineChartLogAxis(t *testing.T) {
 }
 
 func TestBarChartParses(t *testing.T) {
-	c := BarChart{Title: "hops", XLabel: "switch hops", YLabel: "share (%)", Labels: []string{"1", "2", "<3>"}, Values: []float64{62.5, 25, 12.5}, ValueSuffix: "%"}
+	c := Bar{Title: "hops", XLabel: "switch hops", YLabel: "share (%)", Labels: []string{"1", "2", "<3>"}, Values: []float64{62.5, 25, 12.5}, ValueSuffix: "%"}
 	doc := mustSVG(t, c)
-	texts := svgTexts(parseTestSVG(t, doc, false))
+	texts := charttest.Texts(charttest.Check(t, doc, false))
 	for _, want := range []string{"hops", "switch hops", "share (%)", "1", "2", "<3>", "62.5%", "25%", "12.5%"} {
 		if !texts[want] {
 			t.Errorf("bar chart has no text %q", want)
@@ -320,7 +257,7 @@ func TestBarChartParses(t *testing.T) {
 	if strings.Contains(doc, "NaN") {
 		t.Error("NaN written")
 	}
-	if !svgTexts(parseTestSVG(t, mustSVG(t, BarChart{Title: "none"}), false))["no data"] {
+	if !charttest.Texts(charttest.Check(t, mustSVG(t, Bar{Title: "none"}), false))["no data"] {
 		t.Error("an empty bar chart does not say so")
 	}
 }
@@ -372,7 +309,7 @@ func TestRenderSVG(t *testing.T) {
 	doc, err := RenderSVG(200, 100, func(c draw.Canvas) {
 		p := NewPlot("title", "x (s)", "y (m)")
 		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, 1, 0, 1
-		l := NewChartLegend()
+		l := NewLegend()
 		l.Add("entry", &plotter.Line{LineStyle: seriesLineStyle(0)})
 		drawWithLegend(c, p, &l)
 	})
@@ -382,7 +319,7 @@ func TestRenderSVG(t *testing.T) {
 	if !strings.Contains(string(doc), `width="200pt" height="100pt" viewBox="0 0 200 100"`) {
 		t.Errorf("size not as asked:\n%.300s", doc)
 	}
-	texts := svgTexts(parseTestSVG(t, string(doc), false))
+	texts := charttest.Texts(charttest.Check(t, string(doc), false))
 	for _, want := range []string{"title", "x (s)", "y (m)", "entry"} {
 		if !texts[want] {
 			t.Errorf("no text %q", want)
@@ -404,8 +341,8 @@ func TestFormatSig(t *testing.T) {
 		{1e-9, 3, "1e-09"},
 		{99.96, 3, "100"},
 	} {
-		if got := formatSig(tc.v, tc.sig); got != tc.want {
-			t.Errorf("formatSig(%v, %d) = %q, want %q", tc.v, tc.sig, got, tc.want)
+		if got := FormatSig(tc.v, tc.sig); got != tc.want {
+			t.Errorf("FormatSig(%v, %d) = %q, want %q", tc.v, tc.sig, got, tc.want)
 		}
 	}
 }

@@ -1,8 +1,7 @@
-package sim
-
-// This file draws the reports' charts with gonum.org/v1/plot: line charts
+// Package chart draws the simulator's and the benchmarks' charts with
+// gonum.org/v1/plot: line charts
 // of named (x, y) series and categorical bar charts, described by
-// LineChart and BarChart, laid out and drawn by gonum/plot and written as
+// Line and Bar, laid out and drawn by gonum/plot and written as
 // SVG by its vgsvg backend. RenderSVG and NewPlot are exported so that the
 // benchmarks draw their own charts the same way.
 //
@@ -19,6 +18,8 @@ package sim
 //     every time;
 //   - the XML declaration and the generator comment before <svg> are cut,
 //     so the document inlines into HTML as it is.
+
+package chart
 
 import (
 	"bytes"
@@ -39,27 +40,27 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// ChartPoint is one (x, y) point of a line chart series.
-type ChartPoint struct {
+// Point is one (x, y) point of a line chart series.
+type Point struct {
 	X, Y float64
 }
 
-// ChartSeries is one line of a LineChart, named in the legend unless Name
+// Series is one line of a Line, named in the legend unless Name
 // is empty. Its points are joined in the order given (a time series is
 // already in x order); points with a NaN or infinite coordinate, or on a
 // logarithmic x axis a non-positive x, are left out.
-type ChartSeries struct {
+type Series struct {
 	Name   string
-	Points []ChartPoint
+	Points []Point
 }
 
-// LineChart is a chart of one or more named series against shared axes.
+// Line is a chart of one or more named series against shared axes.
 // The axis labels should name their units.
-type LineChart struct {
+type Line struct {
 	Title  string
 	XLabel string
 	YLabel string
-	Series []ChartSeries
+	Series []Series
 	// XLog draws the x axis on a logarithmic scale, from the power of ten
 	// at or below the smallest x to the one at or above the largest.
 	XLog bool
@@ -76,8 +77,8 @@ type LineChart struct {
 	Height vg.Length
 }
 
-// BarChart is a chart of one bar per category, in the order given.
-type BarChart struct {
+// Bar is a chart of one bar per category, in the order given.
+type Bar struct {
 	Title  string
 	XLabel string
 	YLabel string
@@ -94,10 +95,10 @@ type BarChart struct {
 	Height vg.Length
 }
 
-// MaxChartPoints bounds the points a line chart draws per series. Longer
+// MaxPoints bounds the points a line chart draws per series. Longer
 // series are thinned by downsamplePoints, which keeps the shape (each
 // bucket's lowest and highest point) and both ends.
-const MaxChartPoints = 2000
+const MaxPoints = 2000
 
 // maxMarkedPoints is the most points a series may have and still get a
 // marker on each: a sweep's measured points stand out from the lines
@@ -127,22 +128,22 @@ var (
 	chartNoteColour = color.Gray{0x88}
 )
 
-// ChartColour returns the colour of the i-th series of a chart.
-func ChartColour(i int) color.Color {
+// Colour returns the colour of the i-th series of a chart.
+func Colour(i int) color.Color {
 	return chartPalette[i%len(chartPalette)]
 }
 
 // seriesLineStyle returns the line style of the i-th series.
 func seriesLineStyle(i int) draw.LineStyle {
 	return draw.LineStyle{
-		Color:  ChartColour(i),
+		Color:  Colour(i),
 		Width:  vg.Points(1.6),
 		Dashes: chartDashes[(i/len(chartPalette))%len(chartDashes)],
 	}
 }
 
-// ChartFont is the face every chart's text is set in, at size points.
-func ChartFont(size vg.Length, bold bool) font.Font {
+// Font is the face every chart's text is set in, at size points.
+func Font(size vg.Length, bold bool) font.Font {
 	f := font.Font{Typeface: "Liberation", Variant: "Sans", Size: size}
 	if bold {
 		f.Weight = xfont.WeightBold
@@ -150,9 +151,9 @@ func ChartFont(size vg.Length, bold bool) font.Font {
 	return f
 }
 
-// ChartText is the style of a chart's ordinary text at size points.
-func ChartText(size vg.Length) text.Style {
-	return text.Style{Color: chartTextColour, Font: ChartFont(size, false), Handler: plot.DefaultTextHandler}
+// Text is the style of a chart's ordinary text at size points.
+func Text(size vg.Length) text.Style {
+	return text.Style{Color: chartTextColour, Font: Font(size, false), Handler: plot.DefaultTextHandler}
 }
 
 // NewPlot returns a gonum plot in the style of every rackpool chart: the
@@ -162,14 +163,14 @@ func NewPlot(title, xlabel, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.BackgroundColor = nil // RenderSVG paints the whole picture white
 	p.Title.Text = title
-	p.Title.TextStyle.Font = ChartFont(13, true)
+	p.Title.TextStyle.Font = Font(13, true)
 	p.Title.TextStyle.Color = chartTextColour
 	p.Title.Padding = vg.Points(10)
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		a.Label.TextStyle.Font = ChartFont(11, false)
+		a.Label.TextStyle.Font = Font(11, false)
 		a.Label.TextStyle.Color = chartTextColour
 		a.Label.Padding = vg.Points(4)
-		a.Tick.Label.Font = ChartFont(10, false)
+		a.Tick.Label.Font = Font(10, false)
 		a.Tick.Label.Color = chartTextColour
 		a.Tick.Length = vg.Points(5)
 		a.Tick.Marker = readableTicks{}
@@ -183,12 +184,12 @@ func NewPlot(title, xlabel, ylabel string) *plot.Plot {
 	return p
 }
 
-// NewChartLegend returns a legend in the charts' style, entries top down
+// NewLegend returns a legend in the charts' style, entries top down
 // from its canvas's top left, to be drawn beside a plot rather than over
 // its data (plot.Plot's own legend sits on the data).
-func NewChartLegend() plot.Legend {
+func NewLegend() plot.Legend {
 	l := plot.NewLegend()
-	l.TextStyle = ChartText(10)
+	l.TextStyle = Text(10)
 	l.Top, l.Left = true, true
 	l.Padding = vg.Points(3)
 	l.ThumbnailWidth = vg.Points(22)
@@ -268,10 +269,10 @@ func chartSize(w, h vg.Length) (vg.Length, vg.Length) {
 }
 
 // SVG renders the chart as a standalone SVG document.
-func (c LineChart) SVG() ([]byte, error) {
+func (c Line) SVG() ([]byte, error) {
 	width, height := chartSize(c.Width, c.Height)
 	p := NewPlot(c.Title, c.XLabel, c.YLabel)
-	legend := NewChartLegend()
+	legend := NewLegend()
 
 	xlo, xhi := math.Inf(1), math.Inf(-1)
 	ylo, yhi := math.Inf(1), math.Inf(-1)
@@ -286,9 +287,9 @@ func (c LineChart) SVG() ([]byte, error) {
 			ylo, yhi = math.Min(ylo, pt.Y), math.Max(yhi, pt.Y)
 		}
 		marked := len(xys) <= maxMarkedPoints
-		xys = downsampleXYs(xys, MaxChartPoints)
+		xys = downsampleXYs(xys, MaxPoints)
 		line := &plotter.Line{XYs: xys, LineStyle: seriesLineStyle(i)}
-		dots := &plotter.Scatter{XYs: xys, GlyphStyle: draw.GlyphStyle{Color: ChartColour(i), Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}}
+		dots := &plotter.Scatter{XYs: xys, GlyphStyle: draw.GlyphStyle{Color: Colour(i), Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}}
 		if len(xys) > 1 {
 			p.Add(line)
 		}
@@ -361,7 +362,7 @@ func widen(v float64) (lo, hi float64) {
 }
 
 // SVG renders the chart as a standalone SVG document.
-func (c BarChart) SVG() ([]byte, error) {
+func (c Bar) SVG() ([]byte, error) {
 	width, height := chartSize(c.Width, c.Height)
 	p := NewPlot(c.Title, c.XLabel, c.YLabel)
 	n := min(len(c.Labels), len(c.Values))
@@ -388,12 +389,12 @@ func (c BarChart) SVG() ([]byte, error) {
 				return nil, fmt.Errorf("sim: bar chart: %w", err)
 			}
 			bar.XMin = float64(i)
-			bar.Color = ChartColour(0)
+			bar.Color = Colour(0)
 			bar.LineStyle.Width = 0
 			label := &plotter.Labels{
 				XYs:       plotter.XYs{{X: float64(i), Y: v}},
-				Labels:    []string{formatSig(v, 3) + c.ValueSuffix},
-				TextStyle: []text.Style{ChartText(10)},
+				Labels:    []string{FormatSig(v, 3) + c.ValueSuffix},
+				TextStyle: []text.Style{Text(10)},
 				Offset:    vg.Point{Y: vg.Points(3)},
 			}
 			label.TextStyle[0].XAlign = draw.XCenter
@@ -416,7 +417,7 @@ func (c BarChart) SVG() ([]byte, error) {
 type chartNote string
 
 func (n chartNote) Plot(c draw.Canvas, _ *plot.Plot) {
-	sty := ChartText(12)
+	sty := Text(12)
 	sty.Color = chartNoteColour
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
 	c.FillText(sty, c.Center(), string(n))
@@ -525,7 +526,7 @@ func tickLabels(ticks []float64, step float64) []string {
 	for i, t := range ticks {
 		var s string
 		if decimals < 0 {
-			s = formatSig(t/scale, 6)
+			s = FormatSig(t/scale, 6)
 		} else {
 			s = strconv.FormatFloat(t/scale, 'f', decimals, 64)
 		}
@@ -587,4 +588,38 @@ func truncateRunes(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// FormatSig writes v rounded to sig significant digits, in plain decimal
+// notation without trailing zeros (exponent notation only beyond 1e15 or
+// below 1e-6).
+func FormatSig(v float64, sig int) string {
+	if !isFinite(v) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	if v == 0 {
+		return "0"
+	}
+	a := math.Abs(v)
+	if a >= 1e15 || a < 1e-6 {
+		return strconv.FormatFloat(v, 'g', sig, 64)
+	}
+	e := int(math.Floor(math.Log10(a)))
+	k := sig - 1 - e // decimal places kept
+	var r float64
+	if k >= 0 {
+		p := math.Pow(10, float64(k))
+		r = math.Round(v*p) / p
+	} else {
+		p := math.Pow(10, float64(-k))
+		r = math.Round(v/p) * p
+	}
+	if r == 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+func isFinite(v float64) bool {
+	return !math.IsNaN(v) && !math.IsInf(v, 0)
 }
