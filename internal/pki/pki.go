@@ -182,31 +182,20 @@ func needsReissue(cert, ca *x509.Certificate, names []string, now time.Time) boo
 	return false
 }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-}
-
-func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// sign makes a new P-256 key and a certificate of it from tmpl, with a
+// random serial, signed by parent's key, or by itself when parent is nil.
+func sign(tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	sn, err := serial()
-	if err != nil {
+	if tmpl.SerialNumber, err = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127)); err != nil {
 		return nil, nil, err
 	}
-	host, _ := os.Hostname()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: "rackpool CA " + host, Organization: []string{"rackpool"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(caLifetime),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true, // signs only leaf certificates
+	if parent == nil {
+		parent, parentKey = tmpl, key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,22 +203,26 @@ func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return cert, key, err
 }
 
+func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	host, _ := os.Hostname()
+	return sign(&x509.Certificate{
+		Subject:               pkix.Name{CommonName: "rackpool CA " + host, Organization: []string{"rackpool"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(caLifetime),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true, // signs only leaf certificates
+	}, nil, nil)
+}
+
 func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
-	if err != nil {
-		return nil, nil, err
-	}
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: names[0], Organization: []string{"rackpool"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(serverLifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: names[0], Organization: []string{"rackpool"}},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(serverLifetime),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if tmpl.NotAfter.After(ca.NotAfter) {
 		tmpl.NotAfter = ca.NotAfter
@@ -241,12 +234,7 @@ func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now ti
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
+	return sign(tmpl, ca, caKey)
 }
 
 // loadPair reads a certificate file (its first certificate) and its key.
