@@ -18,7 +18,6 @@
 //     every time;
 //   - the XML declaration and the generator comment before <svg> are cut,
 //     so the document inlines into HTML as it is.
-
 package chart
 
 import (
