@@ -813,7 +813,7 @@ func (m *Manager) recover(ctx context.Context) error {
 	restore := map[string][]fabric.Attachment{}
 	var settle []*inventory.Composition
 	for _, c := range comps {
-		if m.top.Host(c.Host) == nil && c.State != inventory.Held {
+		if m.top.Host(c.Host) == nil && (c.State != inventory.Held || c.Host != "") {
 			return fmt.Errorf("stored composition %s is on host %s, which the topology no longer has", c.ID, c.Host)
 		}
 		for _, b := range c.AllBlocks() {
@@ -823,7 +823,7 @@ func (m *Manager) recover(ctx context.Context) error {
 		}
 		m.comps[c.ID] = c
 		m.hold(c, c.AllBlocks())
-		if c.State == inventory.Composed {
+		if c.State == inventory.Composed || c.State == inventory.Held && c.Host != "" {
 			for f, as := range m.attachments(c, c.Blocks) {
 				restore[f] = append(restore[f], as...)
 			}

@@ -97,3 +97,70 @@ func TestSetHeld(t *testing.T) {
 	}
 	e.checkConsistent()
 }
+
+// TestSetHolders: holders on hosts (blocknodes) hold their host and the
+// drives mapped to them; a drive moves between two holders in one plan
+// with no instant where a third party could take it; a restart restores
+// their fabric attachments instead of detaching them as strays; a refused
+// plan changes nothing.
+func TestSetHolders(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	a := compose.Holding{ID: "blocknode-host1", Owner: "drives", Host: "host1", Blocks: []string{"host1", "hdd1", "hdd2"},
+		Ports: map[string]string{"hdd1": "sas", "hdd2": "sas"}}
+	b := compose.Holding{ID: "blocknode-host2", Owner: "drives", Host: "host2", Blocks: []string{"host2", "hdd3"},
+		Ports: map[string]string{"hdd3": "sas"}}
+	if err := e.m.SetHolders(ctx, []compose.Holding{a, b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.attach(e.drivers, &inventory.Composition{Host: "host1", Ports: a.Ports}, "hdd1", "hdd2")
+	e.attach(e.drivers, &inventory.Composition{Host: "host2", Ports: b.Ports}, "hdd3")
+	if _, err := e.m.Compose(ctx, specific("host1")); err == nil {
+		t.Fatal("composed a host a holder runs on")
+	}
+	if _, err := e.m.Compose(ctx, specific("host3", "hdd1")); err == nil {
+		t.Fatal("composed a held drive")
+	}
+	// A holder holds only its own host.
+	bad := b
+	bad.Blocks = []string{"host2", "host3"}
+	if err := e.m.SetHolders(ctx, []compose.Holding{bad}, nil); !errors.Is(err, compose.ErrBadRequest) {
+		t.Fatalf("holding another host = %v, want ErrBadRequest", err)
+	}
+	// Move hdd2 from host1's holder to host2's in one plan.
+	a.Blocks = []string{"host1", "hdd1"}
+	delete(a.Ports, "hdd2")
+	b.Blocks = []string{"host2", "hdd2", "hdd3"}
+	b.Ports = map[string]string{"hdd2": "sas", "hdd3": "sas"}
+	obj := []store.ObjectChange{{Kind: "drive", Object: store.Object{ID: "hdd2", Data: []byte(`{"owner":"host2"}`)}}}
+	if err := e.m.SetHolders(ctx, []compose.Holding{a, b}, obj); err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	if got := e.m.Held("blocknode-host2"); !slices.Equal(got, []string{"hdd2", "hdd3", "host2"}) {
+		t.Fatalf("host2's holder holds %v", got)
+	}
+	if st := e.m.BlockStatus("hdd2"); st.State != "Unavailable" || st.HeldBy != "drives" {
+		t.Fatalf("moved drive status %+v", st)
+	}
+	// Taking a block another holder keeps is refused, and nothing changes.
+	c := compose.Holding{ID: "blocknode-host3", Owner: "drives", Host: "host3", Blocks: []string{"host3", "hdd1"}}
+	if err := e.m.SetHolders(ctx, []compose.Holding{c}, nil); !errors.Is(err, compose.ErrBlockBusy) {
+		t.Fatalf("taking a kept drive = %v, want ErrBlockBusy", err)
+	}
+	if e.m.Held("blocknode-host3") != nil {
+		t.Fatal("a refused holder was recorded")
+	}
+	// Restart on fresh drivers: the holders' attachments come back.
+	e.faulty, e.drivers = e.freshDrivers()
+	e.m = e.manager(e.drivers)
+	got := discovered(t, e.drivers)
+	want := []string{"sas1: hdd1 -> host1/sas", "sas1: hdd2 -> host2/sas", "sas1: hdd3 -> host2/sas"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a restart the fabrics hold %q, want %q", got, want)
+	}
+	// Letting go of everything makes the host composable again.
+	a.Blocks = nil
+	if err := e.m.SetHolders(ctx, []compose.Holding{a}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.compose(specific("host1", "hdd4"))
+}

@@ -337,9 +337,11 @@ const (
 	// CompositionReservation) but nothing is attached. A reservation ends at
 	// ExpiresAt unless it is composed or released first.
 	Reserved State = "Reserved"
-	// Held: the blocks are held by a holder outside composition (the memory
-	// lease manager's pool of one memory node) and attached to nothing. The
-	// record has no host; its owner sets its blocks (compose.Manager.SetHeld).
+	// Held: the blocks are held by a holder outside composition: the memory
+	// lease manager's pool of one memory node (no host, attached to
+	// nothing) or a blocknode, which holds its host and the drives the SAS
+	// switch maps to it. Its owner sets its blocks (compose.Manager.SetHeld,
+	// SetHolders).
 	Held State = "Held"
 )
 
