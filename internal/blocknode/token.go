@@ -1,0 +1,192 @@
+package blocknode
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Rights is what a drive token allows.
+type Rights uint8
+
+// The rights a token can carry.
+const (
+	RightRead  Rights = 1 << iota // READ, BLOCK_STATUS
+	RightWrite                    // WRITE, TRIM, WRITE_ZEROES, FLUSH
+
+	rightsAll = RightRead | RightWrite
+)
+
+// String returns "r", "w", "rw" or "-".
+func (r Rights) String() string {
+	switch r {
+	case RightRead:
+		return "r"
+	case RightWrite:
+		return "w"
+	case rightsAll:
+		return "rw"
+	case 0:
+		return "-"
+	}
+	return fmt.Sprintf("Rights(%#02x)", uint8(r))
+}
+
+// ParseRights parses "r", "w" or "rw" (the empty string is "rw").
+func ParseRights(s string) (Rights, error) {
+	switch s {
+	case "r":
+		return RightRead, nil
+	case "w":
+		return RightWrite, nil
+	case "rw", "wr", "":
+		return rightsAll, nil
+	}
+	return 0, fmt.Errorf("rights %q: want r, w or rw", s)
+}
+
+// Claims is what a drive token grants: Rights on drive Drive while its
+// ownership epoch is Epoch, until Expiry. A blocknode accepts it only for
+// a drive the control plane has assigned to it at that epoch, so a token
+// issued before the drive moved is worthless once it has.
+type Claims struct {
+	Drive  string
+	Epoch  uint64
+	Rights Rights
+	Expiry time.Time
+}
+
+func (c Claims) validate() error {
+	switch {
+	case c.Drive == "" || len(c.Drive) > maxIDLen:
+		return fmt.Errorf("drive ID must be 1 to %d bytes", maxIDLen)
+	case strings.ContainsAny(c.Drive, Separator):
+		return fmt.Errorf("drive ID %q contains %q", c.Drive, Separator)
+	case c.Epoch == 0:
+		return errors.New("ownership epoch must be positive")
+	case c.Rights == 0 || c.Rights&^rightsAll != 0:
+		return fmt.Errorf("invalid rights %v", c.Rights)
+	case c.Expiry.IsZero() || c.Expiry.Before(time.Unix(0, 0)) || c.Expiry.After(time.Unix(0, math.MaxInt64)):
+		return errors.New("expiry missing or out of range")
+	}
+	return nil
+}
+
+// Key is the HMAC-SHA256 key the control plane signs drive tokens with and
+// blocknodes verify them with. It is KeySize bytes long.
+type Key []byte
+
+// KeySize is the length of a Key.
+const KeySize = 32
+
+// Token limits. Separator joins a drive ID and a token into an NBD export
+// name: "hdd3@<token>".
+const (
+	Separator    = "@"
+	tokenVersion = 1
+	maxIDLen     = 255
+	tokenFixed   = 1 + 1 + 8 + 8 + 1
+	maxTokenLen  = (tokenFixed+maxIDLen+2)/3*4 + 1 + (sha256.Size+2)/3*4
+)
+
+// Token errors.
+var (
+	ErrBadToken = errors.New("invalid drive token")
+	ErrExpired  = errors.New("drive token expired")
+)
+
+// NewKey returns a random key.
+func NewKey() (Key, error) {
+	k := make(Key, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("drive token key: %w", err)
+	}
+	return k, nil
+}
+
+func (k Key) check() error {
+	if len(k) != KeySize {
+		return fmt.Errorf("drive token key is %d bytes, want %d", len(k), KeySize)
+	}
+	return nil
+}
+
+func (k Key) mac(p []byte) []byte {
+	h := hmac.New(sha256.New, k)
+	h.Write(p)
+	return h.Sum(nil)
+}
+
+// Sign returns a token carrying c.
+func (k Key) Sign(c Claims) (string, error) {
+	if err := k.check(); err != nil {
+		return "", err
+	}
+	if err := c.validate(); err != nil {
+		return "", err
+	}
+	p := make([]byte, 0, tokenFixed+len(c.Drive))
+	p = append(p, tokenVersion, byte(c.Rights))
+	p = binary.BigEndian.AppendUint64(p, c.Epoch)
+	p = binary.BigEndian.AppendUint64(p, uint64(c.Expiry.UnixNano()))
+	p = append(p, byte(len(c.Drive)))
+	p = append(p, c.Drive...)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(p) + "." + enc.EncodeToString(k.mac(p)), nil
+}
+
+// Verify checks token's MAC in constant time and returns its claims; an
+// expired token returns its claims with ErrExpired.
+func (k Key) Verify(token string, now time.Time) (Claims, error) {
+	if err := k.check(); err != nil {
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	if len(token) > maxTokenLen {
+		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
+	}
+	body, sig, ok := strings.Cut(token, ".")
+	if !ok {
+		return Claims{}, fmt.Errorf("%w: no MAC", ErrBadToken)
+	}
+	enc := base64.RawURLEncoding
+	p, err := enc.DecodeString(body)
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
+	}
+	m, err := enc.DecodeString(sig)
+	if err != nil || !hmac.Equal(k.mac(p), m) {
+		return Claims{}, fmt.Errorf("%w: MAC mismatch", ErrBadToken)
+	}
+	if len(p) < tokenFixed || p[0] != tokenVersion || len(p) != tokenFixed+int(p[tokenFixed-1]) {
+		return Claims{}, fmt.Errorf("%w: malformed payload", ErrBadToken)
+	}
+	c := Claims{
+		Rights: Rights(p[1]),
+		Epoch:  binary.BigEndian.Uint64(p[2:]),
+		Expiry: time.Unix(0, int64(binary.BigEndian.Uint64(p[10:]))),
+		Drive:  string(p[tokenFixed:]),
+	}
+	if err := c.validate(); err != nil {
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	if !now.Before(c.Expiry) {
+		return c, ErrExpired
+	}
+	return c, nil
+}
+
+// ExportName joins a drive and its token into the NBD export name a
+// blocknode serves it under.
+func ExportName(drive, token string) string { return drive + Separator + token }
+
+// SplitExportName undoes ExportName.
+func SplitExportName(name string) (drive, token string, ok bool) {
+	return strings.Cut(name, Separator)
+}

@@ -1,0 +1,941 @@
+// Package drive is the control plane's side of pooled drives (P1, Flexible
+// Fabric): the registry of blocknodes (storage servers on a SAS circuit
+// switch), which drive each one serves, the capability tokens clients
+// present to them, and failure disaggregation — when a blocknode dies its
+// drives are remapped to the survivors instead of being rebuilt.
+//
+// # Model
+//
+// A blocknode runs on a topology host with a port into a sas-circuit
+// fabric. While it is registered it holds that host and the drives mapped
+// to it through one holder record ("blocknode-<host>",
+// compose.Manager.SetHolders): the host is not composable, the drives are
+// in no composition, and the store checks the record like any other, so a
+// drive is never both a blocknode's and a composed system's. The drive's
+// mapping is a real attachment of the emulated SAS switch (drive block to
+// the blocknode's host port), made after the holder record commits and
+// restored by the composition manager at start-up.
+//
+// The pool is every drive of a SAS fabric a blocknode reaches that no
+// composition or reservation holds. Drives are handed to blocknodes with
+// the fewest drives first, up to each node's MaxDrives, keeping Spares of
+// them unassigned as rack-wide hot spares (P1 §5: n servers with k ports
+// and nk/2+δ drives keep δ spares).
+//
+// # Ownership epochs and node leases (fencing)
+//
+// Every change of a drive's owner increments its epoch. A blocknode serves
+// a drive only at the epoch the control plane last told it, and only while
+// its node lease holds: each heartbeat answer grants the drives for
+// LeaseTTL from the moment the node sent the heartbeat (by its own
+// monotonic clock), so a node that stops hearing from the control plane —
+// cut off, paused by SIGSTOP, or its heartbeats lost — stops serving by
+// itself before anyone else may take its drives. The control plane fails a
+// node over only when LeaseTTL plus a grace has passed since the last
+// heartbeat it answered, and after a restart it waits that long before
+// failing anything over. Tokens carry the epoch, so a token issued before
+// a move is refused by every blocknode after it. docs/storage.md discusses
+// the one window leases cannot close.
+//
+// # Failure disaggregation
+//
+// Run checks the nodes every LeaseTTL/8. A node whose lease lapsed is
+// marked offline and its drives are remapped, in one store plan (both
+// holder records and the drive records), to the online nodes with the
+// fewest drives that reach them: a partial remap that leaves every other
+// mapping alone. The SAS switch detaches each drive from the dead node and
+// attaches it to the new one, taking the modelled remap and drive-online
+// time. A drive the fabric reports failed is taken out of service and a
+// spare is given to its node; its data is the caller's to rebuild.
+package drive
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"rackpool/internal/blocknode"
+	"rackpool/internal/clock"
+	"rackpool/internal/compose"
+	"rackpool/internal/fabric"
+	"rackpool/internal/inventory"
+	"rackpool/internal/store"
+	"rackpool/internal/topology"
+)
+
+// Store kinds, the token key setting and the holder records.
+const (
+	kindNode     = "blocknode"
+	kindDrive    = "drive"
+	keySetting   = "drive.token-key"
+	holdOwner    = "pooled-drives"
+	holderPrefix = "blocknode-"
+)
+
+// Defaults.
+const (
+	DefaultLeaseTTL  = 400 * time.Millisecond
+	DefaultTokenTTL  = 10 * time.Minute
+	DefaultMaxDrives = 64
+)
+
+// Errors.
+var (
+	ErrNotFound    = errors.New("drive or blocknode not found")
+	ErrBadInput    = errors.New("invalid request")
+	ErrConflict    = errors.New("conflicts with the current state")
+	ErrUnavailable = errors.New("drive is not being served")
+)
+
+// DriveState is a pooled drive's state.
+type DriveState string
+
+// Drive states.
+const (
+	// Unassigned: in the pool (a spare, or no blocknode has room).
+	Unassigned DriveState = "Unassigned"
+	// Mapping: recorded for its new owner, the switch remap in progress.
+	Mapping DriveState = "Mapping"
+	// Online: mapped to its owner, which serves it.
+	Online DriveState = "Online"
+	// Failed: the drive failed; it is out of service.
+	Failed DriveState = "Failed"
+)
+
+// Node is a registered blocknode.
+type Node struct {
+	ID         string    `json:"id"` // the topology host it runs on
+	Port       string    `json:"port"`
+	Fabric     string    `json:"fabric"`
+	Endpoint   string    `json:"endpoint"`
+	Epoch      uint64    `json:"epoch"`
+	MaxDrives  int       `json:"maxDrives"`
+	Registered time.Time `json:"registered"`
+	// In memory only: a restarted control plane waits for heartbeats.
+	LastSeen time.Time `json:"-"`
+	Online   bool      `json:"-"`
+	Load     Load      `json:"-"`
+}
+
+// Load is what a blocknode reports having served, cumulative since it
+// started.
+type Load struct {
+	ReadBytes, WriteBytes, Ops uint64
+}
+
+// Drive is a pooled drive's record.
+type Drive struct {
+	ID    string     `json:"id"`
+	Node  string     `json:"node,omitempty"` // owner ("" for none)
+	Epoch uint64     `json:"epoch"`
+	State DriveState `json:"state"`
+	Since time.Time  `json:"since"`
+	// Reason says why it is in its state (failed over from, failed, ...).
+	Reason string `json:"reason,omitempty"`
+}
+
+// DriveInfo is a drive as the API shows it.
+type DriveInfo struct {
+	Drive
+	Kind      inventory.Kind
+	Model     string
+	Capacity  int64
+	Fabric    string
+	Endpoint  string // owner's NBD endpoint
+	InService bool   // Online and its owner online
+}
+
+// NodeInfo is a node as the API shows it.
+type NodeInfo struct {
+	Node
+	Drives []string
+}
+
+// Grant is what a client needs to reach a drive: where, under which export
+// name, with which token.
+type Grant struct {
+	Drive    string
+	Node     string
+	Endpoint string
+	Export   string // NBD export name: drive@token
+	Token    string
+	Epoch    uint64
+	Rights   blocknode.Rights
+	Expiry   time.Time
+	Size     int64
+}
+
+// Heartbeat is what a blocknode sends when it starts and then every
+// heartbeat interval.
+type Heartbeat struct {
+	Host      string // topology host the node runs on
+	Endpoint  string // NBD address clients dial
+	Epoch     uint64 // random per process start
+	MaxDrives int    // 0: DefaultMaxDrives
+	Load      Load
+}
+
+// Assignment answers a heartbeat: the drives the node serves now, at which
+// epoch, for how long.
+type Assignment struct {
+	Node     string
+	Drives   []Assigned
+	LeaseTTL time.Duration
+	Key      blocknode.Key
+}
+
+// Assigned is one drive of an Assignment.
+type Assigned struct {
+	ID    string
+	Epoch uint64
+	Size  int64
+}
+
+// Event is something operators should hear about (a failover, a failed
+// drive), for the event bus.
+type Event struct {
+	Severity string // OK, Warning, Critical
+	Drive    string // "" for a node event
+	Node     string
+	Message  string
+}
+
+// Holders is what the manager needs of the composition manager
+// (compose.Manager implements it).
+type Holders interface {
+	SetHolders(ctx context.Context, hs []compose.Holding, objs []store.ObjectChange) error
+	Held(id string) []string
+	InComposition(id string) bool
+	Drivers() map[string]fabric.Driver
+}
+
+// Options configure a Manager.
+type Options struct {
+	Store    store.Store
+	Topology *topology.Topology
+	Holders  Holders
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	// LeaseTTL is how long a heartbeat answer lets a node serve its drives
+	// (DefaultLeaseTTL); Grace is added before failing a node over
+	// (LeaseTTL/4 by default).
+	LeaseTTL, Grace time.Duration
+	TokenTTL        time.Duration
+	// Spares is how many pool drives stay unassigned as hot spares.
+	Spares int
+	// OnEvent receives failovers and failures (may be nil).
+	OnEvent func(Event)
+}
+
+// Manager tracks blocknodes and pooled drives. Safe for concurrent use.
+type Manager struct {
+	o     Options
+	key   blocknode.Key
+	start time.Time
+
+	ops sync.Mutex // serialises changes of ownership (store + fabric)
+
+	mu     sync.Mutex
+	nodes  map[string]*Node
+	drives map[string]*Drive
+	ready  map[string]bool // drive ID -> its mapping is in place
+	kick   chan struct{}
+}
+
+// New loads the nodes, drives and token key from the store.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	if o.Store == nil || o.Topology == nil || o.Holders == nil {
+		return nil, errors.New("drive: store, topology and holders are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Grace <= 0 {
+		o.Grace = o.LeaseTTL / 4
+	}
+	if o.TokenTTL <= 0 {
+		o.TokenTTL = DefaultTokenTTL
+	}
+	m := &Manager{o: o, start: o.Clock.Now(), nodes: map[string]*Node{}, drives: map[string]*Drive{},
+		ready: map[string]bool{}, kick: make(chan struct{}, 1)}
+	if err := m.loadKey(ctx); err != nil {
+		return nil, err
+	}
+	objs, err := o.Store.Objects(ctx, kindNode)
+	if err != nil {
+		return nil, fmt.Errorf("drive: load blocknodes: %w", err)
+	}
+	for _, ob := range objs {
+		n := &Node{}
+		if err := json.Unmarshal(ob.Data, n); err != nil {
+			return nil, fmt.Errorf("drive: blocknode %s: %w", ob.ID, err)
+		}
+		m.nodes[n.ID] = n
+	}
+	if objs, err = o.Store.Objects(ctx, kindDrive); err != nil {
+		return nil, fmt.Errorf("drive: load drives: %w", err)
+	}
+	for _, ob := range objs {
+		d := &Drive{}
+		if err := json.Unmarshal(ob.Data, d); err != nil {
+			return nil, fmt.Errorf("drive: drive %s: %w", ob.ID, err)
+		}
+		if o.Topology.Device(d.ID) == nil {
+			return nil, fmt.Errorf("drive: stored drive %s is not in the topology", d.ID)
+		}
+		m.drives[d.ID] = d
+		// The composition manager restored the holder's attachments at
+		// start-up: a drive recorded for a node is mapped to it.
+		m.ready[d.ID] = d.Node != "" && (d.State == Online || d.State == Mapping)
+		if d.State == Mapping {
+			d.State = Online
+		}
+	}
+	return m, nil
+}
+
+func (m *Manager) loadKey(ctx context.Context) error {
+	v, ok, err := m.o.Store.Setting(ctx, keySetting)
+	if err != nil {
+		return fmt.Errorf("drive: read token key: %w", err)
+	}
+	if ok {
+		k, err := base64.StdEncoding.DecodeString(v)
+		if err != nil || len(k) != blocknode.KeySize {
+			return errors.New("drive: stored token key is malformed")
+		}
+		m.key = k
+		return nil
+	}
+	if m.key, err = blocknode.NewKey(); err != nil {
+		return err
+	}
+	if err := m.o.Store.PutSetting(ctx, keySetting, base64.StdEncoding.EncodeToString(m.key)); err != nil {
+		return fmt.Errorf("drive: store token key: %w", err)
+	}
+	return nil
+}
+
+// NewEpoch returns a random process epoch for a blocknode.
+func NewEpoch() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+func object(id string, v any) store.Object {
+	data, _ := json.Marshal(v)
+	return store.Object{ID: id, Data: data}
+}
+
+func (m *Manager) event(e Event) {
+	lvl := slog.LevelInfo
+	if e.Severity != "OK" {
+		lvl = slog.LevelWarn
+	}
+	m.o.Logger.Log(context.Background(), lvl, e.Message, "drive", e.Drive, "node", e.Node)
+	if m.o.OnEvent != nil {
+		m.o.OnEvent(e)
+	}
+}
+
+// sasPort returns host's first port into a sas-circuit fabric.
+func (m *Manager) sasPort(host string) (*inventory.HostPort, error) {
+	h := m.o.Topology.Host(host)
+	if h == nil {
+		return nil, fmt.Errorf("%w: the topology has no host %q", ErrBadInput, host)
+	}
+	for _, p := range h.Ports {
+		if p.Fabric.Kind == inventory.SASCircuit {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: host %s has no port into a SAS circuit switch", ErrBadInput, host)
+}
+
+// Heartbeat registers a blocknode or refreshes it, and answers with the
+// drives it serves. A node that restarts (new Epoch) keeps its drives: the
+// drive images outlive the process.
+func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, error) {
+	if hb.Endpoint == "" || hb.Epoch == 0 {
+		return Assignment{}, fmt.Errorf("%w: Endpoint and Epoch are required", ErrBadInput)
+	}
+	if hb.MaxDrives < 0 {
+		return Assignment{}, fmt.Errorf("%w: MaxDrives must not be negative", ErrBadInput)
+	}
+	if hb.MaxDrives == 0 {
+		hb.MaxDrives = DefaultMaxDrives
+	}
+	port, err := m.sasPort(hb.Host)
+	if err != nil {
+		return Assignment{}, err
+	}
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	n := m.nodes[hb.Host]
+	fresh := n != nil && n.Online && n.Epoch == hb.Epoch && n.Endpoint == hb.Endpoint && n.MaxDrives == hb.MaxDrives
+	if fresh {
+		n.LastSeen, n.Load = now, hb.Load
+		a := m.assignment(n)
+		m.mu.Unlock()
+		return a, nil
+	}
+	m.mu.Unlock()
+	// A new, restarted or changed node: record it and hold its host.
+	m.ops.Lock()
+	defer m.ops.Unlock()
+	m.mu.Lock()
+	n = m.nodes[hb.Host]
+	if n != nil && n.Online && n.Epoch != hb.Epoch && n.Endpoint != hb.Endpoint && now.Sub(n.LastSeen) < m.o.LeaseTTL {
+		m.mu.Unlock()
+		return Assignment{}, fmt.Errorf("%w: host %s is served by the blocknode at %s", ErrConflict, hb.Host, n.Endpoint)
+	}
+	next := Node{ID: hb.Host, Port: port.ID, Fabric: port.Fabric.ID, Endpoint: hb.Endpoint, Epoch: hb.Epoch,
+		MaxDrives: hb.MaxDrives, Registered: now}
+	if n != nil {
+		next.Registered = n.Registered
+	}
+	holding := m.holding(hb.Host, nil, nil)
+	m.mu.Unlock()
+	if m.o.Holders.InComposition(hb.Host) {
+		return Assignment{}, fmt.Errorf("%w: host %s is composed; decompose it before running a blocknode there", ErrConflict, hb.Host)
+	}
+	objs := []store.ObjectChange{{Kind: kindNode, Object: object(next.ID, next)}}
+	if err := m.o.Holders.SetHolders(ctx, []compose.Holding{holding}, objs); err != nil {
+		return Assignment{}, fmt.Errorf("register blocknode %s: %w", hb.Host, err)
+	}
+	m.mu.Lock()
+	next.LastSeen, next.Online, next.Load = now, true, hb.Load
+	m.nodes[next.ID] = &next
+	a := m.assignment(&next)
+	m.mu.Unlock()
+	if n == nil || !n.Online {
+		m.event(Event{Severity: "OK", Node: next.ID, Message: fmt.Sprintf("blocknode %s online at %s", next.ID, next.Endpoint)})
+	}
+	m.Kick()
+	return a, nil
+}
+
+// assignment is n's answer. m.mu held.
+func (m *Manager) assignment(n *Node) Assignment {
+	a := Assignment{Node: n.ID, LeaseTTL: m.o.LeaseTTL, Key: m.key, Drives: []Assigned{}}
+	for _, d := range m.drives {
+		if d.Node == n.ID && d.State == Online && m.ready[d.ID] {
+			a.Drives = append(a.Drives, Assigned{ID: d.ID, Epoch: d.Epoch, Size: m.o.Topology.Device(d.ID).CapacityBytes})
+		}
+	}
+	slices.SortFunc(a.Drives, func(x, y Assigned) int { return cmpString(x.ID, y.ID) })
+	return a
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// holding is node's holder record with drives added and removed (as the
+// drive records say, plus the change). m.mu held.
+func (m *Manager) holding(node string, add, remove []string) compose.Holding {
+	h := compose.Holding{ID: holderPrefix + node, Owner: holdOwner, Host: node, Blocks: []string{node}, Ports: map[string]string{}}
+	port, _ := m.sasPort(node)
+	for _, d := range m.drives {
+		if d.Node == node && d.State != Failed && !slices.Contains(remove, d.ID) {
+			h.Blocks = append(h.Blocks, d.ID)
+		}
+	}
+	h.Blocks = append(h.Blocks, add...)
+	for _, b := range h.Blocks[1:] {
+		if port != nil {
+			h.Ports[b] = port.ID
+		}
+	}
+	return h
+}
+
+// Kick asks Run to look at the pool now.
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run detects dead blocknodes and hands pool drives out until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := clock.NewTicker(m.o.Clock, max(m.o.LeaseTTL/8, time.Millisecond))
+	defer t.Stop()
+	for {
+		m.Step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		case <-m.kick:
+		}
+	}
+}
+
+// Step runs one round of Run: fail over lapsed nodes, take failed drives
+// out of service, hand pool drives to nodes with room.
+func (m *Manager) Step(ctx context.Context) {
+	m.ops.Lock()
+	defer m.ops.Unlock()
+	m.failOver(ctx)
+	m.replaceFailed(ctx)
+	m.fill(ctx)
+}
+
+// failOver marks nodes whose lease lapsed offline and moves their drives.
+// m.ops held.
+func (m *Manager) failOver(ctx context.Context) {
+	now := m.o.Clock.Now()
+	if now.Sub(m.start) < m.o.LeaseTTL+m.o.Grace {
+		return // nodes that were serving before a restart may still be
+	}
+	m.mu.Lock()
+	var dead []*Node
+	for _, n := range m.nodes {
+		if n.Online && now.Sub(n.LastSeen) > m.o.LeaseTTL+m.o.Grace {
+			n.Online = false
+			dead = append(dead, n)
+		} else if !n.Online && n.LastSeen.IsZero() && now.Sub(m.start) > m.o.LeaseTTL+m.o.Grace {
+			// Known from the store, never heard from since the restart.
+			dead = append(dead, n)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(dead, func(i, j int) bool { return dead[i].ID < dead[j].ID })
+	for _, n := range dead {
+		moved := m.evacuate(ctx, n.ID, "blocknode "+n.ID+" stopped heartbeating")
+		if n.LastSeen.IsZero() && moved == 0 {
+			continue
+		}
+		m.event(Event{Severity: "Warning", Node: n.ID, Message: fmt.Sprintf("blocknode %s offline (no heartbeat for %v); %d drives remapped",
+			n.ID, m.o.LeaseTTL+m.o.Grace, moved)})
+	}
+}
+
+// evacuate moves every drive of node to the online nodes with the fewest
+// drives, returning how many moved. m.ops held.
+func (m *Manager) evacuate(ctx context.Context, node, why string) int {
+	m.mu.Lock()
+	var ds []string
+	for _, d := range m.drives {
+		if d.Node == node && d.State != Failed {
+			ds = append(ds, d.ID)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(ds)
+	moved := 0
+	for _, id := range ds {
+		to := m.pickNode(id, node)
+		if err := m.move(ctx, id, to, "failed over from "+node+": "+why); err != nil {
+			m.o.Logger.Error("fail over drive", "drive", id, "from", node, "to", to, "err", err)
+			continue
+		}
+		moved++
+	}
+	m.releaseHost(ctx, node)
+	return moved
+}
+
+// releaseHost gives an offline node's host back to the compute pool once
+// it serves no drive: its holder record goes. The node record stays; if it
+// comes back it registers again. m.ops held.
+func (m *Manager) releaseHost(ctx context.Context, node string) {
+	m.mu.Lock()
+	n := m.nodes[node]
+	h := m.holding(node, nil, nil)
+	m.mu.Unlock()
+	if n == nil || n.Online || len(h.Blocks) > 1 || m.o.Holders.Held(h.ID) == nil {
+		return
+	}
+	h.Blocks = nil
+	if err := m.o.Holders.SetHolders(ctx, []compose.Holding{h}, nil); err != nil {
+		m.o.Logger.Warn("release a blocknode's host", "node", node, "err", err)
+		return
+	}
+	m.event(Event{Severity: "OK", Node: node, Message: fmt.Sprintf("host %s returned to the compute pool: its blocknode is offline and serves no drive", node)})
+}
+
+// pickNode returns the online node with room and the fewest drives that
+// reaches drive (not exclude), or "" to return the drive to the pool.
+func (m *Manager) pickNode(drive, exclude string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dev := m.o.Topology.Device(drive)
+	count := map[string]int{}
+	for _, d := range m.drives {
+		if d.Node != "" && d.State != Failed {
+			count[d.Node]++
+		}
+	}
+	best := ""
+	for _, n := range m.nodes {
+		if !n.Online || n.ID == exclude || count[n.ID] >= n.MaxDrives {
+			continue
+		}
+		port, err := m.sasPort(n.ID)
+		if err != nil || port.Fabric != dev.Fabric || !m.o.Topology.Reaches(port, dev) {
+			continue
+		}
+		if best == "" || count[n.ID] < count[best] || count[n.ID] == count[best] && m.nodes[n.ID].Load.Ops < m.nodes[best].Load.Ops ||
+			count[n.ID] == count[best] && m.nodes[n.ID].Load.Ops == m.nodes[best].Load.Ops && n.ID < best {
+			best = n.ID
+		}
+	}
+	return best
+}
+
+// move gives drive to node to ("" returns it to the pool): one store plan
+// for the drive record and both holders, then the switch remap. m.ops
+// held.
+func (m *Manager) move(ctx context.Context, id, to, reason string) error {
+	now := m.o.Clock.Now().UTC()
+	m.mu.Lock()
+	cur := m.drives[id]
+	if cur == nil {
+		cur = &Drive{ID: id, State: Unassigned}
+	}
+	from := cur.Node
+	next := *cur
+	next.Node, next.Epoch, next.Since, next.Reason = to, cur.Epoch+1, now, reason
+	next.State = Unassigned
+	if to != "" {
+		next.State = Mapping
+	}
+	var hs []compose.Holding
+	if from != "" {
+		hs = append(hs, m.holding(from, nil, []string{id}))
+	}
+	if to != "" {
+		hs = append(hs, m.holding(to, []string{id}, nil))
+	}
+	m.ready[id] = false
+	m.mu.Unlock()
+	objs := []store.ObjectChange{{Kind: kindDrive, Object: object(id, next)}}
+	if err := m.o.Holders.SetHolders(ctx, hs, objs); err != nil {
+		m.mu.Lock()
+		m.ready[id] = cur.State == Online
+		m.mu.Unlock()
+		return err
+	}
+	m.mu.Lock()
+	m.drives[id] = &next
+	m.mu.Unlock()
+	dev := m.o.Topology.Device(id)
+	drv := m.o.Holders.Drivers()[dev.Fabric.ID]
+	m.unmap(ctx, id, from)
+	if to == "" {
+		m.event(Event{Severity: "OK", Drive: id, Node: from, Message: fmt.Sprintf("drive %s returned to the pool: %s", id, reason)})
+		return nil
+	}
+	p, _ := m.sasPort(to)
+	res, err := drv.Attach(ctx, fabric.Attachment{Block: id, Device: id, Host: to, HostPort: p.ID})
+	if err != nil {
+		// The switch refused: back to the pool, and say so.
+		back := next
+		back.Node, back.State, back.Epoch, back.Reason = "", Unassigned, next.Epoch+1, "remap to "+to+" failed: "+err.Error()
+		m.mu.Lock()
+		h := m.holding(to, nil, []string{id})
+		m.mu.Unlock()
+		if serr := m.o.Holders.SetHolders(ctx, []compose.Holding{h}, []store.ObjectChange{{Kind: kindDrive, Object: object(id, back)}}); serr == nil {
+			m.mu.Lock()
+			m.drives[id] = &back
+			m.mu.Unlock()
+		}
+		m.event(Event{Severity: "Critical", Drive: id, Node: to, Message: fmt.Sprintf("drive %s could not be mapped to %s: %v", id, to, err)})
+		return err
+	}
+	m.mu.Lock()
+	next.State = Online
+	m.drives[id] = &next
+	m.ready[id] = true
+	m.mu.Unlock()
+	sev := "OK"
+	if from != "" {
+		sev = "Warning"
+	}
+	m.event(Event{Severity: sev, Drive: id, Node: to, Message: fmt.Sprintf("drive %s mapped to %s at epoch %d in %v: %s", id, to, next.Epoch, res.Took, reason)})
+	return nil
+}
+
+// unmap takes drive id off node's port on the switch (nothing when node
+// is ""). Detach never fails for a failed element; any other failure is
+// logged and left for the start-up reconciliation.
+func (m *Manager) unmap(ctx context.Context, id, node string) {
+	if node == "" {
+		return
+	}
+	p, err := m.sasPort(node)
+	if err != nil {
+		return
+	}
+	drv := m.o.Holders.Drivers()[m.o.Topology.Device(id).Fabric.ID]
+	if _, err := drv.Detach(ctx, fabric.Attachment{Block: id, Device: id, Host: node, HostPort: p.ID}); err != nil {
+		m.o.Logger.Warn("unmap drive", "drive", id, "node", node, "err", err)
+	}
+}
+
+// pool returns the pool drives, sorted: drives of SAS fabrics some node's
+// port is on, held by no composition, not failed.
+func (m *Manager) pool() []string {
+	m.mu.Lock()
+	fabrics := map[string]bool{}
+	for _, n := range m.nodes {
+		fabrics[n.Fabric] = true
+	}
+	m.mu.Unlock()
+	var out []string
+	for _, dev := range m.o.Topology.Devices {
+		if dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit || !fabrics[dev.Fabric.ID] {
+			continue
+		}
+		if m.o.Holders.InComposition(dev.ID) {
+			continue
+		}
+		out = append(out, dev.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fill hands unassigned pool drives to online nodes with room, keeping
+// Spares unassigned. m.ops held.
+func (m *Manager) fill(ctx context.Context) {
+	pool := m.pool()
+	m.mu.Lock()
+	var free []string
+	for _, id := range pool {
+		d := m.drives[id]
+		if d == nil || d.Node == "" && d.State == Unassigned {
+			free = append(free, id)
+		}
+	}
+	m.mu.Unlock()
+	for len(free) > m.o.Spares {
+		id := free[0]
+		to := m.pickNode(id, "")
+		if to == "" {
+			return
+		}
+		if err := m.move(ctx, id, to, "assigned from the pool"); err != nil {
+			m.o.Logger.Warn("assign drive", "drive", id, "node", to, "err", err)
+			return
+		}
+		free = free[1:]
+	}
+}
+
+// replaceFailed takes drives the fabric reports Critical out of service
+// and gives their node a spare. m.ops held.
+func (m *Manager) replaceFailed(ctx context.Context) {
+	health := map[string]fabric.Health{}
+	for _, drv := range m.o.Holders.Drivers() {
+		st, err := drv.Discover(ctx)
+		if err != nil {
+			continue
+		}
+		for k, v := range st.Health {
+			health[k] = v
+		}
+	}
+	m.mu.Lock()
+	var failed []*Drive
+	for _, d := range m.drives {
+		if d.Node != "" && d.State != Failed && health[d.ID] == fabric.Critical {
+			failed = append(failed, d)
+		}
+	}
+	m.mu.Unlock()
+	for _, d := range failed {
+		node := d.Node
+		next := *d
+		next.State, next.Epoch, next.Since = Failed, d.Epoch+1, m.o.Clock.Now().UTC()
+		next.Reason = "the drive failed on " + node + "; its data is the caller's to rebuild"
+		m.mu.Lock()
+		h := m.holding(node, nil, []string{d.ID})
+		m.mu.Unlock()
+		next.Node = ""
+		if err := m.o.Holders.SetHolders(ctx, []compose.Holding{h}, []store.ObjectChange{{Kind: kindDrive, Object: object(d.ID, next)}}); err != nil {
+			m.o.Logger.Error("take failed drive out of service", "drive", d.ID, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		m.drives[d.ID] = &next
+		m.ready[d.ID] = false
+		m.mu.Unlock()
+		m.unmap(ctx, d.ID, node)
+		spare := m.spareFor(d.ID)
+		msg := fmt.Sprintf("drive %s failed on %s and is out of service; its data is the caller's to rebuild", d.ID, node)
+		if spare != "" {
+			if err := m.move(ctx, spare, node, "hot spare replacing failed drive "+d.ID); err == nil {
+				msg += "; hot spare " + spare + " mapped to " + node
+			}
+		} else {
+			msg += "; no hot spare left"
+		}
+		m.event(Event{Severity: "Critical", Drive: d.ID, Node: node, Message: msg})
+	}
+}
+
+// spareFor returns an unassigned pool drive on failed's fabric, preferring
+// the same kind.
+func (m *Manager) spareFor(failed string) string {
+	fd := m.o.Topology.Device(failed)
+	best := ""
+	for _, id := range m.pool() {
+		m.mu.Lock()
+		d := m.drives[id]
+		m.mu.Unlock()
+		if d != nil && (d.Node != "" || d.State == Failed) {
+			continue
+		}
+		dev := m.o.Topology.Device(id)
+		if dev.Fabric != fd.Fabric {
+			continue
+		}
+		if dev.Kind == fd.Kind {
+			return id
+		}
+		if best == "" {
+			best = id
+		}
+	}
+	return best
+}
+
+// Connect returns a grant for drive: its owner's endpoint, the export name
+// and a token with rights until now+ttl (0: TokenTTL).
+func (m *Manager) Connect(id string, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
+	if ttl <= 0 {
+		ttl = m.o.TokenTTL
+	}
+	if ttl > 24*time.Hour {
+		return Grant{}, fmt.Errorf("%w: a token lasts at most 24h", ErrBadInput)
+	}
+	dev := m.o.Topology.Device(id)
+	if dev == nil || dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit {
+		return Grant{}, fmt.Errorf("%w: no pooled drive %q", ErrNotFound, id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.drives[id]
+	if d == nil || d.Node == "" || d.State != Online || !m.ready[id] {
+		state := Unassigned
+		if d != nil {
+			state = d.State
+		}
+		return Grant{}, fmt.Errorf("%w: drive %s is %s", ErrUnavailable, id, state)
+	}
+	n := m.nodes[d.Node]
+	if n == nil || !n.Online {
+		return Grant{}, fmt.Errorf("%w: drive %s's blocknode %s is offline; it is being failed over", ErrUnavailable, id, d.Node)
+	}
+	exp := m.o.Clock.Now().Add(ttl)
+	tok, err := m.key.Sign(blocknode.Claims{Drive: id, Epoch: d.Epoch, Rights: rights, Expiry: exp})
+	if err != nil {
+		return Grant{}, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return Grant{Drive: id, Node: n.ID, Endpoint: n.Endpoint, Export: blocknode.ExportName(id, tok), Token: tok,
+		Epoch: d.Epoch, Rights: rights, Expiry: exp, Size: dev.CapacityBytes}, nil
+}
+
+// Drives lists every pooled drive (pool drives and recorded ones).
+func (m *Manager) Drives() []DriveInfo {
+	ids := m.pool()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.drives {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]DriveInfo, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, m.info(id))
+	}
+	return out
+}
+
+// Drive returns one drive.
+func (m *Manager) Drive(id string) (DriveInfo, error) {
+	dev := m.o.Topology.Device(id)
+	if dev == nil || dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit {
+		return DriveInfo{}, fmt.Errorf("%w: no pooled drive %q", ErrNotFound, id)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.info(id), nil
+}
+
+// info describes drive id. m.mu held.
+func (m *Manager) info(id string) DriveInfo {
+	dev := m.o.Topology.Device(id)
+	d := Drive{ID: id, State: Unassigned}
+	if r := m.drives[id]; r != nil {
+		d = *r
+	}
+	out := DriveInfo{Drive: d, Kind: dev.Kind, Model: dev.Model, Capacity: dev.CapacityBytes, Fabric: dev.Fabric.ID}
+	if n := m.nodes[d.Node]; n != nil {
+		out.Endpoint = n.Endpoint
+		out.InService = n.Online && d.State == Online && m.ready[id]
+	}
+	return out
+}
+
+// Nodes lists the blocknodes.
+func (m *Manager) Nodes() []NodeInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]NodeInfo, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		out = append(out, m.nodeInfo(n))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Node returns one blocknode.
+func (m *Manager) Node(id string) (NodeInfo, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.nodes[id]
+	if n == nil {
+		return NodeInfo{}, fmt.Errorf("%w: no blocknode %q", ErrNotFound, id)
+	}
+	return m.nodeInfo(n), nil
+}
+
+func (m *Manager) nodeInfo(n *Node) NodeInfo {
+	out := NodeInfo{Node: *n, Drives: []string{}}
+	for _, d := range m.drives {
+		if d.Node == n.ID && d.State != Failed {
+			out.Drives = append(out.Drives, d.ID)
+		}
+	}
+	slices.Sort(out.Drives)
+	return out
+}
