@@ -191,6 +191,9 @@ type Assignment struct {
 	Drives   []Assigned
 	LeaseTTL time.Duration
 	Key      blocknode.Key
+	// Registered: this heartbeat recorded the node (new, restarted or
+	// changed), as opposed to refreshing it.
+	Registered bool
 }
 
 // Assigned is one drive of an Assignment.
@@ -423,6 +426,7 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	next.LastSeen, next.Online, next.Load = now, true, hb.Load
 	m.nodes[next.ID] = &next
 	a := m.assignment(&next)
+	a.Registered = true
 	m.mu.Unlock()
 	if n == nil || !n.Online {
 		m.event(Event{Severity: "OK", Node: next.ID, Message: fmt.Sprintf("blocknode %s online at %s", next.ID, next.Endpoint)})

@@ -52,6 +52,9 @@ type auditInfo struct {
 	pendingStatus int
 	// async: the request was answered 202 and its work runs as a task.
 	async bool
+	// routine: a successful request that changed nothing worth a record
+	// (a blocknode heartbeat ten times a second); it is not audited.
+	routine bool
 }
 
 type auditKey struct{}
@@ -102,6 +105,9 @@ func (s *Server) audit(ctx context.Context, e store.AuditEntry) {
 func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action string, status int, info *auditInfo, errID string) {
 	if info.pending.Recorded() && status == info.pendingStatus {
 		return // committed with the workflow's outcome
+	}
+	if info.routine && status < 400 {
+		return
 	}
 	outcome := store.AuditSuccess
 	switch {

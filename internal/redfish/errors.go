@@ -132,6 +132,9 @@ func translate(err error) *apiError {
 	if e, ok := translateLease(err); ok {
 		return e
 	}
+	if e, ok := translateDrive(err); ok {
+		return e
+	}
 	if e, ok := translateTenancy(err); ok {
 		return e
 	}
@@ -224,6 +227,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}}
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool"`)
+	}
+	if e.id == baseRegistry+"ServiceTemporarilyUnavailable" && len(e.args) == 1 {
+		w.Header().Set("Retry-After", e.args[0])
 	}
 	if e.status == http.StatusMethodNotAllowed && w.Header().Get("Allow") == "" {
 		w.Header().Set("Allow", "GET, HEAD")

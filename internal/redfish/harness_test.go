@@ -15,6 +15,7 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
+	"rackpool/internal/drive"
 	"rackpool/internal/events"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
@@ -59,6 +60,7 @@ type service struct {
 	monitor *events.Monitor
 	fabClk  *clock.Manual
 	leases  *lease.Manager
+	drives  *drive.Manager
 	logs    *logBuffer // the service's log
 }
 
@@ -120,9 +122,14 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("lease.New: %v", err)
 	}
+	s.drives, err = drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: s.mgr, Clock: s.fabClk})
+	if err != nil {
+		t.Fatalf("drive.New: %v", err)
+	}
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
 	s.logs = &logBuffer{}
 	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
+		Drives: s.drives,
 		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
 	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)

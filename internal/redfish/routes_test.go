@@ -55,6 +55,8 @@ func TestEveryGETRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.startMemnode(16 << 20)
+	s.must(http.StatusOK, "POST", "/redfish/v1/Oem/Rackpool/BlockNodes", map[string]any{"Host": "host4", "Endpoint": "127.0.0.1:10809", "Epoch": 1}, admin)
+	s.drives.Step(context.Background())
 	lease := s.must(http.StatusCreated, "POST", memoryLeases, map[string]any{"CapacityBytes": 8192, "Host": "host1"}, admin).json(t)["Id"].(string)
 	s.must(http.StatusOK, "POST", composeAction, manifestBody("PreviewReserve", stanzaBody("r", specificBody("host2", "gpu2"))), admin)
 	s.must(http.StatusAccepted, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu3"), cred{basic: true, hdr: map[string]string{"Prefer": "respond-async"}})
@@ -107,6 +109,10 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Oem/Rackpool/MemoryNodes/{id}":   {valid: []string{memoryNodes + "/memnode1"}, unknown: []string{memoryNodes + "/memnode9"}},
 		"/redfish/v1/Oem/Rackpool/MemoryLeases":       {valid: []string{memoryLeases}},
 		"/redfish/v1/Oem/Rackpool/MemoryLeases/{id}":  {valid: []string{memoryLeases + "/" + lease}, unknown: []string{memoryLeases + "/nope"}},
+		"/redfish/v1/Oem/Rackpool/BlockNodes":         {valid: []string{"/redfish/v1/Oem/Rackpool/BlockNodes"}},
+		"/redfish/v1/Oem/Rackpool/BlockNodes/{id}":    {valid: []string{"/redfish/v1/Oem/Rackpool/BlockNodes/host4"}, unknown: []string{"/redfish/v1/Oem/Rackpool/BlockNodes/host1"}},
+		"/redfish/v1/Oem/Rackpool/Drives":             {valid: []string{"/redfish/v1/Oem/Rackpool/Drives"}},
+		"/redfish/v1/Oem/Rackpool/Drives/{id}":        {valid: []string{"/redfish/v1/Oem/Rackpool/Drives/hdd1", "/redfish/v1/Oem/Rackpool/Drives/ssd8"}, unknown: []string{"/redfish/v1/Oem/Rackpool/Drives/gpu1", "/redfish/v1/Oem/Rackpool/Drives/hdd99"}},
 		"/redfish/v1/TaskService":                     {valid: []string{"/redfish/v1/TaskService"}},
 		"/redfish/v1/TaskService/Tasks":               {valid: []string{"/redfish/v1/TaskService/Tasks"}},
 		"/redfish/v1/TaskService/Tasks/{id}":          {valid: []string{"/redfish/v1/TaskService/Tasks/" + task}, unknown: []string{"/redfish/v1/TaskService/Tasks/nope"}},

@@ -29,6 +29,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
+	"rackpool/internal/drive"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/store"
@@ -72,6 +73,7 @@ type Server struct {
 	resLocks       resourceLocks
 	settings       compositionSettings
 	leases         *lease.Manager // nil: no memory service
+	drives         *drive.Manager // nil: no pooled drives
 	healthSrc      HealthSource   // nil: ask the fabric
 }
 
@@ -90,6 +92,8 @@ type Options struct {
 	// Leases serves pooled memory (GetMemory); nil disables the memory
 	// routes.
 	Leases *lease.Manager
+	// Drives serves pooled drives (blocknodes); nil disables their routes.
+	Drives *drive.Manager
 	// Health reports devices' health as the fabric monitor last saw it
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
@@ -118,7 +122,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, healthSrc: o.Health}
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health}
 	s.metrics = newServerMetrics(o.Observer, s)
 	s.routes()
 	return s
