@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"rackpool/internal/compose"
-	"rackpool/internal/events"
 	"rackpool/internal/drive"
+	"rackpool/internal/events"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/store"
