@@ -21,6 +21,7 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
+	"rackpool/internal/drive"
 	"rackpool/internal/events"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/lease"
@@ -42,6 +43,9 @@ func runServe(args []string) error {
 	asyncThreshold := fs.Duration("async-threshold", redfish.DefaultAsyncThreshold,
 		"compositions whose modelled fabric time exceeds this answer 202 with a task monitor (negative: never)")
 	importFile := fs.String("import", "", "apply the allocation in this export file at start-up, all or nothing (see 'rackpool export')")
+	driveLease := fs.Duration("drive-lease", drive.DefaultLeaseTTL,
+		"how long a blocknode may serve its drives after a heartbeat; a silent blocknode's drives are failed over after this plus a quarter")
+	spareDrives := fs.Int("spare-drives", 0, "pooled drives kept unassigned as rack-wide hot spares (P1 §5)")
 	monitorEvery := fs.Duration("monitor-interval", events.DefaultMonitorInterval, "how often fabric health and telemetry are polled for events")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key) instead of the service's own, kept in DATA/tls")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -145,9 +149,14 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease,
+		Spares: *spareDrives, OnEvent: obs.OnDriveEvent})
+	if err != nil {
+		return err
+	}
 	redfish.Version = version
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
-	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Health: monitor})
+	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -162,6 +171,7 @@ func runServe(args []string) error {
 	defer stop()
 	go mgr.ExpireLoop(bg, time.Second)
 	go leases.Run(bg, time.Second)
+	go drives.Run(bg)
 	go monitor.Run(bg)
 	if certs != nil {
 		go certs.run(bg, 6*time.Hour)

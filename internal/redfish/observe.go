@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/drive"
 	"rackpool/internal/events"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
@@ -127,6 +128,26 @@ func groupOf(c *inventory.Composition) string {
 		return c.Group
 	}
 	return c.ID
+}
+
+// OnDriveEvent publishes a pooled-drive event (a blocknode online or
+// offline, a drive remapped or failed) as a resource status change of the
+// drive or blocknode, with the drive manager's explanation under Oem.
+func (o *Observer) OnDriveEvent(e drive.Event) {
+	origin, name := blockNodesPath+"/"+e.Node, e.Node
+	if e.Drive != "" {
+		origin, name = drivesPath+"/"+e.Drive, e.Drive
+	}
+	msg := events.ResourceStatusChangedOK
+	switch e.Severity {
+	case events.SeverityWarning:
+		msg = events.ResourceStatusChangedWarning
+	case events.SeverityCritical:
+		msg = events.ResourceStatusChangedCritical
+	}
+	ev := msg.Event(events.TypeStatusChange, origin, name, msg.Severity)
+	ev.Oem = map[string]any{"Rackpool": map[string]any{"Detail": e.Message, "Drive": e.Drive, "BlockNode": e.Node}}
+	o.bus.Publish(ev)
 }
 
 // fault counts a fabric fault event (from the fabric monitor).
