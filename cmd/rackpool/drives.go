@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/blocknode"
+	"rackpool/internal/drive"
+	"rackpool/internal/hba"
+	"rackpool/internal/nbd"
+)
+
+// Pooled drive verbs: blocknode (the storage server), blocknodes, drives,
+// drive (show, token, connect).
+
+// runBlocknode serves the drives the SAS switch maps to this node's host.
+func runBlocknode(args []string) error {
+	fs := flag.NewFlagSet("blocknode", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:10809", "address to serve NBD on")
+	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	var caFile string
+	caFlag(fs, &caFile)
+	name := fs.String("name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
+	dir := fs.String("drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
+	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
+	maxDrives := fs.Int("max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
+	heartbeat := fs.Duration("heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
+	verbose := fs.Bool("v", false, "log debug messages")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case *control == "":
+		return errors.New("--control URL is required (or set RACKPOOL_URL)")
+	case *name == "":
+		return errors.New("--name HOST is required: the topology host this blocknode runs on")
+	case *dir == "":
+		return errors.New("--drive-dir DIR is required")
+	case *heartbeat <= 0:
+		return errors.New("--heartbeat must be positive")
+	case *maxDrives <= 0:
+		return errors.New("--max-drives must be positive")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cf := &clientFlags{url: *control, caFile: caFile}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	srv, err := blocknode.New(blocknode.Options{Dir: *dir, Logger: log})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	endpoint := *advertise
+	if endpoint == "" {
+		endpoint = l.Addr().String()
+	}
+	agent := &blocknode.Agent{Server: srv, Control: apiController{c}, Host: *name, Endpoint: endpoint, Epoch: drive.NewEpoch(),
+		MaxDrives: *maxDrives, Interval: *heartbeat, Logger: log}
+	srv.SetRefresh(agent.Beat)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := agent.Beat(ctx); err != nil {
+		l.Close()
+		return fmt.Errorf("register with %s: %w", *control, err)
+	}
+	go agent.Run(ctx)
+	log.Info("blocknode serving", "host", *name, "nbd", endpoint, "drives", len(srv.Served()), "dir", *dir)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		log.Info("shutting down")
+		return srv.Close()
+	}
+}
+
+// apiController is the control plane through the Go client.
+type apiController struct{ c *api.Client }
+
+func (a apiController) Heartbeat(ctx context.Context, hb blocknode.Heartbeat) (blocknode.Assignment, error) {
+	req := api.BlockNodeHeartbeat{Host: hb.Host, Endpoint: hb.Endpoint, Epoch: hb.Epoch, MaxDrives: hb.MaxDrives}
+	req.Load.ReadBytes, req.Load.WriteBytes, req.Load.Operations = hb.ReadBytes, hb.WriteBytes, hb.Ops
+	n, err := a.c.HeartbeatBlockNode(ctx, req)
+	if err != nil {
+		return blocknode.Assignment{}, err
+	}
+	key, err := n.Key()
+	if err != nil {
+		return blocknode.Assignment{}, err
+	}
+	out := blocknode.Assignment{Key: key, LeaseTTL: time.Duration(n.LeaseMs) * time.Millisecond}
+	for _, d := range n.Assigned {
+		out.Drives = append(out.Drives, blocknode.Assigned{ID: d.ID, Epoch: d.Epoch, Size: d.CapacityBytes})
+	}
+	return out, nil
+}
+
+func runBlocknodes(args []string) error {
+	fs, cf := newClientFlags("blocknodes")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	ns, err := c.BlockNodes(context.Background())
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(ns)
+	}
+	var rows [][]string
+	for _, n := range ns {
+		state := "online"
+		if !n.Online {
+			state = "offline"
+		}
+		rows = append(rows, []string{n.ID, n.Endpoint, state, strconv.Itoa(len(n.Links.Drives)), strconv.Itoa(n.MaxDrives),
+			strconv.FormatUint(n.Load.Operations, 10)})
+	}
+	table("BLOCKNODE\tENDPOINT\tSTATE\tDRIVES\tMAX\tOPS", rows)
+	return nil
+}
+
+func runDrives(args []string) error {
+	fs, cf := newClientFlags("drives")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	ds, err := c.Drives(context.Background())
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(ds)
+	}
+	var rows [][]string
+	for _, d := range ds {
+		rows = append(rows, []string{d.ID, d.Kind, human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
+			strconv.FormatUint(d.Epoch, 10), orDash(d.Reason)})
+	}
+	table("DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tREASON", rows)
+	return nil
+}
+
+// runDrive dispatches `rackpool drive show|token|connect`.
+func runDrive(args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] | connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT")
+	}
+	switch args[0] {
+	case "show":
+		return runDriveShow(args[1:])
+	case "token":
+		return runDriveToken(args[1:])
+	case "connect":
+		return runDriveConnect(args[1:])
+	}
+	return fmt.Errorf("unknown drive verb %q: show, token or connect", args[0])
+}
+
+func runDriveShow(args []string) error {
+	fs, cf := newClientFlags("drive show")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: rackpool drive show DRIVE")
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	d, err := c.Drive(context.Background(), pos[0])
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(d)
+	}
+	fmt.Printf("%s: %s %s, %s, %s", d.ID, human(d.CapacityBytes), d.Kind, d.Model, d.State)
+	if d.BlockNode != "" {
+		fmt.Printf(" on blocknode %s at %s (epoch %d)", d.BlockNode, d.Endpoint, d.Epoch)
+	}
+	fmt.Println()
+	if d.Reason != "" {
+		fmt.Println(d.Reason)
+	}
+	return nil
+}
+
+func runDriveToken(args []string) error {
+	fs, cf := newClientFlags("drive token")
+	rights := fs.String("rights", "rw", "r, w or rw")
+	ttl := fs.Duration("ttl", 0, "token lifetime (default: the service's, 10m)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: rackpool drive token DRIVE [--rights rw] [--ttl D]")
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	g, err := c.ConnectDrive(context.Background(), pos[0], *rights, *ttl)
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(g)
+	}
+	fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s\n", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
+		g.Expires.Local().Format(time.RFC3339))
+	fmt.Printf("nbd://%s/%s\n", g.Endpoint, g.ExportName)
+	return nil
+}
+
+// runDriveConnect serves a pooled drive locally over NBD, following it
+// from blocknode to blocknode.
+func runDriveConnect(args []string) error {
+	fs, cf := newClientFlags("drive connect")
+	listen := fs.String("listen", "", "where to serve the drive: unix:PATH or tcp:127.0.0.1:PORT (required)")
+	rights := fs.String("rights", "rw", "r, w or rw")
+	conns := fs.Int("connections", hba.DefaultConns, "NBD connections to the owning blocknode")
+	timeout := fs.Duration("timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
+	verbose := fs.Bool("v", false, "log debug messages")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *listen == "" {
+		return errors.New("usage: rackpool drive connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--rights rw] [--connections N]")
+	}
+	if _, err := blocknode.ParseRights(*rights); err != nil {
+		return fmt.Errorf("--rights: %w", err)
+	}
+	network, address, ok := strings.Cut(*listen, ":")
+	if !ok || address == "" || network != "unix" && network != "tcp" {
+		return fmt.Errorf("--listen %q: want unix:PATH or tcp:HOST:PORT", *listen)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	resolve := hba.ResolverFunc(func(ctx context.Context, drive string) (hba.Path, error) {
+		g, err := c.ConnectDrive(ctx, drive, *rights, 0)
+		if err != nil {
+			return hba.Path{}, err
+		}
+		return hba.Path{Endpoint: g.Endpoint, Export: g.ExportName, Epoch: g.Epoch, Node: g.BlockNode}, nil
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mp, err := hba.New(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log})
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
+			return fmt.Errorf("%w (the drive is not in service: is a blocknode running?)", err)
+		}
+		return err
+	}
+	defer mp.Close()
+	if network == "unix" {
+		_ = os.Remove(address) // a socket left by an earlier run
+	}
+	l, err := net.Listen(network, address)
+	if err != nil {
+		return err
+	}
+	if network == "unix" {
+		if err := os.Chmod(address, 0o600); err != nil {
+			l.Close()
+			return err
+		}
+	}
+	srv := &nbd.Server{Exports: mp, Logger: log}
+	p := mp.Current()
+	log.Info("drive connected", "drive", id, "listen", *listen, "blocknode", p.Node, "endpoint", p.Endpoint, "epoch", p.Epoch,
+		"bytes", mp.Size())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return srv.Close()
+	}
+}
