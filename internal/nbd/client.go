@@ -1,0 +1,791 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Client bounds.
+const (
+	// defaultMaxIO is the largest READ or WRITE a client sends when the
+	// server advertises no smaller maximum: the size the protocol says
+	// every server takes.
+	defaultMaxIO = 32 << 20
+	// maxEffect is the largest TRIM, WRITE_ZEROES (fast) or BLOCK_STATUS
+	// length a client sends in one request.
+	maxEffect = 1 << 31
+	// splitWindow is how many requests of one split call are in flight.
+	splitWindow = 16
+	// abandonGrace is how long a caller whose context ended waits for the
+	// reply data being read into its buffer before breaking the
+	// connection.
+	abandonGrace = 2 * time.Second
+	// closeGrace is how long Close waits for replies to requests in
+	// flight after sending NBD_CMD_DISC.
+	closeGrace = 2 * time.Second
+	// maxOptReply bounds an option reply the client reads.
+	maxOptReply = 64 << 10
+)
+
+// Client is a connection to one export of an NBD server. It is safe for
+// concurrent use, and pipelines: requests from many goroutines are in
+// flight at once, each caller writing its own request under a write lock
+// and one reader goroutine handing replies to callers by cookie.
+type Client struct {
+	nc         net.Conn
+	br         *bufio.Reader
+	size       uint64
+	flags      ExportFlags
+	structured bool
+	metaID     uint32
+	minBlock   uint32
+	maxIO      uint32 // READ and WRITE are split into requests of at most this
+	maxZero    uint64 // WRITE_ZEROES without FAST_ZERO likewise
+
+	wlock chan struct{} // held (full) by the goroutine writing to nc
+
+	// dlmu guards the write deadline a cancelled context sets.
+	dlmu     sync.Mutex
+	writing  *call
+	deadline bool
+
+	mu     sync.Mutex
+	calls  map[uint64]*call
+	cookie uint64
+	err    error // set once: new requests fail with it
+
+	readerDone chan struct{}
+}
+
+// call is one request in flight. The reader goroutine alone touches the
+// reply fields until it marks the call finished and signals done; mu is
+// held by the reader while it works on the call (reading data into p
+// included), and by a caller giving up on it.
+type call struct {
+	typ    uint16
+	flags  uint16
+	off    uint64
+	length uint32
+	p      []byte // READ destination, len(p) == length
+	hdr    [requestLen]byte
+	bufs   net.Buffers
+	done   chan struct{}
+
+	mu        sync.Mutex
+	abandoned bool // the caller left; the reader frees the call when it finishes
+	finished  bool
+
+	err       error
+	covered   uint64 // READ bytes received
+	ext       []Extent
+	gotStatus bool
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func newCall(typ, flags uint16, off uint64, length uint32) *call {
+	cl := callPool.Get().(*call)
+	cl.typ, cl.flags, cl.off, cl.length = typ, flags, off, length
+	return cl
+}
+
+func freeCall(cl *call) {
+	done := cl.done
+	ext := cl.ext[:0]
+	if cap(ext) > 1024 {
+		ext = nil
+	}
+	*cl = call{done: done, ext: ext}
+	callPool.Put(cl)
+}
+
+// Dial connects to the NBD server at addr ("tcp" or "unix" network) and
+// opens export; see NewClient.
+func Dial(ctx context.Context, network, addr, export string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("nbd: dial %s: %w", addr, err)
+	}
+	c, err := NewClient(ctx, nc, export)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewClient negotiates export over nc and returns a client that owns nc.
+// It uses fixed newstyle negotiation, asks for structured replies and the
+// base:allocation context, and enters transmission with NBD_OPT_GO asking
+// for block sizes; it falls back to simple replies, no block status, and
+// NBD_OPT_EXPORT_NAME for servers without them. ctx bounds the
+// negotiation only. An export the server does not know fails with an
+// error wrapping ErrUnknownExport, one it refuses with ErrPolicy.
+func NewClient(ctx context.Context, nc net.Conn, export string) (*Client, error) {
+	if !validString(export) {
+		return nil, fmt.Errorf("nbd: export name %q is not a valid NBD string", export)
+	}
+	c := &Client{
+		nc:         nc,
+		br:         bufio.NewReaderSize(nc, readBufSize),
+		wlock:      make(chan struct{}, 1),
+		calls:      make(map[uint64]*call),
+		readerDone: make(chan struct{}),
+	}
+	stop := bindDeadline(ctx, nc)
+	err := c.handshake(export)
+	if !stop() || err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, err)
+	}
+	go c.readLoop()
+	return c, nil
+}
+
+// bindDeadline makes nc's I/O respect ctx until the returned function is
+// called; that function reports whether ctx ended meanwhile, and clears
+// the deadline.
+func bindDeadline(ctx context.Context, nc net.Conn) func() bool {
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	return func() bool {
+		ok := stop()
+		nc.SetDeadline(time.Time{})
+		return ok && ctx.Err() == nil
+	}
+}
+
+// Size is the export's size in bytes.
+func (c *Client) Size() uint64 { return c.size }
+
+// Flags are the export's features as the server advertised them;
+// CanBlockStatus reports that base:allocation was negotiated.
+func (c *Client) Flags() ExportFlags { return c.flags }
+
+// ReadAt fills p from offset off, in requests of at most the server's
+// maximum block size (or 32 MiB) pipelined.
+func (c *Client) ReadAt(ctx context.Context, p []byte, off uint64) error {
+	return c.split(ctx, uint64(len(p)), uint64(c.maxIO), func(i, n uint64) *call {
+		cl := newCall(cmdRead, 0, off+i, uint32(n))
+		cl.p = p[i : i+n]
+		return cl
+	})
+}
+
+// WriteAt writes p at offset off, durably before it returns if fua; it is
+// split like ReadAt. Without server FUA support, fua is a flush after the
+// write.
+func (c *Client) WriteAt(ctx context.Context, p []byte, off uint64, fua bool) error {
+	flags, flush := c.fua(fua)
+	err := c.split(ctx, uint64(len(p)), uint64(c.maxIO), func(i, n uint64) *call {
+		cl := newCall(cmdWrite, flags, off+i, uint32(n))
+		cl.p = p[i : i+n]
+		return cl
+	})
+	if err == nil && flush {
+		err = c.Flush(ctx)
+	}
+	return err
+}
+
+// fua returns the command flag for a FUA request, or whether it must be
+// done as a flush after.
+func (c *Client) fua(fua bool) (flags uint16, flush bool) {
+	switch {
+	case !fua:
+		return 0, false
+	case c.flags.CanFUA:
+		return cmdFlagFUA, false
+	default:
+		return 0, c.flags.CanFlush
+	}
+}
+
+// Flush makes every write that completed before it durable. It fails
+// with ErrNotSupported if the server does not take flushes.
+func (c *Client) Flush(ctx context.Context) error {
+	if !c.flags.CanFlush {
+		return fmt.Errorf("nbd: server offers no flush: %w", ErrNotSupported)
+	}
+	return c.do(ctx, newCall(cmdFlush, 0, 0, 0))
+}
+
+// Trim tells the server the range is no longer needed. It fails with
+// ErrNotSupported if the server does not take trims.
+func (c *Client) Trim(ctx context.Context, off, length uint64, fua bool) error {
+	if !c.flags.CanTrim {
+		return fmt.Errorf("nbd: server offers no trim: %w", ErrNotSupported)
+	}
+	flags, flush := c.fua(fua)
+	err := c.split(ctx, length, maxEffect, func(i, n uint64) *call {
+		return newCall(cmdTrim, flags, off+i, uint32(n))
+	})
+	if err == nil && flush {
+		err = c.Flush(ctx)
+	}
+	return err
+}
+
+// Zero makes the range read as zeroes. Without server support for write
+// zeroes it writes zero bytes, unless f.Fast, which then fails with
+// ErrNotSupported (as it does when the server cannot zero fast).
+func (c *Client) Zero(ctx context.Context, off, length uint64, f ZeroFlags) error {
+	if !c.flags.CanWriteZeroes || (f.Fast && !c.flags.CanFastZero) {
+		if f.Fast {
+			return fmt.Errorf("nbd: server offers no fast zero: %w", ErrNotSupported)
+		}
+		return c.writeZeroes(ctx, off, length, f.FUA)
+	}
+	flags, flush := c.fua(f.FUA)
+	if f.NoHole {
+		flags |= cmdFlagNoHole
+	}
+	chunk := c.maxZero
+	if f.Fast {
+		flags |= cmdFlagFastZero
+		chunk = maxEffect
+	}
+	err := c.split(ctx, length, chunk, func(i, n uint64) *call {
+		return newCall(cmdWriteZeroes, flags, off+i, uint32(n))
+	})
+	if err == nil && flush {
+		err = c.Flush(ctx)
+	}
+	return err
+}
+
+// writeZeroes zeroes a range with WRITE requests.
+func (c *Client) writeZeroes(ctx context.Context, off, length uint64, fua bool) error {
+	flags, flush := c.fua(fua)
+	err := c.split(ctx, length, uint64(min(c.maxIO, uint32(len(zeroes)))), func(i, n uint64) *call {
+		cl := newCall(cmdWrite, flags, off+i, uint32(n))
+		cl.p = zeroes[:n]
+		return cl
+	})
+	if err == nil && flush {
+		err = c.Flush(ctx)
+	}
+	return err
+}
+
+// BlockStatus returns the base:allocation runs from off, covering at
+// most length bytes (possibly fewer: a server may answer for less). It
+// fails with ErrNotSupported if the context was not negotiated.
+func (c *Client) BlockStatus(ctx context.Context, off, length uint64) ([]Extent, error) {
+	if !c.flags.CanBlockStatus {
+		return nil, fmt.Errorf("nbd: no block status on this connection: %w", ErrNotSupported)
+	}
+	length = min(length, maxEffect)
+	cl := newCall(cmdBlockStatus, 0, off, uint32(length))
+	if err := c.send(ctx, cl); err != nil {
+		return nil, err
+	}
+	if err := c.wait(ctx, cl); err != nil {
+		return nil, err
+	}
+	ext := make([]Extent, 0, len(cl.ext))
+	left := length
+	for _, e := range cl.ext {
+		if left == 0 {
+			break
+		}
+		e.Length = min(e.Length, left)
+		left -= e.Length
+		ext = append(ext, e)
+	}
+	freeCall(cl)
+	return ext, nil
+}
+
+// Close sends NBD_CMD_DISC, waits briefly for the replies to requests in
+// flight, and closes the connection. Requests after Close fail with an
+// error wrapping ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		c.nc.Close()
+		<-c.readerDone
+		return nil
+	}
+	c.err = fmt.Errorf("%w: client closed", ErrClosed)
+	c.mu.Unlock()
+
+	deadline := time.Now().Add(closeGrace)
+	t := time.NewTimer(closeGrace)
+	select {
+	case c.wlock <- struct{}{}:
+		var b [requestLen]byte
+		putRequest(b[:], request{typ: cmdDisc})
+		c.nc.SetWriteDeadline(deadline)
+		c.nc.Write(b[:])
+		<-c.wlock
+	case <-t.C:
+	}
+	t.Stop()
+	// The server closes the connection once it has answered what is in
+	// flight; the reader finishes those calls, then sees the end.
+	c.nc.SetReadDeadline(deadline)
+	<-c.readerDone
+	c.nc.Close()
+	return nil
+}
+
+// do sends one request and waits for its reply.
+func (c *Client) do(ctx context.Context, cl *call) error {
+	if err := c.send(ctx, cl); err != nil {
+		return err
+	}
+	if err := c.wait(ctx, cl); err != nil {
+		return err
+	}
+	freeCall(cl)
+	return nil
+}
+
+// split covers [0, total) with requests of at most chunk bytes made by
+// mk, keeping up to splitWindow in flight, and returns the first error.
+func (c *Client) split(ctx context.Context, total, chunk uint64, mk func(i, n uint64) *call) error {
+	if total == 0 {
+		return nil
+	}
+	if total <= chunk {
+		return c.do(ctx, mk(0, total))
+	}
+	var (
+		ring  [splitWindow]*call
+		head  int // oldest in flight
+		count int
+		first error
+	)
+	next := uint64(0)
+	for next < total || count > 0 {
+		if first == nil && next < total && count < splitWindow {
+			n := min(chunk, total-next)
+			cl := mk(next, n)
+			next += n
+			if err := c.send(ctx, cl); err != nil {
+				first = err
+				continue
+			}
+			ring[(head+count)%splitWindow] = cl
+			count++
+			continue
+		}
+		if first != nil && next < total {
+			next = total // stop sending; collect what is in flight
+		}
+		if count == 0 {
+			break
+		}
+		cl := ring[head]
+		ring[head] = nil
+		head = (head + 1) % splitWindow
+		count--
+		if err := c.wait(ctx, cl); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		freeCall(cl)
+	}
+	return first
+}
+
+// send registers cl and writes its request. An error means the request
+// was not sent (and cl is freed); after a nil return the caller must
+// wait. A request whose write fails breaks the connection, and the
+// reader then finishes it with the connection's error.
+func (c *Client) send(ctx context.Context, cl *call) error {
+	select {
+	case c.wlock <- struct{}{}:
+	default:
+		select {
+		case c.wlock <- struct{}{}:
+		case <-ctx.Done():
+			freeCall(cl)
+			return ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	if err := c.err; err != nil {
+		c.mu.Unlock()
+		<-c.wlock
+		freeCall(cl)
+		return err
+	}
+	c.cookie++
+	cookie := c.cookie
+	c.calls[cookie] = cl
+	c.mu.Unlock()
+
+	putRequest(cl.hdr[:], request{flags: cl.flags, typ: cl.typ, cookie: cookie, off: cl.off, length: cl.length})
+	var stop func() bool
+	if ctx.Done() != nil {
+		c.dlmu.Lock()
+		c.writing = cl
+		c.dlmu.Unlock()
+		stop = context.AfterFunc(ctx, func() { c.interruptWrite(cl) })
+	}
+	var err error
+	if cl.typ == cmdWrite {
+		cl.bufs = append(cl.bufs[:0], cl.hdr[:], cl.p)
+		_, err = cl.bufs.WriteTo(c.nc)
+		cl.bufs = cl.bufs[:0]
+	} else {
+		_, err = c.nc.Write(cl.hdr[:])
+	}
+	if stop != nil {
+		stop()
+		c.dlmu.Lock()
+		c.writing = nil
+		if c.deadline {
+			c.deadline = false
+			c.nc.SetWriteDeadline(time.Time{})
+		}
+		c.dlmu.Unlock()
+	}
+	<-c.wlock
+	if err != nil {
+		c.breakConn(fmt.Errorf("send %s request: %w", cmdName(cl.typ), err))
+	}
+	return nil
+}
+
+// interruptWrite makes a write of cl's request that is still going on
+// fail at once, because cl's context ended.
+func (c *Client) interruptWrite(cl *call) {
+	c.dlmu.Lock()
+	if c.writing == cl {
+		c.deadline = true
+		c.nc.SetWriteDeadline(time.Unix(1, 0))
+	}
+	c.dlmu.Unlock()
+}
+
+// breakConn records why the connection failed and closes it; the reader
+// then finishes every call in flight with the error.
+func (c *Client) breakConn(cause error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %w", ErrClosed, cause)
+	}
+	c.mu.Unlock()
+	c.nc.Close()
+}
+
+// wait waits for cl's reply and returns its error; cl may be freed by
+// the caller after a nil return only. If ctx ends first, wait gives up
+// on cl (whose late reply the reader discards) and returns ctx.Err().
+func (c *Client) wait(ctx context.Context, cl *call) error {
+	select {
+	case <-cl.done:
+	default:
+		select {
+		case <-cl.done:
+		case <-ctx.Done():
+			return c.abandon(ctx, cl)
+		}
+	}
+	if err := cl.err; err != nil {
+		freeCall(cl)
+		return err
+	}
+	return nil
+}
+
+// abandon gives cl up. Reply data being read into cl.p is read to the end
+// first, so that nothing writes to the caller's buffer after return;
+// if that takes longer than abandonGrace the connection is broken.
+func (c *Client) abandon(ctx context.Context, cl *call) error {
+	if !cl.mu.TryLock() {
+		t := time.AfterFunc(abandonGrace, func() {
+			c.breakConn(errors.New("server stalled in the middle of a reply"))
+		})
+		cl.mu.Lock()
+		t.Stop()
+	}
+	finished := cl.finished
+	cl.abandoned = !finished
+	cl.mu.Unlock()
+	if finished {
+		<-cl.done
+		freeCall(cl)
+	}
+	return ctx.Err()
+}
+
+// readLoop reads replies until the connection ends, then finishes every
+// call in flight with the connection's error.
+func (c *Client) readLoop() {
+	defer close(c.readerDone)
+	err := c.readReplies()
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	cerr := c.err
+	calls := c.calls
+	c.calls = nil
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range calls {
+		cl.mu.Lock()
+		cl.err = cerr
+		c.finish(cl)
+	}
+}
+
+// finish marks cl finished and hands it to its caller, or frees it if the
+// caller left. cl.mu must be held; finish releases it.
+func (c *Client) finish(cl *call) {
+	cl.finished = true
+	abandoned := cl.abandoned
+	cl.mu.Unlock()
+	if abandoned {
+		freeCall(cl)
+		return
+	}
+	cl.done <- struct{}{}
+}
+
+func protoErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
+}
+
+// readReplies reads and dispatches replies; it returns why it stopped.
+func (c *Client) readReplies() error {
+	var hdr [chunkHdrLen]byte
+	for {
+		if _, err := io.ReadFull(c.br, hdr[:4]); err != nil {
+			return err
+		}
+		switch binary.BigEndian.Uint32(hdr[:]) {
+		case simpleReplyMagic:
+			if _, err := io.ReadFull(c.br, hdr[4:simpleReplyLen]); err != nil {
+				return err
+			}
+			if err := c.simpleReply(binary.BigEndian.Uint32(hdr[4:]), binary.BigEndian.Uint64(hdr[8:])); err != nil {
+				return err
+			}
+		case structuredReplyMagic:
+			if !c.structured {
+				return protoErr("structured reply without negotiation")
+			}
+			if _, err := io.ReadFull(c.br, hdr[4:chunkHdrLen]); err != nil {
+				return err
+			}
+			flags := binary.BigEndian.Uint16(hdr[4:])
+			typ := binary.BigEndian.Uint16(hdr[6:])
+			cookie := binary.BigEndian.Uint64(hdr[8:])
+			length := binary.BigEndian.Uint32(hdr[16:])
+			if err := c.chunk(flags, typ, cookie, length); err != nil {
+				return err
+			}
+		default:
+			return protoErr("bad reply magic %#x", binary.BigEndian.Uint32(hdr[:]))
+		}
+	}
+}
+
+// lookup returns the call a reply's cookie names, locked; after a DONE it
+// must be removed with done.
+func (c *Client) lookup(cookie uint64) (*call, error) {
+	c.mu.Lock()
+	cl := c.calls[cookie]
+	c.mu.Unlock()
+	if cl == nil {
+		return nil, protoErr("reply to unknown cookie %d", cookie)
+	}
+	cl.mu.Lock()
+	return cl, nil
+}
+
+// complete removes a call whose reply is whole and finishes it; cl.mu is
+// held and released.
+func (c *Client) complete(cookie uint64, cl *call) {
+	c.mu.Lock()
+	delete(c.calls, cookie)
+	c.mu.Unlock()
+	c.finish(cl)
+}
+
+func (c *Client) simpleReply(errno uint32, cookie uint64) error {
+	cl, err := c.lookup(cookie)
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		cl.err = &Error{Errno: errno}
+	} else if cl.typ == cmdRead {
+		if c.structured {
+			cl.mu.Unlock()
+			return protoErr("simple reply with data to a read")
+		}
+		if err := c.readData(cl, cl.p); err != nil {
+			cl.mu.Unlock()
+			return err
+		}
+	} else if cl.typ == cmdBlockStatus {
+		cl.mu.Unlock()
+		return protoErr("simple reply to block status")
+	}
+	c.complete(cookie, cl)
+	return nil
+}
+
+// readData reads len(p) bytes of reply data into p, or throws them away
+// if the caller left.
+func (c *Client) readData(cl *call, p []byte) error {
+	if cl.abandoned {
+		_, err := c.br.Discard(len(p))
+		return err
+	}
+	_, err := io.ReadFull(c.br, p)
+	return err
+}
+
+// chunk reads one structured reply chunk's payload.
+func (c *Client) chunk(flags, typ uint16, cookie uint64, length uint32) error {
+	cl, err := c.lookup(cookie)
+	if err != nil {
+		return err
+	}
+	if err := c.chunkPayload(cl, typ, length); err != nil {
+		cl.mu.Unlock()
+		return err
+	}
+	if flags&replyFlagDone == 0 {
+		if typ == replyTypeNone {
+			cl.mu.Unlock()
+			return protoErr("NONE chunk without DONE")
+		}
+		cl.mu.Unlock()
+		return nil
+	}
+	if cl.err == nil {
+		switch {
+		case cl.typ == cmdRead && cl.covered != uint64(cl.length):
+			cl.mu.Unlock()
+			return protoErr("read reply covers %d of %d bytes", cl.covered, cl.length)
+		case cl.typ == cmdBlockStatus && !cl.gotStatus:
+			cl.mu.Unlock()
+			return protoErr("block status reply without status")
+		}
+	}
+	c.complete(cookie, cl)
+	return nil
+}
+
+func (c *Client) chunkPayload(cl *call, typ uint16, length uint32) error {
+	var b [16]byte
+	switch typ {
+	case replyTypeNone:
+		if length != 0 {
+			return protoErr("NONE chunk of %d bytes", length)
+		}
+	case replyTypeOffsetData:
+		if cl.typ != cmdRead || length < 9 {
+			return protoErr("bad OFFSET_DATA chunk")
+		}
+		if _, err := io.ReadFull(c.br, b[:8]); err != nil {
+			return err
+		}
+		off, n := binary.BigEndian.Uint64(b[:]), uint64(length-8)
+		if off < cl.off || off-cl.off > uint64(cl.length) || n > uint64(cl.length)-(off-cl.off) {
+			return protoErr("OFFSET_DATA outside the request")
+		}
+		if err := c.readData(cl, cl.p[off-cl.off:off-cl.off+n]); err != nil {
+			return err
+		}
+		cl.covered += n
+	case replyTypeOffsetHole:
+		if cl.typ != cmdRead || length != 12 {
+			return protoErr("bad OFFSET_HOLE chunk")
+		}
+		if _, err := io.ReadFull(c.br, b[:12]); err != nil {
+			return err
+		}
+		off, n := binary.BigEndian.Uint64(b[:]), uint64(binary.BigEndian.Uint32(b[8:]))
+		if n == 0 || off < cl.off || off-cl.off > uint64(cl.length) || n > uint64(cl.length)-(off-cl.off) {
+			return protoErr("OFFSET_HOLE outside the request")
+		}
+		if !cl.abandoned {
+			clear(cl.p[off-cl.off : off-cl.off+n])
+		}
+		cl.covered += n
+	case replyTypeBlockStatus:
+		if cl.typ != cmdBlockStatus || length < 12 || (length-4)%8 != 0 || cl.gotStatus {
+			return protoErr("bad BLOCK_STATUS chunk")
+		}
+		if _, err := io.ReadFull(c.br, b[:4]); err != nil {
+			return err
+		}
+		if binary.BigEndian.Uint32(b[:]) != c.metaID {
+			return protoErr("BLOCK_STATUS for unknown context %d", binary.BigEndian.Uint32(b[:]))
+		}
+		cl.gotStatus = true
+		for range (length - 4) / 8 {
+			if _, err := io.ReadFull(c.br, b[:8]); err != nil {
+				return err
+			}
+			n, st := binary.BigEndian.Uint32(b[:]), binary.BigEndian.Uint32(b[4:])
+			if n == 0 {
+				return protoErr("BLOCK_STATUS extent of zero length")
+			}
+			if len(cl.ext) < maxExtents {
+				cl.ext = append(cl.ext, Extent{Length: uint64(n), Hole: st&stateHole != 0, Zero: st&stateZero != 0})
+			}
+		}
+	default:
+		if typ&replyTypeErrBit == 0 {
+			return protoErr("unknown chunk type %d", typ)
+		}
+		return c.errorChunk(cl, typ, length)
+	}
+	return nil
+}
+
+// errorChunk reads an error chunk: NBD_REPLY_TYPE_ERROR, ERROR_OFFSET, or
+// an unknown type with the error bit, which counts as an error too.
+func (c *Client) errorChunk(cl *call, typ uint16, length uint32) error {
+	var b [6]byte
+	if length < 6 {
+		return protoErr("error chunk of %d bytes", length)
+	}
+	if _, err := io.ReadFull(c.br, b[:]); err != nil {
+		return err
+	}
+	errno, ml := binary.BigEndian.Uint32(b[:]), uint32(binary.BigEndian.Uint16(b[4:]))
+	rest := length - 6
+	if ml > rest || (typ == replyTypeErrorOffset && rest-ml != 8) {
+		return protoErr("error chunk message of %d bytes in %d", ml, length)
+	}
+	if errno == 0 {
+		return protoErr("error chunk with error value 0")
+	}
+	msg := make([]byte, min(ml, maxString))
+	if _, err := io.ReadFull(c.br, msg); err != nil {
+		return err
+	}
+	if _, err := c.br.Discard(int(rest - uint32(len(msg)))); err != nil {
+		return err
+	}
+	if cl.err == nil {
+		cl.err = &Error{Errno: errno, Message: string(msg)}
+	}
+	return nil
+}

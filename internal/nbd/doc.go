@@ -1,0 +1,214 @@
+// Package nbd is the pooled-drive data plane: a Network Block Device
+// server that exports devices through the [Export] interface, an export
+// of files and block devices ([FileExport]), and a pipelining client
+// ([Client]). It speaks the protocol of the NBD project's proto.md with
+// fixed newstyle negotiation, structured replies and the base:allocation
+// metadata context, and interoperates with the Linux kernel client,
+// qemu, libnbd (nbdinfo, nbdcopy, fio's nbd engine) and nbdkit.
+//
+// # Design
+//
+// The server runs one reader goroutine per connection. It reads each
+// request header (and a WRITE's payload, into a pooled buffer) through a
+// 64 KiB buffered reader, checks it, and starts a goroutine that calls
+// the export; requests are so served concurrently and answered in the
+// order they complete, each reply tagged with the request's cookie. At
+// most Server.MaxInFlight requests (default 64), holding at most 64 MiB
+// of payload between them, are in flight per connection: at the limit
+// the reader stops reading, so a fast client meets TCP backpressure, not
+// an unbounded queue. Replies are queued under a mutex; the goroutine
+// that finds no writer active writes the whole queue, and whatever is
+// queued meanwhile, with one writev per batch (headers and READ data
+// from the pooled buffers, never copied), and then frees the buffers.
+// Nothing on the request path allocates beyond a goroutine and its
+// closure once the pools are warm.
+//
+// The export's methods get a context that ends with the connection:
+// after NBD_CMD_DISC once every request in flight has been answered (the
+// protocol asks the server to finish them), at once when the client
+// hangs up, the stream breaks or Server.Close runs. Export.Close is
+// called once, after the last request finished.
+//
+// The client writes each request itself, under a write lock (a WRITE's
+// header and data go in one writev), and one reader goroutine reads the
+// replies, matching them to callers by cookie and reading READ data
+// straight into the caller's buffer. A caller whose context ends returns
+// ctx.Err() at once; the late reply is read and dropped. The one wait is
+// for reply data already being read into the caller's buffer, which is
+// read to its end first (or the connection is broken after 2 s), so that
+// nothing writes to the buffer after the call returned. A request write
+// still blocked when its caller's context ends fails the connection,
+// since half a request cannot be taken back. ReadAt and WriteAt split
+// requests longer than the server's maximum block size (or 32 MiB) and
+// keep up to 16 of the pieces in flight. When the connection breaks,
+// every call in flight and every later call fails with an error wrapping
+// ErrClosed and the cause; a refusal by the server is an [*Error]
+// instead, which matches the sentinels (ErrPermission for NBD_EPERM,
+// ErrNotSupported for NBD_ENOTSUP, ...) with errors.Is.
+//
+// # Negotiation
+//
+// All integers are big-endian. The server greets with
+//
+//	"NBDMAGIC" (0x4e42444d41474943)  "IHAVEOPT" (0x49484156454F5054)
+//	handshake flags (16 bits): FIXED_NEWSTYLE (1) | NO_ZEROES (2)
+//
+// and the client answers with its flags (32 bits). Only fixed newstyle is
+// served: a client without FIXED_NEWSTYLE, or with a flag the server did
+// not offer, is dropped (oldstyle and plain newstyle clients are long
+// gone). Then options follow, each
+//
+//	"IHAVEOPT"  option (32 bits)  length (32 bits)  data
+//
+// answered (except EXPORT_NAME) by one or more replies
+//
+//	0x3e889045565a9 (64 bits)  option (32 bits)  type (32 bits)
+//	length (32 bits)  data
+//
+// The options served:
+//
+//	1 EXPORT_NAME     enters transmission: size (64), flags (16), and 124
+//	                  zero bytes unless NO_ZEROES. A refused export ends
+//	                  the session: this option has no error reply.
+//	2 ABORT           ACK, then the server closes.
+//	3 LIST            one SERVER reply (name length, name, description)
+//	                  per export, then ACK.
+//	5 STARTTLS        ERR_UNSUP: there is no TLS (see below).
+//	6 INFO, 7 GO      name length (32), name, count (16), info requests
+//	                  (16 each). Replies INFO: EXPORT (size, flags) and
+//	                  BLOCK_SIZE (minimum 1, preferred 4096, maximum
+//	                  MaxPayload) always, NAME and DESCRIPTION when
+//	                  asked; then ACK, and GO enters transmission. Open
+//	                  errors: ERR_UNKNOWN or ERR_POLICY (see [Exports]).
+//	8 STRUCTURED_REPLY ACK; replies in transmission are then structured.
+//	9 LIST_META_CONTEXT, 10 SET_META_CONTEXT
+//	                  export name length (32), name, query count (32),
+//	                  queries (length (32), string). Need structured
+//	                  replies first (else ERR_INVALID). base:allocation is
+//	                  the only context, with ID 1 when set; "base:" lists
+//	                  it; other queries select nothing. SET replaces the
+//	                  selection, which applies if GO names the same export.
+//	others            ERR_UNSUP.
+//
+// Option data longer than 64 KiB is answered ERR_TOO_BIG and skipped;
+// longer than 1 MiB (deemed a denial of service, which the protocol lets
+// the server drop) it is answered and the client dropped, as is an
+// oversized EXPORT_NAME, which cannot be answered. Malformed data (lengths
+// that do not add up, names over 4096 bytes, not UTF-8 or with NUL, data
+// on options that take none) is answered ERR_INVALID. The whole
+// negotiation must end within Server.HandshakeTimeout (10 s).
+//
+// # Transmission
+//
+// Request (28 bytes, then length bytes of data for WRITE):
+//
+//	0x25609513 (32)  command flags (16)  type (16)  cookie (64)
+//	offset (64)  length (32)
+//
+// Simple reply (16 bytes, then READ data on success), the only kind
+// unless structured replies were negotiated:
+//
+//	0x67446698 (32)  error (32)  cookie (64)
+//
+// Structured reply chunk (20 bytes, then length bytes of payload):
+//
+//	0x668e33ef (32)  flags (16): DONE (1)  type (16)  cookie (64)
+//	length (32)
+//
+// With structured replies the server answers a READ with one OFFSET_DATA
+// chunk (1: offset (64), data) marked DONE, so it also offers "don't
+// fragment" (SEND_DF); BLOCK_STATUS with one BLOCK_STATUS chunk (5:
+// context ID (32), then length (32) and flags (32) per run: HOLE 1,
+// ZERO 2); errors with one ERROR chunk (0x8001: error (32), message
+// length (16), message); and other successes with a simple reply. The
+// client also takes OFFSET_HOLE (2), ERROR_OFFSET (0x8002), NONE (0) and
+// replies spread over several chunks, in any order and interleaved.
+//
+// Commands: READ 0, WRITE 1, DISC 2, FLUSH 3, TRIM 4, CACHE 5 (accepted
+// as a no-op and not advertised), WRITE_ZEROES 6 (flags NO_HOLE 2,
+// FAST_ZERO 16), BLOCK_STATUS 7 (flag REQ_ONE 8; only once base:allocation
+// was negotiated). FUA (1) is taken on every command when the export
+// offers it, DF (4) on READ with structured replies. The transmission
+// flags are HAS_FLAGS always, and READ_ONLY, SEND_FLUSH, SEND_FUA,
+// SEND_TRIM, SEND_WRITE_ZEROES, SEND_FAST_ZERO and CAN_MULTI_CONN as the
+// export's [ExportFlags] say. A BLOCK_STATUS reply never reaches past the
+// request, has at most 131072 runs, and at least one: an export that
+// cannot tell reports the range allocated (status 0), which the protocol
+// allows.
+//
+// # Errors and decisions
+//
+// The server checks, in order, and answers with the error value:
+//
+//	unknown command, flag not valid for the command or not offered,
+//	command not offered (FLUSH, TRIM, WRITE_ZEROES, BLOCK_STATUS),
+//	FLUSH with non-zero offset or length                  EINVAL (22)
+//	READ or WRITE longer than MaxPayload                  EOVERFLOW (75)
+//	WRITE, TRIM or WRITE_ZEROES on a read-only export     EPERM (1)
+//	offset+length past the end (or overflowing) on WRITE
+//	or WRITE_ZEROES                                       ENOSPC (28)
+//	the same on READ, TRIM, CACHE, BLOCK_STATUS           EINVAL (22)
+//	BLOCK_STATUS of zero bytes                            EINVAL (22)
+//
+// Other zero-length requests succeed without calling the export (the
+// protocol leaves them unspecified but asks servers not to disconnect).
+// TRIM and WRITE_ZEROES may be longer than MaxPayload: they carry no
+// payload. Export errors map through [Errno]: ErrPermission and EPERM to
+// EPERM (a revoked export), ErrNoSpace, ENOSPC, EDQUOT and EFBIG to
+// ENOSPC, ErrNotSupported to ENOTSUP (a fast zero that is not fast),
+// ErrInvalid to EINVAL, an [*Error] relayed from another server to its
+// own value, anything else to EIO. The text of an error wrapping a
+// sentinel of this package is sent with it; other errors are logged and
+// sent with a generic text, so paths and internals stay on the server.
+// A panic in an export is logged and answered EIO.
+//
+// An oversized WRITE (length over MaxPayload) still has its payload on
+// the wire. The protocol lets the server drop a client whose payload is
+// large enough to be deemed a denial of service, and asks it not to deem
+// so anything under 32 MiB. The server reads and throws away payloads
+// of up to max(2×MaxPayload, 64 MiB) through its buffered reader
+// (no memory is allocated by the announced length) and answers EOVERFLOW,
+// so the connection stays usable; a longer one is answered EOVERFLOW and
+// the connection dropped, since skipping gigabytes would only serve an
+// attacker.
+//
+// A request with a bad magic number ends the connection (logged): after
+// it the stream cannot be framed. So does a stream that ends inside a
+// header or a payload; a clean end between requests without NBD_CMD_DISC
+// is a hard disconnect and cancels the requests in flight.
+//
+// # FileExport
+//
+// Reads and writes are pread and pwrite at the requested offsets. FLUSH
+// is fdatasync. A FUA write is one pwritev2 with RWF_DSYNC (falling back
+// to pwrite and fdatasync); FUA on TRIM and WRITE_ZEROES is fdatasync
+// after. TRIM punches a hole (fallocate PUNCH_HOLE|KEEP_SIZE) or, where
+// holes cannot be punched, does nothing (trim is a hint). WRITE_ZEROES
+// punches a hole unless NO_HOLE, else uses fallocate ZERO_RANGE; where
+// the file system has neither it writes zeroes, or, with FAST_ZERO,
+// fails with ENOTSUP having changed nothing. Block status comes from
+// lseek SEEK_DATA and SEEK_HOLE (holes read as zeroes: HOLE|ZERO); block
+// devices, whose allocation lseek cannot see, report everything
+// allocated. The size is taken when the export is opened (the end of a
+// block device); a read-only export is opened O_RDONLY.
+//
+// CAN_MULTI_CONN is advertised because it holds: every connection to a
+// file opens its own descriptor of the same inode, writes go to the one
+// page cache the kernel keeps per inode, so a read on any connection sees
+// every completed write, and fdatasync on any descriptor writes back all
+// of the inode's dirty pages, so a FLUSH (or FUA) answered on one
+// connection covers the writes completed on all of them, as the flag
+// promises.
+//
+// # Not implemented
+//
+// TLS and NBD_OPT_STARTTLS (the server answers ERR_UNSUP; run it on a
+// trusted network or a unix socket), extended headers
+// (NBD_OPT_EXTENDED_HEADERS, 64-bit lengths), the RESIZE extension and
+// any resizing (the size is fixed when an export is opened), metadata
+// contexts other than base:allocation, OFFSET_HOLE chunks in the server's
+// READ replies (reads always carry data), NBD_INFO_BLOCK_SIZE
+// requirements stricter than the defaults, and oldstyle or non-fixed
+// newstyle negotiation on the server. The client does not align requests
+// to a server's minimum block size; it sends them as given.
+package nbd

@@ -1,0 +1,39 @@
+package nbd
+
+import (
+	"net"
+	"os"
+	"os/signal"
+	"testing"
+)
+
+// TestServeFile serves a file until interrupted, for profiling and for
+// comparing with other servers by hand:
+//
+//	NBD_SERVE_SOCKET=/tmp/s NBD_SERVE_FILE=disk.img go test -run TestServeFile ./internal/nbd
+//
+// The export is called "" and "disk". It is skipped unless both are set.
+func TestServeFile(t *testing.T) {
+	sock, file := os.Getenv("NBD_SERVE_SOCKET"), os.Getenv("NBD_SERVE_FILE")
+	if sock == "" || file == "" {
+		t.Skip("NBD_SERVE_SOCKET and NBD_SERVE_FILE not set")
+	}
+	x := newTestExports()
+	x.add("", file, "", false)
+	x.add("disk", file, "", false)
+	srv := &Server{Exports: x}
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt)
+		<-ch
+		srv.Close()
+	}()
+	if err := srv.Serve(l); err != nil {
+		t.Fatal(err)
+	}
+}

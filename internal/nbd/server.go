@@ -1,0 +1,253 @@
+package nbd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"rackpool/internal/netserve"
+)
+
+// Server defaults and bounds.
+const (
+	// DefaultMaxInFlight is the requests in flight per connection when
+	// Server.MaxInFlight is 0.
+	DefaultMaxInFlight = 64
+	// DefaultMaxPayload is the largest READ or WRITE when
+	// Server.MaxPayload is 0: 32 MiB, the size the protocol says clients
+	// may count on.
+	DefaultMaxPayload = 32 << 20
+	// DefaultHandshakeTimeout bounds the negotiation when
+	// Server.HandshakeTimeout is 0.
+	DefaultHandshakeTimeout = 10 * time.Second
+
+	minPayload = 4096    // MaxPayload is raised to at least this (the preferred block size)
+	maxPayload = 1 << 30 // and lowered to at most this
+
+	// preferredBlock is the preferred block size advertised.
+	preferredBlock = 4096
+
+	// inFlightBytes bounds the payload bytes (WRITE data read, READ data
+	// to send) a connection holds at once; a single request may exceed
+	// it when it is the only one in flight.
+	inFlightBytes = 64 << 20
+	// discardMin is the smallest oversized WRITE payload the server reads
+	// and throws away to keep the connection; see doc.go.
+	discardMin = 64 << 20
+
+	readBufSize = 64 << 10
+)
+
+// Server serves exports over NBD. Set its fields before the first Serve
+// or ServeConn and leave them alone after; the zero value of each
+// optional field means its default. A Server is safe for concurrent use.
+type Server struct {
+	// Exports is the set of exports offered; required.
+	Exports Exports
+	// Logger receives connection events and export errors; nil discards.
+	Logger *slog.Logger
+	// MaxInFlight bounds the requests a connection has in flight (default
+	// DefaultMaxInFlight); when it is reached the server stops reading
+	// from that connection until a reply has gone out.
+	MaxInFlight int
+	// MaxPayload is the largest READ or WRITE length (default
+	// DefaultMaxPayload, raised to 4096 and lowered to 1 GiB); it is
+	// advertised as the maximum block size. Longer requests fail with
+	// NBD_EOVERFLOW.
+	MaxPayload uint32
+	// HandshakeTimeout bounds the whole negotiation phase (default
+	// DefaultHandshakeTimeout); a client that has not reached the
+	// transmission phase by then is dropped.
+	HandshakeTimeout time.Duration
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]context.CancelFunc
+	wg        sync.WaitGroup // connections being served
+}
+
+// settings are a server's fields with defaults and bounds applied.
+type settings struct {
+	log              *slog.Logger
+	maxInFlight      int
+	maxPayload       uint32
+	handshakeTimeout time.Duration
+}
+
+func (s *Server) settings() settings {
+	st := settings{
+		log:              s.Logger,
+		maxInFlight:      s.MaxInFlight,
+		maxPayload:       s.MaxPayload,
+		handshakeTimeout: s.HandshakeTimeout,
+	}
+	if st.log == nil {
+		st.log = slog.New(slog.DiscardHandler)
+	}
+	if st.maxInFlight <= 0 {
+		st.maxInFlight = DefaultMaxInFlight
+	}
+	if st.maxPayload == 0 {
+		st.maxPayload = DefaultMaxPayload
+	}
+	st.maxPayload = min(max(st.maxPayload, minPayload), maxPayload)
+	if st.handshakeTimeout <= 0 {
+		st.handshakeTimeout = DefaultHandshakeTimeout
+	}
+	return st
+}
+
+// Serve accepts connections on l and serves each on its own goroutine
+// until Close, then returns nil; it returns an error if l fails for
+// another reason. Serve may be called on several listeners.
+func (s *Server) Serve(l net.Listener) error {
+	if s.Exports == nil {
+		return errors.New("nbd: server has no Exports")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+
+	st := s.settings()
+	loop := netserve.Loop{
+		Closed: s.isClosed,
+		Logger: st.log,
+		Handle: func(nc net.Conn) {
+			ctx, ok := s.track(context.Background(), nc)
+			if !ok {
+				return
+			}
+			go func() {
+				defer s.untrack(nc)
+				s.serveConn(ctx, nc, st)
+			}()
+		},
+	}
+	if err := loop.Serve(l); err != nil {
+		return fmt.Errorf("nbd: accept: %w", err)
+	}
+	return nil
+}
+
+// ServeConn serves one connection and returns when it is done; it closes
+// nc. Cancelling ctx, or Close, ends the connection.
+func (s *Server) ServeConn(ctx context.Context, nc net.Conn) {
+	ctx, ok := s.track(ctx, nc)
+	if !ok {
+		return
+	}
+	defer s.untrack(nc)
+	s.serveConn(ctx, nc, s.settings())
+}
+
+// Close stops every Serve, closes every connection (cancelling the
+// contexts its exports' methods got), and waits until every connection's
+// requests have finished and its export is closed. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for nc, cancel := range s.conns {
+		cancel()
+		nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// track registers a connection so that Close can end it, and returns the
+// connection's context; false means the server is closed (nc is closed).
+func (s *Server) track(parent context.Context, nc net.Conn) (context.Context, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.Exports == nil {
+		nc.Close()
+		return nil, false
+	}
+	if s.conns == nil {
+		s.conns = make(map[net.Conn]context.CancelFunc)
+	}
+	ctx, cancel := context.WithCancel(parent)
+	s.conns[nc] = cancel
+	s.wg.Add(1)
+	return ctx, true
+}
+
+func (s *Server) untrack(nc net.Conn) {
+	s.mu.Lock()
+	if cancel, ok := s.conns[nc]; ok {
+		cancel()
+		delete(s.conns, nc)
+	}
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// serveConn runs the negotiation and then the transmission phase of one
+// connection, and closes it.
+func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
+	defer nc.Close()
+	log := st.log.With("remote", remoteAddr(nc))
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+
+	br := bufio.NewReaderSize(nc, readBufSize)
+	h := &handshake{
+		exports: s.Exports,
+		st:      st,
+		log:     log,
+		nc:      nc,
+		br:      br,
+	}
+	neg, err := h.run(ctx)
+	if err != nil {
+		if !errors.Is(err, errAbort) && ctx.Err() == nil {
+			log.Info("nbd negotiation failed", "err", err)
+		}
+		return
+	}
+	log.Debug("nbd transmission started", "export", neg.name, "size", neg.export.Size(),
+		"structured", neg.structured, "block_status", neg.blockStatus)
+	c := newConn(ctx, nc, br, neg, st, log)
+	c.serve()
+}
+
+func remoteAddr(nc net.Conn) string {
+	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
+		return a.String()
+	}
+	return "local"
+}
