@@ -124,6 +124,10 @@ type Node struct {
 	LastSeen time.Time `json:"-"`
 	Online   bool      `json:"-"`
 	Load     Load      `json:"-"`
+	// HoldUntil: a process that replaced another on the same host while
+	// the other's node lease could still run gets its drives only after
+	// it, so the two never serve a drive at once.
+	HoldUntil time.Time `json:"-"`
 }
 
 // Load is what a blocknode reports having served, cumulative since it
@@ -404,14 +408,18 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	defer m.ops.Unlock()
 	m.mu.Lock()
 	n = m.nodes[hb.Host]
-	if n != nil && n.Online && n.Epoch != hb.Epoch && n.Endpoint != hb.Endpoint && now.Sub(n.LastSeen) < m.o.LeaseTTL {
-		m.mu.Unlock()
-		return Assignment{}, fmt.Errorf("%w: host %s is served by the blocknode at %s", ErrConflict, hb.Host, n.Endpoint)
-	}
 	next := Node{ID: hb.Host, Port: port.ID, Fabric: port.Fabric.ID, Endpoint: hb.Endpoint, Epoch: hb.Epoch,
 		MaxDrives: hb.MaxDrives, Registered: now}
 	if n != nil {
-		next.Registered = n.Registered
+		next.Registered, next.HoldUntil = n.Registered, n.HoldUntil
+		if n.Epoch != hb.Epoch && n.Online {
+			// Another process (restarted, or a second one by mistake)
+			// takes the host over: the old one may serve until its
+			// lease lapses, so the new one waits that long.
+			next.HoldUntil = n.LastSeen.Add(m.o.LeaseTTL + m.o.Grace)
+			m.o.Logger.Warn("blocknode process replaced", "host", hb.Host, "old", n.Endpoint, "new", hb.Endpoint,
+				"drives_after", next.HoldUntil.Sub(now).Round(time.Millisecond))
+		}
 	}
 	holding := m.holding(hb.Host, nil, nil)
 	m.mu.Unlock()
@@ -438,6 +446,9 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 // assignment is n's answer. m.mu held.
 func (m *Manager) assignment(n *Node) Assignment {
 	a := Assignment{Node: n.ID, LeaseTTL: m.o.LeaseTTL, Key: m.key, Drives: []Assigned{}}
+	if m.o.Clock.Now().Before(n.HoldUntil) {
+		return a
+	}
 	for _, d := range m.drives {
 		if d.Node == n.ID && d.State == Online && m.ready[d.ID] {
 			a.Drives = append(a.Drives, Assigned{ID: d.ID, Epoch: d.Epoch, Size: m.o.Topology.Device(d.ID).CapacityBytes})

@@ -284,10 +284,43 @@ func TestBadHeartbeats(t *testing.T) {
 	if len(e.m.Nodes()) != 0 {
 		t.Fatalf("refused heartbeats registered %+v", e.m.Nodes())
 	}
-	e.beat("host1", 5, 4)
-	if _, err := e.m.Heartbeat(ctx, drive.Heartbeat{Host: "host1", Endpoint: "other:2", Epoch: 6}); !errors.Is(err, drive.ErrConflict) {
-		t.Errorf("second process on host1 = %v, want ErrConflict", err)
+	if _, err := e.m.Connect("gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
+		t.Errorf("grant on a GPU = %v", err)
 	}
+}
+
+// TestReplacedProcessWaitsForTheOldLease: a new blocknode process on a
+// host whose old process may still be serving (its lease has not lapsed)
+// gets the drives only once it has, so the two never serve a drive at
+// the same time; then it keeps the same drives at the same epochs.
+func TestReplacedProcessWaitsForTheOldLease(t *testing.T) {
+	e := newEnv(t, 0)
+	e.beat("host1", 5, 4)
+	e.m.Step(ctx)
+	old := e.beat("host1", 5, 4)
+	if len(old.Drives) != 4 {
+		t.Fatalf("first process serves %v", ids(old))
+	}
+	e.clk.Advance(100 * time.Millisecond)
+	a, err := e.m.Heartbeat(ctx, drive.Heartbeat{Host: "host1", Endpoint: "other:2", Epoch: 6, MaxDrives: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Drives) != 0 {
+		t.Fatalf("the new process got %v while the old one's lease runs", ids(a))
+	}
+	e.clk.Advance(450 * time.Millisecond)
+	a, err = e.m.Heartbeat(ctx, drive.Heartbeat{Host: "host1", Endpoint: "other:2", Epoch: 6, MaxDrives: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(a.Drives, old.Drives, func(x, y drive.Assigned) bool { return x == y }) {
+		t.Fatalf("after the old lease the new process serves %v, want %v", a.Drives, old.Drives)
+	}
+}
+
+func TestConnectRefusesNonDrives(t *testing.T) {
+	e := newEnv(t, 0)
 	if _, err := e.m.Connect("gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
 		t.Errorf("grant on a GPU = %v", err)
 	}

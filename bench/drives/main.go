@@ -1,0 +1,541 @@
+// Command drives benchmarks pooled drives (docs/benchmarks.md, "Pooled
+// drives"): fio's nbd engine against nbdkit's file plugin and rackpool
+// blocknode serving the same image file, side by side in one run, direct
+// and through `rackpool drive connect`; then the failover time a client of
+// drive connect sees when the owning blocknode is killed with SIGKILL.
+//
+//	go run ./bench/drives -bin build/rackpool -out build/bench-drives
+//
+// Every row is measured on the same machine, same file, same client (fio
+// 3.33's nbd ioengine over loopback TCP, one connection per fio job). The
+// report is a Markdown table (printed and written to OUT/drives.md), the
+// raw numbers (OUT/drives.json) and a chart of the ratios (OUT/drives.svg).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/chart"
+	"rackpool/internal/nbd"
+)
+
+const password = "bench-drives"
+
+// row is one fio workload.
+type row struct {
+	Name  string // e.g. "4k randread qd16"
+	RW    string // fio --rw
+	BS    string
+	Depth int
+	Jobs  int // connections
+}
+
+func rows(quick bool) []row {
+	base := []row{
+		{"4 KiB rand read, qd1", "randread", "4k", 1, 1},
+		{"4 KiB rand read, qd16", "randread", "4k", 16, 1},
+		{"4 KiB rand write, qd1", "randwrite", "4k", 1, 1},
+		{"4 KiB rand write, qd16", "randwrite", "4k", 16, 1},
+		{"64 KiB seq read, qd16", "read", "64k", 16, 1},
+		{"64 KiB seq write, qd16", "write", "64k", 16, 1},
+		{"1 MiB seq read, qd4", "read", "1m", 4, 1},
+		{"1 MiB seq write, qd4", "write", "1m", 4, 1},
+	}
+	if quick {
+		return base[1:2]
+	}
+	out := base
+	for _, r := range base {
+		r.Jobs = 4
+		r.Name += ", 4 conns"
+		out = append(out, r)
+	}
+	return out
+}
+
+// result is one fio run.
+type result struct {
+	System string
+	Row    string
+	IOPS   float64
+	MBps   float64
+	LatUs  float64 // mean completion latency
+}
+
+type report struct {
+	Date      string
+	CPUs      int
+	Runtime   string
+	Size      int64
+	Results   []result
+	Failovers []float64 // milliseconds, kill to first completed I/O
+}
+
+func main() {
+	bin := flag.String("bin", "", "rackpool binary (default: build one)")
+	out := flag.String("out", "build/bench-drives", "directory for drives.md, drives.json and drives.svg")
+	dur := flag.Duration("runtime", 3*time.Second, "fio runtime per row and system")
+	size := flag.Int64("size", 1<<30, "drive image size in bytes")
+	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
+	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
+	flag.Parse()
+	if *quick {
+		*dur, *size, *kills = 300*time.Millisecond, 64<<20, 2
+	}
+	for _, tool := range []string{"fio", "nbdkit"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			log.Fatalf("%s is not installed (.ci/run installs it)", tool)
+		}
+	}
+	work, err := os.MkdirTemp("", "rp-drives")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	rp := *bin
+	if rp == "" {
+		rp = filepath.Join(work, "rackpool")
+		if out, err := exec.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
+			log.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	b := &bench{work: work, bin: rp, size: *size}
+	defer b.stop()
+	if err := b.setUp(); err != nil {
+		log.Fatal(err)
+	}
+	rep := report{Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU(), Runtime: dur.String(), Size: *size}
+	for _, r := range rows(*quick) {
+		for _, sys := range []struct{ name, uri string }{
+			{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
+		} {
+			res, err := fio(sys.uri, r, *dur, *size)
+			if err != nil {
+				log.Fatalf("%s, %s: %v", sys.name, r.Name, err)
+			}
+			res.System, res.Row = sys.name, r.Name
+			rep.Results = append(rep.Results, res)
+			fmt.Fprintf(os.Stderr, "%-28s %-14s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, sys.name, res.IOPS, res.MBps, res.LatUs)
+		}
+	}
+	if rep.Failovers, err = b.failovers(*kills); err != nil {
+		log.Fatal(err)
+	}
+	md := markdown(rep)
+	fmt.Print(md)
+	if err := os.WriteFile(filepath.Join(*out, "drives.md"), []byte(md), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(*out, "drives.json"), js, 0o644); err != nil {
+		log.Fatal(err)
+	}
+	svg, err := ratioChart(rep)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(*out, "drives.svg"), svg, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// bench holds the processes of one run.
+type bench struct {
+	work, bin string
+	size      int64
+	url, ca   string
+	client    *api.Client
+	dir       string
+	procs     map[string]*exec.Cmd // by name: serve, nbdkit, host1, host2, connect
+	logs      map[string]*bytes.Buffer
+	mu        sync.Mutex
+
+	nbdkitURI, blocknodeURI, connectURI string
+	sock                                string
+}
+
+const topology = `name: bench-drives
+defaults: {sas_remap: 1ms, sas_drive_online: 1ms}
+racks:
+  - id: rack1
+    hosts:
+      - {id: "host{n}", count: 2, cores: 16, memory: 64GiB, ports: [{id: sas, fabric: sas1, port: "{n}", metres: 2}]}
+fabrics:
+  - id: sas1
+    kind: sas-circuit
+    switches: [{id: sw, ports: 16, latency_ns: 100}]
+    devices: [{id: ssd1, kind: ssd, model: bench, vendor: bench, capacity: %d, switch: sw, port: "9", metres: 1}]
+`
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs the binary with args and waits for marker in its log.
+func (b *bench) start(name, marker string, env []string, bin string, args ...string) error {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	buf := &bytes.Buffer{}
+	lw := &lockedWriter{mu: &b.mu, w: buf}
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.procs[name], b.logs[name] = cmd, buf
+	b.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b.mu.Lock()
+		s := buf.String()
+		b.mu.Unlock()
+		if strings.Contains(s, marker) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not start:\n%s", name, s)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (b *bench) kill(name string) {
+	b.mu.Lock()
+	cmd := b.procs[name]
+	delete(b.procs, name)
+	b.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+}
+
+func (b *bench) stop() {
+	for _, n := range []string{"connect", "host1", "host2", "nbdkit", "serve"} {
+		b.kill(n)
+	}
+}
+
+func (b *bench) env() []string {
+	return []string{"RACKPOOL_URL=" + b.url, "RACKPOOL_PASSWORD=" + password, "RACKPOOL_CA_FILE=" + b.ca}
+}
+
+// setUp starts serve, a blocknode on host1, nbdkit on the same image and
+// drive connect.
+func (b *bench) setUp() error {
+	b.procs, b.logs = map[string]*exec.Cmd{}, map[string]*bytes.Buffer{}
+	b.dir = filepath.Join(b.work, "drives")
+	data := filepath.Join(b.work, "data")
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return err
+	}
+	// The image, full of data, so reads are of real bytes and both servers
+	// read the same page cache.
+	img := filepath.Join(b.dir, "ssd1.img")
+	f, err := os.Create(img)
+	if err != nil {
+		return err
+	}
+	chunk := make([]byte, 1<<20)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for off := int64(0); off < b.size; off += int64(len(chunk)) {
+		for i := 0; i < len(chunk); i += 8 {
+			v := rng.Uint64()
+			for j := range 8 {
+				chunk[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), b.size-off)]); err != nil {
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	topo := filepath.Join(b.work, "rack.yaml")
+	if err := os.WriteFile(topo, []byte(fmt.Sprintf(topology, b.size)), 0o644); err != nil {
+		return err
+	}
+	addr := freeAddr()
+	b.url, b.ca = "https://"+addr, filepath.Join(data, "tls", "ca.pem")
+	if err := b.start("serve", "rackpool serving", []string{"RACKPOOL_ADMIN_PASSWORD=" + password}, b.bin,
+		"serve", "--addr", addr, "--data", data, "--topology", topo, "--drive-lease", "400ms"); err != nil {
+		return err
+	}
+	cfg, err := api.TLSConfig(b.ca)
+	if err != nil {
+		return err
+	}
+	b.client = api.New(b.url, "Administrator", password)
+	b.client.HTTP = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	if err := b.startNode("host1"); err != nil {
+		return err
+	}
+	if _, err := b.waitOwner(""); err != nil {
+		return err
+	}
+	g, err := b.client.ConnectDrive(context.Background(), "ssd1", "rw", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	b.blocknodeURI = "nbd://" + g.Endpoint + "/" + g.ExportName
+	kaddr := freeAddr()
+	host, port, _ := net.SplitHostPort(kaddr)
+	// nbdkit 1.32's file plugin, the peer: same image, its default 16
+	// threads, the same TCP loopback.
+	if err := b.start("nbdkit", "", nil, "nbdkit", "--foreground", "-i", host, "-p", port, "file", "file="+img); err != nil {
+		return err
+	}
+	if err := waitDial(kaddr); err != nil {
+		return err
+	}
+	b.nbdkitURI = "nbd://" + kaddr + "/"
+	b.sock = filepath.Join(b.work, "c.sock")
+	if err := b.start("connect", "drive connected", b.env(), b.bin, "drive", "connect", "ssd1", "--listen", "unix:"+b.sock); err != nil {
+		return err
+	}
+	b.connectURI = "nbd+unix:///ssd1?socket=" + b.sock
+	return nil
+}
+
+func (b *bench) startNode(host string) error {
+	return b.start(host, "blocknode serving", b.env(), b.bin, "blocknode", "--name", host, "--addr", freeAddr(), "--drive-dir", b.dir)
+}
+
+func waitDial(addr string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitOwner waits until ssd1 is in service on a node other than not.
+func (b *bench) waitOwner(not string) (string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := b.client.Drive(context.Background(), "ssd1")
+		if err == nil && d.InService && d.BlockNode != not {
+			return d.BlockNode, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("ssd1 not in service off %q: %+v %v", not, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fio runs one row against uri.
+func fio(uri string, r row, dur time.Duration, size int64) (result, error) {
+	args := []string{"--name=bench", "--ioengine=nbd", "--uri=" + uri, "--rw=" + r.RW, "--bs=" + r.BS,
+		fmt.Sprintf("--iodepth=%d", r.Depth), fmt.Sprintf("--numjobs=%d", r.Jobs), "--group_reporting",
+		fmt.Sprintf("--size=%d", size), "--time_based", fmt.Sprintf("--runtime=%dms", dur.Milliseconds()),
+		"--randrepeat=0", "--norandommap", "--output-format=json"}
+	out, err := exec.Command("fio", args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return result{}, fmt.Errorf("fio: %v\n%s%s", err, out, ee.Stderr)
+		}
+		return result{}, err
+	}
+	// fio may print notes before the JSON.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var doc struct {
+		Jobs []struct {
+			Read, Write struct {
+				IOPS  float64 `json:"iops"`
+				BW    float64 `json:"bw_bytes"`
+				ClatN struct {
+					Mean float64 `json:"mean"`
+				} `json:"clat_ns"`
+			}
+		}
+	}
+	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Jobs) == 0 {
+		return result{}, fmt.Errorf("fio output: %v\n%s", err, out)
+	}
+	j := doc.Jobs[0]
+	d := j.Read
+	if strings.Contains(r.RW, "write") {
+		d = j.Write
+	}
+	return result{IOPS: d.IOPS, MBps: d.BW / 1e6, LatUs: d.ClatN.Mean / 1e3}, nil
+}
+
+// failovers kills the owning blocknode n times while a client of drive
+// connect reads continuously, and returns kill → first completed read
+// after it, in milliseconds. A second blocknode is started first; each
+// killed one is restarted before the next kill.
+func (b *bench) failovers(n int) ([]float64, error) {
+	if err := b.startNode("host2"); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	c, err := nbd.Dial(ctx, "unix", b.sock, "ssd1")
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	// The latest completed read: when it was issued and when it came back.
+	var issued, last time.Time
+	var lmu sync.Mutex
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			off := uint64(rng.Int64N(b.size/4096)) * 4096
+			start := time.Now()
+			if err := c.ReadAt(ctx, buf, off); err != nil {
+				done <- err
+				return
+			}
+			lmu.Lock()
+			issued, last = start, time.Now()
+			lmu.Unlock()
+		}
+	}()
+	var out []float64
+	for i := range n {
+		owner, err := b.waitOwner("")
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(300 * time.Millisecond) // steady reads on the owner
+		killed := time.Now()
+		b.kill(owner) // returns once the process is gone
+		dead := time.Now()
+		var took time.Duration
+		for {
+			time.Sleep(2 * time.Millisecond)
+			lmu.Lock()
+			is, l := issued, last
+			lmu.Unlock()
+			if is.After(dead) {
+				// Issued after the owner was gone: served by the next one.
+				took = l.Sub(killed)
+				break
+			}
+			if time.Since(killed) > 30*time.Second {
+				return nil, fmt.Errorf("kill %d of %s: no read completed for 30 s", i+1, owner)
+			}
+			select {
+			case err := <-done:
+				return nil, fmt.Errorf("reader failed after kill %d: %v", i+1, err)
+			default:
+			}
+		}
+		out = append(out, float64(took.Microseconds())/1000)
+		fmt.Fprintf(os.Stderr, "kill %2d of %s: first read after %v\n", i+1, owner, took.Round(time.Millisecond))
+		if err := b.startNode(owner); err != nil {
+			return nil, err
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func markdown(rep report) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "Pooled drives, %s, %d CPUs, fio 3.33 nbd engine over loopback, %s per run, %d MiB image.\n\n",
+		rep.Date, rep.CPUs, rep.Runtime, rep.Size>>20)
+	s.WriteString("| workload | nbdkit IOPS | blocknode IOPS | × nbdkit | drive connect IOPS | × nbdkit | nbdkit µs | blocknode µs | drive connect µs |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	by := map[string]map[string]result{}
+	var order []string
+	for _, r := range rep.Results {
+		if by[r.Row] == nil {
+			by[r.Row] = map[string]result{}
+			order = append(order, r.Row)
+		}
+		by[r.Row][r.System] = r
+	}
+	for _, name := range order {
+		k, bn, dc := by[name]["nbdkit"], by[name]["blocknode"], by[name]["drive connect"]
+		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.1f | %.1f | %.1f |\n", name, k.IOPS, bn.IOPS, bn.IOPS/k.IOPS,
+			dc.IOPS, dc.IOPS/k.IOPS, k.LatUs, bn.LatUs, dc.LatUs)
+	}
+	if len(rep.Failovers) > 0 {
+		f := slices.Sorted(slices.Values(rep.Failovers))
+		fmt.Fprintf(&s, "\nFailover, kill -9 of the owning blocknode → first completed read through drive connect, %d kills: "+
+			"median %.0f ms, max %.0f ms, min %.0f ms.\n", len(f), f[len(f)/2], f[len(f)-1], f[0])
+	}
+	return s.String()
+}
+
+func ratioChart(rep report) ([]byte, error) {
+	by := map[string]map[string]float64{}
+	var order []string
+	for _, r := range rep.Results {
+		if by[r.Row] == nil {
+			by[r.Row] = map[string]float64{}
+			order = append(order, r.Row)
+		}
+		by[r.Row][r.System] = r.IOPS
+	}
+	bar := chart.Bar{Title: "rackpool blocknode IOPS ÷ nbdkit 1.32 (same file, same fio client)", XLabel: "workload",
+		YLabel: "× nbdkit", Width: 900, Height: 420}
+	for _, name := range order {
+		bar.Labels = append(bar.Labels, name)
+		bar.Values = append(bar.Values, by[name]["blocknode"]/by[name]["nbdkit"])
+	}
+	return bar.SVG()
+}
