@@ -226,7 +226,7 @@ func TestDriveFailoverUnderFio(t *testing.T) {
 	sock, conn := r.connect(t, "ssd1")
 	fio := exec.Command("fio", "--name=failover", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
 		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=24M", "--rate_iops=3000", "--verify=crc32c", "--do_verify=1",
-		"--verify_fatal=1", "--end_fsync=1", "--output-format=terse")
+		"--verify_fatal=1", "--verify_state_save=0", "--end_fsync=1", "--output-format=terse")
 	var out bytes.Buffer
 	fio.Stdout, fio.Stderr = &out, &out
 	if err := fio.Start(); err != nil {
