@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ test: ## run every test (unit tests under -race, end-to-end tests, benchmarks on
 	$(GO) build -o build/rackpool ./cmd/rackpool
 	$(GO) run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke \
 		$$(command -v memcached >/dev/null || echo -systems rackpool) > /dev/null
+	if command -v fio >/dev/null && command -v nbdkit >/dev/null; then \
+		$(GO) run ./bench/drives -bin build/rackpool -quick -out build/bench-drives-smoke > /dev/null; \
+	else echo "fio or nbdkit missing: bench/drives smoke skipped (.ci/run installs them)"; fi
 	$(GO) run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke > /dev/null
 	mkdir -p build/scaling-smoke && $(GO) run ./bench/scaling -bin build/rackpool -trays 16,42 -out build/scaling-smoke > /dev/null
 	$(MAKE) conformance
@@ -48,6 +51,9 @@ bench-cache: ## rackpool cache against memcached and extstore, P0 Fig. 9/10 (doc
 
 bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6-request run (docs/benchmarks.md)
 	bench/sim/run.sh
+
+bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills (docs/benchmarks.md; minutes)
+	$(GO) run ./bench/drives -bin $(BIN) -out build/bench-drives
 
 bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/scaling -out docs
