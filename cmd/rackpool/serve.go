@@ -46,6 +46,9 @@ func runServe(args []string) error {
 	driveLease := fs.Duration("drive-lease", drive.DefaultLeaseTTL,
 		"how long a blocknode may serve its drives after a heartbeat; a silent blocknode's drives are failed over after this plus a quarter")
 	spareDrives := fs.Int("spare-drives", 0, "pooled drives kept unassigned as rack-wide hot spares (P1 §5)")
+	elasticMode := fs.String("elastic", "off", "dynamic elastic disaggregation of blocknodes (P1 §4): off, dry-run or on")
+	elasticOps := fs.Float64("elastic-node-ops", 20000, "operations per second one blocknode serves at full load (measure with bench/drives)")
+	elasticHold := fs.Duration("elastic-hold", 5*time.Minute, "least time between two elastic decisions")
 	monitorEvery := fs.Duration("monitor-interval", events.DefaultMonitorInterval, "how often fabric health and telemetry are polled for events")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key) instead of the service's own, kept in DATA/tls")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -149,8 +152,13 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	elastic, err := drive.ParseElasticMode(*elasticMode)
+	if err != nil {
+		return fmt.Errorf("--elastic: %w", err)
+	}
 	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease,
-		Spares: *spareDrives, OnEvent: obs.OnDriveEvent})
+		Spares: *spareDrives, OnEvent: obs.OnDriveEvent,
+		Elastic: drive.Elastic{Mode: elastic, NodeOps: *elasticOps, Hold: *elasticHold}})
 	if err != nil {
 		return err
 	}

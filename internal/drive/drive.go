@@ -120,10 +120,17 @@ type Node struct {
 	Epoch      uint64    `json:"epoch"`
 	MaxDrives  int       `json:"maxDrives"`
 	Registered time.Time `json:"registered"`
+	// Parked: the elastic policy took its drives away and returned its
+	// host to the compute pool; the process keeps heartbeating.
+	Parked bool `json:"parked,omitempty"`
 	// In memory only: a restarted control plane waits for heartbeats.
 	LastSeen time.Time `json:"-"`
 	Online   bool      `json:"-"`
 	Load     Load      `json:"-"`
+	Rate     float64   `json:"-"` // operations per second, averaged (elastic)
+	loadAt   time.Time
+	since    time.Time // first load sample of this process
+	beats    uint64
 	// HoldUntil: a process that replaced another on the same host while
 	// the other's node lease could still run gets its drives only after
 	// it, so the two never serve a drive at once.
@@ -241,6 +248,9 @@ type Options struct {
 	Spares int
 	// OnEvent receives failovers and failures (may be nil).
 	OnEvent func(Event)
+	// Elastic is the dynamic elastic disaggregation policy (off by
+	// default).
+	Elastic Elastic
 }
 
 // Manager tracks blocknodes and pooled drives. Safe for concurrent use.
@@ -256,6 +266,20 @@ type Manager struct {
 	drives map[string]*Drive
 	ready  map[string]bool // drive ID -> its mapping is in place
 	kick   chan struct{}
+	// handovers are planned moves waiting for the old owner to let go.
+	handovers map[string]handover
+
+	lastDecision time.Time // m.ops
+	decisions    []Decision
+}
+
+// handover is a drive moving from a live blocknode: the new owner gets it
+// once the old one has heard it is gone (two heartbeats answered since)
+// or its lease has lapsed, so the two never serve it at once.
+type handover struct {
+	from, to string
+	since    time.Time
+	beats    uint64 // the old owner's heartbeats when the move was recorded
 }
 
 // New loads the nodes, drives and token key from the store.
@@ -278,8 +302,9 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.TokenTTL <= 0 {
 		o.TokenTTL = DefaultTokenTTL
 	}
+	o.Elastic.defaults()
 	m := &Manager{o: o, start: o.Clock.Now(), nodes: map[string]*Node{}, drives: map[string]*Drive{},
-		ready: map[string]bool{}, kick: make(chan struct{}, 1)}
+		ready: map[string]bool{}, kick: make(chan struct{}, 1), handovers: map[string]handover{}}
 	if err := m.loadKey(ctx); err != nil {
 		return nil, err
 	}
@@ -307,10 +332,12 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		}
 		m.drives[d.ID] = d
 		// The composition manager restored the holder's attachments at
-		// start-up: a drive recorded for a node is mapped to it.
-		m.ready[d.ID] = d.Node != "" && (d.State == Online || d.State == Mapping)
-		if d.State == Mapping {
-			d.State = Online
+		// start-up: a drive recorded for a node is mapped to it. One
+		// caught mid-handover waits out a lease first: its old owner may
+		// still be serving it.
+		m.ready[d.ID] = d.Node != "" && d.State == Online
+		if d.Node != "" && d.State == Mapping {
+			m.handovers[d.ID] = handover{to: d.Node, since: m.start}
 		}
 	}
 	return m, nil
@@ -397,7 +424,9 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	n := m.nodes[hb.Host]
 	fresh := n != nil && n.Online && n.Epoch == hb.Epoch && n.Endpoint == hb.Endpoint && n.MaxDrives == hb.MaxDrives
 	if fresh {
-		n.LastSeen, n.Load = now, hb.Load
+		n.LastSeen = now
+		n.beats++
+		m.noteLoad(n, hb.Load, now)
 		a := m.assignment(n)
 		m.mu.Unlock()
 		return a, nil
@@ -411,7 +440,7 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	next := Node{ID: hb.Host, Port: port.ID, Fabric: port.Fabric.ID, Endpoint: hb.Endpoint, Epoch: hb.Epoch,
 		MaxDrives: hb.MaxDrives, Registered: now}
 	if n != nil {
-		next.Registered, next.HoldUntil = n.Registered, n.HoldUntil
+		next.Registered, next.HoldUntil, next.Parked = n.Registered, n.HoldUntil, n.Parked
 		if n.Epoch != hb.Epoch && n.Online {
 			// Another process (restarted, or a second one by mistake)
 			// takes the host over: the old one may serve until its
@@ -423,7 +452,9 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	}
 	holding := m.holding(hb.Host, nil, nil)
 	m.mu.Unlock()
-	if m.o.Holders.InComposition(hb.Host) {
+	if next.Parked {
+		holding.Blocks = nil // its host is in the compute pool
+	} else if m.o.Holders.InComposition(hb.Host) {
 		return Assignment{}, fmt.Errorf("%w: host %s is composed; decompose it before running a blocknode there", ErrConflict, hb.Host)
 	}
 	objs := []store.ObjectChange{{Kind: kindNode, Object: object(next.ID, next)}}
@@ -431,7 +462,10 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 		return Assignment{}, fmt.Errorf("register blocknode %s: %w", hb.Host, err)
 	}
 	m.mu.Lock()
-	next.LastSeen, next.Online, next.Load = now, true, hb.Load
+	next.LastSeen, next.Online, next.Load, next.loadAt, next.since = now, true, hb.Load, now, now
+	if n != nil {
+		next.beats = n.beats + 1
+	}
 	m.nodes[next.ID] = &next
 	a := m.assignment(&next)
 	a.Registered = true
@@ -516,8 +550,10 @@ func (m *Manager) Step(ctx context.Context) {
 	m.ops.Lock()
 	defer m.ops.Unlock()
 	m.failOver(ctx)
+	m.finishHandovers(ctx)
 	m.replaceFailed(ctx)
 	m.fill(ctx)
+	m.elastic(ctx)
 }
 
 // failOver marks nodes whose lease lapsed offline and moves their drives.
@@ -608,7 +644,7 @@ func (m *Manager) pickNode(drive, exclude string) string {
 	}
 	best := ""
 	for _, n := range m.nodes {
-		if !n.Online || n.ID == exclude || count[n.ID] >= n.MaxDrives {
+		if !n.Online || n.Parked || n.ID == exclude || count[n.ID] >= n.MaxDrives {
 			continue
 		}
 		port, err := m.sasPort(n.ID)
@@ -658,14 +694,59 @@ func (m *Manager) move(ctx context.Context, id, to, reason string) error {
 	}
 	m.mu.Lock()
 	m.drives[id] = &next
+	old := m.nodes[from]
+	live := old != nil && old.Online
+	if live && to != "" {
+		m.handovers[id] = handover{from: from, to: to, since: m.o.Clock.Now(), beats: old.beats}
+	}
 	m.mu.Unlock()
-	dev := m.o.Topology.Device(id)
-	drv := m.o.Holders.Drivers()[dev.Fabric.ID]
 	m.unmap(ctx, id, from)
 	if to == "" {
 		m.event(Event{Severity: "OK", Drive: id, Node: from, Message: fmt.Sprintf("drive %s returned to the pool: %s", id, reason)})
 		return nil
 	}
+	if live {
+		return nil // finishHandovers maps it once from has let go
+	}
+	return m.attachTo(ctx, id, from, to, reason)
+}
+
+// finishHandovers maps each drive moving off a live node to its new owner
+// once the old one has let go. m.ops held.
+func (m *Manager) finishHandovers(ctx context.Context) {
+	now := m.o.Clock.Now()
+	m.mu.Lock()
+	var due []string
+	for id, h := range m.handovers {
+		old := m.nodes[h.from]
+		if now.Sub(h.since) > m.o.LeaseTTL+m.o.Grace || old != nil && (!old.Online || old.beats >= h.beats+2) {
+			due = append(due, id)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(due)
+	for _, id := range due {
+		m.mu.Lock()
+		h := m.handovers[id]
+		delete(m.handovers, id)
+		d := m.drives[id]
+		m.mu.Unlock()
+		if d == nil || d.Node != h.to || d.State != Mapping {
+			continue
+		}
+		if err := m.attachTo(ctx, id, h.from, h.to, d.Reason); err != nil {
+			m.o.Logger.Error("hand a drive over", "drive", id, "from", h.from, "to", h.to, "err", err)
+		}
+	}
+}
+
+// attachTo maps drive id (recorded for node to) on the switch and puts it
+// in service, or returns it to the pool if the switch refuses. m.ops held.
+func (m *Manager) attachTo(ctx context.Context, id, from, to, reason string) error {
+	m.mu.Lock()
+	next := *m.drives[id]
+	m.mu.Unlock()
+	drv := m.o.Holders.Drivers()[m.o.Topology.Device(id).Fabric.ID]
 	p, _ := m.sasPort(to)
 	res, err := drv.Attach(ctx, fabric.Attachment{Block: id, Device: id, Host: to, HostPort: p.ID})
 	if err != nil {
@@ -688,6 +769,11 @@ func (m *Manager) move(ctx context.Context, id, to, reason string) error {
 	m.drives[id] = &next
 	m.ready[id] = true
 	m.mu.Unlock()
+	// Recorded without waiting for the disk: lost, the drive is found
+	// Mapping at start-up and waits out one lease before it is served.
+	if err := m.o.Store.Apply(ctx, store.Plan{Objects: []store.ObjectChange{{Kind: kindDrive, Object: object(id, next)}}, Intent: true}); err != nil {
+		m.o.Logger.Warn("record drive online", "drive", id, "err", err)
+	}
 	sev := "OK"
 	if from != "" {
 		sev = "Warning"

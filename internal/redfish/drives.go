@@ -51,6 +51,8 @@ func blockNodeBody(n drive.NodeInfo) map[string]any {
 		"Fabric":      n.Fabric,
 		"MaxDrives":   n.MaxDrives,
 		"Online":      n.Online,
+		"Parked":      n.Parked,
+		"LoadOps":     n.Rate,
 		"Registered":  n.Registered.UTC().Format(time.RFC3339),
 		"Load":        map[string]uint64{"ReadBytes": n.Load.ReadBytes, "WriteBytes": n.Load.WriteBytes, "Operations": n.Load.Ops},
 		"Links": map[string]any{"Drives": drives,
