@@ -122,7 +122,8 @@ func Dial(ctx context.Context, network, addr, export string) (*Client, error) {
 	return c, nil
 }
 
-// NewClient negotiates export over nc and returns a client that owns nc.
+// NewClient negotiates export over nc and returns a client that owns nc
+// (on error, nc is left to the caller).
 // It uses fixed newstyle negotiation, asks for structured replies and the
 // base:allocation context, and enters transmission with NBD_OPT_GO asking
 // for block sizes; it falls back to simple replies, no block status, and

@@ -92,6 +92,9 @@ func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, neg negotiated,
 var (
 	errBadMagic = errors.New("nbd: bad request magic")
 	errDisc     = errors.New("nbd: client disconnected")
+	// errDrop ends a connection after the replies in flight, the last
+	// of which tells the client why.
+	errDrop = errors.New("nbd: request too large to skip")
 )
 
 // serve reads requests until the client disconnects or the connection
@@ -99,7 +102,7 @@ var (
 func (c *conn) serve() {
 	err := c.readLoop()
 	switch {
-	case errors.Is(err, errDisc):
+	case errors.Is(err, errDisc), errors.Is(err, errDrop):
 		// NBD_CMD_DISC: answer what is in flight, then close.
 		c.waitIdle()
 		c.cancel()
@@ -151,7 +154,7 @@ func (c *conn) readLoop() error {
 			c.fail(r, errno, msg)
 			continue
 		}
-		if r.length == 0 || r.typ == cmdCache {
+		if (r.length == 0 && r.typ != cmdFlush) || r.typ == cmdCache {
 			// Zero-length requests (allowed, unspecified) and cache
 			// hints do nothing and succeed.
 			c.succeed(r)
@@ -175,7 +178,7 @@ func (c *conn) readWrite(r request) error {
 		msg := fmt.Sprintf("write of %d bytes exceeds the maximum %d", r.length, c.st.maxPayload)
 		if uint64(r.length) > c.discardMax {
 			c.fail(r, errnoOverflow, msg)
-			return fmt.Errorf("write of %d bytes too large to skip", r.length)
+			return fmt.Errorf("%w: write of %d bytes", errDrop, r.length)
 		}
 		if _, err := c.br.Discard(int(r.length)); err != nil {
 			return fmt.Errorf("truncated write payload: %w", err)
