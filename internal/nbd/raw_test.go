@@ -244,11 +244,11 @@ func TestRawOptions(t *testing.T) {
 	// Malformed INFO/GO data.
 	for _, d := range [][]byte{
 		nil,
-		{0, 0, 0, 9, 'd', 0, 0},                        // name longer than the data
-		append(goData("disk"), 0),                      // trailing byte
+		{0, 0, 0, 9, 'd', 0, 0},   // name longer than the data
+		append(goData("disk"), 0), // trailing byte
 		append(goData("disk", infoName)[:12], 0, 5, 0), // count larger than the list
-		goData("a\x00b"),                               // NUL in the name
-		goData(string([]byte{0xff, 0xfe})),             // not UTF-8
+		goData("a\x00b"),                   // NUL in the name
+		goData(string([]byte{0xff, 0xfe})), // not UTF-8
 	} {
 		r.option(optInfo, d)
 		r.wantReply(optInfo, repErrInvalid)
