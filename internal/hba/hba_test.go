@@ -1,0 +1,262 @@
+package hba_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"rackpool/internal/hba"
+	"rackpool/internal/nbd"
+)
+
+var ctx = context.Background()
+
+// owner is one "blocknode": an NBD server over the shared image that can
+// be killed (listener and connections closed) or paused (connections
+// accepted, nothing answered).
+type owner struct {
+	srv  *nbd.Server
+	addr string
+	l    net.Listener
+}
+
+func startOwner(t *testing.T, img string) *owner {
+	t.Helper()
+	fx, err := nbd.NewFileExport(img, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fx.Close() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &owner{srv: &nbd.Server{Exports: single{fx}}, addr: l.Addr().String(), l: l}
+	go func() { _ = o.srv.Serve(l) }()
+	t.Cleanup(func() { _ = o.srv.Close() })
+	return o
+}
+
+type single struct{ *nbd.FileExport }
+
+func (s single) Open(context.Context, string) (nbd.Export, error) { return noClose{s.FileExport}, nil }
+func (s single) List(context.Context) ([]nbd.ExportInfo, error) {
+	return []nbd.ExportInfo{{Name: "d"}}, nil
+}
+
+type noClose struct{ *nbd.FileExport }
+
+func (noClose) Close() error { return nil }
+
+// table is the control plane: which owner serves the drive, at which epoch.
+type table struct {
+	mu    sync.Mutex
+	addr  string
+	epoch uint64
+	calls atomic.Int64
+}
+
+func (tb *table) set(addr string) {
+	tb.mu.Lock()
+	tb.addr, tb.epoch = addr, tb.epoch+1
+	tb.mu.Unlock()
+}
+
+func (tb *table) Resolve(context.Context, string) (hba.Path, error) {
+	tb.calls.Add(1)
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if tb.addr == "" {
+		return hba.Path{}, fmt.Errorf("failing over")
+	}
+	return hba.Path{Endpoint: tb.addr, Export: "d", Epoch: tb.epoch, Node: tb.addr}, nil
+}
+
+func image(t *testing.T) string {
+	img := filepath.Join(t.TempDir(), "d.img")
+	if err := os.WriteFile(img, make([]byte, 8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestFailoverReplaysEveryRequest: writers keep going while the owner is
+// killed and the control plane names the next one a little later; every
+// write is acknowledged exactly once to its caller and reads back.
+func TestFailoverReplaysEveryRequest(t *testing.T) {
+	img := image(t)
+	a, b := startOwner(t, img), startOwner(t, img)
+	tb := &table{}
+	tb.set(a.addr)
+	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 2, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	exp, err := m.Open(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				off := uint64((w*200 + i) * 4096)
+				buf := bytes.Repeat([]byte{byte(w*31 + i)}, 4096)
+				if err := exp.WriteAt(ctx, buf, off, i%10 == 0); err != nil {
+					errs <- fmt.Errorf("write %d/%d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	// The owner dies; for 150 ms the control plane still names it.
+	tb.mu.Lock()
+	tb.addr = ""
+	tb.mu.Unlock()
+	_ = a.srv.Close()
+	time.Sleep(150 * time.Millisecond)
+	tb.set(b.addr)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := exp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4096)
+	for w := range 8 {
+		for i := range 200 {
+			if err := exp.ReadAt(ctx, got, uint64((w*200+i)*4096)); err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != byte(w*31+i) || got[4095] != byte(w*31+i) {
+				t.Fatalf("block %d/%d reads %x", w, i, got[0])
+			}
+		}
+	}
+	fs := m.Failovers()
+	if len(fs) != 1 || fs[0].To != b.addr || fs[0].From != a.addr || fs[0].Epoch != 2 {
+		t.Fatalf("failovers %+v", fs)
+	}
+}
+
+// pausedOwner accepts connections and the handshake's first bytes never
+// come: a stopped process whose kernel still accepts.
+func pausedOwner(t *testing.T) (addr string, freeze func()) {
+	img := image(t)
+	o := startOwner(t, img)
+	// A proxy that stops forwarding when frozen.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var frozen atomic.Bool
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", o.addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			pipe := func(dst, src net.Conn) {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := src.Read(buf)
+					for frozen.Load() {
+						time.Sleep(time.Millisecond)
+					}
+					if n > 0 {
+						if _, err := dst.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}
+			go pipe(up, c)
+			go pipe(c, up)
+		}
+	}()
+	return l.Addr().String(), func() { frozen.Store(true) }
+}
+
+// TestStalledOwnerIsLeft: an owner that stops answering without closing
+// anything is left once the control plane names another; the requests
+// outstanding on it are replayed there.
+func TestStalledOwnerIsLeft(t *testing.T) {
+	addr, freeze := pausedOwner(t)
+	b := startOwner(t, image(t))
+	tb := &table{}
+	tb.set(addr)
+	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 1, Stall: 100 * time.Millisecond, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	exp, _ := m.Open(ctx, "d")
+	freeze()
+	done := make(chan error, 1)
+	go func() { done <- exp.WriteAt(ctx, bytes.Repeat([]byte{7}, 4096), 0, true) }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("a write to a stalled owner returned %v before the drive moved", err)
+	default:
+	}
+	tb.set(b.addr)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write stayed on the stalled owner")
+	}
+	got := make([]byte, 4096)
+	if err := exp.ReadAt(ctx, got, 0); err != nil || got[0] != 7 {
+		t.Fatalf("read %x, %v", got[0], err)
+	}
+}
+
+// TestNoPathFailsWithEIOAfterTimeout: when no owner comes back, requests
+// fail once Timeout has passed instead of hanging.
+func TestNoPathFailsWithEIOAfterTimeout(t *testing.T) {
+	a := startOwner(t, image(t))
+	tb := &table{}
+	tb.set(a.addr)
+	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 1, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	exp, _ := m.Open(ctx, "d")
+	_ = a.srv.Close()
+	start := time.Now()
+	err = exp.ReadAt(ctx, make([]byte, 512), 0)
+	if err == nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("read with no path: %v after %v", err, time.Since(start))
+	}
+	if nbd.Errno(err) != 5 {
+		t.Errorf("errno %d, want EIO (5): %v", nbd.Errno(err), err)
+	}
+}
