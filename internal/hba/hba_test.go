@@ -46,7 +46,7 @@ func startOwner(t *testing.T, img string) *owner {
 
 type single struct{ *nbd.FileExport }
 
-func (s single) Open(context.Context, string) (nbd.Export, error) { return noClose{s.FileExport}, nil }
+func (s single) Open(context.Context, string) (nbd.Export, error) { return noClose(s), nil }
 func (s single) List(context.Context) ([]nbd.ExportInfo, error) {
 	return []nbd.ExportInfo{{Name: "d"}}, nil
 }
