@@ -23,6 +23,9 @@ func runSim(args []string) (err error) {
 	if len(args) > 0 && args[0] == "merge" {
 		return runSimMerge(args[1:])
 	}
+	if len(args) > 0 && args[0] == "storage" {
+		return runSimStorage(args[1:])
+	}
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	scenario := fs.String("scenario", "", "scenario file (YAML); the other run flags override its values")
 	out := fs.String("out", "", "output directory (summary.json, CSV, SVG, report.html); required")
@@ -50,6 +53,7 @@ func runSim(args []string) (err error) {
   rackpool sim --trace FILE.csv --architecture traditional --hosts N --host-cores C --host-ram-gb R
                --policy first-fit|next-fit|best-fit|worst-fit|rackpool --out DIR
   rackpool sim merge --out DIR SHARD_DIR...
+  rackpool sim storage --out DIR [--servers N --drives-per-server K --trace LOAD.csv ...]
 
 Simulates a datacenter in virtual time on rackpool's own placement engine.
 Flags:

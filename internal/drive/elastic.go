@@ -113,6 +113,58 @@ func (m *Manager) Decisions() []Decision {
 	return slices.Clone(m.decisions)
 }
 
+// NodeLoad is a blocknode as the elastic policy sees it.
+type NodeLoad struct {
+	ID     string
+	Ops    float64 // operations per second, averaged
+	Drives int
+	Parked bool
+	// Available: a parked node that can come back (its host is not
+	// composed meanwhile).
+	Available bool
+}
+
+// Decide is the policy's decision on nodes, with no side effects: "park"
+// (the least-loaded active node, then fewest drives, then ID), "unpark"
+// (the first available parked node by ID) or "" for none, and why. The
+// live control plane and `rackpool sim storage` both call it.
+func (e Elastic) Decide(nodes []NodeLoad) (action, node, why string) {
+	e.defaults()
+	var active, parked []NodeLoad
+	load := 0.0
+	for _, n := range nodes {
+		if n.Parked {
+			if n.Available {
+				parked = append(parked, n)
+			}
+			continue
+		}
+		active = append(active, n)
+		load += n.Ops
+	}
+	sort.Slice(active, func(i, j int) bool {
+		a, b := active[i], active[j]
+		if a.Ops != b.Ops {
+			return a.Ops < b.Ops
+		}
+		if a.Drives != b.Drives {
+			return a.Drives < b.Drives
+		}
+		return a.ID < b.ID
+	})
+	sort.Slice(parked, func(i, j int) bool { return parked[i].ID < parked[j].ID })
+	k := float64(len(active))
+	switch {
+	case len(active) > 1 && load < e.Low*e.NodeOps*(k-1):
+		return "park", active[0].ID, fmt.Sprintf("load %.0f ops/s fits in %d blocknodes under %.0f%% of their capacity (%.0f ops/s each)",
+			load, len(active)-1, e.Low*100, e.NodeOps)
+	case len(parked) > 0 && load > e.High*e.NodeOps*k:
+		return "unpark", parked[0].ID, fmt.Sprintf("load %.0f ops/s is over %.0f%% of %d blocknodes' capacity (%.0f ops/s each)",
+			load, e.High*100, len(active), e.NodeOps)
+	}
+	return "", "", ""
+}
+
 // elastic runs one round of the policy. m.ops held.
 func (m *Manager) elastic(ctx context.Context) {
 	e := m.o.Elastic
@@ -121,54 +173,40 @@ func (m *Manager) elastic(ctx context.Context) {
 		return
 	}
 	m.mu.Lock()
-	var active, parked []*Node
-	load := 0.0
 	count := map[string]int{}
 	for _, d := range m.drives {
 		if d.Node != "" && d.State != Failed {
 			count[d.Node]++
 		}
 	}
+	var nodes []NodeLoad
+	var active []*Node
+	load := 0.0
 	for _, n := range m.nodes {
-		switch {
-		case !n.Online || now.Before(n.HoldUntil):
-		case n.Parked:
-			parked = append(parked, n)
-		case now.Sub(n.since) < e.Window:
+		if !n.Online || now.Before(n.HoldUntil) {
+			continue
+		}
+		if !n.Parked && now.Sub(n.since) < e.Window {
 			m.mu.Unlock()
 			return // not measured long enough to decide on
-		default:
+		}
+		nodes = append(nodes, NodeLoad{ID: n.ID, Ops: n.Rate, Drives: count[n.ID], Parked: n.Parked})
+		if !n.Parked {
 			active = append(active, n)
 			load += n.Rate
 		}
 	}
-	sort.Slice(active, func(i, j int) bool {
-		if active[i].Rate != active[j].Rate {
-			return active[i].Rate < active[j].Rate
-		}
-		if count[active[i].ID] != count[active[j].ID] {
-			return count[active[i].ID] < count[active[j].ID]
-		}
-		return active[i].ID < active[j].ID
-	})
-	sort.Slice(parked, func(i, j int) bool { return parked[i].ID < parked[j].ID })
 	m.mu.Unlock()
-	k := float64(len(active))
-	switch {
-	case len(active) > 1 && load < e.Low*e.NodeOps*(k-1):
-		victim := active[0]
-		why := fmt.Sprintf("load %.0f ops/s fits in %d blocknodes under %.0f%% of their capacity (%.0f ops/s each)",
-			load, len(active)-1, e.Low*100, e.NodeOps)
-		m.park(ctx, victim.ID, load, len(active), why)
-	case len(parked) > 0 && load > e.High*e.NodeOps*k:
-		why := fmt.Sprintf("load %.0f ops/s is over %.0f%% of %d blocknodes' capacity (%.0f ops/s each)",
-			load, e.High*100, len(active), e.NodeOps)
-		for _, p := range parked {
-			if !m.o.Holders.InComposition(p.ID) {
-				m.unpark(ctx, p.ID, active, load, why)
-				break
-			}
+	for i := range nodes {
+		if nodes[i].Parked {
+			nodes[i].Available = !m.o.Holders.InComposition(nodes[i].ID)
 		}
+	}
+	switch action, node, why := e.Decide(nodes); action {
+	case "park":
+		m.park(ctx, node, load, len(active), why)
+	case "unpark":
+		m.unpark(ctx, node, active, load, why)
 	}
 }
 
