@@ -18,6 +18,8 @@ type BlockNode struct {
 	Fabric     string
 	MaxDrives  int
 	Online     bool
+	Parked     bool    // the elastic policy returned its host to the compute pool
+	LoadOps    float64 // operations per second, averaged
 	Registered time.Time
 	Load       struct{ ReadBytes, WriteBytes, Operations uint64 }
 	Links      struct {

@@ -353,3 +353,80 @@ func TestDriveFencing(t *testing.T) {
 		t.Fatalf("drive image holds %x... (%v)", img[:8], err)
 	}
 }
+
+// TestElasticLive: three blocknodes under `serve --elastic on` with a
+// compressed day: idle, one blocknode is parked and its host becomes
+// composable; then fio drives load through drive connect, a parked node
+// comes back and takes drives; fio verifies every block it wrote across
+// the handovers.
+func TestElasticLive(t *testing.T) {
+	skipShort(t)
+	needTools(t, "fio")
+	top, err := filepath.Abs("testdata/drives.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startDefault(t, "--topology", top, "--drive-lease", "400ms", "--elastic", "on", "--elastic-node-ops", "300",
+		"--elastic-hold", "2s", "--elastic-window", "500ms")
+	r := &driveRack{s: s, c: s.client(), dir: t.TempDir(), nodes: map[string]*proc{}}
+	for _, h := range []string{"host1", "host2", "host3"} {
+		r.nodes[h] = startProc(t, s, "blocknode", "--name", h, "--drive-dir", r.dir, "--control", s.url)
+	}
+	ctx := context.Background()
+	r.waitInService(t, 6)
+	parked := func() []string {
+		ns, err := r.c.BlockNodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range ns {
+			if n.Parked {
+				if len(n.Links.Drives) != 0 {
+					t.Errorf("parked %s still serves %d drives", n.ID, len(n.Links.Drives))
+				}
+				out = append(out, n.ID)
+			}
+		}
+		return out
+	}
+	// Idle: the policy parks blocknodes down to where the (zero) load
+	// fits, one decision per Hold, and the parked hosts are composable.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(parked()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no blocknode parked while idle")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p := parked()[0]
+	if out, err := s.cli("compose", "--host", p); err != nil {
+		t.Fatalf("compose on parked %s: %v\n%s", p, err, out)
+	} else if _, err := s.cli("decompose", strings.Fields(out)[0]); err != nil {
+		t.Fatalf("decompose: %v (%s)", err, out)
+	}
+	r.waitInService(t, 6)
+	// Load: fio on ssd1 through drive connect, verified, at ~2,000 IOPS,
+	// far over 70% of the active nodes' 300 ops/s each.
+	sock, conn := r.connect(t, "ssd1")
+	fio := exec.Command("fio", "--name=elastic", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
+		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32M", "--rate_iops=2000", "--verify=crc32c", "--do_verify=1",
+		"--verify_fatal=1", "--verify_state_save=0", "--output-format=terse")
+	var out bytes.Buffer
+	fio.Stdout, fio.Stderr = &out, &out
+	if err := fio.Run(); err != nil {
+		t.Fatalf("fio across elastic moves: %v\n%s\ndrive connect:\n%s", err, out.String(), conn.stderr)
+	}
+	entries := r.s.cli
+	audit, err := entries("audit", "--format", "jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(audit, "ElasticDisaggregation") || !strings.Contains(audit, "park blocknode") {
+		t.Errorf("no elastic decision in the audit log:\n%s", lastLines(audit, 5))
+	}
+	if !strings.Contains(audit, "bring blocknode") {
+		t.Errorf("no blocknode brought back under load; audit:\n%s", lastLines(audit, 8))
+	}
+	r.waitInService(t, 6)
+}

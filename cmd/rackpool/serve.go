@@ -49,6 +49,7 @@ func runServe(args []string) error {
 	elasticMode := fs.String("elastic", "off", "dynamic elastic disaggregation of blocknodes (P1 §4): off, dry-run or on")
 	elasticOps := fs.Float64("elastic-node-ops", 20000, "operations per second one blocknode serves at full load (measure with bench/drives)")
 	elasticHold := fs.Duration("elastic-hold", 5*time.Minute, "least time between two elastic decisions")
+	elasticWindow := fs.Duration("elastic-window", time.Minute, "blocknode load is averaged over this")
 	monitorEvery := fs.Duration("monitor-interval", events.DefaultMonitorInterval, "how often fabric health and telemetry are polled for events")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key) instead of the service's own, kept in DATA/tls")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
@@ -158,7 +159,7 @@ func runServe(args []string) error {
 	}
 	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease,
 		Spares: *spareDrives, OnEvent: obs.OnDriveEvent,
-		Elastic: drive.Elastic{Mode: elastic, NodeOps: *elasticOps, Hold: *elasticHold}})
+		Elastic: drive.Elastic{Mode: elastic, NodeOps: *elasticOps, Hold: *elasticHold, Window: *elasticWindow}})
 	if err != nil {
 		return err
 	}
