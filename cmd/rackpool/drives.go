@@ -20,6 +20,7 @@ import (
 	"rackpool/internal/drive"
 	"rackpool/internal/hba"
 	"rackpool/internal/nbd"
+	"rackpool/internal/profiling"
 )
 
 // Pooled drive verbs: blocknode (the storage server), blocknodes, drives,
@@ -38,6 +39,7 @@ func runBlocknode(args []string) error {
 	maxDrives := fs.Int("max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
 	heartbeat := fs.Duration("heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
 	verbose := fs.Bool("v", false, "log debug messages")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +62,11 @@ func runBlocknode(args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	stopProfile, err := profiling.Start(*cpuProfile, "")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopProfile() }()
 	cf := &clientFlags{url: *control, caFile: caFile}
 	c, err := cf.client()
 	if err != nil {
@@ -258,6 +265,7 @@ func runDriveConnect(args []string) error {
 	conns := fs.Int("connections", hba.DefaultConns, "NBD connections to the owning blocknode")
 	timeout := fs.Duration("timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
 	verbose := fs.Bool("v", false, "log debug messages")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -277,6 +285,11 @@ func runDriveConnect(args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	stopProfile, err := profiling.Start(*cpuProfile, "")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopProfile() }()
 	c, err := cf.client()
 	if err != nil {
 		return err
