@@ -1,0 +1,186 @@
+package blocknode_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"rackpool/internal/blocknode"
+	"rackpool/internal/nbd"
+)
+
+var ctx = context.Background()
+
+// control is a scripted control plane.
+type control struct {
+	mu     sync.Mutex
+	key    blocknode.Key
+	drives []blocknode.Assigned
+	lease  time.Duration
+	calls  int
+	down   bool
+}
+
+func (c *control) Heartbeat(context.Context, blocknode.Heartbeat) (blocknode.Assignment, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if c.down {
+		return blocknode.Assignment{}, errors.New("control plane unreachable")
+	}
+	return blocknode.Assignment{Key: c.key, Drives: append([]blocknode.Assigned(nil), c.drives...), LeaseTTL: c.lease}, nil
+}
+
+func (c *control) set(f func(*control)) {
+	c.mu.Lock()
+	f(c)
+	c.mu.Unlock()
+}
+
+type node struct {
+	srv   *blocknode.Server
+	agent *blocknode.Agent
+	addr  string
+	ctl   *control
+	dir   string
+}
+
+func startNode(t *testing.T) *node {
+	t.Helper()
+	dir := t.TempDir()
+	key, _ := blocknode.NewKey()
+	ctl := &control{key: key, drives: []blocknode.Assigned{{ID: "d1", Epoch: 3, Size: 1 << 20}}, lease: 300 * time.Millisecond}
+	srv, err := blocknode.New(blocknode.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &blocknode.Agent{Server: srv, Control: ctl, Host: "h", Endpoint: "x", Epoch: 1, Interval: 50 * time.Millisecond}
+	srv.SetRefresh(agent.Beat)
+	if err := agent.Beat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return &node{srv: srv, agent: agent, addr: l.Addr().String(), ctl: ctl, dir: dir}
+}
+
+func (n *node) token(t *testing.T, drive string, epoch uint64, r blocknode.Rights, ttl time.Duration) string {
+	t.Helper()
+	tok, err := n.ctl.key.Sign(blocknode.Claims{Drive: drive, Epoch: epoch, Rights: r, Expiry: time.Now().Add(ttl)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blocknode.ExportName(drive, tok)
+}
+
+// TestTokensAndEpochs: the image is created at the assigned size; a valid
+// token opens the drive; expired, wrong-epoch, other-drive, forged and
+// missing tokens do not; a read-only token cannot write.
+func TestTokensAndEpochs(t *testing.T) {
+	n := startNode(t)
+	rw := blocknode.RightRead | blocknode.RightWrite
+	c, err := nbd.Dial(ctx, "tcp", n.addr, n.token(t, "d1", 3, rw, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Size() != 1<<20 {
+		t.Fatalf("size %d", c.Size())
+	}
+	if fi, err := os.Stat(filepath.Join(n.dir, "d1.img")); err != nil || fi.Size() != 1<<20 {
+		t.Fatalf("image: %v %v", fi, err)
+	}
+	if err := c.WriteAt(ctx, bytes.Repeat([]byte{9}, 4096), 0, true); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := blocknode.NewKey()
+	forged, _ := other.Sign(blocknode.Claims{Drive: "d1", Epoch: 3, Rights: rw, Expiry: time.Now().Add(time.Minute)})
+	for name, export := range map[string]string{
+		"expired":     n.token(t, "d1", 3, rw, -time.Second),
+		"old epoch":   n.token(t, "d1", 2, rw, time.Minute),
+		"newer epoch": n.token(t, "d1", 4, rw, time.Minute),
+		"other drive": "d1@" + n.token(t, "d2", 3, rw, time.Minute)[3:],
+		"forged":      blocknode.ExportName("d1", forged),
+		"unknown":     n.token(t, "d9", 3, rw, time.Minute),
+	} {
+		if c, err := nbd.Dial(ctx, "tcp", n.addr, export); err == nil {
+			c.Close()
+			t.Errorf("%s token opened the drive", name)
+		}
+	}
+	ro, err := nbd.Dial(ctx, "tcp", n.addr, n.token(t, "d1", 3, blocknode.RightRead, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if !ro.Flags().ReadOnly {
+		t.Error("a read-only token's export is not read-only")
+	}
+	got := make([]byte, 4096)
+	if err := ro.ReadAt(ctx, got, 0); err != nil || got[0] != 9 {
+		t.Fatalf("read-only read: %x %v", got[0], err)
+	}
+	if err := ro.WriteAt(ctx, got, 0, false); err == nil {
+		t.Error("a read-only token wrote")
+	}
+}
+
+// TestFencedByEpochAndLease: an open connection is refused with EPERM once
+// the drive moves (new epoch), and once the node lease lapses because the
+// control plane is unreachable; a token at the drive's new epoch opens it
+// at once (the node asks for a fresh assignment instead of waiting).
+func TestFencedByEpochAndLease(t *testing.T) {
+	n := startNode(t)
+	rw := blocknode.RightRead | blocknode.RightWrite
+	c, err := nbd.Dial(ctx, "tcp", n.addr, n.token(t, "d1", 3, rw, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 512)
+	if err := c.ReadAt(ctx, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The drive comes back at epoch 5 (moved away and back): the old
+	// connection is fenced, a token at 5 opens it without waiting for the
+	// next heartbeat.
+	n.ctl.set(func(c *control) { c.drives[0].Epoch = 5 })
+	c5, err := nbd.Dial(ctx, "tcp", n.addr, n.token(t, "d1", 5, rw, time.Minute))
+	if err != nil {
+		t.Fatalf("newer epoch after refresh: %v", err)
+	}
+	defer c5.Close()
+	if err := c.ReadAt(ctx, buf, 0); !errors.Is(err, nbd.ErrPermission) {
+		t.Fatalf("old-epoch connection read: %v, want EPERM", err)
+	}
+	if err := c5.WriteAt(ctx, buf, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	// The control plane goes away: no heartbeat renews the lease.
+	n.ctl.set(func(c *control) { c.down = true })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_ = n.agent.Beat(ctx)
+		err := c5.WriteAt(ctx, buf, 0, false)
+		if errors.Is(err, nbd.ErrPermission) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still writing after the lease should have lapsed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(n.srv.Served()) != 0 {
+		t.Errorf("serving %v without a lease", n.srv.Served())
+	}
+}
