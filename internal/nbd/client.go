@@ -144,10 +144,7 @@ func NewClient(ctx context.Context, nc net.Conn, export string) (*Client, error)
 	stop := bindDeadline(ctx, nc)
 	err := c.handshake(export)
 	if !stop() || err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, err)
+		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, contextErr(ctx, err))
 	}
 	go c.readLoop()
 	return c, nil
@@ -166,6 +163,18 @@ func bindDeadline(ctx context.Context, nc net.Conn) func() bool {
 		nc.SetDeadline(time.Time{})
 		return ok && ctx.Err() == nil
 	}
+}
+
+// contextErr returns ctx's error in place of err, an I/O error, if ctx
+// ended or its deadline passed (the connection's deadline may fire first).
+func contextErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // Size is the export's size in bytes.

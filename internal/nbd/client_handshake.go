@@ -20,11 +20,8 @@ func List(ctx context.Context, network, addr string) ([]ExportInfo, error) {
 	defer nc.Close()
 	stop := bindDeadline(ctx, nc)
 	infos, err := listExports(nc)
-	if !stop() && err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("nbd: list exports of %s: %w", addr, err)
+	if !stop() || err != nil {
+		return nil, fmt.Errorf("nbd: list exports of %s: %w", addr, contextErr(ctx, err))
 	}
 	return infos, nil
 }

@@ -277,8 +277,18 @@ func TestBlockStatusSparse(t *testing.T) {
 }
 
 func TestConcurrentPipelined(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) { testConcurrentPipelined(t, inline) })
+	}
+}
+
+func testConcurrentPipelined(t *testing.T, inline bool) {
 	checkNoLeak(t)
-	env := startEnv(t, nil)
+	env := startEnv(t, func(_ *Server, x *testExports) {
+		if !inline {
+			x.wrap = func(_ string, e Export) Export { return struct{ Export }{e} }
+		}
+	})
 	c := env.dial(t, "disk")
 	ctx := testCtx(t)
 	const workers, ops, block = 32, 40, 4096

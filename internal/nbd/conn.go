@@ -1,7 +1,6 @@
 package nbd
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,8 +12,13 @@ import (
 	"sync"
 )
 
-// maxExtents bounds the descriptors of one block status reply.
-const maxExtents = 1 << 17
+const (
+	// maxExtents bounds the descriptors of one block status reply.
+	maxExtents = 1 << 17
+	// bigWrite is the WRITE length from which a payload not yet buffered
+	// is read straight into its buffer (see conn.bigWrites).
+	bigWrite = 16 << 10
+)
 
 // conn is the transmission phase of one connection. One goroutine (serve)
 // reads requests; each request that reaches the export runs on a
@@ -22,7 +26,7 @@ const maxExtents = 1 << 17
 // goroutine finds the writer idle (send).
 type conn struct {
 	nc          net.Conn
-	br          *bufio.Reader
+	br          *reader
 	ex          Export
 	name        string
 	size        uint64
@@ -30,13 +34,17 @@ type conn struct {
 	tflags      uint16 // advertised transmission flags
 	structured  bool
 	blockStatus bool // base:allocation negotiated
+	inline      bool // the export is an InlineExport that wants it
 	st          settings
 	log         *slog.Logger
 	ctx         context.Context
 	cancel      context.CancelFunc
 	discardMax  uint64 // longest oversized WRITE payload skipped
 
-	hdr [requestLen]byte
+	// bigWrites is set after a WRITE whose payload was not yet
+	// buffered: the next header is then read alone, so that its payload
+	// goes from the socket straight into its own buffer.
+	bigWrites bool
 
 	// In-flight accounting: requests read and not yet answered, and the
 	// payload bytes they hold. Only serve waits on cond.
@@ -66,7 +74,7 @@ type op struct {
 
 var opPool = sync.Pool{New: func() any { return &op{out: make([]byte, 0, 64)} }}
 
-func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, neg negotiated, st settings, log *slog.Logger) *conn {
+func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st settings, log *slog.Logger) *conn {
 	c := &conn{
 		nc:          nc,
 		br:          br,
@@ -79,6 +87,9 @@ func newConn(ctx context.Context, nc net.Conn, br *bufio.Reader, neg negotiated,
 		st:          st,
 		log:         log.With("export", neg.name),
 		discardMax:  max(2*uint64(st.maxPayload), discardMin),
+	}
+	if ie, ok := neg.export.(InlineExport); ok {
+		c.inline = ie.Inline()
 	}
 	c.tflags = flagsToWire(c.flags)
 	if c.structured {
@@ -131,16 +142,21 @@ func (c *conn) serve() {
 // the stream breaks or the client breaks the protocol.
 func (c *conn) readLoop() error {
 	for {
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		max := readBufSize
+		if c.bigWrites {
+			max = requestLen
+		}
+		hdr, err := c.br.next(requestLen, max)
+		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				return fmt.Errorf("truncated request header: %w", err)
 			}
 			return err
 		}
-		if binary.BigEndian.Uint32(c.hdr[:]) != requestMagic {
-			return fmt.Errorf("%w %#x", errBadMagic, binary.BigEndian.Uint32(c.hdr[:]))
+		if binary.BigEndian.Uint32(hdr) != requestMagic {
+			return fmt.Errorf("%w %#x", errBadMagic, binary.BigEndian.Uint32(hdr))
 		}
-		r := decodeRequest(c.hdr[:])
+		r := decodeRequest(hdr)
 		switch r.typ {
 		case cmdDisc:
 			return errDisc
@@ -165,8 +181,18 @@ func (c *conn) readLoop() error {
 			cost = int(r.length)
 		}
 		o := c.start(r, cost)
-		go c.handle(o)
+		c.dispatch(o)
 	}
+}
+
+// dispatch runs o on a goroutine of its own, or, for an inline export
+// when no other request is buffered behind o, on the reader goroutine.
+func (c *conn) dispatch(o *op) {
+	if c.inline && c.br.Buffered() == 0 {
+		c.handle(o)
+		return
+	}
+	go c.handle(o)
 }
 
 // readWrite reads a WRITE's payload and dispatches it, or answers it with
@@ -188,11 +214,9 @@ func (c *conn) readWrite(r request) error {
 	}
 	o := c.start(r, int(r.length))
 	o.payload = getBuf(int(r.length))
-	if _, err := io.ReadFull(c.br, *o.payload); err != nil {
+	c.bigWrites = c.br.Buffered() < int(r.length) && r.length >= bigWrite
+	if err := c.br.ReadFull(*o.payload); err != nil {
 		c.release(o)
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
 		return fmt.Errorf("truncated write payload: %w", err)
 	}
 	if errno, msg := c.check(r); errno != 0 {
@@ -203,7 +227,7 @@ func (c *conn) readWrite(r request) error {
 		c.opSucceed(o)
 		return nil
 	}
-	go c.handle(o)
+	c.dispatch(o)
 	return nil
 }
 

@@ -8,20 +8,27 @@
 //
 // # Design
 //
-// The server runs one reader goroutine per connection. It reads each
-// request header (and a WRITE's payload, into a pooled buffer) through a
-// 64 KiB buffered reader, checks it, and starts a goroutine that calls
-// the export; requests are so served concurrently and answered in the
-// order they complete, each reply tagged with the request's cookie. At
-// most Server.MaxInFlight requests (default 64), holding at most 64 MiB
-// of payload between them, are in flight per connection: at the limit
-// the reader stops reading, so a fast client meets TCP backpressure, not
-// an unbounded queue. Replies are queued under a mutex; the goroutine
-// that finds no writer active writes the whole queue, and whatever is
-// queued meanwhile, with one writev per batch (headers and READ data
-// from the pooled buffers, never copied), and then frees the buffers.
-// Nothing on the request path allocates beyond a goroutine and its
-// closure once the pools are warm.
+// The server runs one reader goroutine per connection. It reads request
+// headers through a 64 KiB buffer, so that pipelined requests cost one
+// read between them, and WRITE payloads into pooled buffers, straight
+// from the socket for large ones (after a large WRITE the next header is
+// read on its own, so its payload does not pass through the buffer).
+// Each request that reaches the export runs on a goroutine of its own,
+// so requests are served concurrently and answered in the order they
+// complete, each reply tagged with the request's cookie. An export that
+// implements [InlineExport] (FileExport does) has a request run on the
+// reader goroutine instead whenever no other request is buffered behind
+// it: at queue depth 1, and for large writes, that saves the goroutine
+// hand-off and thread wake-up that otherwise cost as much as the
+// system calls. At most Server.MaxInFlight requests (default 64),
+// holding at most 64 MiB of payload between them, are in flight per
+// connection: at the limit the reader stops reading, so a fast client
+// meets TCP backpressure, not an unbounded queue. Replies are queued
+// under a mutex; the goroutine that finds no writer active writes the
+// whole queue, and whatever is queued meanwhile, with one writev per
+// batch (headers and READ data from the pooled buffers, never copied),
+// and then frees the buffers. Nothing on the request path allocates
+// beyond a goroutine once the pools are warm.
 //
 // The export's methods get a context that ends with the connection:
 // after NBD_CMD_DISC once every request in flight has been answered (the

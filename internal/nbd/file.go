@@ -23,7 +23,7 @@ type FileExport struct {
 	blockDev bool
 }
 
-var _ Export = (*FileExport)(nil)
+var _ InlineExport = (*FileExport)(nil)
 
 // NewFileExport opens path, a regular file or a block device, for
 // export; readOnly opens it read-only and makes writes fail with
@@ -60,6 +60,10 @@ func NewFileExport(path string, readOnly bool) (*FileExport, error) {
 	}
 	return e, nil
 }
+
+// Inline reports true: FileExport's methods are system calls on local
+// storage, best made on the server's reading goroutine (see InlineExport).
+func (e *FileExport) Inline() bool { return true }
 
 // Size returns the size taken when the export was opened.
 func (e *FileExport) Size() uint64 { return e.size }

@@ -1,7 +1,6 @@
 package nbd
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -50,7 +49,7 @@ type handshake struct {
 	st      settings
 	log     *slog.Logger
 	nc      net.Conn
-	br      *bufio.Reader
+	br      *reader
 
 	out        []byte // replies not yet written
 	data       []byte // the current option's data

@@ -86,6 +86,13 @@ type countedExport struct {
 
 func (e *countedExport) Description() string { return e.desc }
 
+// Inline passes the wrapped export's choice on; the other wrappers in
+// the tests do not, so both ways of serving requests are exercised.
+func (e *countedExport) Inline() bool {
+	ie, ok := e.Export.(InlineExport)
+	return ok && ie.Inline()
+}
+
 func (e *countedExport) Close() error {
 	if !e.once.CompareAndSwap(false, true) {
 		panic("export closed twice")

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"testing"
 )
 
@@ -12,7 +13,8 @@ import (
 //
 //	NBD_SERVE_SOCKET=/tmp/s NBD_SERVE_FILE=disk.img go test -run TestServeFile ./internal/nbd
 //
-// The export is called "" and "disk". It is skipped unless both are set.
+// The export is called "" and "disk". It is skipped unless both are set;
+// NBD_SERVE_CPUPROFILE names a file for a CPU profile of the run.
 func TestServeFile(t *testing.T) {
 	sock, file := os.Getenv("NBD_SERVE_SOCKET"), os.Getenv("NBD_SERVE_FILE")
 	if sock == "" || file == "" {
@@ -26,6 +28,17 @@ func TestServeFile(t *testing.T) {
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prof := os.Getenv("NBD_SERVE_CPUPROFILE"); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	go func() {
 		ch := make(chan os.Signal, 1)

@@ -1,7 +1,6 @@
 package nbd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -224,7 +223,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
 
-	br := bufio.NewReaderSize(nc, readBufSize)
+	br := newReader(nc, readBufSize)
 	h := &handshake{
 		exports: s.Exports,
 		st:      st,
