@@ -62,6 +62,7 @@ type Client struct {
 	err    error // set once: new requests fail with it
 
 	readerDone chan struct{}
+	scratch    [16]byte // the reader goroutine's
 }
 
 // call is one request in flight. The reader goroutine alone touches the
@@ -75,7 +76,8 @@ type call struct {
 	length uint32
 	p      []byte // READ destination, len(p) == length
 	hdr    [requestLen]byte
-	bufs   net.Buffers
+	iov    [2][]byte
+	bufs   net.Buffers // over iov, so that writing allocates nothing
 	done   chan struct{}
 
 	mu        sync.Mutex
@@ -452,9 +454,10 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 	}
 	var err error
 	if cl.typ == cmdWrite {
-		cl.bufs = append(cl.bufs[:0], cl.hdr[:], cl.p)
+		cl.iov = [2][]byte{cl.hdr[:], cl.p}
+		cl.bufs = cl.iov[:]
 		_, err = cl.bufs.WriteTo(c.nc)
-		cl.bufs = cl.bufs[:0]
+		cl.iov = [2][]byte{}
 	} else {
 		_, err = c.nc.Write(cl.hdr[:])
 	}
@@ -701,7 +704,7 @@ func (c *Client) chunk(flags, typ uint16, cookie uint64, length uint32) error {
 }
 
 func (c *Client) chunkPayload(cl *call, typ uint16, length uint32) error {
-	var b [16]byte
+	b := c.scratch[:]
 	switch typ {
 	case replyTypeNone:
 		if length != 0 {
