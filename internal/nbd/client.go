@@ -299,6 +299,9 @@ func (c *Client) BlockStatus(ctx context.Context, off, length uint64) ([]Extent,
 	if !c.flags.CanBlockStatus {
 		return nil, fmt.Errorf("nbd: no block status on this connection: %w", ErrNotSupported)
 	}
+	if length == 0 {
+		return nil, nil
+	}
 	length = min(length, maxEffect)
 	cl := newCall(cmdBlockStatus, 0, off, uint32(length))
 	if err := c.send(ctx, cl); err != nil {

@@ -41,9 +41,10 @@ type conn struct {
 	cancel      context.CancelFunc
 	discardMax  uint64 // longest oversized WRITE payload skipped
 
-	// bigWrites is set after a WRITE whose payload was not yet
-	// buffered: the next header is then read alone, so that its payload
-	// goes from the socket straight into its own buffer.
+	// bigWrites is set after a large WRITE whose payload was not yet
+	// buffered: the next header is then read alone, so that if it is
+	// another such WRITE its payload goes from the socket straight into
+	// its own buffer.
 	bigWrites bool
 
 	// In-flight accounting: requests read and not yet answered, and the
@@ -157,6 +158,7 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("%w %#x", errBadMagic, binary.BigEndian.Uint32(hdr))
 		}
 		r := decodeRequest(hdr)
+		c.bigWrites = false
 		switch r.typ {
 		case cmdDisc:
 			return errDisc

@@ -161,7 +161,7 @@ func TestFio(t *testing.T) {
 	fio := needTool(t, "fio")
 	env := startEnv(t, nil)
 	out, err := run(t, 3*time.Minute, fio, "--name=verify", "--ioengine=nbd", "--uri="+env.uri("disk"),
-		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=16M", "--verify=crc32c", "--do_verify=1",
+		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=16M", "--verify=crc32c", "--do_verify=1", "--verify_state_save=0",
 		"--runtime=60", "--output-format=normal")
 	if err != nil {
 		t.Fatalf("fio: %v\n%s", err, out)
