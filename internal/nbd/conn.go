@@ -113,6 +113,7 @@ var (
 // breaks, waits for the requests in flight, and closes the export.
 func (c *conn) serve() {
 	err := c.readLoop()
+	closing := c.ctx.Err() != nil // the server (or ServeConn's caller) ended the connection
 	switch {
 	case errors.Is(err, errDisc), errors.Is(err, errDrop):
 		// NBD_CMD_DISC: answer what is in flight, then close.
@@ -124,14 +125,14 @@ func (c *conn) serve() {
 		c.cancel()
 		c.nc.Close()
 		c.waitIdle()
-		if c.ctx.Err() != nil && !errors.Is(err, errBadMagic) {
-			err = nil
-		}
 	}
-	if err != nil && !errors.Is(err, errDisc) && !errors.Is(err, io.EOF) {
+	switch {
+	case closing || errors.Is(err, errDisc) || errors.Is(err, io.EOF):
+		c.log.Debug("nbd connection closed", "err", err)
+	case errors.Is(err, errBadMagic):
+		c.log.Warn("nbd connection dropped: bad request", "err", err)
+	default:
 		c.log.Info("nbd connection dropped", "err", err)
-	} else {
-		c.log.Debug("nbd connection closed")
 	}
 	if cerr := c.ex.Close(); cerr != nil {
 		c.log.Warn("nbd export close failed", "err", cerr)

@@ -147,10 +147,11 @@
 //
 // The server checks, in order, and answers with the error value:
 //
+//	WRITE longer than MaxPayload (before its payload)     EOVERFLOW (75)
 //	unknown command, flag not valid for the command or not offered,
 //	command not offered (FLUSH, TRIM, WRITE_ZEROES, BLOCK_STATUS),
 //	FLUSH with non-zero offset or length                  EINVAL (22)
-//	READ or WRITE longer than MaxPayload                  EOVERFLOW (75)
+//	READ longer than MaxPayload                           EOVERFLOW (75)
 //	WRITE, TRIM or WRITE_ZEROES on a read-only export     EPERM (1)
 //	offset+length past the end (or overflowing) on WRITE
 //	or WRITE_ZEROES                                       ENOSPC (28)
@@ -179,8 +180,8 @@
 // the connection dropped, since skipping gigabytes would only serve an
 // attacker.
 //
-// A request with a bad magic number ends the connection (logged): after
-// it the stream cannot be framed. So does a stream that ends inside a
+// A request with a bad magic number ends the connection (logged as a
+// warning): after it the stream cannot be framed. So does a stream that ends inside a
 // header or a payload; a clean end between requests without NBD_CMD_DISC
 // is a hard disconnect and cancels the requests in flight.
 //
