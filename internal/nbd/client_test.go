@@ -683,3 +683,59 @@ func TestClientClosed(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// panicky panics on every read.
+type panicky struct{ Export }
+
+func (panicky) ReadAt(context.Context, []byte, uint64) error { panic("bug in the export") }
+
+func TestExportPanic(t *testing.T) {
+	env := startEnv(t, func(_ *Server, x *testExports) {
+		x.wrap = func(_ string, e Export) Export { return panicky{e} }
+	})
+	c := env.dial(t, "disk")
+	ctx := testCtx(t)
+	err := c.ReadAt(ctx, make([]byte, 512), 0)
+	wantErrno(t, "read from a panicking export", err, errnoIO)
+	if strings.Contains(err.Error(), "bug in the export") {
+		t.Fatalf("the panic's text reached the client: %v", err)
+	}
+	if err := c.WriteAt(ctx, make([]byte, 512), 0, false); err != nil {
+		t.Fatalf("write after the panic: %v", err)
+	}
+}
+
+func TestServeConnContext(t *testing.T) {
+	checkNoLeak(t)
+	x := newTestExports()
+	x.add("disk", newImage(t, 1<<20), "", false)
+	srv := &Server{Exports: x}
+	defer srv.Close()
+	a, b := net.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeConn(ctx, b)
+	}()
+	c, err := NewClient(testCtx(t), a, "disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Flush(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeConn did not return when its context ended")
+	}
+	if err := c.Flush(testCtx(t)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("flush after the server side ended: %v", err)
+	}
+	if x.opens.Load() != 1 || x.closes.Load() != 1 {
+		t.Fatalf("opens %d closes %d", x.opens.Load(), x.closes.Load())
+	}
+}

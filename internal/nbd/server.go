@@ -245,8 +245,12 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
 }
 
 func remoteAddr(nc net.Conn) string {
-	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
-		return a.String()
+	a := nc.RemoteAddr()
+	switch {
+	case a == nil:
+		return "local"
+	case a.String() == "" || a.String() == "@":
+		return a.Network() // an unnamed unix socket peer
 	}
-	return "local"
+	return a.String()
 }
