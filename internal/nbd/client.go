@@ -421,9 +421,10 @@ func (c *Client) split(ctx context.Context, total, chunk uint64, mk func(i, n ui
 }
 
 // send registers cl and writes its request. An error means the request
-// was not sent (and cl is freed); after a nil return the caller must
-// wait. A request whose write fails breaks the connection, and the
-// reader then finishes it with the connection's error.
+// was not sent, and cl is no longer the caller's; after a nil return the
+// caller must wait. A request whose write fails after part of it went out
+// breaks the connection, and the reader then finishes it with the
+// connection's error.
 func (c *Client) send(ctx context.Context, cl *call) error {
 	select {
 	case c.wlock <- struct{}{}:
@@ -434,6 +435,11 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 			freeCall(cl)
 			return ctx.Err()
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		<-c.wlock
+		freeCall(cl)
+		return err
 	}
 	c.mu.Lock()
 	if err := c.err; err != nil {
@@ -455,14 +461,17 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 		c.dlmu.Unlock()
 		stop = context.AfterFunc(ctx, func() { c.interruptWrite(cl) })
 	}
+	var n int64
 	var err error
 	if cl.typ == cmdWrite {
 		cl.iov = [2][]byte{cl.hdr[:], cl.p}
 		cl.bufs = cl.iov[:]
-		_, err = cl.bufs.WriteTo(c.nc)
+		n, err = cl.bufs.WriteTo(c.nc)
 		cl.iov = [2][]byte{}
 	} else {
-		_, err = c.nc.Write(cl.hdr[:])
+		var m int
+		m, err = c.nc.Write(cl.hdr[:])
+		n = int64(m)
 	}
 	if stop != nil {
 		stop()
@@ -475,19 +484,36 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 		c.dlmu.Unlock()
 	}
 	<-c.wlock
-	if err != nil {
-		c.breakConn(fmt.Errorf("send %s request: %w", cmdName(cl.typ), err))
+	if err == nil {
+		return nil
 	}
+	if n == 0 && ctx.Err() != nil {
+		// Interrupted before a byte went out: the request was never
+		// sent, and the connection is fine. The call is not pooled
+		// again: only a server answering a request it never got could
+		// still reach it.
+		c.mu.Lock()
+		delete(c.calls, cookie)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+	c.breakConn(fmt.Errorf("send %s request: %w", cmdName(cl.typ), err))
 	return nil
 }
 
-// interruptWrite makes a write of cl's request that is still going on
-// fail at once, because cl's context ended.
+// writeGrace is how long a request write may go on after its caller's
+// context ended: a write that is merely in progress completes, one stuck
+// on a full socket is interrupted (breaking the connection if part of
+// the request went out).
+const writeGrace = time.Second
+
+// interruptWrite bounds a write of cl's request that is still going on,
+// because cl's context ended.
 func (c *Client) interruptWrite(cl *call) {
 	c.dlmu.Lock()
 	if c.writing == cl {
 		c.deadline = true
-		c.nc.SetWriteDeadline(time.Unix(1, 0))
+		c.nc.SetWriteDeadline(time.Now().Add(writeGrace))
 	}
 	c.dlmu.Unlock()
 }

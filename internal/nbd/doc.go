@@ -44,8 +44,10 @@
 // for reply data already being read into the caller's buffer, which is
 // read to its end first (or the connection is broken after 2 s), so that
 // nothing writes to the buffer after the call returned. A request write
-// still blocked when its caller's context ends fails the connection,
-// since half a request cannot be taken back. ReadAt and WriteAt split
+// still blocked a second after its caller's context ended (the server is
+// not reading) is interrupted: if none of it went out, the call returns
+// ctx.Err() and the connection goes on; if part of it did, the connection
+// fails, since half a request cannot be taken back. ReadAt and WriteAt split
 // requests longer than the server's maximum block size (or 32 MiB) and
 // keep up to 16 of the pieces in flight. When the connection breaks,
 // every call in flight and every later call fails with an error wrapping
