@@ -133,7 +133,7 @@ func FuzzServerRequests(f *testing.F) {
 // fuzzRequests are the requests FuzzClientReplies has in flight, in
 // cookie order (the client numbers cookies from 1).
 var fuzzRequests = []func(ctx context.Context, c *Client) error{
-	func(ctx context.Context, c *Client) error { return c.ReadAt(ctx, make([]byte, 4096), 0) },
+	func(ctx context.Context, c *Client) error { return c.ReadAt(ctx, make([]byte, 512), 0) },
 	func(ctx context.Context, c *Client) error { _, err := c.BlockStatus(ctx, 0, 1<<20); return err },
 	func(ctx context.Context, c *Client) error { return c.WriteAt(ctx, make([]byte, 512), 0, true) },
 	func(ctx context.Context, c *Client) error { return c.Flush(ctx) },
@@ -143,87 +143,89 @@ var fuzzRequests = []func(ctx context.Context, c *Client) error{
 
 func FuzzClientReplies(f *testing.F) {
 	join := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
-	data4k := bytes.Repeat([]byte{1}, 4096)
+	data := bytes.Repeat([]byte{1}, 512) // small: the fuzzer minimizes every new input
 	simple := func(errno uint32, cookie uint64) []byte {
 		b := make([]byte, simpleReplyLen)
 		putSimpleReply(b, errno, cookie)
 		return b
 	}
 	f.Add(join(
-		chunk(replyFlagDone, replyTypeOffsetData, 1, u64(0), data4k),
+		chunk(replyFlagDone, replyTypeOffsetData, 1, u64(0), data),
 		chunk(replyFlagDone, replyTypeBlockStatus, 2, u32(metaContextID), u32(4096), u32(3), u32(8192), u32(0)),
 		simple(0, 3), simple(0, 4),
 		chunk(0, replyTypeOffsetHole, 5, u64(100), u32(16)), chunk(replyFlagDone, replyTypeNone, 5),
 		chunk(replyFlagDone, replyTypeError, 6, u32(errnoNoSpc), u16(3), []byte("msg")),
 	))
 	f.Add(join(
-		chunk(0, replyTypeOffsetData, 1, u64(2048), data4k[:2048]),
+		chunk(0, replyTypeOffsetData, 1, u64(256), data[:256]),
 		chunk(0, replyTypeErrorOffset, 1, u32(errnoIO), u16(0), u64(0)),
 		chunk(replyFlagDone, replyTypeNone, 1),
 		chunk(replyFlagDone, replyTypeErrBit|9, 2, u32(1), u16(0), []byte{9, 9}),
 	))
-	f.Add(join(simple(0, 1), data4k))
+	f.Add(join(simple(0, 1), data))
 	f.Add(join(simple(5, 1), simple(0, 99)))
-	f.Add(chunk(replyFlagDone, replyTypeOffsetData, 1, u64(1<<40), data4k))
+	f.Add(chunk(replyFlagDone, replyTypeOffsetData, 1, u64(1<<40), data))
 	f.Add(chunk(replyFlagDone, replyTypeBlockStatus, 2, u32(metaContextID), u32(0), u32(0)))
 	f.Add(chunk(replyFlagDone, replyTypeError, 3, u32(1), u16(0xffff)))
 	f.Add([]byte{0x66, 0x8e, 0x33, 0xef, 0, 1, 0, 1})
-	f.Fuzz(func(t *testing.T, replies []byte) {
-		a, b := net.Pipe()
-		deadline := time.Now().Add(fuzzDeadline)
-		a.SetDeadline(deadline)
-		b.SetDeadline(deadline)
-		fs := &fakeServer{nc: b, br: bufio.NewReader(b)}
-		got := make(chan struct{}, len(fuzzRequests))
-		server := make(chan struct{})
-		go func() {
-			defer close(server)
-			defer b.Close()
-			if err := fakeGo(fs); err != nil {
+	f.Fuzz(fuzzClientReplies)
+}
+
+func fuzzClientReplies(t *testing.T, replies []byte) {
+	a, b := net.Pipe()
+	deadline := time.Now().Add(fuzzDeadline)
+	a.SetDeadline(deadline)
+	b.SetDeadline(deadline)
+	fs := &fakeServer{nc: b, br: bufio.NewReader(b)}
+	got := make(chan struct{}, len(fuzzRequests))
+	server := make(chan struct{})
+	go func() {
+		defer close(server)
+		defer b.Close()
+		if err := fakeGo(fs); err != nil {
+			return
+		}
+		for range fuzzRequests {
+			r, err := fs.request()
+			if err != nil {
 				return
 			}
-			for range fuzzRequests {
-				r, err := fs.request()
-				if err != nil {
-					return
-				}
-				if r.typ == cmdWrite {
-					fs.br.Discard(int(r.length))
-				}
-				got <- struct{}{}
+			if r.typ == cmdWrite {
+				fs.br.Discard(int(r.length))
 			}
-			// Then close: requests left unanswered fail with ErrClosed.
-			fs.write(replies)
-		}()
+			got <- struct{}{}
+		}
+		// Then close: requests left unanswered fail with ErrClosed.
+		fs.write(replies)
+	}()
 
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		defer cancel()
-		c, err := NewClient(ctx, a, "disk")
-		if err != nil {
-			t.Fatalf("NewClient: %v", err)
-		}
-		var wg sync.WaitGroup
-		for _, req := range fuzzRequests {
-			wg.Go(func() { req(ctx, c) })
-			select {
-			case <-got:
-			case <-time.After(time.Until(deadline)):
-				t.Fatal("the fake server did not receive the requests")
-			}
-		}
-		finished := make(chan struct{})
-		go func() {
-			wg.Wait()
-			close(finished)
-		}()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	c, err := NewClient(ctx, a, "disk")
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	var wg sync.WaitGroup
+	for _, req := range fuzzRequests {
+		wg.Go(func() { req(ctx, c) })
 		select {
-		case <-finished:
-		case <-time.After(time.Until(deadline) + 5*time.Second):
-			t.Fatal("requests did not finish")
+		case <-got:
+		case <-time.After(time.Until(deadline)):
+			t.Fatal("the fake server did not receive the requests")
 		}
-		c.Close()
-		<-server
-	})
+	}
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(time.Until(deadline) + 5*time.Second):
+		t.Fatal("requests did not finish")
+	}
+	c.Close()
+	<-server
 }
 
 // fakeGo negotiates like our server: structured replies, base:allocation
