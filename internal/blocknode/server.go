@@ -88,7 +88,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, log: o.Logger, base: time.Now(), drives: map[string]*served{}}
-	s.nbd = &nbd.Server{Exports: exports{s}, Logger: o.Logger}
+	s.nbd = &nbd.Server{Exports: exports{s}, Logger: o.Logger, LogName: RedactExportName}
 	return s, nil
 }
 

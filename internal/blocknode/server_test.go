@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"net"
 	"os"
 	"path/filepath"
@@ -53,10 +55,15 @@ type node struct {
 
 func startNode(t *testing.T) *node {
 	t.Helper()
+	return startNodeLog(t, nil)
+}
+
+func startNodeLog(t *testing.T, log *slog.Logger) *node {
+	t.Helper()
 	dir := t.TempDir()
 	key, _ := blocknode.NewKey()
 	ctl := &control{key: key, drives: []blocknode.Assigned{{ID: "d1", Epoch: 3, Size: 1 << 20}}, lease: 300 * time.Millisecond}
-	srv, err := blocknode.New(blocknode.Options{Dir: dir})
+	srv, err := blocknode.New(blocknode.Options{Dir: dir, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +189,59 @@ func TestFencedByEpochAndLease(t *testing.T) {
 	}
 	if len(n.srv.Served()) != 0 {
 		t.Errorf("serving %v without a lease", n.srv.Served())
+	}
+}
+
+// syncBuffer is a log destination the server's goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestTokensNotLogged: export names carry bearer tokens; at debug level
+// the server logs connections by drive with the token redacted, whether
+// the token opened the drive or not.
+func TestTokensNotLogged(t *testing.T) {
+	var buf syncBuffer
+	n := startNodeLog(t, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rw := blocknode.RightRead | blocknode.RightWrite
+	good := n.token(t, "d1", 3, rw, time.Minute)
+	c, err := nbd.Dial(ctx, "tcp", n.addr, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	bad := []string{n.token(t, "d1", 2, rw, time.Minute), n.token(t, "d9", 3, rw, time.Minute), "d1@not-a-token"}
+	for _, name := range bad {
+		if c, err := nbd.Dial(ctx, "tcp", n.addr, name); err == nil {
+			c.Close()
+			t.Fatalf("%s opened the drive", name)
+		}
+	}
+	_ = n.srv.Close() // the connection's end is logged before Close returns
+	out := buf.String()
+	if !strings.Contains(out, "d1@REDACTED") {
+		t.Fatalf("the connection was not logged by drive:\n%s", out)
+	}
+	for _, name := range append(bad, good) {
+		_, tok, _ := blocknode.SplitExportName(name)
+		if strings.Contains(out, tok) {
+			t.Fatalf("a token reached the log:\n%s", out)
+		}
 	}
 }

@@ -186,6 +186,16 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 // blocknode serves it under.
 func ExportName(drive, token string) string { return drive + Separator + token }
 
+// RedactExportName is how an export name appears in logs: the drive, and
+// of the token only that there was one. A token is a bearer credential
+// until it expires.
+func RedactExportName(name string) string {
+	if drive, _, ok := SplitExportName(name); ok {
+		return drive + Separator + "REDACTED"
+	}
+	return name
+}
+
 // SplitExportName undoes ExportName.
 func SplitExportName(name string) (drive, token string, ok bool) {
 	return strings.Cut(name, Separator)

@@ -86,7 +86,7 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 		structured:  neg.structured,
 		blockStatus: neg.blockStatus,
 		st:          st,
-		log:         log.With("export", neg.name),
+		log:         log.With("export", st.logName(neg.name)),
 		discardMax:  max(2*uint64(st.maxPayload), discardMin),
 	}
 	if ie, ok := neg.export.(InlineExport); ok {

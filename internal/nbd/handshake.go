@@ -185,7 +185,7 @@ func (h *handshake) exportName(ctx context.Context, d []byte) (negotiated, bool,
 	}
 	ex, err := h.exports.Open(ctx, name)
 	if err != nil {
-		return negotiated{}, false, fmt.Errorf("%w: %q: %w", errExportName, name, err)
+		return negotiated{}, false, fmt.Errorf("%w: %q: %w", errExportName, h.st.logName(name), err)
 	}
 	neg := h.negotiated(name, ex)
 	h.out = binary.BigEndian.AppendUint64(h.out, ex.Size())
@@ -241,7 +241,7 @@ func (h *handshake) infoGo(ctx context.Context, opt uint32, d []byte) (negotiate
 	h.reply(opt, repAck, "")
 	if opt == optInfo {
 		if err := ex.Close(); err != nil {
-			h.log.Warn("nbd export close failed", "export", name, "err", err)
+			h.log.Warn("nbd export close failed", "export", h.st.logName(name), "err", err)
 		}
 		return negotiated{}, false, nil
 	}
@@ -256,7 +256,7 @@ func (h *handshake) openFailed(opt uint32, name string, err error) {
 	case errors.Is(err, ErrPolicy):
 		h.reply(opt, repErrPolicy, peerMessage(err, ""))
 	default:
-		h.log.Warn("nbd export open failed", "export", name, "err", err)
+		h.log.Warn("nbd export open failed", "export", h.st.logName(name), "err", err)
 		h.reply(opt, repErrUnknown, "export not available")
 	}
 }
@@ -285,7 +285,7 @@ func (h *handshake) list(ctx context.Context, d []byte) {
 			break
 		}
 		if !validString(in.Name) {
-			h.log.Warn("nbd export name not sendable; left out of the list", "export", in.Name)
+			h.log.Warn("nbd export name not sendable; left out of the list", "export", h.st.logName(in.Name))
 			continue
 		}
 		desc := truncateUTF8(strings.ToValidUTF8(strings.ReplaceAll(in.Description, "\x00", ""), ""), maxString)

@@ -50,6 +50,10 @@ type Server struct {
 	Exports Exports
 	// Logger receives connection events and export errors; nil discards.
 	Logger *slog.Logger
+	// LogName is how an export name appears in logs and in the errors
+	// that reach them; nil shows names as they are. A server whose names
+	// carry secrets (capability tokens) redacts them here.
+	LogName func(name string) string
 	// MaxInFlight bounds the requests a connection has in flight (default
 	// DefaultMaxInFlight); when it is reached the server stops reading
 	// from that connection until a reply has gone out.
@@ -74,6 +78,7 @@ type Server struct {
 // settings are a server's fields with defaults and bounds applied.
 type settings struct {
 	log              *slog.Logger
+	logName          func(string) string
 	maxInFlight      int
 	maxPayload       uint32
 	handshakeTimeout time.Duration
@@ -82,12 +87,16 @@ type settings struct {
 func (s *Server) settings() settings {
 	st := settings{
 		log:              s.Logger,
+		logName:          s.LogName,
 		maxInFlight:      s.MaxInFlight,
 		maxPayload:       s.MaxPayload,
 		handshakeTimeout: s.HandshakeTimeout,
 	}
 	if st.log == nil {
 		st.log = slog.New(slog.DiscardHandler)
+	}
+	if st.logName == nil {
+		st.logName = func(name string) string { return name }
 	}
 	if st.maxInFlight <= 0 {
 		st.maxInFlight = DefaultMaxInFlight
@@ -238,7 +247,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
 		}
 		return
 	}
-	log.Debug("nbd transmission started", "export", neg.name, "size", neg.export.Size(),
+	log.Debug("nbd transmission started", "export", st.logName(neg.name), "size", neg.export.Size(),
 		"structured", neg.structured, "block_status", neg.blockStatus)
 	c := newConn(ctx, nc, br, neg, st, log)
 	c.serve()
