@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -97,7 +98,13 @@ func main() {
 	size := flag.Int64("size", 1<<30, "drive image size in bytes")
 	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
 	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
+	only := flag.String("rows", "", "run only the rows whose name matches this regular expression")
+	profile := flag.String("profile", "", "write CPU profiles of the blocknode and of drive connect to this directory (go tool pprof), instead of measuring failovers")
 	flag.Parse()
+	match, err := regexp.Compile(*only)
+	if err != nil {
+		log.Fatalf("-rows: %v", err)
+	}
 	if *quick {
 		*dur, *size, *kills = 300*time.Millisecond, 64<<20, 2
 	}
@@ -122,12 +129,23 @@ func main() {
 		log.Fatal(err)
 	}
 	b := &bench{work: work, bin: rp, size: *size}
+	if *profile != "" {
+		if b.profile, err = filepath.Abs(*profile); err != nil {
+			log.Fatal(err)
+		}
+		if err := os.MkdirAll(b.profile, 0o755); err != nil {
+			log.Fatal(err)
+		}
+	}
 	defer b.stop()
 	if err := b.setUp(); err != nil {
 		log.Fatal(err)
 	}
 	rep := report{Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU(), Runtime: dur.String(), Size: *size}
 	for _, r := range rows(*quick) {
+		if !match.MatchString(r.Name) {
+			continue
+		}
 		for _, sys := range []struct{ name, uri string }{
 			{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
 		} {
@@ -140,8 +158,17 @@ func main() {
 			fmt.Fprintf(os.Stderr, "%-28s %-14s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, sys.name, res.IOPS, res.MBps, res.LatUs)
 		}
 	}
-	if rep.Failovers, err = b.failovers(*kills); err != nil {
-		log.Fatal(err)
+	if b.profile != "" {
+		// The profiles are written when the processes stop on SIGINT; the
+		// failovers, which need both, are left out.
+		b.interrupt("connect", "host1")
+		fmt.Fprintf(os.Stderr, "profiles in %s; no failovers measured\n", b.profile)
+		*kills = 0
+	}
+	if *kills > 0 {
+		if rep.Failovers, err = b.failovers(*kills); err != nil {
+			log.Fatal(err)
+		}
 	}
 	md := markdown(rep)
 	fmt.Print(md)
@@ -172,6 +199,7 @@ type bench struct {
 	logs      map[string]*bytes.Buffer
 	mu        sync.Mutex
 
+	profile                             string // directory for CPU profiles, or ""
 	nbdkitURI, blocknodeURI, connectURI string
 	sock                                string
 }
@@ -245,6 +273,20 @@ func (b *bench) kill(name string) {
 	if cmd != nil && cmd.Process != nil {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
+	}
+}
+
+// interrupt stops the named processes with SIGINT and waits for them.
+func (b *bench) interrupt(names ...string) {
+	for _, name := range names {
+		b.mu.Lock()
+		cmd := b.procs[name]
+		delete(b.procs, name)
+		b.mu.Unlock()
+		if cmd != nil && cmd.Process != nil {
+			_ = cmd.Process.Signal(os.Interrupt)
+			_ = cmd.Wait()
+		}
 	}
 }
 
@@ -329,7 +371,11 @@ func (b *bench) setUp() error {
 	}
 	b.nbdkitURI = "nbd://" + kaddr + "/"
 	b.sock = filepath.Join(b.work, "c.sock")
-	if err := b.start("connect", "drive connected", b.env(), b.bin, "drive", "connect", "ssd1", "--listen", "unix:"+b.sock); err != nil {
+	args := []string{"drive", "connect", "ssd1", "--listen", "unix:" + b.sock}
+	if b.profile != "" {
+		args = append(args, "--cpuprofile", filepath.Join(b.profile, "connect.pprof"))
+	}
+	if err := b.start("connect", "drive connected", b.env(), b.bin, args...); err != nil {
 		return err
 	}
 	b.connectURI = "nbd+unix:///ssd1?socket=" + b.sock
@@ -337,7 +383,11 @@ func (b *bench) setUp() error {
 }
 
 func (b *bench) startNode(host string) error {
-	return b.start(host, "blocknode serving", b.env(), b.bin, "blocknode", "--name", host, "--addr", freeAddr(), "--drive-dir", b.dir)
+	args := []string{"blocknode", "--name", host, "--addr", freeAddr(), "--drive-dir", b.dir}
+	if b.profile != "" && host == "host1" {
+		args = append(args, "--cpuprofile", filepath.Join(b.profile, "blocknode.pprof"))
+	}
+	return b.start(host, "blocknode serving", b.env(), b.bin, args...)
 }
 
 func waitDial(addr string) error {

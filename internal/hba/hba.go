@@ -401,6 +401,10 @@ type local struct{ *Multipath }
 
 func (local) Close() error { return nil }
 
+// InlineWhenIdle reports true: a lone request is forwarded from the
+// server's reading goroutine (see nbd.IdleInlineExport).
+func (local) InlineWhenIdle() bool { return true }
+
 // List names the one export.
 func (m *Multipath) List(context.Context) ([]nbd.ExportInfo, error) {
 	return []nbd.ExportInfo{{Name: m.o.Drive, Description: "pooled drive " + m.o.Drive + " (rackpool drive connect)"}}, nil

@@ -35,6 +35,7 @@ type conn struct {
 	structured  bool
 	blockStatus bool // base:allocation negotiated
 	inline      bool // the export is an InlineExport that wants it
+	inlineIdle  bool // the export is an IdleInlineExport that wants it
 	st          settings
 	log         *slog.Logger
 	ctx         context.Context
@@ -91,6 +92,9 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 	}
 	if ie, ok := neg.export.(InlineExport); ok {
 		c.inline = ie.Inline()
+	}
+	if ie, ok := neg.export.(IdleInlineExport); ok {
+		c.inlineIdle = ie.InlineWhenIdle()
 	}
 	c.tflags = flagsToWire(c.flags)
 	if c.structured {
@@ -188,14 +192,23 @@ func (c *conn) readLoop() error {
 	}
 }
 
-// dispatch runs o on a goroutine of its own, or, for an inline export
-// when no other request is buffered behind o, on the reader goroutine.
+// dispatch runs o on a goroutine of its own, or on the reader goroutine
+// when no other request is buffered behind o and the export is inline,
+// or inline when idle and o is the only request in flight.
 func (c *conn) dispatch(o *op) {
-	if c.inline && c.br.Buffered() == 0 {
+	if c.br.Buffered() == 0 && (c.inline || c.inlineIdle && c.alone()) {
 		c.handle(o)
 		return
 	}
 	go c.handle(o)
+}
+
+// alone reports whether one request is in flight: the one being
+// dispatched.
+func (c *conn) alone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight == 1
 }
 
 // readWrite reads a WRITE's payload and dispatches it, or answers it with

@@ -20,7 +20,11 @@
 // reader goroutine instead whenever no other request is buffered behind
 // it: at queue depth 1, and for large writes, that saves the goroutine
 // hand-off and thread wake-up that otherwise cost as much as the
-// system calls. At most Server.MaxInFlight requests (default 64),
+// system calls. An export that forwards elsewhere implements
+// [IdleInlineExport] instead (the host side of a pooled drive does): a
+// request runs on the reader only when it is the connection's sole one,
+// so queue depth 1 saves the hand-off while deeper queues stay
+// concurrent. At most Server.MaxInFlight requests (default 64),
 // holding at most 64 MiB of payload between them, are in flight per
 // connection: at the limit the reader stops reading, so a fast client
 // meets TCP backpressure, not an unbounded queue. Replies are queued

@@ -98,6 +98,19 @@ type InlineExport interface {
 	Inline() bool
 }
 
+// IdleInlineExport is an optional interface of an Export that forwards
+// requests elsewhere (and so must not be an InlineExport) but is mostly
+// used one request at a time. When InlineWhenIdle reports true, the
+// server runs a request on the reading goroutine when it is the
+// connection's only request: none other in flight, none buffered. At
+// queue depth 1 that saves the hand-off and thread wake-up per request;
+// a request that arrives during the round trip waits for it, once, and
+// then finds the connection busy and runs on a goroutine of its own.
+type IdleInlineExport interface {
+	Export
+	InlineWhenIdle() bool
+}
+
 // ExportInfo names an export in a list.
 type ExportInfo struct {
 	Name        string
