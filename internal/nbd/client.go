@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -36,8 +37,9 @@ const (
 
 // Client is a connection to one export of an NBD server. It is safe for
 // concurrent use, and pipelines: requests from many goroutines are in
-// flight at once, each caller writing its own request under a write lock
-// and one reader goroutine handing replies to callers by cookie.
+// flight at once, their headers written in batches by whichever caller
+// holds the writer role (see send), and one reader goroutine hands
+// replies to callers by cookie.
 type Client struct {
 	nc         net.Conn
 	br         *bufio.Reader
@@ -50,10 +52,17 @@ type Client struct {
 	maxZero    uint64 // WRITE_ZEROES without FAST_ZERO likewise
 
 	wlock chan struct{} // held (full) by the goroutine writing to nc
+	wbufs net.Buffers   // the writer's vector for a WRITE
+
+	// qmu guards the headers of requests waiting to be written.
+	qmu    sync.Mutex
+	queued []byte
+	spare  []byte
 
 	// dlmu guards the write deadline a cancelled context sets.
 	dlmu     sync.Mutex
-	writing  *call
+	wseq     uint64 // numbers the bounded writes
+	inWrite  bool   // write wseq is going on
 	deadline bool
 
 	mu     sync.Mutex
@@ -76,8 +85,7 @@ type call struct {
 	length uint32
 	p      []byte // READ destination, len(p) == length
 	hdr    [requestLen]byte
-	iov    [2][]byte
-	bufs   net.Buffers // over iov, so that writing allocates nothing
+	iov    [2][]byte // a WRITE's header and payload, while it is sent
 	done   chan struct{}
 
 	mu        sync.Mutex
@@ -342,10 +350,14 @@ func (c *Client) Close() error {
 	t := time.NewTimer(closeGrace)
 	select {
 	case c.wlock <- struct{}{}:
-		var b [requestLen]byte
-		putRequest(b[:], request{typ: cmdDisc})
+		// The requests queued so far go first.
+		c.qmu.Lock()
+		b := append(c.queued, make([]byte, requestLen)...)
+		c.queued = nil
+		c.qmu.Unlock()
+		putRequest(b[len(b)-requestLen:], request{typ: cmdDisc})
 		c.nc.SetWriteDeadline(deadline)
-		c.nc.Write(b[:])
+		c.nc.Write(b)
 		<-c.wlock
 	case <-t.C:
 	}
@@ -420,12 +432,142 @@ func (c *Client) split(ctx context.Context, total, chunk uint64, mk func(i, n ui
 	return first
 }
 
-// send registers cl and writes its request. An error means the request
-// was not sent, and cl is no longer the caller's; after a nil return the
-// caller must wait. A request whose write fails after part of it went out
-// breaks the connection, and the reader then finishes it with the
-// connection's error.
+// send registers cl and has its request written. An error means the
+// request was not sent, and cl is no longer the caller's; after a nil
+// return the caller must wait. Requests without a payload are queued and
+// written in batches: the goroutine that finds nobody writing writes
+// every queued header, and what is queued meanwhile, in one write per
+// batch, as the server writes its replies; at queue depth 16 that is one
+// system call where there were 16. A WRITE takes the writer role itself
+// and sends the queued headers, its own and its payload in one writev,
+// so that nothing refers to the caller's buffer once it returns. A write
+// failing after part of a batch went out breaks the connection, and the
+// reader then finishes every call in flight with the connection's error.
 func (c *Client) send(ctx context.Context, cl *call) error {
+	if cl.typ == cmdWrite && len(cl.p) > 0 {
+		return c.sendWrite(ctx, cl)
+	}
+	if err := ctx.Err(); err != nil {
+		freeCall(cl)
+		return err
+	}
+	cookie, err := c.register(cl)
+	if err != nil {
+		freeCall(cl)
+		return err
+	}
+	putRequest(cl.hdr[:], request{flags: cl.flags, typ: cl.typ, cookie: cookie, off: cl.off, length: cl.length})
+	c.qmu.Lock()
+	c.queued = append(c.queued, cl.hdr[:]...)
+	c.qmu.Unlock()
+	// Let the goroutines that are ready to run queue their requests
+	// first, so that one write carries them all (a burst of requests
+	// from a server that reads them in one go); alone, this returns at
+	// once.
+	runtime.Gosched()
+	c.flushQueue(ctx)
+	return nil
+}
+
+// register gives cl a cookie and puts it among the calls in flight.
+func (c *Client) register(cl *call) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.err; err != nil {
+		return 0, err
+	}
+	c.cookie++
+	c.calls[c.cookie] = cl
+	return c.cookie, nil
+}
+
+// flushQueue writes the queued headers unless another goroutine holds the
+// writer role; that one looks at the queue again after letting the role
+// go, so nothing queued is left behind.
+func (c *Client) flushQueue(ctx context.Context) {
+	for {
+		select {
+		case c.wlock <- struct{}{}:
+		default:
+			return
+		}
+		c.drain(ctx, nil)
+		<-c.wlock
+		c.qmu.Lock()
+		empty := len(c.queued) == 0
+		c.qmu.Unlock()
+		if empty {
+			return
+		}
+	}
+}
+
+// drain writes the queued headers, with tail (a WRITE's header and
+// payload) after the first batch, until the queue is empty. Only the
+// holder of the writer role calls it. It returns the bytes of the first
+// batch written and its error; any other failure breaks the connection.
+func (c *Client) drain(ctx context.Context, tail [][]byte) (first int64, prefix int, err error) {
+	for i := 0; ; i++ {
+		c.qmu.Lock()
+		if len(c.queued) == 0 && (i > 0 || tail == nil) {
+			c.qmu.Unlock()
+			return first, prefix, nil
+		}
+		batch := c.queued
+		c.queued = c.spare[:0]
+		c.qmu.Unlock()
+		var n int64
+		if i == 0 && tail != nil {
+			prefix = len(batch)
+			c.wbufs = append(append(c.wbufs[:0], batch), tail...)
+			n, err = c.bounded(ctx, func() (int64, error) { return c.wbufs.WriteTo(c.nc) })
+			clear(c.wbufs[:cap(c.wbufs)])
+			c.wbufs = c.wbufs[:0]
+		} else {
+			n, err = c.bounded(ctx, func() (int64, error) { m, err := c.nc.Write(batch); return int64(m), err })
+		}
+		c.qmu.Lock()
+		c.spare = batch[:0]
+		c.qmu.Unlock()
+		if i == 0 {
+			first = n
+		}
+		if err != nil {
+			if i == 0 && tail != nil && n == 0 && prefix == 0 {
+				return 0, 0, err // the caller decides
+			}
+			c.breakConn(fmt.Errorf("send requests: %w", err))
+			return first, prefix, err
+		}
+	}
+}
+
+// bounded runs write, interrupting it if it is still blocked writeGrace
+// after ctx ended.
+func (c *Client) bounded(ctx context.Context, write func() (int64, error)) (int64, error) {
+	if ctx.Done() == nil {
+		return write()
+	}
+	c.dlmu.Lock()
+	c.wseq++
+	seq := c.wseq
+	c.inWrite = true
+	c.dlmu.Unlock()
+	stop := context.AfterFunc(ctx, func() { c.interruptWrite(seq) })
+	n, err := write()
+	stop()
+	c.dlmu.Lock()
+	c.inWrite = false
+	if c.deadline {
+		c.deadline = false
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	c.dlmu.Unlock()
+	return n, err
+}
+
+// sendWrite sends a WRITE with its payload, after the queued headers.
+func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 	select {
 	case c.wlock <- struct{}{}:
 	default:
@@ -438,56 +580,23 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 	}
 	if err := ctx.Err(); err != nil {
 		<-c.wlock
+		c.flushQueue(ctx)
 		freeCall(cl)
 		return err
 	}
-	c.mu.Lock()
-	if err := c.err; err != nil {
-		c.mu.Unlock()
+	cookie, err := c.register(cl)
+	if err != nil {
 		<-c.wlock
 		freeCall(cl)
 		return err
 	}
-	c.cookie++
-	cookie := c.cookie
-	c.calls[cookie] = cl
-	c.mu.Unlock()
-
 	putRequest(cl.hdr[:], request{flags: cl.flags, typ: cl.typ, cookie: cookie, off: cl.off, length: cl.length})
-	var stop func() bool
-	if ctx.Done() != nil {
-		c.dlmu.Lock()
-		c.writing = cl
-		c.dlmu.Unlock()
-		stop = context.AfterFunc(ctx, func() { c.interruptWrite(cl) })
-	}
-	var n int64
-	var err error
-	if cl.typ == cmdWrite {
-		cl.iov = [2][]byte{cl.hdr[:], cl.p}
-		cl.bufs = cl.iov[:]
-		n, err = cl.bufs.WriteTo(c.nc)
-		cl.iov = [2][]byte{}
-	} else {
-		var m int
-		m, err = c.nc.Write(cl.hdr[:])
-		n = int64(m)
-	}
-	if stop != nil {
-		stop()
-		c.dlmu.Lock()
-		c.writing = nil
-		if c.deadline {
-			c.deadline = false
-			c.nc.SetWriteDeadline(time.Time{})
-		}
-		c.dlmu.Unlock()
-	}
+	cl.iov = [2][]byte{cl.hdr[:], cl.p}
+	n, prefix, err := c.drain(ctx, cl.iov[:])
+	cl.iov = [2][]byte{}
 	<-c.wlock
-	if err == nil {
-		return nil
-	}
-	if n == 0 && ctx.Err() != nil {
+	c.flushQueue(ctx)
+	if err != nil && n == 0 && prefix == 0 && ctx.Err() != nil {
 		// Interrupted before a byte went out: the request was never
 		// sent, and the connection is fine. The call is not pooled
 		// again: only a server answering a request it never got could
@@ -497,21 +606,23 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 		c.mu.Unlock()
 		return ctx.Err()
 	}
-	c.breakConn(fmt.Errorf("send %s request: %w", cmdName(cl.typ), err))
+	if err != nil && n == 0 && prefix == 0 {
+		c.breakConn(fmt.Errorf("send write request: %w", err))
+	}
 	return nil
 }
 
 // writeGrace is how long a request write may go on after its caller's
 // context ended: a write that is merely in progress completes, one stuck
 // on a full socket is interrupted (breaking the connection if part of
-// the request went out).
+// the request went out, or other requests went with it).
 const writeGrace = time.Second
 
-// interruptWrite bounds a write of cl's request that is still going on,
-// because cl's context ended.
-func (c *Client) interruptWrite(cl *call) {
+// interruptWrite bounds write seq if it is still going on, because its
+// writer's context ended.
+func (c *Client) interruptWrite(seq uint64) {
 	c.dlmu.Lock()
-	if c.writing == cl {
+	if c.inWrite && c.wseq == seq {
 		c.deadline = true
 		c.nc.SetWriteDeadline(time.Now().Add(writeGrace))
 	}

@@ -36,11 +36,21 @@ type conn struct {
 	blockStatus bool // base:allocation negotiated
 	inline      bool // the export is an InlineExport that wants it
 	inlineIdle  bool // the export is an IdleInlineExport that wants it
-	st          settings
-	log         *slog.Logger
-	ctx         context.Context
-	cancel      context.CancelFunc
-	discardMax  uint64 // longest oversized WRITE payload skipped
+	// blind is set while the buffer says nothing of what follows in the
+	// socket: the header after a large write is read on its own, and a
+	// large write's payload comes straight from the socket.
+	blind bool
+
+	// work hands a request to an idle worker goroutine; workers wait on
+	// it for the next request until the connection ends, so that their
+	// grown stacks are reused rather than grown again for every request.
+	work       chan *op
+	workers    sync.WaitGroup
+	st         settings
+	log        *slog.Logger
+	ctx        context.Context
+	cancel     context.CancelFunc
+	discardMax uint64 // longest oversized WRITE payload skipped
 
 	// bigWrites is set after a large WRITE whose payload was not yet
 	// buffered: the next header is then read alone, so that if it is
@@ -101,6 +111,7 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 		c.tflags |= tflagSendDF
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.work = make(chan *op)
 	c.cond.L = &c.mu
 	return c
 }
@@ -138,6 +149,7 @@ func (c *conn) serve() {
 	default:
 		c.log.Info("nbd connection dropped", "err", err)
 	}
+	c.workers.Wait()
 	if cerr := c.ex.Close(); cerr != nil {
 		c.log.Warn("nbd export close failed", "err", cerr)
 	}
@@ -163,6 +175,7 @@ func (c *conn) readLoop() error {
 			return fmt.Errorf("%w %#x", errBadMagic, binary.BigEndian.Uint32(hdr))
 		}
 		r := decodeRequest(hdr)
+		c.blind = c.bigWrites
 		c.bigWrites = false
 		switch r.typ {
 		case cmdDisc:
@@ -194,13 +207,34 @@ func (c *conn) readLoop() error {
 
 // dispatch runs o on a goroutine of its own, or on the reader goroutine
 // when no other request is buffered behind o and the export is inline,
-// or inline when idle and o is the only request in flight.
+// or inline when idle, o is the only request in flight and the buffer
+// tells (a request read around a large write could have others right
+// behind it in the socket).
 func (c *conn) dispatch(o *op) {
-	if c.br.Buffered() == 0 && (c.inline || c.inlineIdle && c.alone()) {
+	if c.br.Buffered() == 0 && (c.inline || c.inlineIdle && !c.blind && c.alone()) {
 		c.handle(o)
 		return
 	}
-	go c.handle(o)
+	select {
+	case c.work <- o:
+	default:
+		c.workers.Add(1)
+		go c.worker(o)
+	}
+}
+
+// worker handles o, then the requests dispatch hands it, until the
+// connection ends.
+func (c *conn) worker(o *op) {
+	defer c.workers.Done()
+	for {
+		c.handle(o)
+		select {
+		case o = <-c.work:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // alone reports whether one request is in flight: the one being
@@ -231,6 +265,7 @@ func (c *conn) readWrite(r request) error {
 	o := c.start(r, int(r.length))
 	o.payload = getBuf(int(r.length))
 	c.bigWrites = c.br.Buffered() < int(r.length) && r.length >= bigWrite
+	c.blind = c.blind || c.bigWrites
 	if err := c.br.ReadFull(*o.payload); err != nil {
 		c.release(o)
 		return fmt.Errorf("truncated write payload: %w", err)

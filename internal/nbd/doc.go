@@ -13,8 +13,10 @@
 // read between them, and WRITE payloads into pooled buffers, straight
 // from the socket for large ones (after a large WRITE the next header is
 // read on its own, so its payload does not pass through the buffer).
-// Each request that reaches the export runs on a goroutine of its own,
-// so requests are served concurrently and answered in the order they
+// Each request that reaches the export runs on a worker goroutine of
+// its connection (a new one when none is idle; idle ones wait for the
+// next request until the connection ends, so their grown stacks serve
+// again), so requests are served concurrently and answered in the order they
 // complete, each reply tagged with the request's cookie. An export that
 // implements [InlineExport] (FileExport does) has a request run on the
 // reader goroutine instead whenever no other request is buffered behind
@@ -40,8 +42,13 @@
 // hangs up, the stream breaks or Server.Close runs. Export.Close is
 // called once, after the last request finished.
 //
-// The client writes each request itself, under a write lock (a WRITE's
-// header and data go in one writev), and one reader goroutine reads the
+// The client queues the headers of requests without data; the caller
+// that finds nobody writing (after yielding once, so that the callers of
+// a burst queue theirs) writes them all in one write, and what is queued
+// meanwhile in the next. A WRITE takes the writer role, waiting for it,
+// and sends the queued headers, its header and its data in one writev,
+// so its caller's buffer is never referred to once the call returns.
+// One reader goroutine reads the
 // replies, matching them to callers by cookie and reading READ data
 // straight into the caller's buffer. A caller whose context ends returns
 // ctx.Err() at once; the late reply is read and dropped. The one wait is
@@ -49,9 +56,10 @@
 // read to its end first (or the connection is broken after 2 s), so that
 // nothing writes to the buffer after the call returned. A request write
 // still blocked a second after its caller's context ended (the server is
-// not reading) is interrupted: if none of it went out, the call returns
-// ctx.Err() and the connection goes on; if part of it did, the connection
-// fails, since half a request cannot be taken back. ReadAt and WriteAt split
+// not reading) is interrupted: if none of it went out and it carried no
+// other caller's request, the call returns ctx.Err() and the connection
+// goes on; otherwise the connection fails, since half a request cannot
+// be taken back. ReadAt and WriteAt split
 // requests longer than the server's maximum block size (or 32 MiB) and
 // keep up to 16 of the pieces in flight. When the connection breaks,
 // every call in flight and every later call fails with an error wrapping
