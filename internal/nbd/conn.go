@@ -41,11 +41,6 @@ type conn struct {
 	// large write's payload comes straight from the socket.
 	blind bool
 
-	// work hands a request to an idle worker goroutine; workers wait on
-	// it for the next request until the connection ends, so that their
-	// grown stacks are reused rather than grown again for every request.
-	work       chan *op
-	workers    sync.WaitGroup
 	st         settings
 	log        *slog.Logger
 	ctx        context.Context
@@ -57,6 +52,12 @@ type conn struct {
 	// another such WRITE its payload goes from the socket straight into
 	// its own buffer.
 	bigWrites bool
+
+	// work hands a request to an idle worker goroutine; workers wait on
+	// it for the next request until the connection ends, so that their
+	// grown stacks are reused rather than grown again for every request.
+	work    chan *op
+	workers sync.WaitGroup
 
 	// In-flight accounting: requests read and not yet answered, and the
 	// payload bytes they hold. Only serve waits on cond.
