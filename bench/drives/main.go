@@ -148,6 +148,7 @@ func main() {
 		}
 		for _, sys := range []struct{ name, uri string }{
 			{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
+			{"nbdkit proxy", b.proxyURI},
 		} {
 			res, err := fio(sys.uri, r, *dur, *size)
 			if err != nil {
@@ -201,6 +202,7 @@ type bench struct {
 
 	profile                             string // directory for CPU profiles, or ""
 	nbdkitURI, blocknodeURI, connectURI string
+	proxyURI                            string // nbdkit's nbd plugin in front of nbdkit, drive connect's peer
 	sock                                string
 }
 
@@ -291,7 +293,7 @@ func (b *bench) interrupt(names ...string) {
 }
 
 func (b *bench) stop() {
-	for _, n := range []string{"connect", "host1", "host2", "nbdkit", "serve"} {
+	for _, n := range []string{"connect", "proxy", "host1", "host2", "nbdkit", "serve"} {
 		b.kill(n)
 	}
 }
@@ -379,6 +381,16 @@ func (b *bench) setUp() error {
 		return err
 	}
 	b.connectURI = "nbd+unix:///ssd1?socket=" + b.sock
+	// drive connect's peer: nbdkit 1.32's nbd plugin on a unix socket,
+	// forwarding over TCP to the nbdkit above — the same two hops.
+	psock := filepath.Join(b.work, "p.sock")
+	if err := b.start("proxy", "", nil, "nbdkit", "--foreground", "--unix", psock, "nbd", "uri="+b.nbdkitURI); err != nil {
+		return err
+	}
+	if err := waitDial("unix:" + psock); err != nil {
+		return err
+	}
+	b.proxyURI = "nbd+unix:///?socket=" + psock
 	return nil
 }
 
@@ -390,10 +402,15 @@ func (b *bench) startNode(host string) error {
 	return b.start(host, "blocknode serving", b.env(), b.bin, args...)
 }
 
+// waitDial waits until addr (host:port, or unix:PATH) takes connections.
 func waitDial(addr string) error {
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", path
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := net.Dial("tcp", addr)
+		c, err := net.Dial(network, addr)
 		if err == nil {
 			c.Close()
 			return nil
@@ -547,8 +564,8 @@ func markdown(rep report) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "Pooled drives, %s, %d CPUs, fio 3.33 nbd engine over loopback, %s per run, %d MiB image.\n\n",
 		rep.Date, rep.CPUs, rep.Runtime, rep.Size>>20)
-	s.WriteString("| workload | nbdkit IOPS | blocknode IOPS | × nbdkit | drive connect IOPS | × nbdkit | nbdkit µs | blocknode µs | drive connect µs |\n")
-	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	s.WriteString("| workload | nbdkit IOPS | blocknode IOPS | × nbdkit | drive connect IOPS | × nbdkit | nbdkit proxy IOPS | drive connect × proxy | nbdkit µs | blocknode µs | drive connect µs | nbdkit proxy µs |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	by := map[string]map[string]result{}
 	var order []string
 	for _, r := range rep.Results {
@@ -559,9 +576,9 @@ func markdown(rep report) string {
 		by[r.Row][r.System] = r
 	}
 	for _, name := range order {
-		k, bn, dc := by[name]["nbdkit"], by[name]["blocknode"], by[name]["drive connect"]
-		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.1f | %.1f | %.1f |\n", name, k.IOPS, bn.IOPS, bn.IOPS/k.IOPS,
-			dc.IOPS, dc.IOPS/k.IOPS, k.LatUs, bn.LatUs, dc.LatUs)
+		k, bn, dc, px := by[name]["nbdkit"], by[name]["blocknode"], by[name]["drive connect"], by[name]["nbdkit proxy"]
+		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", name, k.IOPS, bn.IOPS, bn.IOPS/k.IOPS,
+			dc.IOPS, dc.IOPS/k.IOPS, px.IOPS, dc.IOPS/px.IOPS, k.LatUs, bn.LatUs, dc.LatUs, px.LatUs)
 	}
 	if len(rep.Failovers) > 0 {
 		f := slices.Sorted(slices.Values(rep.Failovers))
