@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,6 +87,7 @@ type report struct {
 	Date      string
 	CPUs      int
 	Runtime   string
+	Reps      int // runs per row and system; the median is reported
 	Size      int64
 	Results   []result
 	Failovers []float64 // milliseconds, kill to first completed I/O
@@ -94,7 +96,8 @@ type report struct {
 func main() {
 	bin := flag.String("bin", "", "rackpool binary (default: build one)")
 	out := flag.String("out", "build/bench-drives", "directory for drives.md, drives.json and drives.svg")
-	dur := flag.Duration("runtime", 3*time.Second, "fio runtime per row and system")
+	dur := flag.Duration("runtime", 2*time.Second, "fio runtime per run")
+	reps := flag.Int("reps", 3, "runs per row and system, interleaved; the run with the median IOPS is reported")
 	size := flag.Int64("size", 1<<30, "drive image size in bytes")
 	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
 	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
@@ -141,22 +144,36 @@ func main() {
 	if err := b.setUp(); err != nil {
 		log.Fatal(err)
 	}
-	rep := report{Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU(), Runtime: dur.String(), Size: *size}
+	if *quick {
+		*reps = 1
+	}
+	rep := report{Date: time.Now().UTC().Format("2006-01-02"), CPUs: runtime.NumCPU(), Runtime: dur.String(), Reps: *reps, Size: *size}
+	systems := []struct{ name, uri string }{
+		{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
+		{"nbdkit proxy", b.proxyURI},
+	}
 	for _, r := range rows(*quick) {
 		if !match.MatchString(r.Name) {
 			continue
 		}
-		for _, sys := range []struct{ name, uri string }{
-			{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
-			{"nbdkit proxy", b.proxyURI},
-		} {
-			res, err := fio(sys.uri, r, *dur, *size)
-			if err != nil {
-				log.Fatalf("%s, %s: %v", sys.name, r.Name, err)
+		// The systems take turns, so that a disturbance of the machine
+		// falls on all of them rather than on one.
+		runs := make([][]result, len(systems))
+		for range max(*reps, 1) {
+			for i, sys := range systems {
+				res, err := fio(sys.uri, r, *dur, *size)
+				if err != nil {
+					log.Fatalf("%s, %s: %v", sys.name, r.Name, err)
+				}
+				res.System, res.Row = sys.name, r.Name
+				runs[i] = append(runs[i], res)
 			}
-			res.System, res.Row = sys.name, r.Name
+		}
+		for _, rs := range runs {
+			slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.IOPS, b.IOPS) })
+			res := rs[len(rs)/2]
 			rep.Results = append(rep.Results, res)
-			fmt.Fprintf(os.Stderr, "%-28s %-14s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, sys.name, res.IOPS, res.MBps, res.LatUs)
+			fmt.Fprintf(os.Stderr, "%-28s %-14s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, res.System, res.IOPS, res.MBps, res.LatUs)
 		}
 	}
 	if b.profile != "" {
@@ -562,8 +579,8 @@ func (b *bench) failovers(n int) ([]float64, error) {
 
 func markdown(rep report) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "Pooled drives, %s, %d CPUs, fio 3.33 nbd engine over loopback, %s per run, %d MiB image.\n\n",
-		rep.Date, rep.CPUs, rep.Runtime, rep.Size>>20)
+	fmt.Fprintf(&s, "Pooled drives, %s, %d CPUs, fio 3.33 nbd engine over loopback, %s per run, median of %d interleaved runs, %d MiB image.\n\n",
+		rep.Date, rep.CPUs, rep.Runtime, rep.Reps, rep.Size>>20)
 	s.WriteString("| workload | nbdkit IOPS | blocknode IOPS | × nbdkit | drive connect IOPS | × nbdkit | nbdkit proxy IOPS | drive connect × proxy | nbdkit µs | blocknode µs | drive connect µs | nbdkit proxy µs |\n")
 	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	by := map[string]map[string]result{}

@@ -451,7 +451,7 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 		freeCall(cl)
 		return err
 	}
-	cookie, err := c.register(cl)
+	cookie, inFlight, err := c.register(cl)
 	if err != nil {
 		freeCall(cl)
 		return err
@@ -460,25 +460,28 @@ func (c *Client) send(ctx context.Context, cl *call) error {
 	c.qmu.Lock()
 	c.queued = append(c.queued, cl.hdr[:]...)
 	c.qmu.Unlock()
-	// Let the goroutines that are ready to run queue their requests
-	// first, so that one write carries them all (a burst of requests
-	// from a server that reads them in one go); alone, this returns at
-	// once.
-	runtime.Gosched()
+	if inFlight > 1 {
+		// Busy: let the goroutines that are ready to run queue their
+		// requests first, so that one write carries them all (a burst
+		// from a server that read them in one go). A lone request does
+		// not yield: that would wake another thread for nothing.
+		runtime.Gosched()
+	}
 	c.flushQueue(ctx)
 	return nil
 }
 
-// register gives cl a cookie and puts it among the calls in flight.
-func (c *Client) register(cl *call) (uint64, error) {
+// register gives cl a cookie and puts it among the calls in flight,
+// whose number it returns.
+func (c *Client) register(cl *call) (cookie uint64, inFlight int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.err; err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	c.cookie++
 	c.calls[c.cookie] = cl
-	return c.cookie, nil
+	return c.cookie, len(c.calls), nil
 }
 
 // flushQueue writes the queued headers unless another goroutine holds the
@@ -584,7 +587,7 @@ func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 		freeCall(cl)
 		return err
 	}
-	cookie, err := c.register(cl)
+	cookie, _, err := c.register(cl)
 	if err != nil {
 		<-c.wlock
 		freeCall(cl)

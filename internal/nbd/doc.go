@@ -43,8 +43,8 @@
 // called once, after the last request finished.
 //
 // The client queues the headers of requests without data; the caller
-// that finds nobody writing (after yielding once, so that the callers of
-// a burst queue theirs) writes them all in one write, and what is queued
+// that finds nobody writing (after yielding once when others are in
+// flight, so that the callers of a burst queue theirs) writes them all in one write, and what is queued
 // meanwhile in the next. A WRITE takes the writer role, waiting for it,
 // and sends the queued headers, its header and its data in one writev,
 // so its caller's buffer is never referred to once the call returns.
