@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"sync"
 )
@@ -381,6 +382,13 @@ func (c *conn) release(o *op) {
 	c.mu.Unlock()
 }
 
+// busy reports whether requests other than one are in flight.
+func (c *conn) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight > 1
+}
+
 // waitIdle waits until every request in flight has been answered.
 func (c *conn) waitIdle() {
 	c.mu.Lock()
@@ -561,13 +569,24 @@ func (c *conn) opFail(o *op, errno uint32, msg string, cause error) {
 
 // send queues o's reply. If no goroutine is writing, this one writes the
 // queue, and what is queued meanwhile, in one writev per batch, and
-// releases the ops written.
+// releases the ops written. While other requests are in flight it first
+// yields, so that the workers ready to run queue their replies and one
+// writev carries them all.
 func (c *conn) send(o *op) {
 	c.wmu.Lock()
 	c.queue = append(c.queue, o)
 	if c.writing {
 		c.wmu.Unlock()
 		return
+	}
+	if c.busy() {
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+		if c.writing || len(c.queue) == 0 {
+			c.wmu.Unlock()
+			return
+		}
 	}
 	c.writing = true
 	for len(c.queue) > 0 {
