@@ -101,12 +101,27 @@ func main() {
 	size := flag.Int64("size", 1<<30, "drive image size in bytes")
 	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
 	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
+	replot := flag.Bool("replot", false, "redraw drives.md and the charts from -out's drives.json, measuring nothing")
 	only := flag.String("rows", "", "run only the rows whose name matches this regular expression")
 	profile := flag.String("profile", "", "write CPU profiles of the blocknode and of drive connect to this directory (go tool pprof), instead of measuring failovers")
 	flag.Parse()
 	match, err := regexp.Compile(*only)
 	if err != nil {
 		log.Fatalf("-rows: %v", err)
+	}
+	if *replot {
+		var rep report
+		js, err := os.ReadFile(filepath.Join(*out, "drives.json"))
+		if err == nil {
+			err = json.Unmarshal(js, &rep)
+		}
+		if err == nil {
+			err = write(*out, rep)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	if *quick {
 		*dur, *size, *kills = 300*time.Millisecond, 64<<20, 2
@@ -188,22 +203,37 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	if err := write(*out, rep); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// write puts the report in dir: drives.md, drives.json, and the charts
+// drives.svg (blocknode ÷ nbdkit) and drives-connect.svg (drive connect ÷
+// nbdkit's proxy).
+func write(dir string, rep report) error {
 	md := markdown(rep)
 	fmt.Print(md)
-	if err := os.WriteFile(filepath.Join(*out, "drives.md"), []byte(md), 0o644); err != nil {
-		log.Fatal(err)
+	if err := os.WriteFile(filepath.Join(dir, "drives.md"), []byte(md), 0o644); err != nil {
+		return err
 	}
 	js, _ := json.MarshalIndent(rep, "", "  ")
-	if err := os.WriteFile(filepath.Join(*out, "drives.json"), js, 0o644); err != nil {
-		log.Fatal(err)
+	if err := os.WriteFile(filepath.Join(dir, "drives.json"), js, 0o644); err != nil {
+		return err
 	}
-	svg, err := ratioChart(rep)
-	if err != nil {
-		log.Fatal(err)
+	for file, c := range map[string]struct{ sys, peer, title string }{
+		"drives.svg":         {"blocknode", "nbdkit", "rackpool blocknode IOPS ÷ nbdkit 1.32 file plugin (same file, same fio client)"},
+		"drives-connect.svg": {"drive connect", "nbdkit proxy", "rackpool drive connect IOPS ÷ nbdkit 1.32 nbd plugin in front of nbdkit (same two hops)"},
+	} {
+		svg, err := ratioChart(rep, c.sys, c.peer, c.title)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), svg, 0o644); err != nil {
+			return err
+		}
 	}
-	if err := os.WriteFile(filepath.Join(*out, "drives.svg"), svg, 0o644); err != nil {
-		log.Fatal(err)
-	}
+	return nil
 }
 
 // bench holds the processes of one run.
@@ -605,7 +635,8 @@ func markdown(rep report) string {
 	return s.String()
 }
 
-func ratioChart(rep report) ([]byte, error) {
+// ratioChart draws sys's IOPS over peer's, per row.
+func ratioChart(rep report, sys, peer, title string) ([]byte, error) {
 	by := map[string]map[string]float64{}
 	var order []string
 	for _, r := range rep.Results {
@@ -615,11 +646,10 @@ func ratioChart(rep report) ([]byte, error) {
 		}
 		by[r.Row][r.System] = r.IOPS
 	}
-	bar := chart.Bar{Title: "rackpool blocknode IOPS ÷ nbdkit 1.32 (same file, same fio client)", XLabel: "workload",
-		YLabel: "× nbdkit", Width: 900, Height: 420}
+	bar := chart.Bar{Title: title, XLabel: "workload", YLabel: "× " + peer, Width: 900, Height: 420}
 	for _, name := range order {
 		bar.Labels = append(bar.Labels, name)
-		bar.Values = append(bar.Values, by[name]["blocknode"]/by[name]["nbdkit"])
+		bar.Values = append(bar.Values, by[name][sys]/by[name][peer])
 	}
 	return bar.SVG()
 }
