@@ -140,6 +140,12 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	skipShort(t)
 	needTools(t, "nbdinfo", "qemu-io", "nbdcopy")
 	r := startDriveRack(t, "host1", "host2")
+	bad := exec.Command(binary, "drive", "connect", "ssd1", "--listen", "unix:"+filepath.Join(shortDir(t), "x.sock"),
+		"--url", r.s.url, "--procs", "-1")
+	bad.Env = r.s.env()
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "--procs -1: want 0 or more") {
+		t.Fatalf("drive connect --procs -1: %v\n%s", err, out)
+	}
 	sock, _ := r.connect(t, "ssd1")
 	uri := "nbd+unix:///ssd1?socket=" + sock
 	info := run(t, "nbdinfo", "--json", uri)

@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,6 +102,7 @@ func main() {
 	size := flag.Int64("size", 1<<30, "drive image size in bytes")
 	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
 	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
+	connectProcs := flag.Int("connect-procs", -1, "drive connect --procs (-1: its default)")
 	replot := flag.Bool("replot", false, "redraw drives.md and the charts from -out's drives.json, measuring nothing")
 	only := flag.String("rows", "", "run only the rows whose name matches this regular expression")
 	profile := flag.String("profile", "", "write CPU profiles of the blocknode and of drive connect to this directory (go tool pprof), instead of measuring failovers")
@@ -146,7 +148,7 @@ func main() {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		log.Fatal(err)
 	}
-	b := &bench{work: work, bin: rp, size: *size}
+	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs}
 	if *profile != "" {
 		if b.profile, err = filepath.Abs(*profile); err != nil {
 			log.Fatal(err)
@@ -248,6 +250,7 @@ type bench struct {
 	mu        sync.Mutex
 
 	profile                             string // directory for CPU profiles, or ""
+	connectProcs                        int    // drive connect --procs, or -1 for its default
 	nbdkitURI, blocknodeURI, connectURI string
 	proxyURI                            string // nbdkit's nbd plugin in front of nbdkit, drive connect's peer
 	sock                                string
@@ -423,6 +426,9 @@ func (b *bench) setUp() error {
 	args := []string{"drive", "connect", "ssd1", "--listen", "unix:" + b.sock}
 	if b.profile != "" {
 		args = append(args, "--cpuprofile", filepath.Join(b.profile, "connect.pprof"))
+	}
+	if b.connectProcs >= 0 {
+		args = append(args, "--procs", strconv.Itoa(b.connectProcs))
 	}
 	if err := b.start("connect", "drive connected", b.env(), b.bin, args...); err != nil {
 		return err
