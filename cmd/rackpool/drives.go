@@ -41,12 +41,15 @@ func runBlocknode(args []string) error {
 	heartbeat := fs.Duration("heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
 	verbose := fs.Bool("v", false, "log debug messages")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
+	procs := fs.Int("procs", 0, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). 1 serves deep queues with fewer wake-ups, at a cost at queue depth 1 (docs/storage.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case *procs < 0:
+		return fmt.Errorf("--procs %d: want 0 or more", *procs)
 	case *control == "":
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
 	case *name == "":
@@ -57,6 +60,9 @@ func runBlocknode(args []string) error {
 		return errors.New("--heartbeat must be positive")
 	case *maxDrives <= 0:
 		return errors.New("--max-drives must be positive")
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
 	}
 	level := slog.LevelInfo
 	if *verbose {
