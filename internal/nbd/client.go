@@ -486,7 +486,11 @@ func (c *Client) register(cl *call) (cookie uint64, inFlight int, err error) {
 
 // flushQueue writes the queued headers unless another goroutine holds the
 // writer role; that one looks at the queue again after letting the role
-// go, so nothing queued is left behind.
+// go, so nothing queued is left behind. A writer whose context ended
+// while nothing of a batch went out puts the batch back and leaves the
+// queue to a background writer (flushLater), so that one caller's
+// cancellation neither breaks the connection for the others nor strands
+// their requests.
 func (c *Client) flushQueue(ctx context.Context) {
 	for {
 		select {
@@ -494,53 +498,95 @@ func (c *Client) flushQueue(ctx context.Context) {
 		default:
 			return
 		}
-		c.drain(ctx, nil)
+		_, err := c.drain(ctx, nil)
 		<-c.wlock
-		c.qmu.Lock()
-		empty := len(c.queued) == 0
-		c.qmu.Unlock()
-		if empty {
+		switch {
+		case errors.Is(err, errHandOff):
+			c.flushLater()
+			return
+		case err != nil:
+			return // the connection is broken
+		}
+		if c.queueEmpty() {
 			return
 		}
 	}
 }
 
+// flushLater has a goroutine of its own write the queue: it waits for the
+// socket as long as it takes, and ends when the queue is written or the
+// connection closes.
+func (c *Client) flushLater() {
+	if !c.queueEmpty() {
+		go c.flushQueue(context.Background())
+	}
+}
+
+func (c *Client) queueEmpty() bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return len(c.queued) == 0
+}
+
+// errHandOff reports that a writer gave the queue back: its context ended
+// before any of the batch went out.
+var errHandOff = errors.New("nbd: queue handed to another writer")
+
+// maxRounds bounds the batches one writer writes before it hands the
+// rest to a background writer, so that a caller is not kept writing
+// others' requests under sustained load.
+const maxRounds = 8
+
 // drain writes the queued headers, with tail (a WRITE's header and
 // payload) after the first batch, until the queue is empty. Only the
 // holder of the writer role calls it. It returns the bytes of the first
-// batch written and its error; any other failure breaks the connection.
-func (c *Client) drain(ctx context.Context, tail [][]byte) (first int64, prefix int, err error) {
+// batch written, and errHandOff if it gave the queue back (nothing of the
+// last batch went out and ctx ended, or maxRounds were written: the
+// caller calls flushLater); any other error broke the connection.
+func (c *Client) drain(ctx context.Context, tail [][]byte) (first int64, err error) {
 	for i := 0; ; i++ {
 		c.qmu.Lock()
 		if len(c.queued) == 0 && (i > 0 || tail == nil) {
 			c.qmu.Unlock()
-			return first, prefix, nil
+			return first, nil
+		}
+		if i == maxRounds {
+			c.qmu.Unlock()
+			return first, errHandOff
 		}
 		batch := c.queued
 		c.queued = c.spare[:0]
 		c.qmu.Unlock()
 		var n int64
 		if i == 0 && tail != nil {
-			prefix = len(batch)
-			c.wbufs = append(append(c.wbufs[:0], batch), tail...)
-			n, err = c.bounded(ctx, func() (int64, error) { return c.wbufs.WriteTo(c.nc) })
-			clear(c.wbufs[:cap(c.wbufs)])
-			c.wbufs = c.wbufs[:0]
+			bufs := append(append(c.wbufs[:0], batch), tail...)
+			c.wbufs = bufs // WriteTo advances its own copy, not this one
+			w := bufs
+			n, err = c.bounded(ctx, func() (int64, error) { return w.WriteTo(c.nc) })
+			clear(bufs)
+			c.wbufs = bufs[:0]
 		} else {
 			n, err = c.bounded(ctx, func() (int64, error) { m, err := c.nc.Write(batch); return int64(m), err })
 		}
 		c.qmu.Lock()
+		if err != nil && n == 0 && ctx.Err() != nil {
+			// Nothing went out: the headers go back to the head of the
+			// queue (a WRITE's own header and payload do not: its caller
+			// gives it up).
+			rest := c.queued
+			c.queued = append(batch, rest...)
+			c.spare = rest[:0]
+			c.qmu.Unlock()
+			return first, errHandOff
+		}
 		c.spare = batch[:0]
 		c.qmu.Unlock()
 		if i == 0 {
 			first = n
 		}
 		if err != nil {
-			if i == 0 && tail != nil && n == 0 && prefix == 0 {
-				return 0, 0, err // the caller decides
-			}
 			c.breakConn(fmt.Errorf("send requests: %w", err))
-			return first, prefix, err
+			return first, err
 		}
 	}
 }
@@ -583,7 +629,7 @@ func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 	}
 	if err := ctx.Err(); err != nil {
 		<-c.wlock
-		c.flushQueue(ctx)
+		c.flushLater()
 		freeCall(cl)
 		return err
 	}
@@ -595,11 +641,11 @@ func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 	}
 	putRequest(cl.hdr[:], request{flags: cl.flags, typ: cl.typ, cookie: cookie, off: cl.off, length: cl.length})
 	cl.iov = [2][]byte{cl.hdr[:], cl.p}
-	n, prefix, err := c.drain(ctx, cl.iov[:])
+	n, err := c.drain(ctx, cl.iov[:])
 	cl.iov = [2][]byte{}
 	<-c.wlock
-	c.flushQueue(ctx)
-	if err != nil && n == 0 && prefix == 0 && ctx.Err() != nil {
+	switch {
+	case errors.Is(err, errHandOff) && n == 0:
 		// Interrupted before a byte went out: the request was never
 		// sent, and the connection is fine. The call is not pooled
 		// again: only a server answering a request it never got could
@@ -607,18 +653,21 @@ func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 		c.mu.Lock()
 		delete(c.calls, cookie)
 		c.mu.Unlock()
+		c.flushLater()
 		return ctx.Err()
-	}
-	if err != nil && n == 0 && prefix == 0 {
-		c.breakConn(fmt.Errorf("send write request: %w", err))
+	case errors.Is(err, errHandOff):
+		c.flushLater()
+	case err == nil:
+		c.flushQueue(ctx)
 	}
 	return nil
 }
 
 // writeGrace is how long a request write may go on after its caller's
 // context ended: a write that is merely in progress completes, one stuck
-// on a full socket is interrupted (breaking the connection if part of
-// the request went out, or other requests went with it).
+// on a full socket is interrupted (breaking the connection if part of it
+// went out; otherwise the unsent headers of other callers are handed to
+// a background writer).
 const writeGrace = time.Second
 
 // interruptWrite bounds write seq if it is still going on, because its

@@ -280,3 +280,59 @@ func TestClientCancelBlockedWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientCancelBlockedWriteKeepsOthers: a WRITE cancelled while the
+// server does not read gives up only itself. A FLUSH another caller
+// queued behind it meanwhile is still sent once the server reads again,
+// and the connection is not broken.
+func TestClientCancelBlockedWriteKeepsOthers(t *testing.T) {
+	checkNoLeak(t)
+	a, b := net.Pipe()
+	f := &fakeServer{nc: b, br: bufio.NewReader(b)}
+	negotiated := make(chan error, 1)
+	resume := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		defer b.Close()
+		negotiated <- f.negotiate(1<<20, tflagHasFlags|tflagSendFlush)
+		<-resume
+		r, err := f.request()
+		if err != nil {
+			served <- err
+			return
+		}
+		if r.typ != cmdFlush {
+			served <- fmt.Errorf("request %s, want flush: the cancelled write went out", cmdName(r.typ))
+			return
+		}
+		sr := make([]byte, simpleReplyLen)
+		putSimpleReply(sr, 0, r.cookie)
+		f.write(sr)
+		served <- nil
+	}()
+	c, err := NewClient(testCtx(t), a, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := <-negotiated; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.WriteAt(ctx, make([]byte, 4096), 0, false) }()
+	time.Sleep(20 * time.Millisecond) // the WRITE holds the writer role, blocked
+	flushed := make(chan error, 1)
+	go func() { flushed <- c.Flush(testCtx(t)) }()
+	if err := <-wrote; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked write: %v, want the context's error", err)
+	}
+	close(resume)
+	if err := <-flushed; err != nil {
+		t.Fatalf("flush queued behind the cancelled write: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -56,10 +56,12 @@
 // read to its end first (or the connection is broken after 2 s), so that
 // nothing writes to the buffer after the call returned. A request write
 // still blocked a second after its caller's context ended (the server is
-// not reading) is interrupted: if none of it went out and it carried no
-// other caller's request, the call returns ctx.Err() and the connection
-// goes on; otherwise the connection fails, since half a request cannot
-// be taken back. ReadAt and WriteAt split
+// not reading) is interrupted: if none of it went out, the call returns
+// ctx.Err() and the connection goes on, the other callers' headers that
+// were in the batch going back to the queue for a background writer; if
+// part of it went out the connection fails, since half a request cannot
+// be taken back. A writer hands the queue to a background writer after 8
+// batches too, so that no caller is kept writing others' requests. ReadAt and WriteAt split
 // requests longer than the server's maximum block size (or 32 MiB) and
 // keep up to 16 of the pieces in flight. When the connection breaks,
 // every call in flight and every later call fails with an error wrapping
