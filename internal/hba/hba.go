@@ -331,9 +331,18 @@ func retryable(err error) bool {
 }
 
 // do runs one request on a working path, replaying it on the next path
-// when this one fails.
+// when this one fails. Run inline by the local server (nbd.RunsInline),
+// it forwards only on a working path: a request that would have to wait
+// for one, or be replayed, goes back to the server as nbd.ErrNotInline,
+// which runs it again on a worker goroutine while the server goes on
+// reading, so that a local client that hangs up meanwhile ends ctx and
+// its request is not replayed after it gave up.
 func (m *Multipath) do(ctx context.Context, fn func(c *nbd.Client) error) error {
+	inline := nbd.RunsInline(ctx)
 	for {
+		if inline && !m.working() {
+			return nbd.ErrNotInline
+		}
 		p, err := m.path(ctx)
 		if err != nil {
 			return err
@@ -352,7 +361,17 @@ func (m *Multipath) do(ctx context.Context, fn func(c *nbd.Client) error) error 
 			return ctx.Err()
 		}
 		m.fail(p, err.Error())
+		if inline {
+			return nbd.ErrNotInline
+		}
 	}
+}
+
+// working reports whether the current path works (as far as is known).
+func (m *Multipath) working() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.closed.Load() && m.cur != nil && !m.cur.broken.Load() && m.wait == nil
 }
 
 // watch resolves the drive again whenever the current path has stalled,

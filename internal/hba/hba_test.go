@@ -260,3 +260,73 @@ func TestNoPathFailsWithEIOAfterTimeout(t *testing.T) {
 		t.Errorf("errno %d, want EIO (5): %v", nbd.Errno(err), err)
 	}
 }
+
+// TestFailoverThroughLocalServer: a local NBD client at queue depth 1,
+// whose requests the local server runs inline, writes across a failover;
+// the requests caught by it run again on workers and land on the new
+// owner; every block reads back.
+func TestFailoverThroughLocalServer(t *testing.T) {
+	img := image(t)
+	a, b := startOwner(t, img), startOwner(t, img)
+	tb := &table{}
+	tb.set(a.addr)
+	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 2, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dir, err := os.MkdirTemp("", "hba")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &nbd.Server{Exports: m}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	c, err := nbd.Dial(ctx, "unix", sock, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const blocks = 300
+	done := make(chan error, 1)
+	go func() {
+		for i := range blocks {
+			if err := c.WriteAt(ctx, bytes.Repeat([]byte{byte(i)}, 4096), uint64(i*4096), i%10 == 0); err != nil {
+				done <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	time.Sleep(10 * time.Millisecond)
+	tb.mu.Lock()
+	tb.addr = ""
+	tb.mu.Unlock()
+	_ = a.srv.Close()
+	time.Sleep(100 * time.Millisecond)
+	tb.set(b.addr)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4096)
+	for i := range blocks {
+		if err := c.ReadAt(ctx, got, uint64(i*4096)); err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != byte(i) || got[4095] != byte(i) {
+			t.Fatalf("block %d reads %x", i, got[0])
+		}
+	}
+	if fs := m.Failovers(); len(fs) != 1 || fs[0].To != b.addr {
+		t.Fatalf("failovers %+v", fs)
+	}
+}

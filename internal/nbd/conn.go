@@ -45,6 +45,7 @@ type conn struct {
 	st         settings
 	log        *slog.Logger
 	ctx        context.Context
+	inlineCtx  context.Context // ctx, marked for requests run on the reader
 	cancel     context.CancelFunc
 	discardMax uint64 // longest oversized WRITE payload skipped
 
@@ -84,6 +85,7 @@ type op struct {
 	cost    int     // bytes counted in conn.bytes
 	out     []byte  // reply header and small payloads
 	data    []byte  // READ data following out
+	inline  bool    // running on the reader goroutine
 }
 
 var opPool = sync.Pool{New: func() any { return &op{out: make([]byte, 0, 64)} }}
@@ -113,6 +115,7 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 		c.tflags |= tflagSendDF
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.inlineCtx = context.WithValue(c.ctx, inlineKey{}, true)
 	c.work = make(chan *op)
 	c.cond.L = &c.mu
 	return c
@@ -214,9 +217,15 @@ func (c *conn) readLoop() error {
 // behind it in the socket).
 func (c *conn) dispatch(o *op) {
 	if c.br.Buffered() == 0 && (c.inline || c.inlineIdle && !c.blind && c.alone()) {
+		o.inline = true
 		c.handle(o)
 		return
 	}
+	c.toWorker(o)
+}
+
+// toWorker hands o to an idle worker, or to a new one.
+func (c *conn) toWorker(o *op) {
 	select {
 	case c.work <- o:
 	default:
@@ -401,6 +410,19 @@ func (c *conn) waitIdle() {
 // handle runs one request against the export and queues its reply.
 func (c *conn) handle(o *op) {
 	ext, err := c.do(o)
+	if o.inline {
+		o.inline = false
+		if errors.Is(err, ErrNotInline) {
+			// The export must wait: run it again on a worker, and go
+			// back to reading.
+			if o.req.typ == cmdRead {
+				putBuf(o.payload)
+				o.payload = nil
+			}
+			c.toWorker(o)
+			return
+		}
+	}
 	switch {
 	case err != nil:
 		c.exportFailed(o, err)
@@ -427,18 +449,22 @@ func (c *conn) do(o *op) (ext []Extent, err error) {
 	}()
 	r := o.req
 	fua := r.flags&cmdFlagFUA != 0
+	ctx := c.ctx
+	if o.inline {
+		ctx = c.inlineCtx
+	}
 	switch r.typ {
 	case cmdRead:
 		o.payload = getBuf(int(r.length))
-		return nil, c.ex.ReadAt(c.ctx, *o.payload, r.off)
+		return nil, c.ex.ReadAt(ctx, *o.payload, r.off)
 	case cmdWrite:
-		return nil, c.ex.WriteAt(c.ctx, *o.payload, r.off, fua)
+		return nil, c.ex.WriteAt(ctx, *o.payload, r.off, fua)
 	case cmdFlush:
-		return nil, c.ex.Flush(c.ctx)
+		return nil, c.ex.Flush(ctx)
 	case cmdTrim:
-		return nil, c.ex.Trim(c.ctx, r.off, uint64(r.length), fua)
+		return nil, c.ex.Trim(ctx, r.off, uint64(r.length), fua)
 	case cmdWriteZeroes:
-		return nil, c.ex.Zero(c.ctx, r.off, uint64(r.length), ZeroFlags{
+		return nil, c.ex.Zero(ctx, r.off, uint64(r.length), ZeroFlags{
 			NoHole: r.flags&cmdFlagNoHole != 0,
 			Fast:   r.flags&cmdFlagFastZero != 0,
 			FUA:    fua,
@@ -447,7 +473,7 @@ func (c *conn) do(o *op) (ext []Extent, err error) {
 		if !c.flags.CanBlockStatus {
 			return nil, nil
 		}
-		return c.ex.BlockStatus(c.ctx, r.off, uint64(r.length))
+		return c.ex.BlockStatus(ctx, r.off, uint64(r.length))
 	}
 	return nil, nil
 }

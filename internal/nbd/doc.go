@@ -26,7 +26,9 @@
 // [IdleInlineExport] instead (the host side of a pooled drive does): a
 // request runs on the reader only when it is the connection's sole one,
 // so queue depth 1 saves the hand-off while deeper queues stay
-// concurrent. At most Server.MaxInFlight requests (default 64),
+// concurrent; a request that finds it must wait long returns
+// [ErrNotInline] and runs again on a worker, so that the reader goes back
+// to reading (and notices a client that hangs up). At most Server.MaxInFlight requests (default 64),
 // holding at most 64 MiB of payload between them, are in flight per
 // connection: at the limit the reader stops reading, so a fast client
 // meets TCP backpressure, not an unbounded queue. Replies are queued

@@ -1,6 +1,9 @@
 package nbd
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // ExportFlags are the features an export offers; the server advertises
 // them as transmission flags (NBD_FLAG_HAS_FLAGS is always set).
@@ -109,6 +112,23 @@ type InlineExport interface {
 type IdleInlineExport interface {
 	Export
 	InlineWhenIdle() bool
+}
+
+// ErrNotInline is what a method of an IdleInlineExport returns, before it
+// has changed anything, when it finds it must wait long (for a failover,
+// say) while running inline (RunsInline). The server then runs the
+// request again on a worker goroutine and goes back to reading the
+// connection: it serves the requests behind it, and it notices a client
+// that hangs up, which ends the context the request runs with.
+var ErrNotInline = errors.New("nbd: request must not run inline")
+
+type inlineKey struct{}
+
+// RunsInline reports whether an export method was called on the server's
+// reading goroutine (ctx is the one the method got).
+func RunsInline(ctx context.Context) bool {
+	v, _ := ctx.Value(inlineKey{}).(bool)
+	return v
 }
 
 // ExportInfo names an export in a list.

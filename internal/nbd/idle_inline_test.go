@@ -2,6 +2,8 @@ package nbd
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -98,4 +100,64 @@ func TestIdleInline(t *testing.T) {
 	<-g.startedCh(12288)
 	go read(16384)
 	collect(3)
+}
+
+// deferring is an IdleInlineExport whose reads refuse to run inline and,
+// on a worker, wait for their context to end.
+type deferring struct {
+	Export
+	calls chan bool // RunsInline of each call
+	ended chan error
+}
+
+func (d *deferring) InlineWhenIdle() bool { return true }
+
+func (d *deferring) ReadAt(ctx context.Context, p []byte, off uint64) error {
+	inline := RunsInline(ctx)
+	d.calls <- inline
+	if inline {
+		return ErrNotInline
+	}
+	<-ctx.Done()
+	d.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// TestNotInline: a request that returns ErrNotInline runs again on a
+// worker, and the server goes back to reading, so a client that hangs up
+// ends the request's context.
+func TestNotInline(t *testing.T) {
+	checkNoLeak(t)
+	d := &deferring{calls: make(chan bool, 4), ended: make(chan error, 1)}
+	env := startEnv(t, func(_ *Server, x *testExports) {
+		x.wrap = func(_ string, e Export) Export { d.Export = e; return d }
+	})
+	nc, err := net.Dial("unix", env.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(testCtx(t), nc, "disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	read := make(chan error, 1)
+	go func() { read <- c.ReadAt(testCtx(t), make([]byte, 512), 0) }()
+	for i, want := range []bool{true, false} {
+		if got := <-d.calls; got != want {
+			t.Fatalf("call %d: inline %v, want %v", i, got, want)
+		}
+	}
+	nc.Close() // the client hangs up
+	select {
+	case err := <-d.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("request ended with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not notice the client hang up")
+	}
+	if err := <-read; err == nil {
+		t.Fatal("the read succeeded on a closed connection")
+	}
 }
