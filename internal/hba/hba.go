@@ -340,18 +340,22 @@ func retryable(err error) bool {
 func (m *Multipath) do(ctx context.Context, fn func(c *nbd.Client) error) error {
 	inline := nbd.RunsInline(ctx)
 	for {
-		if inline && !m.working() {
-			return nbd.ErrNotInline
-		}
-		p, err := m.path(ctx)
-		if err != nil {
-			return err
+		var p *path
+		if inline {
+			if p = m.working(); p == nil {
+				return nbd.ErrNotInline
+			}
+		} else {
+			var err error
+			if p, err = m.path(ctx); err != nil {
+				return err
+			}
 		}
 		c := p.conns[m.rr.Add(1)%uint64(len(p.conns))]
 		if p.inflight.Add(1) == 1 {
 			p.progress.Store(time.Now().UnixNano())
 		}
-		err = fn(c)
+		err := fn(c)
 		p.inflight.Add(-1)
 		p.progress.Store(time.Now().UnixNano())
 		if err == nil || !retryable(err) {
@@ -367,11 +371,15 @@ func (m *Multipath) do(ctx context.Context, fn func(c *nbd.Client) error) error 
 	}
 }
 
-// working reports whether the current path works (as far as is known).
-func (m *Multipath) working() bool {
+// working returns the current path if it works (as far as is known),
+// without waiting for one; nil otherwise.
+func (m *Multipath) working() *path {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return !m.closed.Load() && m.cur != nil && !m.cur.broken.Load() && m.wait == nil
+	if m.closed.Load() || m.cur == nil || m.cur.broken.Load() || m.wait != nil {
+		return nil
+	}
+	return m.cur
 }
 
 // watch resolves the drive again whenever the current path has stalled,

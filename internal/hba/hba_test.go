@@ -90,16 +90,23 @@ func image(t *testing.T) string {
 // TestFailoverReplaysEveryRequest: writers keep going while the owner is
 // killed and the control plane names the next one a little later; every
 // write is acknowledged exactly once to its caller and reads back.
-func TestFailoverReplaysEveryRequest(t *testing.T) {
+// twoOwners starts two owners of one image and a multipath on the first.
+func twoOwners(t *testing.T) (a, b *owner, tb *table, m *hba.Multipath) {
+	t.Helper()
 	img := image(t)
-	a, b := startOwner(t, img), startOwner(t, img)
-	tb := &table{}
+	a, b = startOwner(t, img), startOwner(t, img)
+	tb = &table{}
 	tb.set(a.addr)
 	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 2, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return a, b, tb, m
+}
+
+func TestFailoverReplaysEveryRequest(t *testing.T) {
+	a, b, tb, m := twoOwners(t)
 	exp, err := m.Open(ctx, "d")
 	if err != nil {
 		t.Fatal(err)
@@ -266,15 +273,7 @@ func TestNoPathFailsWithEIOAfterTimeout(t *testing.T) {
 // the requests caught by it run again on workers and land on the new
 // owner; every block reads back.
 func TestFailoverThroughLocalServer(t *testing.T) {
-	img := image(t)
-	a, b := startOwner(t, img), startOwner(t, img)
-	tb := &table{}
-	tb.set(a.addr)
-	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: 2, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	a, b, tb, m := twoOwners(t)
 	dir, err := os.MkdirTemp("", "hba")
 	if err != nil {
 		t.Fatal(err)

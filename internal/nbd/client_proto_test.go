@@ -226,72 +226,15 @@ func TestClientHandshakeErrors(t *testing.T) {
 	}
 }
 
-// TestClientCancelBlockedWrite cancels a write stuck on a server that
-// does not read: after the grace period the call returns ctx.Err(), and
-// since nothing of the request went out the connection stays usable.
-func TestClientCancelBlockedWrite(t *testing.T) {
-	checkNoLeak(t)
+// stalledFlushServer starts a client on a fake server that reads nothing
+// until resume is closed (so the client's writes block), then expects one
+// FLUSH, answers it, and reports on served.
+func stalledFlushServer(t *testing.T) (c *Client, resume chan struct{}, served chan error) {
+	t.Helper()
 	a, b := net.Pipe()
 	f := &fakeServer{nc: b, br: bufio.NewReader(b)}
 	negotiated := make(chan error, 1)
-	resume := make(chan struct{})
-	served := make(chan error, 1)
-	go func() {
-		defer b.Close()
-		negotiated <- f.negotiate(1<<20, tflagHasFlags|tflagSendFlush)
-		<-resume // meanwhile nothing is read: the client's write blocks
-		r, err := f.request()
-		if err != nil {
-			served <- err
-			return
-		}
-		if r.typ != cmdFlush {
-			served <- fmt.Errorf("request %s, want flush: the cancelled write went out", cmdName(r.typ))
-			return
-		}
-		sr := make([]byte, simpleReplyLen)
-		putSimpleReply(sr, 0, r.cookie)
-		f.write(sr)
-		served <- nil
-	}()
-	c, err := NewClient(testCtx(t), a, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := <-negotiated; err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	err = c.WriteAt(ctx, make([]byte, 4096), 0, false)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("blocked write: %v, want the context's error", err)
-	}
-	if d := time.Since(start); d > writeGrace+2*time.Second {
-		t.Fatalf("blocked write returned after %v", d)
-	}
-	close(resume)
-	if err := c.Flush(testCtx(t)); err != nil {
-		t.Fatalf("flush after the cancelled write: %v", err)
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestClientCancelBlockedWriteKeepsOthers: a WRITE cancelled while the
-// server does not read gives up only itself. A FLUSH another caller
-// queued behind it meanwhile is still sent once the server reads again,
-// and the connection is not broken.
-func TestClientCancelBlockedWriteKeepsOthers(t *testing.T) {
-	checkNoLeak(t)
-	a, b := net.Pipe()
-	f := &fakeServer{nc: b, br: bufio.NewReader(b)}
-	negotiated := make(chan error, 1)
-	resume := make(chan struct{})
-	served := make(chan error, 1)
+	resume, served = make(chan struct{}), make(chan error, 1)
 	go func() {
 		defer b.Close()
 		negotiated <- f.negotiate(1<<20, tflagHasFlags|tflagSendFlush)
@@ -314,10 +257,45 @@ func TestClientCancelBlockedWriteKeepsOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	if err := <-negotiated; err != nil {
 		t.Fatal(err)
 	}
+	return c, resume, served
+}
+
+// TestClientCancelBlockedWrite cancels a write stuck on a server that
+// does not read: after the grace period the call returns ctx.Err(), and
+// since nothing of the request went out the connection stays usable.
+func TestClientCancelBlockedWrite(t *testing.T) {
+	checkNoLeak(t)
+	c, resume, served := stalledFlushServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.WriteAt(ctx, make([]byte, 4096), 0, false)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked write: %v, want the context's error", err)
+	}
+	if d := time.Since(start); d > writeGrace+2*time.Second {
+		t.Fatalf("blocked write returned after %v", d)
+	}
+	close(resume)
+	if err := c.Flush(testCtx(t)); err != nil {
+		t.Fatalf("flush after the cancelled write: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientCancelBlockedWriteKeepsOthers: a WRITE cancelled while the
+// server does not read gives up only itself. A FLUSH another caller
+// queued behind it meanwhile is still sent once the server reads again,
+// and the connection is not broken.
+func TestClientCancelBlockedWriteKeepsOthers(t *testing.T) {
+	checkNoLeak(t)
+	c, resume, served := stalledFlushServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	wrote := make(chan error, 1)
