@@ -1,0 +1,196 @@
+package forecast
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func TestSelectARFindsTheOrder(t *testing.T) {
+	y := testSeries()["ar2"]
+	m, err := SelectAR(y, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// AIC may overfit by a lag or two, never underfit a clear AR(2).
+	if len(m.Coef) < 2 || len(m.Coef) > 4 {
+		t.Fatalf("chose %s for an AR(2) process", m.Name())
+	}
+	if math.Abs(m.Coef[0]-0.6) > 0.15 || math.Abs(m.Coef[1]+0.3) > 0.15 {
+		t.Errorf("coefficients %v, process 0.6, -0.3", m.Coef)
+	}
+}
+
+func TestARForecastRecursion(t *testing.T) {
+	// An exact AR(1) with no noise: the fit recovers it and forecasts
+	// continue the recursion.
+	y := []float64{10}
+	for range 30 {
+		y = append(y, 2+0.5*y[len(y)-1]+0.001*math.Sin(float64(len(y))))
+	}
+	m, err := FitAR(y, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := make([]float64, 3)
+	m.Forecast(fc)
+	want := y[len(y)-1]
+	for h := range fc {
+		want = m.Const + m.Coef[0]*want
+		if math.Abs(fc[h]-want) > 1e-12 {
+			t.Errorf("step %d: %v, want %v", h+1, fc[h], want)
+		}
+	}
+	vr := make([]float64, 3)
+	m.Variance(vr)
+	phi := m.Coef[0]
+	if want := m.Sigma2 * (1 + phi*phi + phi*phi*phi*phi); math.Abs(vr[2]-want) > 1e-15 {
+		t.Errorf("3-step variance %v, want %v", vr[2], want)
+	}
+}
+
+func TestSeasonalNaiveAndEWMA(t *testing.T) {
+	y := []float64{1, 5, 9, 2, 6, 10, 3, 7, 11}
+	sn, err := FitSeasonalNaive(y, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := make([]float64, 5)
+	sn.Forecast(fc)
+	if want := []float64{3, 7, 11, 3, 7}; !equal(fc, want) {
+		t.Errorf("seasonal naive %v, want %v", fc, want)
+	}
+	vr := make([]float64, 5)
+	sn.Variance(vr)
+	if sn.Sigma2 != 1 || vr[2] != 1 || vr[3] != 2 {
+		t.Errorf("σ² %v, variances %v: want 1 and a step up after one period", sn.Sigma2, vr)
+	}
+	e, err := FitEWMA([]float64{10, 20}, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Level != 15 || e.Sigma2 != 100 {
+		t.Errorf("level %v σ² %v, want 15 and 100", e.Level, e.Sigma2)
+	}
+	e.Variance(vr)
+	if vr[0] != 100 || vr[1] != 125 {
+		t.Errorf("EWMA variances %v, want 100, 125, …", vr)
+	}
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestPredictorPeakCoversTheWindow(t *testing.T) {
+	// A ramp that keeps rising: the window's peak is its last step, above
+	// the next step's forecast, and the upper quantile is above the peak.
+	y := make([]float64, 80)
+	for i := range y {
+		y[i] = 10 + 0.5*float64(i) + 0.3*math.Sin(float64(i))
+	}
+	p, err := NewPredictor(Config{Horizon: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := p.Predict(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Fallback != "" {
+		t.Fatalf("fell back: %s", pr.Fallback)
+	}
+	if pr.Peak != pr.Point[9] || pr.Peak <= pr.Point[0] {
+		t.Errorf("peak %v of %v: want the last step", pr.Peak, pr.Point)
+	}
+	if pr.Peak < y[len(y)-1]+4 {
+		t.Errorf("peak %v does not continue the ramp from %v", pr.Peak, y[len(y)-1])
+	}
+	if !(pr.PeakUpper > pr.Peak) || pr.Multiplier <= 0 {
+		t.Errorf("upper %v not above peak %v (multiplier %v)", pr.PeakUpper, pr.Peak, pr.Multiplier)
+	}
+}
+
+func TestPredictorEmpiricalQuantile(t *testing.T) {
+	// White noise with rare large upward spikes: the empirical 0.99
+	// quantile of the residuals is far above the normal one.
+	rng := rand.New(rand.NewPCG(1, 2))
+	y := make([]float64, 400)
+	for i := range y {
+		y[i] = 50 + rng.NormFloat64()
+		if i%25 == 7 {
+			y[i] += 15
+		}
+	}
+	emp, _ := NewPredictor(Config{Method: MethodEWMA, Quantile: 0.99})
+	gau, _ := NewPredictor(Config{Method: MethodEWMA, Quantile: 0.99, Gaussian: true})
+	a, _ := emp.Predict(y)
+	b, _ := gau.Predict(y)
+	if math.Abs(b.Multiplier-2.3263478740408408) > 1e-12 {
+		t.Errorf("normal multiplier %v", b.Multiplier)
+	}
+	if a.Multiplier <= b.Multiplier {
+		t.Errorf("empirical multiplier %v not above the normal %v for spiky residuals", a.Multiplier, b.Multiplier)
+	}
+}
+
+func TestPredictorFallsBack(t *testing.T) {
+	p, _ := NewPredictor(Config{Horizon: 3})
+	for _, tc := range []struct {
+		name string
+		y    []float64
+	}{
+		{"constant", []float64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}},
+		{"one value", []float64{7}},
+	} {
+		pr, err := p.Predict(tc.y)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		last := tc.y[len(tc.y)-1]
+		if math.Abs(pr.Peak-last) > 1e-9 || math.Abs(pr.PeakUpper-last) > 1e-9 {
+			t.Errorf("%s: peak %v upper %v, want %v (model %s, fallback %q)", tc.name, pr.Peak, pr.PeakUpper, last, pr.Model, pr.Fallback)
+		}
+	}
+	// Two values are enough for AR(0), the mean.
+	pr, err := p.Predict([]float64{1, 3})
+	if err != nil || pr.Model != "AR(0)" || math.Abs(pr.Peak-2) > 1e-9 {
+		t.Errorf("two values: %+v, %v", pr, err)
+	}
+	pa, _ := NewPredictor(Config{Method: MethodARMA})
+	pr, err = pa.Predict([]float64{1, 2, 3, 4, 5, 4, 3, 2})
+	if err != nil || pr.Fallback == "" || pr.Model != "naive" {
+		t.Errorf("ARMA on 8 values: %+v, %v; want the naive fallback with a reason", pr, err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	p, _ := NewPredictor(Config{})
+	for _, y := range [][]float64{nil, {1, math.NaN(), 3}, {math.Inf(1)}} {
+		if _, err := p.Predict(y); err == nil {
+			t.Errorf("Predict(%v) accepted", y)
+		}
+	}
+	for _, c := range []Config{
+		{Method: "lstm"}, {Quantile: 1}, {Quantile: 0.2}, {Alpha: 1.5}, {Horizon: -1}, {MaxLag: -2},
+	} {
+		if _, err := NewPredictor(c); err == nil {
+			t.Errorf("NewPredictor(%+v) accepted", c)
+		}
+	}
+	if _, err := FitAR([]float64{1, 2, 3}, 2); err == nil || !strings.Contains(err.Error(), "at least 6") {
+		t.Errorf("AR(2) on 3 values: %v", err)
+	}
+	if _, err := FitEWMA([]float64{1}, 0); err == nil {
+		t.Error("EWMA with α = 0 accepted")
+	}
+}

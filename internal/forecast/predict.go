@@ -1,0 +1,197 @@
+package forecast
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Method names a model family.
+type Method string
+
+// The model families.
+const (
+	MethodAR            Method = "ar"             // AR(p), p by AIC
+	MethodARMA          Method = "arma"           // ARMA(p,q) by Hannan–Rissanen
+	MethodEWMA          Method = "ewma"           // simple exponential smoothing
+	MethodSeasonalNaive Method = "seasonal-naive" // the value one period ago
+)
+
+// Methods lists the model families, for flags and errors.
+var Methods = []Method{MethodAR, MethodARMA, MethodEWMA, MethodSeasonalNaive}
+
+// Config chooses a model and the prediction window. Zero fields take the
+// defaults named.
+type Config struct {
+	Method   Method  // default MethodAR
+	MaxLag   int     // AR: the highest order AIC may choose (default 8)
+	P, Q     int     // ARMA orders (default 2 and 1)
+	Alpha    float64 // EWMA smoothing level (default 0.3)
+	Period   int     // seasonal-naive season in steps (default 1: the last value)
+	Horizon  int     // steps in the prediction window (default 1)
+	Quantile float64 // upper quantile of the forecast peak (default 0.99)
+	// MinResiduals is how many residuals the empirical quantile needs
+	// before it replaces the normal one (default 30). Gaussian forces the
+	// normal quantile.
+	MinResiduals int
+	Gaussian     bool
+}
+
+// Prediction is one forecast of a prediction window.
+type Prediction struct {
+	// Model is the model that answered, e.g. "AR(3)"; Fallback says why it
+	// is simpler than the configured one, empty when it is not.
+	Model    string
+	Fallback string
+	// Point and Upper are the forecast and its upper quantile for each step
+	// of the window (valid until the predictor's next call).
+	Point, Upper []float64
+	// Peak is the largest point forecast in the window, PeakUpper the
+	// largest upper quantile: what to provision for the window.
+	Peak, PeakUpper float64
+	// Multiplier is the number of forecast standard errors between a step's
+	// point forecast and its upper quantile.
+	Multiplier float64
+	// Sigma is the one-step forecast standard error.
+	Sigma float64
+}
+
+// Predictor forecasts the peak of a prediction window from a history. It
+// keeps its buffers between calls; not safe for concurrent use.
+type Predictor struct {
+	cfg    Config
+	fit    Fitter
+	naive  Fitter
+	point  []float64
+	upper  []float64
+	sorted []float64
+	normal float64
+}
+
+// NewPredictor checks cfg and fills its defaults.
+func NewPredictor(cfg Config) (*Predictor, error) {
+	if cfg.Method == "" {
+		cfg.Method = MethodAR
+	}
+	if !slices.Contains(Methods, cfg.Method) {
+		return nil, fmt.Errorf("forecast: unknown method %q (one of %v)", cfg.Method, Methods)
+	}
+	if cfg.MaxLag == 0 {
+		cfg.MaxLag = 8
+	}
+	if cfg.P == 0 && cfg.Q == 0 {
+		cfg.P, cfg.Q = 2, 1
+	}
+	if cfg.Alpha == 0 {
+		cfg.Alpha = 0.3
+	}
+	if cfg.Period == 0 {
+		cfg.Period = 1
+	}
+	if cfg.Horizon == 0 {
+		cfg.Horizon = 1
+	}
+	if cfg.Quantile == 0 {
+		cfg.Quantile = 0.99
+	}
+	if cfg.MinResiduals == 0 {
+		cfg.MinResiduals = 30
+	}
+	switch {
+	case cfg.MaxLag < 0 || cfg.P < 0 || cfg.Q < 0 || cfg.Period < 0 || cfg.MinResiduals < 0:
+		return nil, errors.New("forecast: orders, period and residual counts must not be negative")
+	case !(cfg.Alpha > 0 && cfg.Alpha <= 1):
+		return nil, fmt.Errorf("forecast: smoothing level %v is outside (0, 1]", cfg.Alpha)
+	case cfg.Horizon < 1 || cfg.Horizon > 1<<16:
+		return nil, fmt.Errorf("forecast: horizon of %d steps is outside 1..65536", cfg.Horizon)
+	case !(cfg.Quantile >= 0.5 && cfg.Quantile < 1):
+		return nil, fmt.Errorf("forecast: quantile %v is outside [0.5, 1)", cfg.Quantile)
+	}
+	p := &Predictor{cfg: cfg, point: make([]float64, cfg.Horizon), upper: make([]float64, cfg.Horizon)}
+	p.normal = distuv.UnitNormal.Quantile(cfg.Quantile)
+	return p, nil
+}
+
+// Config returns the predictor's configuration with its defaults filled.
+func (p *Predictor) Config() Config { return p.cfg }
+
+// Predict fits the configured model to y, oldest first, and forecasts the
+// prediction window. When y is too short for the model, or constant, the
+// last-value forecast answers instead and Fallback says why; only an empty
+// history or a non-finite value is an error.
+func (p *Predictor) Predict(y []float64) (Prediction, error) {
+	if len(y) == 0 {
+		return Prediction{}, errors.New("forecast: no observations")
+	}
+	if err := checkSeries(y); err != nil {
+		return Prediction{}, err
+	}
+	m, err := p.model(y)
+	var out Prediction
+	if err != nil {
+		out.Fallback = err.Error()
+		if m, err = p.naive.FitSeasonalNaive(y, 1); err != nil {
+			return Prediction{}, err
+		}
+	}
+	out.Model = m.Name()
+	m.Forecast(p.point)
+	m.Variance(p.upper)
+	out.Multiplier = p.multiplier(m.Residuals())
+	out.Peak, out.PeakUpper = math.Inf(-1), math.Inf(-1)
+	for h := range p.point {
+		sd := math.Sqrt(max(p.upper[h], 0))
+		if h == 0 {
+			out.Sigma = sd
+		}
+		p.upper[h] = p.point[h] + out.Multiplier*sd
+		out.Peak = max(out.Peak, p.point[h])
+		out.PeakUpper = max(out.PeakUpper, p.upper[h])
+	}
+	out.Point, out.Upper = p.point, p.upper
+	return out, nil
+}
+
+func (p *Predictor) model(y []float64) (Model, error) {
+	c := p.cfg
+	switch c.Method {
+	case MethodARMA:
+		return p.fit.FitARMA(y, c.P, c.Q)
+	case MethodEWMA:
+		return p.fit.FitEWMA(y, c.Alpha)
+	case MethodSeasonalNaive:
+		return p.fit.FitSeasonalNaive(y, c.Period)
+	default:
+		// A short history lowers the highest order rather than falling back:
+		// AIC needs maxLag+2 observations after the first maxLag.
+		lag := min(c.MaxLag, (len(y)-2)/2)
+		if lag < 0 {
+			return nil, fmt.Errorf("forecast: %d observations are too few for an AR model", len(y))
+		}
+		return p.fit.SelectAR(y, lag)
+	}
+}
+
+// multiplier is the quantile of the standardized residuals, or the normal
+// quantile when there are fewer than MinResiduals of them (or Gaussian is
+// set). It is never below zero.
+func (p *Predictor) multiplier(resid []float64) float64 {
+	if p.cfg.Gaussian || len(resid) < p.cfg.MinResiduals {
+		return p.normal
+	}
+	ss := 0.0
+	for _, e := range resid {
+		ss += e * e
+	}
+	if ss == 0 {
+		return p.normal
+	}
+	sd := math.Sqrt(ss / float64(len(resid)))
+	p.sorted = append(p.sorted[:0], resid...)
+	slices.Sort(p.sorted)
+	return max(stat.Quantile(p.cfg.Quantile, stat.Empirical, p.sorted, nil)/sd, 0)
+}
