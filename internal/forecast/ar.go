@@ -222,3 +222,20 @@ func checkSeries(y []float64) error {
 	}
 	return nil
 }
+
+func (m *AR) minOrigin() int { return len(m.Coef) }
+
+func (m *AR) forecastFrom(y []float64, origin int, dst []float64) {
+	p := len(m.Coef)
+	for h := range dst {
+		v := m.Const
+		for i := 1; i <= p; i++ {
+			if k := h - i; k >= 0 {
+				v += m.Coef[i-1] * dst[k]
+			} else {
+				v += m.Coef[i-1] * y[origin+k]
+			}
+		}
+		dst[h] = v
+	}
+}

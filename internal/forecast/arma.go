@@ -350,3 +350,26 @@ func variance(x []float64) float64 {
 	}
 	return s / float64(len(x))
 }
+
+func (m *ARMA) minOrigin() int { return max(len(m.AR), len(m.MA)) }
+
+// forecastFrom uses the conditional residuals up to the origin.
+func (m *ARMA) forecastFrom(_ []float64, origin int, dst []float64) {
+	p, q := len(m.AR), len(m.MA)
+	for h := range dst {
+		v := 0.0
+		for i := 1; i <= p; i++ {
+			if k := h - i; k >= 0 {
+				v += m.AR[i-1] * (dst[k] - m.Mean)
+			} else if origin+k >= 0 {
+				v += m.AR[i-1] * m.x[origin+k]
+			}
+		}
+		for j := 1; j <= q; j++ {
+			if k := origin + h - j; k < origin && k >= 0 {
+				v += m.MA[j-1] * m.e[k]
+			}
+		}
+		dst[h] = m.Mean + v
+	}
+}

@@ -39,6 +39,9 @@ type Config struct {
 	// normal quantile.
 	MinResiduals int
 	Gaussian     bool
+	// StepwiseOnly bounds the peak by the per-step quantiles alone, without
+	// the peak residuals (see Prediction.PeakUpper).
+	StepwiseOnly bool
 }
 
 // Prediction is one forecast of a prediction window.
@@ -50,9 +53,21 @@ type Prediction struct {
 	// Point and Upper are the forecast and its upper quantile for each step
 	// of the window (valid until the predictor's next call).
 	Point, Upper []float64
-	// Peak is the largest point forecast in the window, PeakUpper the
-	// largest upper quantile: what to provision for the window.
+	// Peak is the largest point forecast in the window. PeakUpper is what
+	// to provision for it: the larger of the largest per-step upper
+	// quantile and Peak plus the quantile of the model's in-sample peak
+	// residuals — at every origin in the history, the true peak of the
+	// following window minus the model's forecast peak from that origin.
+	// The per-step quantiles assume the model is right; the peak residuals
+	// measure where it is not (a ramp whose fall it expects too early, a
+	// burst it cannot foresee), on this consumer's own history.
 	Peak, PeakUpper float64
+	// PeakMargin is the quantile of the peak residuals (0 when there were
+	// too few origins or StepwiseOnly is set).
+	PeakMargin float64
+	// Calibrated says the peak residuals were used: the history had at
+	// least MinResiduals origins with a whole window after them.
+	Calibrated bool
 	// Multiplier is the number of forecast standard errors between a step's
 	// point forecast and its upper quantile.
 	Multiplier float64
@@ -68,8 +83,9 @@ type Predictor struct {
 	naive  Fitter
 	point  []float64
 	upper  []float64
-	sorted []float64
-	normal float64
+	sorted  []float64
+	scratch []float64
+	normal  float64
 }
 
 // NewPredictor checks cfg and fills its defaults.
@@ -132,14 +148,19 @@ func (p *Predictor) Predict(y []float64) (Prediction, error) {
 	}
 	m, err := p.model(y)
 	var out Prediction
+	if err == nil {
+		if m.Forecast(p.point); !plausible(p.point, y) {
+			err = fmt.Errorf("forecast: %s forecasts outside twice the observed range", m.Name())
+		}
+	}
 	if err != nil {
 		out.Fallback = err.Error()
 		if m, err = p.naive.FitSeasonalNaive(y, 1); err != nil {
 			return Prediction{}, err
 		}
+		m.Forecast(p.point)
 	}
 	out.Model = m.Name()
-	m.Forecast(p.point)
 	m.Variance(p.upper)
 	out.Multiplier = p.multiplier(m.Residuals())
 	out.Peak, out.PeakUpper = math.Inf(-1), math.Inf(-1)
@@ -153,7 +174,46 @@ func (p *Predictor) Predict(y []float64) (Prediction, error) {
 		out.PeakUpper = max(out.PeakUpper, p.upper[h])
 	}
 	out.Point, out.Upper = p.point, p.upper
+	if !p.cfg.StepwiseOnly {
+		if of, ok := m.(originForecaster); ok {
+			out.PeakMargin, out.Calibrated = p.peakMargin(of, y)
+			out.PeakUpper = max(out.PeakUpper, out.Peak+out.PeakMargin)
+		}
+	}
 	return out, nil
+}
+
+// originForecaster forecasts from an earlier point of the history the model
+// was fitted on, with the fitted coefficients.
+type originForecaster interface {
+	// forecastFrom writes the forecasts of y[origin], y[origin+1], …
+	// made from y[:origin].
+	forecastFrom(y []float64, origin int, dst []float64)
+	// minOrigin is the first origin with enough history.
+	minOrigin() int
+}
+
+// peakMargin is the upper quantile of the in-sample peak residuals; with
+// fewer than MinResiduals origins it is 0 and not calibrated.
+func (p *Predictor) peakMargin(m originForecaster, y []float64) (float64, bool) {
+	h := p.cfg.Horizon
+	first, last := max(m.minOrigin(), 1), len(y)-h
+	if last-first+1 < p.cfg.MinResiduals {
+		return 0, false
+	}
+	p.sorted = p.sorted[:0]
+	p.scratch = grow(p.scratch, h)
+	for o := first; o <= last; o++ {
+		m.forecastFrom(y, o, p.scratch)
+		fp, tp := math.Inf(-1), math.Inf(-1)
+		for k := range h {
+			fp = max(fp, p.scratch[k])
+			tp = max(tp, y[o+k])
+		}
+		p.sorted = append(p.sorted, tp-fp)
+	}
+	slices.Sort(p.sorted)
+	return max(stat.Quantile(p.cfg.Quantile, stat.Empirical, p.sorted, nil), 0), true
 }
 
 func (p *Predictor) model(y []float64) (Model, error) {
@@ -167,13 +227,30 @@ func (p *Predictor) model(y []float64) (Model, error) {
 		return p.fit.FitSeasonalNaive(y, c.Period)
 	default:
 		// A short history lowers the highest order rather than falling back:
-		// AIC needs maxLag+2 observations after the first maxLag.
-		lag := min(c.MaxLag, (len(y)-2)/2)
-		if lag < 0 {
+		// at most a quarter of the observations, so a high order cannot
+		// fit a short history exactly and forecast nonsense from it.
+		lag := min(c.MaxLag, len(y)/4)
+		if len(y) < 2 {
 			return nil, fmt.Errorf("forecast: %d observations are too few for an AR model", len(y))
 		}
 		return p.fit.SelectAR(y, lag)
 	}
+}
+
+// plausible reports whether every point forecast lies within the history's
+// range widened by that range on each side. A model fitted to a short or
+// near-singular history can be explosive or wildly extrapolate; a seasonal
+// one with roots on the unit circle is neither, so stationarity is not the
+// test.
+func plausible(point, y []float64) bool {
+	lo, hi := slices.Min(y), slices.Max(y)
+	span := max(hi-lo, 1e-9*max(math.Abs(hi), 1))
+	for _, v := range point {
+		if v < lo-span || v > hi+span || math.IsNaN(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // multiplier is the quantile of the standardized residuals, or the normal

@@ -134,3 +134,25 @@ func (m *SeasonalNaive) Variance(dst []float64) {
 
 // Residuals implements Model.
 func (m *SeasonalNaive) Residuals() []float64 { return m.resid }
+
+func (m *EWMA) minOrigin() int { return 1 }
+
+// forecastFrom is the level after y[:origin]: the one-step residuals are
+// the level's errors, so level(origin) = y[origin] − resid[origin−1].
+func (m *EWMA) forecastFrom(y []float64, origin int, dst []float64) {
+	level := y[0]
+	if origin < len(y) {
+		level = y[origin] - m.resid[origin-1]
+	}
+	for h := range dst {
+		dst[h] = level
+	}
+}
+
+func (m *SeasonalNaive) minOrigin() int { return m.Period }
+
+func (m *SeasonalNaive) forecastFrom(y []float64, origin int, dst []float64) {
+	for h := range dst {
+		dst[h] = y[origin-m.Period+h%m.Period]
+	}
+}
