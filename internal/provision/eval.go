@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Series is one consumer's demand at a constant interval.
@@ -208,4 +209,32 @@ func MatchReactive(in Input, rules Rules, gibHours float64) (*Result, error) {
 		}
 	}
 	return best, nil
+}
+
+// Compare evaluates every policy in the order of Policies. With match set,
+// the reactive policy's headroom is the least that provisions as much as
+// the predictive policy (MatchReactive), so the two compare at equal
+// quantity; otherwise it is the rules'.
+func Compare(in Input, rules Rules, match bool) ([]*Result, error) {
+	out := make([]*Result, len(Policies))
+	pi := slices.Index(Policies, Predictive)
+	pr, err := Evaluate(in, Predictive, rules)
+	if err != nil {
+		return nil, err
+	}
+	out[pi] = pr
+	for i, p := range Policies {
+		switch {
+		case p == Predictive:
+			continue
+		case p == Reactive && match:
+			out[i], err = MatchReactive(in, rules, pr.Summary.ProvisionedGiBHours)
+		default:
+			out[i], err = Evaluate(in, p, rules)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

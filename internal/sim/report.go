@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"rackpool/internal/chart"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -110,15 +109,15 @@ func fillReport(tmp string, res *Result) error {
 	}
 
 	// Plots: each written as a file and inlined into the page.
-	plot := func(file, title, caption string, chart svgChart) error {
-		svg, err := chart.SVG()
+	plot := func(file, title, caption string, c svgChart) error {
+		svg, err := c.SVG()
 		if err != nil {
 			return fmt.Errorf("sim: draw %s: %w", file, err)
 		}
 		if err := writeOutputFile(tmp, file, svg); err != nil {
 			return err
 		}
-		page.Figures = append(page.Figures, reportFigure{Title: title, Caption: caption, File: file, SVG: inlineSVG(svg)})
+		page.Figures = append(page.Figures, reportFigure{Title: title, Caption: caption, File: file, SVG: chart.Inline(svg)})
 		return nil
 	}
 	if len(res.Samples) > 0 {
@@ -575,7 +574,7 @@ func fillSweep(tmp string, axes []string, rows []SweepRow) error {
 		if err := writeOutputFile(tmp, "sweep.svg", svg); err != nil {
 			return err
 		}
-		page.Figure = &reportFigure{Title: "Acceptance ratio by " + axes[len(axes)-1], File: "sweep.svg", SVG: inlineSVG(svg),
+		page.Figure = &reportFigure{Title: "Acceptance ratio by " + axes[len(axes)-1], File: "sweep.svg", SVG: chart.Inline(svg),
 			Caption: "Acceptance ratio against " + axes[len(axes)-1] + sweepCaptionTail(axes) + ": where a line falls away is where that configuration runs out of room."}
 	}
 	// The page's table is in axis order; the files keep the order given.
@@ -943,22 +942,6 @@ func encodeCSVRows(head []string, rows [][]string) ([]byte, error) {
 // chart.Bar.
 type svgChart interface {
 	SVG() ([]byte, error)
-}
-
-// svgNamespaces matches the namespace declarations of an <svg> tag.
-var svgNamespaces = regexp.MustCompile(`\s+xmlns(:xlink)?="[^"]*"`)
-
-// inlineSVG prepares a chart from chart.RenderSVG for inlining into HTML, which
-// implies the namespaces: it drops their declarations from the root tag.
-// The chart starts at <svg> and has no ids or style sheet to clash with
-// another's, so nothing else changes.
-func inlineSVG(svg []byte) template.HTML {
-	s := string(svg)
-	end := strings.IndexByte(s, '>')
-	if !strings.HasPrefix(s, "<svg") || end < 0 {
-		return template.HTML(s)
-	}
-	return template.HTML(svgNamespaces.ReplaceAllString(s[:end], "") + s[end:])
 }
 
 // formatExact writes v in the shortest form that reads back exactly.
