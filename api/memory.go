@@ -142,6 +142,9 @@ type NodeRegistration struct {
 	Endpoint      string
 	CapacityBytes uint64
 	Epoch         uint64
+	// LeaseUsage reports the bytes each lease has in use on the node
+	// (telemetry kind MemoryLease).
+	LeaseUsage []LeaseUsage `json:",omitempty"`
 }
 
 // RegisterMemoryNode registers (or heartbeats) a memnode. Administrator

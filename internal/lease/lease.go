@@ -160,6 +160,9 @@ type Registration struct {
 	Endpoint string
 	Capacity uint64
 	Epoch    uint64
+	// Usage is the node's report of the bytes each of its leases has in
+	// use (memory.Server.LeaseUsage), by lease ID.
+	Usage map[string]uint64
 }
 
 // Registered is the answer to a registration.
@@ -170,6 +173,11 @@ type Registered struct {
 	// until the given time (leases released or reclaimed before it
 	// restarted).
 	Revoked map[string]time.Time
+	// Usage is the part of Registration.Usage the control plane records:
+	// the active leases of this node, each with no more bytes in use than
+	// its size. Reports of other leases (released meanwhile, another
+	// node's, or larger than the lease) are left out.
+	Usage map[string]uint64
 }
 
 // Placement is the control plane's placement engine and single applier
@@ -423,6 +431,16 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Registered, err
 	for _, l := range m.leases {
 		if l.Node == n.ID && l.State == Reclaiming {
 			out.Revoked[l.ID] = l.Expiry
+		}
+	}
+	if len(r.Usage) > 0 {
+		out.Usage = map[string]uint64{}
+		for id, used := range r.Usage {
+			if l := m.leases[id]; l != nil && l.Node == n.ID && l.State == Active && used <= l.Size {
+				out.Usage[id] = used
+			} else {
+				m.o.Logger.Debug("lease usage report ignored", "node", n.ID, "lease", id, "bytes_in_use", used)
+			}
 		}
 	}
 	return out, nil

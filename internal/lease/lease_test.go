@@ -463,3 +463,30 @@ func TestLeaseHoldsItsBlocksInTheStore(t *testing.T) {
 		t.Errorf("holder record after the last lease went: %+v", h)
 	}
 }
+
+// TestRegistrationUsage: a memnode's report of bytes in use is kept for
+// its own active leases within their size, and dropped for any other.
+func TestRegistrationUsage(t *testing.T) {
+	e := newEnv(t)
+	n1 := e.startNode("memnode1", 64*mib)
+	n2 := e.startNode("memnode2", 64*mib)
+	a := e.grant(lease.Request{Size: 8192, Node: "memnode1"})
+	b := e.grant(lease.Request{Size: 8192, Node: "memnode2"})
+	gone := e.grant(lease.Request{Size: 4096, Node: "memnode1"})
+	if err := e.m.Release(ctx, gone.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := e.m.Register(ctx, lease.Registration{Device: "memnode1", Endpoint: n1.addr, Capacity: 64 * mib, Epoch: n1.srv.Epoch(),
+		Usage: map[string]uint64{a.ID: 4096, b.ID: 4096, gone.ID: 4096, "lease-nope": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reg.Usage) != 1 || reg.Usage[a.ID] != 4096 {
+		t.Errorf("kept %v, want only %s", reg.Usage, a.ID)
+	}
+	reg, err = e.m.Register(ctx, lease.Registration{Device: "memnode2", Endpoint: n2.addr, Capacity: 64 * mib, Epoch: n2.srv.Epoch(),
+		Usage: map[string]uint64{b.ID: 8193}})
+	if err != nil || len(reg.Usage) != 0 {
+		t.Errorf("more in use than the lease holds: %v %v", reg.Usage, err)
+	}
+}

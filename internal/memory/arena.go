@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"math/bits"
 	"sync"
+	"sync/atomic"
 )
 
 // Striped locking over the capacity.
@@ -32,14 +34,66 @@ type arena struct {
 	// if the backing memory allows it; it reports how many bytes from off
 	// it cleared (a multiple of the page size, possibly 0).
 	discard func(off, n uint64) uint64
+	// touched has one bit per usagePage of buf, set by writes and cleared
+	// by zero: the pages a lease holder has written (Server.LeaseUsage).
+	// It costs one byte per 32 KiB of capacity.
+	touched []atomic.Uint64
 }
+
+// usagePage is the unit in which the arena counts the bytes in use: 4 KiB,
+// the lease alignment, whatever the system's page size.
+const usagePage = 4096
 
 func newArena(capacity uint64) (*arena, error) {
 	a := new(arena)
 	if err := a.alloc(capacity); err != nil {
 		return nil, err
 	}
+	a.touched = make([]atomic.Uint64, (capacity/usagePage+63)/64)
 	return a, nil
+}
+
+// pageBits calls fn for each word of the bitmap that pages [off, off+n)
+// cover, with the mask of their bits in it. n > 0.
+func pageBits(off, n uint64, fn func(word int, mask uint64)) {
+	first, last := off/usagePage, (off+n-1)/usagePage
+	for w := first / 64; w <= last/64; w++ {
+		lo, hi := max(first, w*64)-w*64, min(last, w*64+63)-w*64
+		mask := ^uint64(0) >> (63 - (hi - lo)) << lo
+		fn(int(w), mask)
+	}
+}
+
+// touch marks the pages of [off, off+n) written. A page already marked
+// costs a load, no store, so rewriting hot pages does not bounce the
+// bitmap's cache lines between writers.
+func (a *arena) touch(off, n uint64) {
+	if n == 0 {
+		return
+	}
+	pageBits(off, n, func(w int, mask uint64) {
+		if a.touched[w].Load()&mask != mask {
+			a.touched[w].Or(mask)
+		}
+	})
+}
+
+// untouch clears the marks of the pages of [off, off+n).
+func (a *arena) untouch(off, n uint64) {
+	if n == 0 {
+		return
+	}
+	pageBits(off, n, func(w int, mask uint64) { a.touched[w].And(^mask) })
+}
+
+// touchedBytes is the bytes of the pages of [off, off+n) marked written.
+func (a *arena) touchedBytes(off, n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	var pages int
+	pageBits(off, n, func(w int, mask uint64) { pages += bits.OnesCount64(a.touched[w].Load() & mask) })
+	return uint64(pages) * usagePage
 }
 
 // lockSpan returns the lock indices [lo1, hi1] and [lo2, hi2] (ascending,
@@ -106,6 +160,7 @@ func (a *arena) writeAt(off uint64, src []byte) {
 	a.lock(off, n, true)
 	copy(a.buf[off:off+n], src)
 	a.unlock(off, n, true)
+	a.touch(off, n)
 }
 
 // zero clears [off, off+n) a chunk at a time. Whole pages are handed back to
@@ -124,6 +179,7 @@ func (a *arena) zero(off, n uint64) {
 			done = head + a.discard(off+head, c-head)
 		}
 		clear(a.buf[off+done : off+c])
+		a.untouch(off, c)
 		a.unlock(off, c, true)
 		off += c
 		n -= c

@@ -113,6 +113,9 @@ type lease struct {
 	// expiry is the latest token expiry seen for the lease; guarded by
 	// Server.leaseMu.
 	expiry time.Time
+	// off and length are the lease's region of the capacity (the same in
+	// every token of the lease); guarded by Server.leaseMu.
+	off, length uint64
 }
 
 // leaseGrace is how long after its last token expired a lease's state
@@ -215,13 +218,39 @@ func (s *Server) leaseFor(c Claims, now time.Time) *lease {
 			}
 			s.leasePruneAt = max(64, 2*len(s.leases))
 		}
-		l = new(lease)
+		l = &lease{off: c.Offset, length: c.Length}
 		s.leases[c.Lease] = l
 	}
 	if c.Expiry.After(l.expiry) {
 		l.expiry = c.Expiry
 	}
 	return l
+}
+
+// LeaseUsage returns, for every lease a client has presented a token for
+// that is neither expired nor revoked, the bytes of its region in use: the
+// 4 KiB pages written since the server started or the lease was last
+// zeroed. A page once written counts until ZERO, since the memory stays
+// committed (the client has no way to give a page back).
+func (s *Server) LeaseUsage() map[string]uint64 {
+	now := s.clock.Now()
+	s.leaseMu.Lock()
+	type region struct{ off, length uint64 }
+	live := make(map[string]region, len(s.leases))
+	for id, l := range s.leases {
+		if now.Before(l.expiry) {
+			live[id] = region{l.off, l.length}
+		}
+	}
+	s.leaseMu.Unlock()
+	out := make(map[string]uint64, len(live))
+	for id, r := range live {
+		if s.isRevoked(id, now) || r.off+r.length > s.capacity {
+			continue
+		}
+		out[id] = s.mem.touchedBytes(r.off, r.length)
+	}
+	return out
 }
 
 // Stats returns the server's counters.

@@ -47,6 +47,18 @@ func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
 }
 
+// Handler serves the exposition of several registries as one, such as
+// the metrics every account may read and those only some may (metric
+// names must not repeat across them: a scrape that finds one twice fails
+// as Registry.Handler's does).
+func Handler(regs ...*Registry) http.Handler {
+	g := make(prometheus.Gatherers, len(regs))
+	for i, r := range regs {
+		g[i] = r.reg
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+}
+
 // CounterVec is a counter family with labels.
 type CounterVec struct{ v *prometheus.CounterVec }
 

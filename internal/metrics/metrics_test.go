@@ -59,3 +59,23 @@ func TestUnlabelled(t *testing.T) {
 		t.Fatalf("status %d, body:\n%s\nwant:\n%s", code, body, want)
 	}
 }
+
+// TestHandlerMerges: Handler exposes several registries as one, families
+// in name order, and fails a scrape that finds a family in two.
+func TestHandlerMerges(t *testing.T) {
+	a, b := NewRegistry(), NewRegistry()
+	a.Counter("z_total", "Help.")
+	b.GaugeFunc("a", "Help.", []string{"k"}, func() []Sample { return []Sample{{Labels: []string{"x"}, Value: 3}} })
+	rec := httptest.NewRecorder()
+	Handler(a, b).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	want := "# HELP a Help.\n# TYPE a gauge\na{k=\"x\"} 3\n# HELP z_total Help.\n# TYPE z_total counter\nz_total 0\n"
+	if rec.Code != http.StatusOK || rec.Body.String() != want {
+		t.Fatalf("status %d, body:\n%s\nwant:\n%s", rec.Code, rec.Body, want)
+	}
+	b.Counter("z_total", "Help.")
+	rec = httptest.NewRecorder()
+	Handler(a, b).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("a family in two registries: status %d", rec.Code)
+	}
+}
