@@ -65,6 +65,17 @@ func (m *AR) Variance(dst []float64) { psiVariance(dst, m.Coef, nil, m.Sigma2) }
 // the ARMA model with the given AR and MA coefficients. dst doubles as the
 // ψ store before it is turned into cumulative sums.
 func psiVariance(dst, ar, ma []float64, sigma2 float64) {
+	psiWeights(dst, ar, ma)
+	sum := 0.0
+	for j := range dst {
+		sum += dst[j] * dst[j]
+		dst[j] = sigma2 * sum
+	}
+}
+
+// psiWeights writes the first len(dst) ψ-weights of an ARMA model:
+// ψ_0 = 1, ψ_j = θ_j + Σ_i φ_i ψ_{j−i}.
+func psiWeights(dst, ar, ma []float64) {
 	for j := range dst {
 		v := 1.0
 		if j > 0 {
@@ -77,11 +88,6 @@ func psiVariance(dst, ar, ma []float64, sigma2 float64) {
 			}
 		}
 		dst[j] = v
-	}
-	sum := 0.0
-	for j := range dst {
-		sum += dst[j] * dst[j]
-		dst[j] = sigma2 * sum
 	}
 }
 

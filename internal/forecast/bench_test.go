@@ -21,6 +21,9 @@ func BenchmarkPredict(b *testing.B) {
 		cfg  Config
 		w    int
 	}{
+		{"provisioning-default-w128", Config{Method: MethodAR, MaxLag: 32, Quantile: 0.99, Growth: true, FloorAtLast: true, Horizon: 2}, 128},
+		{"growth-w128-lag8", Config{Method: MethodAR, MaxLag: 8, Quantile: 0.99, Growth: true, FloorAtLast: true, Horizon: 2}, 128},
+		{"growth-w48-lag8", Config{Method: MethodAR, MaxLag: 8, Quantile: 0.99, Growth: true, FloorAtLast: true, Horizon: 2}, 48},
 		{"ar-w64-lag8", Config{Method: MethodAR, MaxLag: 8, Horizon: 12}, 64},
 		{"ar-w128-lag8", Config{Method: MethodAR, MaxLag: 8, Horizon: 12}, 128},
 		{"ar-w32-lag4", Config{Method: MethodAR, MaxLag: 4, Horizon: 6}, 32},

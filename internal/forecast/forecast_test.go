@@ -194,3 +194,54 @@ func TestBadInput(t *testing.T) {
 		t.Error("EWMA with α = 0 accepted")
 	}
 }
+
+func TestGrowthCompoundsTheRecentRate(t *testing.T) {
+	// 5% growth per step with a little noise in the rate: the growth model
+	// forecasts the climb to go on; the level model on so short a window
+	// cannot.
+	rng := rand.New(rand.NewPCG(7, 7))
+	y := []float64{10}
+	for range 80 {
+		y = append(y, y[len(y)-1]*math.Exp(0.05+0.002*rng.NormFloat64()))
+	}
+	p, _ := NewPredictor(Config{Growth: true, Horizon: 4})
+	pr, err := p.Predict(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := y[len(y)-1]
+	if want := last * math.Exp(0.2); math.Abs(pr.Point[3]-want) > 0.02*want {
+		t.Errorf("%s: 4 steps ahead %.2f, want about %.2f", pr.Model, pr.Point[3], want)
+	}
+	if !strings.Contains(pr.Model, "log growth") {
+		t.Errorf("model %q", pr.Model)
+	}
+	vr := make([]float64, 4)
+	p.growth.Variance(vr)
+	for h := 1; h < 4; h++ {
+		if !(vr[h] > vr[h-1]) {
+			t.Errorf("variance does not grow with the horizon: %v", vr)
+		}
+	}
+	// A non-positive observation: the level model answers.
+	y[10] = 0
+	if pr, _ := p.Predict(y); strings.Contains(pr.Model, "growth") {
+		t.Errorf("growth model on a series with a zero: %s", pr.Model)
+	}
+}
+
+func TestFloorAtLast(t *testing.T) {
+	y := make([]float64, 100)
+	for i := range y {
+		y[i] = 100 - float64(i) + math.Sin(float64(i))
+	}
+	p, _ := NewPredictor(Config{FloorAtLast: true, Horizon: 3})
+	pr, _ := p.Predict(y)
+	if pr.Peak < y[99] || pr.PeakUpper < pr.Peak {
+		t.Errorf("peak %v upper %v below the last observation %v", pr.Peak, pr.PeakUpper, y[99])
+	}
+	q, _ := NewPredictor(Config{Horizon: 3})
+	if pr, _ := q.Predict(y); pr.Peak >= y[99] {
+		t.Errorf("without the floor the falling series' peak %v is not below the last %v", pr.Peak, y[99])
+	}
+}

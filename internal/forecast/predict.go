@@ -42,6 +42,19 @@ type Config struct {
 	// StepwiseOnly bounds the peak by the per-step quantiles alone, without
 	// the peak residuals (see Prediction.PeakUpper).
 	StepwiseOnly bool
+	// Growth models the log growth rate log y(t) − log y(t−1) instead of y
+	// (ARIMA(p,1,0) on log y for AR) when every observation is positive;
+	// forecasts compound the forecast growth from the last value.
+	Growth bool
+	// FloorAtLast takes the window's peak forecast to be at least the last
+	// observation, here and in the peak residuals: a provisioner that never
+	// shrinks below measured use only uses forecasts above it, so its
+	// margin is calibrated on those.
+	FloorAtLast bool
+	// AbsoluteMargin measures peak residuals in the series' unit; by
+	// default they are relative to the forecast peak when the history is
+	// positive, because demand's surprises grow with its level.
+	AbsoluteMargin bool
 }
 
 // Prediction is one forecast of a prediction window.
@@ -83,8 +96,10 @@ type Predictor struct {
 	naive   Fitter
 	point   []float64
 	upper   []float64
-	sorted  []float64
-	scratch []float64
+	sorted   []float64
+	scratch  []float64
+	relative bool
+	growth   growth
 	normal  float64
 }
 
@@ -174,9 +189,17 @@ func (p *Predictor) Predict(y []float64) (Prediction, error) {
 		out.PeakUpper = max(out.PeakUpper, p.upper[h])
 	}
 	out.Point, out.Upper = p.point, p.upper
+	if p.cfg.FloorAtLast {
+		out.Peak = max(out.Peak, y[len(y)-1])
+		out.PeakUpper = max(out.PeakUpper, out.Peak)
+	}
 	if !p.cfg.StepwiseOnly {
 		if of, ok := m.(originForecaster); ok {
+			p.relative = !p.cfg.AbsoluteMargin && slices.Min(y) > 0 && out.Peak > 0
 			out.PeakMargin, out.Calibrated = p.peakMargin(of, y)
+			if p.relative {
+				out.PeakMargin *= out.Peak
+			}
 			out.PeakUpper = max(out.PeakUpper, out.Peak+out.PeakMargin)
 		}
 	}
@@ -206,17 +229,47 @@ func (p *Predictor) peakMargin(m originForecaster, y []float64) (float64, bool) 
 	for o := first; o <= last; o++ {
 		m.forecastFrom(y, o, p.scratch)
 		fp, tp := math.Inf(-1), math.Inf(-1)
+		if p.cfg.FloorAtLast {
+			fp = y[o-1]
+		}
 		for k := range h {
 			fp = max(fp, p.scratch[k])
 			tp = max(tp, y[o+k])
 		}
-		p.sorted = append(p.sorted, tp-fp)
+		if p.relative {
+			p.sorted = append(p.sorted, (tp-fp)/max(fp, 1e-9))
+		} else {
+			p.sorted = append(p.sorted, tp-fp)
+		}
 	}
 	slices.Sort(p.sorted)
 	return max(stat.Quantile(p.cfg.Quantile, stat.Empirical, p.sorted, nil), 0), true
 }
 
 func (p *Predictor) model(y []float64) (Model, error) {
+	if !p.cfg.Growth || len(y) < 3 || slices.Min(y) <= 0 {
+		return p.level(y)
+	}
+	g := &p.growth
+	g.y = y
+	g.z = grow(g.z, len(y)-1)
+	for i := range g.z {
+		g.z[i] = math.Log(y[i+1]) - math.Log(y[i])
+	}
+	m, err := p.level(g.z)
+	if err != nil {
+		return nil, err
+	}
+	of, ok := m.(originForecaster)
+	if !ok {
+		return nil, fmt.Errorf("forecast: %s cannot model growth", m.Name())
+	}
+	g.inner, g.of = m, of
+	return g, nil
+}
+
+// level fits the configured model to y itself.
+func (p *Predictor) level(y []float64) (Model, error) {
 	c := p.cfg
 	switch c.Method {
 	case MethodARMA:

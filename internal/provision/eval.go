@@ -71,10 +71,11 @@ type Result struct {
 }
 
 // Evaluate replays the input under the policy. Levels are decided at the
-// end of each interval from the demand observed up to it and hold for the
-// next; the first interval is provisioned at its own demand (the size a
-// consumer asks for when it is composed), except under StaticPeak. Live
-// policies see only the past: the decision for interval t reads Values[:t].
+// end of each interval from the demand observed up to it and are in force
+// Lead intervals later; until the first decision is, a consumer holds its
+// first interval's demand (the size it asks for when it is composed),
+// except under StaticPeak and Oracle. Live policies see only the past: the
+// level of interval t is decided from Values[:t-Lead+1].
 func Evaluate(in Input, policy Policy, rules Rules) (*Result, error) {
 	if _, err := ParsePolicy(string(policy)); err != nil {
 		return nil, err
@@ -129,10 +130,16 @@ func Evaluate(in Input, policy Policy, rules Rules) (*Result, error) {
 				lv[t] = r.round(y[t])
 			}
 		default:
-			lv[0] = r.round(y[0])
+			// The decision made from y[:k] is in force from interval
+			// k+Lead-1; until the first is, the consumer holds what it
+			// asked for at the start.
+			L := r.Lead
+			for t := 0; t < min(L, len(y)); t++ {
+				lv[t] = r.round(y[0])
+			}
 			held := 0
-			for t := 1; t < len(y); t++ {
-				d, err := dec.Decide(lv[t-1], held, y[:t])
+			for t := L; t < len(y); t++ {
+				d, err := dec.Decide(lv[t-1], held, y[:t-L+1])
 				if err != nil {
 					return nil, fmt.Errorf("entity %q, interval %d: %w", se.Entity, t, err)
 				}

@@ -53,12 +53,19 @@ func ParsePolicy(s string) (Policy, error) {
 // defaults named.
 type Rules struct {
 	// Window is the observation window w in steps: how much history the
-	// forecast is fitted on (default 48).
+	// forecast is fitted on (default 128).
 	Window int
 	// Horizon is the prediction window in steps: a decision provisions for
-	// the peak of the next Horizon steps (default 4). A horizon as long as
+	// the peak of the next Horizon steps (default 2). A horizon as long as
 	// the job is peak provisioning.
 	Horizon int
+	// Lead is how many steps a change takes to be in force (default 1: a
+	// decision made at the end of a step holds from the next one). Growing
+	// pooled memory is not instant — placement, the fabric's attach, the
+	// host bringing it online — and a provisioner that only reacts pays for
+	// that time in shortfall or in headroom. Lead must not exceed Horizon,
+	// so a decision covers every step until the next one is in force.
+	Lead int
 	// Granule is the unit resources are provisioned in (default 1): a
 	// target is rounded up to a multiple of it (memory blocks, lease
 	// sizes, whole GPUs).
@@ -74,21 +81,34 @@ type Rules struct {
 	// (default Horizon).
 	MinHold int
 	// Forecast configures the predictive policy's model; its Horizon is
-	// the rules' (default: AR with AIC up to lag 8, upper quantile 0.99).
+	// the rules'. A zero Method means DefaultForecast.
 	Forecast forecast.Config
 }
+
+// DefaultForecast is the predictive policy's model unless the rules name
+// one: an AR of the log growth rate (ARIMA(p,1,0) on log demand) with the
+// order chosen by AIC up to 32, its window-peak margin at the 0.99 quantile
+// of its own relative peak errors, and the peak never below the last use.
+// docs/provisioning.md shows how it was chosen and what the others do.
+var DefaultForecast = forecast.Config{Method: forecast.MethodAR, MaxLag: 32, Quantile: 0.99, Growth: true, FloorAtLast: true}
 
 // WithDefaults returns the rules with their zero fields filled, or an error
 // naming the first invalid one.
 func (r Rules) WithDefaults() (Rules, error) {
 	if r.Window == 0 {
-		r.Window = 48
+		r.Window = 128
 	}
 	if r.Horizon == 0 {
-		r.Horizon = 4
+		r.Horizon = 2
+	}
+	if r.Forecast.Method == "" {
+		r.Forecast = DefaultForecast
 	}
 	if r.Granule == 0 {
 		r.Granule = 1
+	}
+	if r.Lead == 0 {
+		r.Lead = 1
 	}
 	if r.Headroom == 0 {
 		r.Headroom = 0.1
@@ -105,6 +125,8 @@ func (r Rules) WithDefaults() (Rules, error) {
 		return r, fmt.Errorf("observation window of %d steps is outside 2..65536", r.Window)
 	case r.Horizon < 1 || r.Horizon > 1<<16:
 		return r, fmt.Errorf("prediction window of %d steps is outside 1..65536", r.Horizon)
+	case r.Lead < 1 || r.Lead > r.Horizon:
+		return r, fmt.Errorf("lead of %d steps is outside 1..%d (the prediction window)", r.Lead, r.Horizon)
 	case !(r.Granule > 0) || math.IsInf(r.Granule, 0):
 		return r, fmt.Errorf("granule %v must be a positive number", r.Granule)
 	case r.Headroom < 0 || r.Headroom > 10:
