@@ -91,16 +91,16 @@ type Prediction struct {
 // Predictor forecasts the peak of a prediction window from a history. It
 // keeps its buffers between calls; not safe for concurrent use.
 type Predictor struct {
-	cfg     Config
-	fit     Fitter
-	naive   Fitter
-	point   []float64
-	upper   []float64
+	cfg      Config
+	fit      Fitter
+	naive    Fitter
+	point    []float64
+	upper    []float64
 	sorted   []float64
 	scratch  []float64
 	relative bool
 	growth   growth
-	normal  float64
+	normal   float64
 }
 
 // NewPredictor checks cfg and fills its defaults.
