@@ -20,9 +20,11 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/lease"
+	"rackpool/internal/memory"
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/telemetry"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
@@ -61,7 +63,9 @@ type service struct {
 	fabClk  *clock.Manual
 	leases  *lease.Manager
 	drives  *drive.Manager
-	logs    *logBuffer // the service's log
+	tel     *telemetry.Store // on fabClk
+	memnode *memory.Server   // the last startMemnode started
+	logs    *logBuffer       // the service's log
 }
 
 // logBuffer collects a service's log lines.
@@ -126,10 +130,14 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("drive.New: %v", err)
 	}
+	s.tel, err = telemetry.Open(ctx, telemetry.Options{Store: st, Clock: s.fabClk})
+	if err != nil {
+		t.Fatalf("telemetry.Open: %v", err)
+	}
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
 	s.logs = &logBuffer{}
 	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
-		Drives: s.drives,
+		Drives: s.drives, Telemetry: s.tel,
 		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
 	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)

@@ -92,9 +92,24 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 		Endpoint      *string
 		CapacityBytes *uint64
 		Epoch         uint64
+		// LeaseUsage: bytes in use per lease (telemetry, MemoryLease).
+		LeaseUsage []struct {
+			Lease      string
+			BytesInUse uint64
+		}
 	}
 	if err := decode(r, &body); err != nil {
 		return err
+	}
+	var usage map[string]uint64
+	for i, u := range body.LeaseUsage {
+		if usage == nil {
+			usage = map[string]uint64{}
+		}
+		if _, dup := usage[u.Lease]; dup || u.Lease == "" {
+			return errPropertyValue(fmt.Sprintf("LeaseUsage/%d/Lease", i), u.Lease, "Name each lease once.")
+		}
+		usage[u.Lease] = u.BytesInUse
 	}
 	if body.Endpoint == nil {
 		return errPropertyMissing("Endpoint")
@@ -103,10 +118,11 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 		return errPropertyMissing("CapacityBytes")
 	}
 	reg, err := s.leases.Register(r.Context(), lease.Registration{Device: body.Device, Endpoint: *body.Endpoint,
-		Capacity: *body.CapacityBytes, Epoch: body.Epoch})
+		Capacity: *body.CapacityBytes, Epoch: body.Epoch, Usage: usage})
 	if err != nil {
 		return err
 	}
+	s.recordLeaseUsage(reg.Node.ID, reg.Usage)
 	info, err := s.leases.Node(reg.Node.ID)
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ func (s *service) startMemnode(capacity uint64) (addr string) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	s.t.Cleanup(func() { _ = srv.Close() })
+	s.memnode = srv
 	r := s.must(http.StatusOK, "POST", memoryNodes, map[string]any{"Device": "memnode1", "Endpoint": l.Addr().String(),
 		"CapacityBytes": capacity, "Epoch": srv.Epoch()}, admin).json(s.t)
 	k, err := base64.StdEncoding.DecodeString(r["TokenKey"].(string))

@@ -25,7 +25,8 @@ func scrapeAfterUse(t *testing.T) []byte {
 	s.obs.Watch() // counts fault events until the bus closes at cleanup
 	sys := s.compose(specificBody("host1", "gpu1"))
 	s.must(http.StatusNoContent, "DELETE", "/redfish/v1/Systems/"+sys, nil, admin)
-	s.compose(specificBody("host3", "gpu3"))
+	sys = s.compose(specificBody("host3", "gpu3"))
+	s.must(http.StatusNoContent, "POST", submitPath(sys), push(s.fabClk.Now(), map[string]float64{"memory_used_bytes": 1 << 30, "io_read_bytes_per_second": 2.5e6}), admin)
 	s.do("GET", "/redfish/v1/Systems", nil, cred{token: "forged"})
 	s.injectFault(http.StatusNoContent, "falcon1", map[string]any{"Kind": "device-fails", "Target": "gpu2"})
 	if err := s.pollFabrics(); err != nil {
@@ -70,6 +71,8 @@ func TestMetricsFamilies(t *testing.T) {
 		{"rackpool_scheduler_decision_seconds", dto.MetricType_HISTOGRAM, []string{"outcome"}, fast},
 		{"rackpool_sessions_active", dto.MetricType_GAUGE, nil, nil},
 		{"rackpool_tasks", dto.MetricType_GAUGE, []string{"state"}, nil},
+		{"rackpool_usage", dto.MetricType_GAUGE, []string{"kind", "metric", "source"}, nil},
+		{"rackpool_usage_series", dto.MetricType_GAUGE, nil, nil},
 	}
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(scrapeAfterUse(t)))

@@ -224,7 +224,13 @@ func newServerMetrics(o *Observer, s *Server) *serverMetrics {
 
 // getMetrics serves the Prometheus exposition. It needs the Login
 // privilege like the rest of the API (a scraper uses a ReadOnly account).
+// The usage gauges (rackpool_usage) name every tenant's systems and
+// leases: only accounts without a tenant get them.
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.usageReg != nil && principal(r).Tenant == "" {
+		metrics.Handler(s.metrics.reg, s.usageReg).ServeHTTP(w, r)
+		return nil
+	}
 	s.metrics.reg.Handler().ServeHTTP(w, r)
 	return nil
 }

@@ -28,7 +28,7 @@ func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+	root := map[string]any{
 		"@odata.id":          "/redfish/v1",
 		"@odata.type":        "#ServiceRoot.v1_17_0.ServiceRoot",
 		"Id":                 "RootService",
@@ -55,7 +55,11 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 			"FilterQuery": false, "TopSkipQuery": true,
 		},
 		"Oem": rackpoolOem("ServiceRoot", map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}),
-	})
+	}
+	if s.tel != nil {
+		root["TelemetryService"] = ref(telemetryPath)
+	}
+	writeJSON(w, http.StatusOK, root)
 	return nil
 }
 
@@ -109,6 +113,13 @@ var metadataNamespaces = []struct{ file, ns, version string }{
 	{"LogEntry", "LogEntry", "v1_15_0"},
 	{"ConnectionCollection", "ConnectionCollection", ""},
 	{"Connection", "Connection", "v1_3_0"},
+	{"TelemetryService", "TelemetryService", "v1_4_1"},
+	{"MetricDefinitionCollection", "MetricDefinitionCollection", ""},
+	{"MetricDefinition", "MetricDefinition", "v1_3_5"},
+	{"MetricReportDefinitionCollection", "MetricReportDefinitionCollection", ""},
+	{"MetricReportDefinition", "MetricReportDefinition", "v1_4_7"},
+	{"MetricReportCollection", "MetricReportCollection", ""},
+	{"MetricReport", "MetricReport", "v1_5_2"},
 }
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
@@ -144,6 +155,9 @@ func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
 	for _, n := range []string{"Systems", "Chassis", "Fabrics", "CompositionService", "SessionService", "AccountService",
 		"EventService", "TaskService", "Managers"} {
 		value = append(value, map[string]string{"name": n, "kind": "Singleton", "url": "/redfish/v1/" + n})
+	}
+	if s.tel != nil {
+		value = append(value, map[string]string{"name": "TelemetryService", "kind": "Singleton", "url": telemetryPath})
 	}
 	value = append([]map[string]string{{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}}, value...)
 	writeJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})

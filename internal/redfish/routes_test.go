@@ -178,7 +178,25 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Fabrics/{id}/Zones/{zone}": {
 			valid:   []string{f + "falcon1/Zones/host1-pcie"},
 			unknown: []string{f + "falcon1/Zones/host2-pcie", f + "sas1/Zones/host1-pcie", f + "nofab/Zones/host1-pcie"}},
-		"/redfish/v1/Oem/Rackpool/Topology": {valid: []string{"/redfish/v1/Oem/Rackpool/Topology"}},
+		"/redfish/v1/Oem/Rackpool/Topology":                    {valid: []string{"/redfish/v1/Oem/Rackpool/Topology"}},
+		"/redfish/v1/TelemetryService":                         {valid: []string{"/redfish/v1/TelemetryService"}},
+		"/redfish/v1/TelemetryService/MetricDefinitions":       {valid: []string{"/redfish/v1/TelemetryService/MetricDefinitions"}},
+		"/redfish/v1/TelemetryService/MetricReportDefinitions": {valid: []string{"/redfish/v1/TelemetryService/MetricReportDefinitions"}},
+		"/redfish/v1/TelemetryService/MetricReports":           {valid: []string{"/redfish/v1/TelemetryService/MetricReports"}},
+		"/redfish/v1/TelemetryService/MetricDefinitions/{id}": {
+			valid:   []string{"/redfish/v1/TelemetryService/MetricDefinitions/memory_used_bytes", "/redfish/v1/TelemetryService/MetricDefinitions/remote_live_bytes"},
+			unknown: []string{"/redfish/v1/TelemetryService/MetricDefinitions/cpu_magic"}},
+		"/redfish/v1/TelemetryService/MetricReportDefinitions/{id}": {
+			valid:   []string{"/redfish/v1/TelemetryService/MetricReportDefinitions/SystemUsage", "/redfish/v1/TelemetryService/MetricReportDefinitions/CacheUsage"},
+			unknown: []string{"/redfish/v1/TelemetryService/MetricReportDefinitions/RackUsage"}},
+		"/redfish/v1/TelemetryService/MetricReports/{id}": {
+			valid:   []string{"/redfish/v1/TelemetryService/MetricReports/SystemUsage", "/redfish/v1/TelemetryService/MetricReports/MemoryLeaseUsage"},
+			unknown: []string{"/redfish/v1/TelemetryService/MetricReports/Usage"}},
+		"/redfish/v1/TelemetryService/Oem/Rackpool/Series/{kind}/{source}/{metric}": {
+			valid: []string{usageSeries + "/System/" + sys + "/memory_used_bytes", usageSeries + "/System/host1/io_read_bytes_per_second",
+				usageSeries + "/MemoryLease/" + lease + "/bytes_in_use"},
+			unknown: []string{usageSeries + "/System/sys-000000000000/memory_used_bytes", usageSeries + "/System/" + sys + "/cpu_magic",
+				usageSeries + "/Rack/" + sys + "/memory_used_bytes", usageSeries + "/Cache/nope/remote_items"}},
 	}
 	seen := map[string]bool{}
 	for _, rt := range routes(t) {

@@ -33,6 +33,7 @@ import (
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/store"
+	"rackpool/internal/telemetry"
 	"rackpool/internal/topology"
 )
 
@@ -72,9 +73,11 @@ type Server struct {
 	tasks          taskList
 	resLocks       resourceLocks
 	settings       compositionSettings
-	leases         *lease.Manager // nil: no memory service
-	drives         *drive.Manager // nil: no pooled drives
-	healthSrc      HealthSource   // nil: ask the fabric
+	leases         *lease.Manager    // nil: no memory service
+	drives         *drive.Manager    // nil: no pooled drives
+	healthSrc      HealthSource      // nil: ask the fabric
+	tel            *telemetry.Store  // nil: no TelemetryService
+	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -94,6 +97,9 @@ type Options struct {
 	Leases *lease.Manager
 	// Drives serves pooled drives (blocknodes); nil disables their routes.
 	Drives *drive.Manager
+	// Telemetry stores usage samples (TelemetryService, SubmitUsage,
+	// memnodes' lease usage, rackpool_usage); nil disables them.
+	Telemetry *telemetry.Store
 	// Health reports devices' health as the fabric monitor last saw it
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
@@ -122,8 +128,12 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health}
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry}
 	s.metrics = newServerMetrics(o.Observer, s)
+	if s.tel != nil {
+		s.usageReg = metrics.NewRegistry()
+		s.registerUsageMetrics(s.usageReg)
+	}
 	s.routes()
 	return s
 }
