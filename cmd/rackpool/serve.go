@@ -28,6 +28,7 @@ import (
 	"rackpool/internal/metrics"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/telemetry"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
@@ -59,6 +60,9 @@ func runServe(args []string) error {
 	bodyTimeout := fs.Duration("body-timeout", time.Minute, "a client must send a whole request, headers and body, within this")
 	idleTimeout := fs.Duration("idle-timeout", 2*time.Minute, "an idle keep-alive connection is closed after this")
 	maxConns := fs.Int("max-connections", 1024, "connections served at once; more wait in the kernel's accept queue until one closes")
+	telRetention := fs.Duration("telemetry-retention", telemetry.DefaultRetention, "usage samples (rackpool agent, memnodes, caches) older than this are dropped")
+	telMaxSeries := fs.Int("telemetry-max-series", telemetry.DefaultMaxSeries, "most usage series kept (a source has one per metric); pushes for new ones beyond it are refused")
+	telCheckpoint := fs.Duration("telemetry-checkpoint", time.Minute, "how often usage samples are written to the store (at most this much is lost to a crash)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +76,9 @@ func runServe(args []string) error {
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("--max-connections must be at least 1, not %d", *maxConns)
+	}
+	if *telRetention < time.Minute || *telMaxSeries < 1 || *telCheckpoint <= 0 {
+		return errors.New("--telemetry-retention must be at least 1m, --telemetry-max-series at least 1 and --telemetry-checkpoint positive")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -163,9 +170,16 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Usage telemetry: samples from agents, memnodes and caches, restored
+	// from the last checkpoint; the provisioning loop reads it too.
+	tel, err := telemetry.Open(ctx, telemetry.Options{Store: st, Retention: *telRetention, MaxSeries: *telMaxSeries, Logger: log})
+	if err != nil {
+		return err
+	}
 	redfish.Version = version
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
-	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor})
+	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
+		Telemetry: tel})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -182,6 +196,7 @@ func runServe(args []string) error {
 	go leases.Run(bg, time.Second)
 	go drives.Run(bg)
 	go monitor.Run(bg)
+	go tel.Run(bg, *telCheckpoint)
 	if certs != nil {
 		go certs.run(bg, 6*time.Hour)
 	}
@@ -222,6 +237,9 @@ func runServe(args []string) error {
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
 			return err
+		}
+		if err := tel.Checkpoint(sctx); err != nil {
+			log.Warn("usage samples since the last checkpoint not saved", "err", err)
 		}
 	}
 	return nil

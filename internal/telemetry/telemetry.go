@@ -181,6 +181,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
+// Now is the time on the store's clock: what a sample recorded as of now
+// is stamped with.
+func (s *Store) Now() time.Time { return s.o.Clock.Now() }
+
 // Retention returns how long samples are kept.
 func (s *Store) Retention() time.Duration { return s.o.Retention }
 
