@@ -24,7 +24,9 @@ type Input struct {
 // Summary is an evaluation's outcome (summary.json). Quantities are in the
 // resource's unit (GiB for memory) times hours.
 type Summary struct {
-	Policy    Policy `json:"policy"`
+	Policy Policy `json:"policy"`
+	// Resource is the trace column evaluated (memory unless told).
+	Resource  string `json:"resource,omitempty"`
 	Entities  int    `json:"entities"`
 	Intervals int    `json:"intervals"`
 	// IntervalSeconds is the sampling interval; Window and Horizon are the
