@@ -43,6 +43,7 @@ func commands() []command {
 		{"blocknodes", "", "list registered blocknodes", runBlocknodes},
 		{"drives", "", "list pooled drives: state, blocknode, epoch", runDrives},
 		{"drive", "show|token|connect DRIVE", "where a drive is served, a token for it, or serve it locally over NBD (connect --listen)", runDrive},
+		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},
 		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
 		{"provision", "record|gen|eval ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},

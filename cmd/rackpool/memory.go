@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -188,7 +190,7 @@ func runMemnode(args []string) error {
 	caFlag(fs, &caFile)
 	device := fs.String("device", "", "topology memory device this node serves (default: the first one without a node)")
 	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
-	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane")
+	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane (each heartbeat reports the bytes each lease has in use)")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -244,6 +246,13 @@ func runMemnode(args []string) error {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		reg.Epoch = srv.Epoch()
+		// Each heartbeat carries the bytes each lease has in use
+		// (telemetry: the control plane records them per lease).
+		reg.LeaseUsage = reg.LeaseUsage[:0]
+		usage := srv.LeaseUsage()
+		for _, id := range slices.Sorted(maps.Keys(usage)) {
+			reg.LeaseUsage = append(reg.LeaseUsage, api.LeaseUsage{Lease: id, BytesInUse: usage[id]})
+		}
 		n, err := c.RegisterMemoryNode(rctx, reg)
 		if err != nil {
 			return nil, err
