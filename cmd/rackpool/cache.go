@@ -16,6 +16,8 @@ import (
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
 	"rackpool/internal/memory"
+	"rackpool/internal/telemetry"
+	"rackpool/internal/telemetry/report"
 	"rackpool/internal/units"
 )
 
@@ -33,6 +35,7 @@ func runCache(args []string) error {
 	ttl := fs.Duration("lease-ttl", 10*time.Minute, "duration of the memory lease (renewed at a third of it)")
 	promote := fs.Bool("promote", false, "move an item back to local memory when it is read from the remote tier")
 	maxItem := fs.String("max-item-size", "1MiB", "largest item accepted (memcached's -I)")
+	usageEvery := fs.Duration("usage-interval", 10*time.Second, "how often to report the remote tier's working set to the control plane (telemetry; 0: never)")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +62,9 @@ func runCache(args []string) error {
 	}
 	if *ttl < 3*time.Second {
 		return errors.New("--lease-ttl must be at least 3s")
+	}
+	if *usageEvery != 0 && *usageEvery < 100*time.Millisecond {
+		return errors.New("--usage-interval must be 0 or at least 100ms")
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -93,6 +99,13 @@ func runCache(args []string) error {
 			return fmt.Errorf("lease %s of pooled memory: %w", *remote, err)
 		}
 		go tier.Run(ctx)
+		if *usageEvery > 0 {
+			rep, err := cacheUsageReporter(c, tier, ac, *usageEvery, log)
+			if err != nil {
+				return err
+			}
+			go rep.Run(ctx)
+		}
 	}
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -113,4 +126,36 @@ func runCache(args []string) error {
 		}
 	}
 	return err
+}
+
+// cacheUsageReporter reports the remote tier's working set (live bytes and
+// items in the remote log) and the bytes per second read from it, as the
+// Cache series of the lease the tier lives on.
+func cacheUsageReporter(c *cache.Cache, tier *memlease.Keeper, ac *api.Client, every time.Duration, log *slog.Logger) (*report.Reporter, error) {
+	var (
+		lastRead int64
+		lastAt   time.Time
+	)
+	return report.New(report.Options{
+		Interval: every,
+		Logger:   log,
+		Sample: func(_ context.Context, now time.Time) (map[string]float64, error) {
+			st := c.Stats()
+			out := map[string]float64{telemetry.CacheRemoteLive: float64(st.RemoteBytes), telemetry.CacheRemoteItems: float64(st.RemoteItems)}
+			if !lastAt.IsZero() && now.After(lastAt) && st.RemoteReadBytes >= lastRead {
+				out[telemetry.CacheRemoteRead] = float64(st.RemoteReadBytes-lastRead) / now.Sub(lastAt).Seconds()
+			}
+			lastRead, lastAt = st.RemoteReadBytes, now
+			return out, nil
+		},
+		Push: func(ctx context.Context, s []api.UsageSample) error {
+			l := tier.Lease()
+			if l == nil {
+				return errors.New("no memory lease held now")
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			return ac.SubmitLeaseUsage(ctx, l.ID, s)
+		},
+	})
 }

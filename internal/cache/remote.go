@@ -478,6 +478,7 @@ func (c *Cache) readRemote(ref *remoteRef) (*pbuf, []byte, error) {
 		putBuf(pb)
 		return nil, nil, fmt.Errorf("remote read: %w", err)
 	}
+	s.t.c.st.remoteReadBytes.Add(int64(n))
 	v, ok := verifyRecord(pb.b[:n], ref.e.key, ref.vlen, ref.crc)
 	if !ok {
 		putBuf(pb)

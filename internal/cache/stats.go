@@ -29,12 +29,13 @@ type Stats struct {
 	RemoteBytes int64 // their record bytes in the remote log
 	IndexBytes  int64 // local bytes charged for their index entries
 
-	RemoteAttached bool  // a remote tier is attached
-	RemoteHealthy  bool  // ... and not failed
-	RemoteHits     int64 // GETs served from the remote tier
-	RemoteMisses   int64 // remote lookups that found a moved-away or bad record
-	RemoteErrors   int64 // failed remote reads and writes
-	RemoteCorrupt  int64 // records that failed verification (dropped, never served)
+	RemoteAttached  bool  // a remote tier is attached
+	RemoteHealthy   bool  // ... and not failed
+	RemoteHits      int64 // GETs served from the remote tier
+	RemoteReadBytes int64 // record bytes read from the remote tier to serve them
+	RemoteMisses    int64 // remote lookups that found a moved-away or bad record
+	RemoteErrors    int64 // failed remote reads and writes
+	RemoteCorrupt   int64 // records that failed verification (dropped, never served)
 
 	Evictions       int64 // items dropped for space (local without spill, or from the remote log)
 	Reclaimed       int64 // expired or flushed items removed while looking for space
@@ -53,6 +54,7 @@ type globalStats struct {
 	cmdFlush, cmdMeta          atomic.Int64
 	storeTooLarge              atomic.Int64
 	remoteHits, remoteMisses   atomic.Int64
+	remoteReadBytes            atomic.Int64
 	remoteErrors, corrupt      atomic.Int64
 	spills, spillDrops         atomic.Int64
 	promotions                 atomic.Int64
@@ -126,6 +128,7 @@ func (c *Cache) Stats() Stats {
 	s.CmdMeta = g.cmdMeta.Load()
 	s.StoreTooLarge = g.storeTooLarge.Load()
 	s.RemoteHits = g.remoteHits.Load()
+	s.RemoteReadBytes = g.remoteReadBytes.Load()
 	s.RemoteMisses = g.remoteMisses.Load()
 	s.RemoteErrors = g.remoteErrors.Load()
 	s.RemoteCorrupt = g.corrupt.Load()

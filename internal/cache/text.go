@@ -716,6 +716,7 @@ func (c *Cache) generalStats() [][2]string {
 		{"remote_bytes", i64(s.RemoteBytes)},
 		{"remote_index_bytes", i64(s.IndexBytes)},
 		{"remote_hits", i64(s.RemoteHits)},
+		{"remote_read_bytes", i64(s.RemoteReadBytes)},
 		{"remote_misses", i64(s.RemoteMisses)},
 		{"remote_errors", i64(s.RemoteErrors)},
 		{"remote_corrupt", i64(s.RemoteCorrupt)},

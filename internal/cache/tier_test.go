@@ -100,6 +100,11 @@ func TestRemoteSpillAndHit(t *testing.T) {
 	if s.RemoteHits < n/2 {
 		t.Errorf("remote hits = %d", s.RemoteHits)
 	}
+	// Each remote hit read one whole record: header, key (4 to 6 bytes),
+	// 1000 bytes of value.
+	if lo, hi := int64(recordSize(4, 1000)), int64(recordSize(6, 1000)); s.RemoteReadBytes < s.RemoteHits*lo || s.RemoteReadBytes > s.RemoteHits*hi {
+		t.Errorf("remote read bytes %d for %d hits of %d to %d bytes", s.RemoteReadBytes, s.RemoteHits, lo, hi)
+	}
 	if s.LocalItems+s.RemoteItems != n {
 		t.Errorf("local %d + remote %d != %d", s.LocalItems, s.RemoteItems, n)
 	}
