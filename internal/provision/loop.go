@@ -524,7 +524,9 @@ func (l *Loop) grow(ctx context.Context, c *inventory.Composition, n int) ([]str
 // explain words a decision: the window, the forecast, its interval and the
 // action.
 func (l *Loop) explain(ld *LiveDecision, local int64) string {
-	gib := func(blocks float64) string { return fmt.Sprintf("%.1f GiB", blocks*float64(l.block)/float64(units.GiB)) }
+	gib := func(blocks float64) string {
+		return fmt.Sprintf("%.1f GiB", blocks*float64(l.block)/float64(units.GiB))
+	}
 	d := ld.Decision
 	var b strings.Builder
 	fmt.Fprintf(&b, "system %s: observed %d samples over %v, pooled use %s..%s (last %s) above %s local",
