@@ -15,9 +15,10 @@ import (
 )
 
 // TestTelemetry runs the real agent on this machine against a real serve
-// for a tenant's composed system, a memnode whose lease a client writes,
-// and checks the MetricReports show what they use; another tenant's agent
-// is refused; the samples survive a restart of serve.
+// for a tenant's composed system, a memnode whose lease a client writes
+// and a cache that spills to pooled memory, and checks the MetricReports
+// show what they use; another tenant's agent is refused; the samples
+// survive a restart of serve.
 func TestTelemetry(t *testing.T) {
 	skipShort(t)
 	s := startDefault(t, "--fabric-time", "instant", "--telemetry-checkpoint", "1h")
@@ -125,6 +126,32 @@ func TestTelemetry(t *testing.T) {
 		if got != "12288" {
 			t.Errorf("lease bytes in use = %s, want 12288", got)
 		}
+	}
+
+	// A cache reports its remote tier's working set on its lease.
+	cache := startProc(t, s, "cache", "--local-memory", "1MiB", "--remote-memory", "16MiB", "--control", s.url, "--usage-interval", "200ms")
+	m := dialMC(t, cache.addr)
+	for i := range 200 {
+		m.set("k"+strconv.Itoa(i), make([]byte, 16<<10)) // 3.2 MB of values: most spill
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		rep, err := admin.MetricReport(ctx, "CacheUsage")
+		live := 0.0
+		if err == nil {
+			for _, v := range rep.MetricValues {
+				if v.MetricId == "remote_live_bytes" {
+					live, _ = strconv.ParseFloat(v.MetricValue, 64)
+				}
+			}
+		}
+		if live > 1<<20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CacheUsage after 20s: %+v %v\n%s", rep, err, cache.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// A graceful restart keeps the samples (checkpointed at shutdown).
