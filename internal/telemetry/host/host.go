@@ -109,7 +109,7 @@ func New(o Options) (*Reader, error) {
 	}
 	rel := strings.Trim(o.Cgroup, "/")
 	if strings.Contains("/"+rel+"/", "/../") {
-		return nil, fmt.Errorf("cgroup %q: a path inside the hierarchy cannot contain ..", o.Cgroup)
+		return nil, fmt.Errorf("cgroup %q: .. is not allowed in a path inside the hierarchy", o.Cgroup)
 	}
 	mounts, err := os.ReadFile(r.path("proc/self/mounts"))
 	if err != nil {

@@ -178,7 +178,7 @@ func TestNotFound(t *testing.T) {
 		{"v2", "nope.scope", "not found"},
 		{"v1", "nope", "not found"},
 		{"machine", "job", "no cgroup2 or cgroup v1 memory hierarchy"},
-		{"v2", "../../etc", "cannot contain .."},
+		{"v2", "../../etc", ".. is not allowed"},
 	} {
 		root := tree(t, tc.tree)
 		if tc.tree == "machine" {
