@@ -26,6 +26,7 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/telemetry"
@@ -63,6 +64,11 @@ func runServe(args []string) error {
 	telRetention := fs.Duration("telemetry-retention", telemetry.DefaultRetention, "usage samples (rackpool agent, memnodes, caches) older than this are dropped")
 	telMaxSeries := fs.Int("telemetry-max-series", telemetry.DefaultMaxSeries, "most usage series kept (a source has one per metric); pushes for new ones beyond it are refused")
 	telCheckpoint := fs.Duration("telemetry-checkpoint", time.Minute, "how often usage samples are written to the store (at most this much is lost to a crash)")
+	provMode := fs.String("provisioning", "off", "predictive provisioning of subscribed systems' pooled memory (P0 §8; docs/provisioning.md): off, dry-run or on")
+	provEvery := fs.Duration("provisioning-interval", 30*time.Second, "a step of the provisioning loop")
+	provWindow := fs.Int("provisioning-window", 0, "observation window in steps (default 128)")
+	provHorizon := fs.Int("provisioning-horizon", 0, "prediction window in steps: growth is provisioned for its forecast peak (default 2)")
+	provQuantile := fs.Float64("provisioning-quantile", 0, "upper quantile of the forecast peak (default 0.99)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -176,10 +182,24 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	pmode, err := provision.ParseMode(*provMode)
+	if err != nil {
+		return fmt.Errorf("--provisioning: %w", err)
+	}
+	rules := provision.Rules{Window: *provWindow, Horizon: *provHorizon}
+	if *provQuantile != 0 {
+		rules.Forecast = provision.DefaultForecast
+		rules.Forecast.Quantile = *provQuantile
+	}
+	prov, err := provision.NewLoop(ctx, provision.LoopOptions{Mode: pmode, Interval: *provEvery, Rules: rules, Store: st,
+		Compose: mgr, Telemetry: tel, Quota: auth.Quota, Logger: log, OnEvent: obs.OnProvisioningEvent})
+	if err != nil {
+		return fmt.Errorf("--provisioning: %w", err)
+	}
 	redfish.Version = version
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
 	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
-		Telemetry: tel})
+		Telemetry: tel, Provisioning: prov})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -197,6 +217,7 @@ func runServe(args []string) error {
 	go drives.Run(bg)
 	go monitor.Run(bg)
 	go tel.Run(bg, *telCheckpoint)
+	go prov.Run(bg)
 	if certs != nil {
 		go certs.run(bg, 6*time.Hour)
 	}

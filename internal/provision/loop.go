@@ -122,7 +122,7 @@ type LoopOptions struct {
 	Telemetry *telemetry.Store
 	// Quota returns a tenant's quota and the records it was read from
 	// (nil: no quota).
-	Quota   func(tenant string) (compose.Quota, []store.ObjectRef)
+	Quota   func(tenant string) (map[inventory.Kind]int, []store.ObjectRef)
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	OnEvent func(Event)

@@ -22,6 +22,7 @@ import (
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/telemetry"
@@ -64,6 +65,7 @@ type service struct {
 	leases  *lease.Manager
 	drives  *drive.Manager
 	tel     *telemetry.Store // on fabClk
+	prov    *provision.Loop  // dry-run, stepped by the tests
 	memnode *memory.Server   // the last startMemnode started
 	logs    *logBuffer       // the service's log
 }
@@ -134,10 +136,15 @@ func newService(t testing.TB) *service {
 	if err != nil {
 		t.Fatalf("telemetry.Open: %v", err)
 	}
+	s.prov, err = provision.NewLoop(ctx, provision.LoopOptions{Mode: provision.ModeDryRun, Store: st, Compose: s.mgr,
+		Telemetry: s.tel, Quota: auth.Quota, Clock: s.fabClk})
+	if err != nil {
+		t.Fatalf("provision.NewLoop: %v", err)
+	}
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
 	s.logs = &logBuffer{}
 	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
-		Drives: s.drives, Telemetry: s.tel,
+		Drives: s.drives, Telemetry: s.tel, Provisioning: s.prov,
 		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
 	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)

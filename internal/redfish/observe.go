@@ -15,6 +15,7 @@ import (
 	"rackpool/internal/events"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/provision"
 )
 
 // metricsRoutes are the routes of Prometheus metrics (routes.go).
@@ -147,6 +148,19 @@ func (o *Observer) OnDriveEvent(e drive.Event) {
 	}
 	ev := msg.Event(events.TypeStatusChange, origin, name, msg.Severity)
 	ev.Oem = map[string]any{"Rackpool": map[string]any{"Detail": e.Message, "Drive": e.Drive, "BlockNode": e.Node}}
+	o.bus.Publish(ev)
+}
+
+// OnProvisioningEvent publishes a decision or a shortfall of the
+// provisioning loop, scoped to the system's tenant.
+func (o *Observer) OnProvisioningEvent(e provision.Event) {
+	msg := events.ResourceStatusChangedOK
+	if e.Severity == events.SeverityWarning {
+		msg = events.ResourceStatusChangedWarning
+	}
+	ev := msg.Event(events.TypeStatusChange, "/redfish/v1/Systems/"+e.System, e.System, msg.Severity)
+	ev.Tenant = e.Tenant
+	ev.Oem = map[string]any{"Rackpool": map[string]any{"Detail": e.Message, "Provisioning": provisioningPath + "/" + e.System}}
 	o.bus.Publish(ev)
 }
 

@@ -61,6 +61,7 @@ func TestEveryGETRoute(t *testing.T) {
 	s.must(http.StatusOK, "POST", composeAction, manifestBody("PreviewReserve", stanzaBody("r", specificBody("host2", "gpu2"))), admin)
 	s.must(http.StatusAccepted, "POST", "/redfish/v1/Systems", specificBody("host3", "gpu3"), cred{basic: true, hdr: map[string]string{"Prefer": "respond-async"}})
 	s.must(http.StatusCreated, "POST", "/redfish/v1/EventService/Subscriptions", map[string]any{"Destination": newSink(t, make(chan string, 256))}, admin)
+	s.must(http.StatusCreated, "POST", "/redfish/v1/Oem/Rackpool/Provisioning", map[string]any{"System": sys, "Mode": "DryRun"}, admin)
 	first := func(collection string) string {
 		t.Helper()
 		members := list(t, s.get(collection)["Members"])
@@ -111,6 +112,8 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Oem/Rackpool/MemoryLeases/{id}":  {valid: []string{memoryLeases + "/" + lease}, unknown: []string{memoryLeases + "/nope"}},
 		"/redfish/v1/Oem/Rackpool/BlockNodes":         {valid: []string{"/redfish/v1/Oem/Rackpool/BlockNodes"}},
 		"/redfish/v1/Oem/Rackpool/BlockNodes/{id}":    {valid: []string{"/redfish/v1/Oem/Rackpool/BlockNodes/host4"}, unknown: []string{"/redfish/v1/Oem/Rackpool/BlockNodes/host1"}},
+		"/redfish/v1/Oem/Rackpool/Provisioning":       {valid: []string{"/redfish/v1/Oem/Rackpool/Provisioning"}},
+		"/redfish/v1/Oem/Rackpool/Provisioning/{id}":  {valid: []string{"/redfish/v1/Oem/Rackpool/Provisioning/" + sys}, unknown: []string{"/redfish/v1/Oem/Rackpool/Provisioning/sys-000000000000"}},
 		"/redfish/v1/Oem/Rackpool/Drives":             {valid: []string{"/redfish/v1/Oem/Rackpool/Drives"}},
 		"/redfish/v1/Oem/Rackpool/Drives/{id}":        {valid: []string{"/redfish/v1/Oem/Rackpool/Drives/hdd1", "/redfish/v1/Oem/Rackpool/Drives/ssd8"}, unknown: []string{"/redfish/v1/Oem/Rackpool/Drives/gpu1", "/redfish/v1/Oem/Rackpool/Drives/hdd99"}},
 		"/redfish/v1/TaskService":                     {valid: []string{"/redfish/v1/TaskService"}},

@@ -32,6 +32,7 @@ import (
 	"rackpool/internal/events"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/provision"
 	"rackpool/internal/store"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/topology"
@@ -77,6 +78,7 @@ type Server struct {
 	drives         *drive.Manager    // nil: no pooled drives
 	healthSrc      HealthSource      // nil: ask the fabric
 	tel            *telemetry.Store  // nil: no TelemetryService
+	prov           *provision.Loop   // nil: no provisioning routes
 	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
 }
 
@@ -100,6 +102,9 @@ type Options struct {
 	// Telemetry stores usage samples (TelemetryService, SubmitUsage,
 	// memnodes' lease usage, rackpool_usage); nil disables them.
 	Telemetry *telemetry.Store
+	// Provisioning is the predictive provisioning loop; nil disables its
+	// routes.
+	Provisioning *provision.Loop
 	// Health reports devices' health as the fabric monitor last saw it
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
@@ -128,7 +133,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry}
+		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
