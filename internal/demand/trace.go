@@ -491,8 +491,8 @@ func (t *Trace) Validate() error {
 
 // Write writes t as CSV, each series' rows together in the order of
 // Entities, with the gpus and io_mbps columns when the series have them.
-// Times are Start + i×Interval and numbers the shortest text that reads
-// back exactly, so Read gives t back. Write refuses a trace that does not
+// Times are Start + i×Interval (see gridTime) and values the shortest text
+// that reads back exactly, so Read gives t back. Write refuses a trace that does not
 // Validate.
 func Write(w io.Writer, t *Trace) error {
 	if err := t.Validate(); err != nil {
@@ -516,7 +516,7 @@ func Write(w io.Writer, t *Trace) error {
 		s := &t.Entities[i]
 		for k, v := range s.MemoryGiB {
 			rec = rec[:0]
-			rec = append(rec, formatNumber(s.Start+float64(k)*t.Interval), s.Entity, formatNumber(v))
+			rec = append(rec, formatNumber(gridTime(s.Start, t.Interval, k)), s.Entity, formatNumber(v))
 			if gpus {
 				rec = append(rec, formatNumber(s.GPUs[k]))
 			}
@@ -533,6 +533,23 @@ func Write(w io.Writer, t *Trace) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// gridTime is the time Write writes for sample k of a series: Start +
+// k×interval, rounded to 8 decimal digits below the interval's first
+// significant one (so 0.1×3 is written 0.3, not 0.30000000000000004),
+// which moves it by at most 10^-8 intervals: Read measures the same
+// interval and puts the sample at the same index.
+func gridTime(start, interval float64, k int) float64 {
+	t := start + float64(k)*interval
+	if k == 0 || interval <= 0 {
+		return t
+	}
+	p := math.Pow(10, float64(max(0, int(math.Ceil(-math.Log10(interval)))+8)))
+	if math.IsInf(p, 0) || t*p > 1e15 {
+		return t
+	}
+	return math.Round(t*p) / p
 }
 
 // WriteFile writes t to path, through a temporary file renamed into place.

@@ -183,6 +183,26 @@ func TestWriteFormat(t *testing.T) {
 	roundTrip(t, tr)
 }
 
+func TestWriteRoundsGridTimes(t *testing.T) {
+	tr := &Trace{Interval: 0.1, Entities: []Series{
+		{Entity: "a", MemoryGiB: make([]float64, 1242)},
+		{Entity: "b", Start: 0.123456789012, MemoryGiB: make([]float64, 3)},
+	}}
+	var b bytes.Buffer
+	if err := Write(&b, tr); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\n0.3,a,0\n", "\n124.1,a,0\n", "\n0.123456789012,b,0\n", "\n0.223456789,b,0\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in the output", want)
+		}
+	}
+	if strings.Contains(b.String(), "0000000") {
+		t.Errorf("unrounded times in the output")
+	}
+	roundTrip(t, tr)
+}
+
 func TestFileRoundTrip(t *testing.T) {
 	tr := &Trace{Interval: 2, Entities: []Series{{Entity: "a", Start: 4, MemoryGiB: []float64{1, 2, 3}, GPUs: []float64{0, 1, 0}}}}
 	path := filepath.Join(t.TempDir(), "t.csv")
@@ -244,6 +264,8 @@ func FuzzRead(f *testing.F) {
 	f.Add("time_s,entity,memory_gib\n1e9,a,1\n1000000000.5,a,1\n")
 	f.Add("time_s,entity,memory_gib\n0,a,1\n5,a,1\n20,a,1\n")
 	f.Add("time_s,entity,memory_gib,gpus\n0,a,1,+Inf\n")
+	f.Add("time_s,entity,memory_gib\n0.123456789012,b,0\n0.223456789,b,0\n3,c,1\n")
+	f.Add("time_s,entity,memory_gib\n1e-300,a,1\n2e-300,a,1\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		tr, err := Limits{MaxRows: 1000, MaxEntities: 100}.Read(strings.NewReader(in), "fuzz.csv")
 		if err != nil {
