@@ -18,7 +18,9 @@ type GiraphOptions struct {
 	Interval  float64 // seconds between samples; default 5
 	Duration  float64 // seconds of the run; default 3600
 	Superstep float64 // seconds per superstep; default 150
-	// NodeAverageGiB is the mean demand of a node over the run; default 32.
+	// NodeAverageGiB is a node's typical mean demand over the run
+	// (each node's is it times its partition's relative size, log-normal
+	// with σ 0.15); default 32.
 	NodeAverageGiB float64
 	// NodePeakToAverage is every node's peak:average; default 2.78 (P0 §9).
 	NodePeakToAverage float64
@@ -58,8 +60,8 @@ func (o *GiraphOptions) defaults() {
 // that, measured on the samples. The phase spread is found by bisection so
 // that the aggregate's peak:average measured on the samples is
 // AggregatePeakToAverage within 0.1%. The result is forecastable: each
-// ramp lasts many samples (30 at the defaults) and repeats every
-// superstep.
+// ramp lasts many samples (21 of a superstep's 30 at the defaults) and
+// repeats every superstep.
 func Giraph(o GiraphOptions) (*Trace, error) {
 	o.defaults()
 	if err := checkGrid(o.Interval, o.Duration); err != nil {

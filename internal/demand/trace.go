@@ -343,11 +343,11 @@ func (l Limits) Read(r io.Reader, name string) (*Trace, error) {
 				interval, intervalLine = step, line
 			case math.Abs(step-interval) > StepTolerance*interval:
 				if k := math.Round(step / interval); k >= 2 && math.Abs(step-k*interval) <= StepTolerance*interval {
-					return nil, fail(line, ColumnTime, "gap: %s s since %q's previous sample (line %d), %d samples missing at the trace's interval of %s s (set by line %d)",
-						formatNumber(step), entity, st.lastLine, int(k)-1, formatNumber(interval), intervalLine)
+					return nil, fail(line, ColumnTime, "gap: %.6g s since %q's previous sample (line %d), %d samples missing at the trace's interval of %.6g s (set by line %d)",
+						step, entity, st.lastLine, int(k)-1, interval, intervalLine)
 				}
-				return nil, fail(line, ColumnTime, "step of %s s since %q's previous sample (line %d) differs from the trace's interval of %s s (set by line %d)",
-					formatNumber(step), entity, st.lastLine, formatNumber(interval), intervalLine)
+				return nil, fail(line, ColumnTime, "step of %.6g s since %q's previous sample (line %d) differs from the trace's interval of %.6g s (set by line %d)",
+					step, entity, st.lastLine, interval, intervalLine)
 			}
 		}
 		st.last, st.lastLine = tm, line
@@ -382,15 +382,15 @@ func (l Limits) Read(r io.Reader, name string) (*Trace, error) {
 		st := states[s.Entity]
 		grid := t.End(s)
 		if math.Abs(st.last-grid) > StepTolerance*t.Interval {
-			return nil, fail(st.lastLine, ColumnTime, "%q drifts off the trace's grid: its sample %d at %s s is %s s from %s s (start %s + %d × interval %s)",
-				s.Entity, s.Len()-1, formatNumber(st.last), formatNumber(math.Abs(st.last-grid)), formatNumber(grid),
+			return nil, fail(st.lastLine, ColumnTime, "%q drifts off the trace's grid: its sample %d at %s s is %.3g s from %.6g s (start %s + %d × interval %s)",
+				s.Entity, s.Len()-1, formatNumber(st.last), math.Abs(st.last-grid), grid,
 				formatNumber(s.Start), s.Len()-1, formatNumber(t.Interval))
 		}
 		end = max(end, grid)
 	}
 	if t.Interval > 0 && end > MaxIntervals*t.Interval {
-		return nil, &ParseError{Name: name, Err: fmt.Errorf("times reach %s s at an interval of %s s, more than %g intervals: write times relative to the start of the trace",
-			formatNumber(end), formatNumber(t.Interval), float64(MaxIntervals))}
+		return nil, &ParseError{Name: name, Err: fmt.Errorf("times reach %.6g s at an interval of %s s, more than %g intervals: write times relative to the start of the trace",
+			end, formatNumber(t.Interval), float64(MaxIntervals))}
 	}
 	return t, nil
 }
