@@ -20,27 +20,33 @@ const provisionUsage = `Usage:
   rackpool provision record --out FILE.csv [--interval 100ms] [--entity NAME] -- CMD [ARG...]
   rackpool provision gen --kind giraph|diurnal|bursty --out FILE.csv [--seed N] [--entities N]
                          [--hours H] [--interval SECONDS]
+  rackpool provision eval --trace FILE.csv --out DIR [--policy P] [--window W] [--horizon H] ...
 
-Demand traces for predictive provisioning (docs/provisioning.md):
+Demand traces and predictive provisioning (docs/provisioning.md):
   record  run CMD and sample the resident memory of its whole process tree
   gen     write a synthetic trace (giraph: P0's TopKPageRank, 2.78:1 per node, 1.68:1 in aggregate)
+  eval    replay a trace under static-peak, reactive, predictive and oracle provisioning; write
+          summary.json, comparison.json and report.html (see rackpool provision eval --help)
 `
 
 // runProvision is `rackpool provision`: it dispatches on the subcommand.
 func runProvision(args []string) error {
 	if len(args) == 0 {
-		return errors.New("missing subcommand\n" + provisionUsage)
+		fmt.Fprint(os.Stderr, provisionUsage)
+		return errors.New("missing subcommand: record, gen or eval")
 	}
 	switch args[0] {
 	case "record":
 		return runProvisionRecord(args[1:])
 	case "gen":
 		return runProvisionGen(args[1:])
+	case "eval":
+		return runProvisionEval(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(os.Stderr, provisionUsage)
 		return flag.ErrHelp
 	}
-	return fmt.Errorf("unknown subcommand %q: record or gen (see rackpool provision help)", args[0])
+	return fmt.Errorf("unknown subcommand %q: record, gen or eval (see rackpool provision help)", args[0])
 }
 
 // runProvisionRecord runs a command under demand.Record and writes its

@@ -39,7 +39,7 @@ func runProvisionEval(args []string) error {
 	window := fs.String("window", "", "observation window: intervals or a duration (default 128 intervals)")
 	horizon := fs.String("horizon", "", "prediction window: intervals or a duration (default 2 intervals)")
 	lead := fs.String("lead", "", "steps a change takes to be in force: intervals or a duration (default 1 interval)")
-	granule := fs.Float64("granule", 1, "unit the resource is provisioned in (GiB for memory)")
+	granule := fs.Float64("granule", 0, "unit the resource is provisioned in, GiB for memory (default 1, or a power of two near a sixteenth of the largest peak below 16)")
 	resource := fs.String("resource", "memory", "trace column to evaluate: memory, gpus or io_mbps")
 	method := fs.String("method", "", "predictive model: ar, arma, ewma or seasonal-naive (default: AR of log growth, lag ≤ 32)")
 	quantile := fs.Float64("quantile", 0, "upper quantile of the forecast peak (default 0.99)")
@@ -75,6 +75,9 @@ func runProvisionEval(args []string) error {
 	in, err := evalInput(tr, *resource)
 	if err != nil {
 		return err
+	}
+	if *granule == 0 {
+		*granule = provision.AutoGranule(in)
 	}
 	rules := provision.Rules{Granule: *granule, Headroom: *headroom, Hysteresis: *hysteresis, MinHold: *minHold}
 	for _, f := range []struct {
@@ -154,9 +157,9 @@ func runProvisionEval(args []string) error {
 		if s.Policy == provision.Reactive {
 			head = fmt.Sprintf("%.1f%%", 100*s.Headroom)
 		}
-		rows = append(rows, []string{string(s.Policy), strconv.FormatFloat(s.ProvisionedGiBHours, 'f', 1, 64),
+		rows = append(rows, []string{string(s.Policy), strconv.FormatFloat(s.ProvisionedGiBHours, 'g', 4, 64),
 			fmt.Sprintf("%.1f%%", 100*s.SavingVsStaticPeak), fmt.Sprintf("%.2f%%", 100*s.ShortIntervalFraction),
-			strconv.FormatFloat(s.ShortfallGiBHours, 'f', 3, 64), strconv.FormatFloat(s.ReconfigurationsPerHour, 'f', 1, 64), head})
+			strconv.FormatFloat(s.ShortfallGiBHours, 'g', 3, 64), strconv.FormatFloat(s.ReconfigurationsPerHour, 'f', 1, 64), head})
 	}
 	table("POLICY\tPROVISIONED·H\tSAVING\tSHORT\tSHORTFALL·H\tRECONF/H\tHEADROOM", rows)
 	fmt.Printf("wrote %s/{%s,%s,%s}\n", strings.TrimSuffix(*out, "/"), provision.SummaryFile, provision.ComparisonFile, provision.ReportFile)

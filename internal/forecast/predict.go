@@ -154,7 +154,7 @@ func (p *Predictor) Config() Config { return p.cfg }
 // prediction window. When y is too short for the model, or constant, the
 // last-value forecast answers instead and Fallback says why; only an empty
 // history or a non-finite value is an error.
-func (p *Predictor) Predict(y []float64) (Prediction, error) {
+func (p *Predictor) Predict(y []float64) (out Prediction, err error) {
 	if len(y) == 0 {
 		return Prediction{}, errors.New("forecast: no observations")
 	}
@@ -162,7 +162,6 @@ func (p *Predictor) Predict(y []float64) (Prediction, error) {
 		return Prediction{}, err
 	}
 	m, err := p.model(y)
-	var out Prediction
 	if err == nil {
 		if m.Forecast(p.point); !plausible(p.point, y) {
 			err = fmt.Errorf("forecast: %s forecasts outside twice the observed range", m.Name())
@@ -189,6 +188,18 @@ func (p *Predictor) Predict(y []float64) (Prediction, error) {
 		out.PeakUpper = max(out.PeakUpper, p.upper[h])
 	}
 	out.Point, out.Upper = p.point, p.upper
+	defer func() {
+		// The margin may not carry the window's peak past the band point
+		// forecasts must stay in (plausible): a margin measured on a jump
+		// from almost nothing is a multiple of the level, not of the
+		// range.
+		lo, hi := slices.Min(y), slices.Max(y)
+		top := hi + max(hi-lo, 1e-9*max(math.Abs(hi), 1))
+		out.PeakUpper = max(min(out.PeakUpper, top), out.Peak)
+		for h := range p.upper {
+			p.upper[h] = max(min(p.upper[h], top), p.point[h])
+		}
+	}()
 	if p.cfg.FloorAtLast {
 		out.Peak = max(out.Peak, y[len(y)-1])
 		out.PeakUpper = max(out.PeakUpper, out.Peak)

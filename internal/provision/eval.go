@@ -247,3 +247,20 @@ func Compare(in Input, rules Rules, match bool) ([]*Result, error) {
 	}
 	return out, nil
 }
+
+// AutoGranule is the granule an evaluation uses unless told: 1 (GiB), or,
+// for a trace whose largest entity peaks below 16, the largest power of
+// two at most a sixteenth of that peak, so a trace of small processes is
+// not all rounded up to one unit.
+func AutoGranule(in Input) float64 {
+	peak := 0.0
+	for _, s := range in.Series {
+		for _, v := range s.Values {
+			peak = max(peak, v)
+		}
+	}
+	if peak >= 16 || peak <= 0 {
+		return 1
+	}
+	return math.Pow(2, math.Floor(math.Log2(peak/16)))
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"rackpool/internal/provision"
 	"rackpool/internal/schedule"
 	"rackpool/internal/topology"
 )
@@ -109,6 +110,14 @@ type Workload struct {
 	NodeAvgGB         float64
 	NodePeakToAverage float64 // P0: 2.78
 	AggPeakToAverage  float64 // P0: 1.68
+	// DemandTrace, when set, replaces the generated Giraph demand with a
+	// demand trace (docs/provisioning.md): one node per entity, one step
+	// per interval, its memory_gib read as the simulator's GB.
+	DemandTrace string
+	// Provisioning is how a composable node's pooled memory follows its
+	// demand: oracle (each step's demand, the default), static-peak,
+	// reactive or predictive (internal/provision, default rules).
+	Provisioning string
 }
 
 // FieldError is a bad configuration value. Field is the scenario file's
@@ -307,6 +316,14 @@ func (w *Workload) validate() error {
 			return fieldErr("workload.trace", "a trace workload needs a CSV file")
 		}
 	case WorkloadGiraph:
+		if w.Provisioning != "" {
+			if _, err := provision.ParsePolicy(w.Provisioning); err != nil {
+				return fieldErr("workload.provisioning", "%v", err)
+			}
+		}
+		if w.DemandTrace != "" {
+			break
+		}
 		if w.Nodes < 1 || w.Steps < 2 || !(w.StepLength > 0) || !(w.NodeAvgGB > 0) {
 			return fieldErr("workload.nodes", "needs nodes >= 1, steps >= 2, step_length > 0, node_avg_gb > 0")
 		}

@@ -44,7 +44,13 @@ func Run(ctx context.Context, c Config, progress Progress) (*Result, error) {
 			return nil, err
 		}
 	case WorkloadGiraph:
-		demand = generateGiraph(c.Workload, c.Seed)
+		if c.Workload.DemandTrace != "" {
+			if demand, err = readDemand(c.Workload.DemandTrace); err != nil {
+				return nil, err
+			}
+		} else {
+			demand = generateGiraph(c.Workload, c.Seed)
+		}
 	}
 	e := newEngine(&c, top)
 	start := time.Now()

@@ -529,6 +529,12 @@ func (p *runPage) build(res *Result, types []string) {
 			{"pool saving ratio", "pool_saving_ratio", num(d.PoolSavingRatio)},
 			{"expansions", "expansions", formatCount(d.Expansions)},
 			{"expansions failed", "expansions_failed", formatCount(d.ExpansionsFailed)},
+			{"provisioning policy", "provisioning", d.Provisioning},
+			{"memory held (GB × steps)", "provisioned_gb_steps", num(d.ProvisionedGBSteps)},
+			{"demand (GB × steps)", "demand_gb_steps", num(d.DemandGBSteps)},
+			{"peak memory held (GB), what the pool needs for this load", "peak_provisioned_gb", num(d.PeakProvisionedGB)},
+			{"node-steps short of their demand", "short_node_steps", formatCount(d.ShortNodeSteps)},
+			{"share of node-steps short", "short_node_steps_ratio", formatPercent(d.ShortNodeStepsRatio)},
 		}})
 	}
 }

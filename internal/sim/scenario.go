@@ -215,12 +215,13 @@ func ParseScenario(name string, data []byte, baseDir string) (*Scenario, error) 
 			return nil, err
 		}
 	}
-	if c.Workload.Trace != "" {
-		t := c.Workload.Trace
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(baseDir, t)
+	for _, t := range []*string{&c.Workload.Trace, &c.Workload.DemandTrace} {
+		if *t != "" && !filepath.IsAbs(*t) {
+			*t = filepath.Join(baseDir, *t)
 		}
-		c.Workload.Trace = filepath.Clean(t)
+		if *t != "" {
+			*t = filepath.Clean(*t)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, p.validationError(err, "", nil)
@@ -347,6 +348,7 @@ func scenarioWorkloadKeys(w *Workload) []scenarioKey {
 		{"trace", &w.Trace},
 		{"nodes", &w.Nodes}, {"steps", &w.Steps}, {"step_length", &w.StepLength}, {"node_avg_gb", &w.NodeAvgGB},
 		{"node_peak_to_average", &w.NodePeakToAverage}, {"aggregate_peak_to_average", &w.AggPeakToAverage},
+		{"demand_trace", &w.DemandTrace}, {"provisioning", &w.Provisioning},
 	}
 }
 

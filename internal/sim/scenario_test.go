@@ -152,6 +152,8 @@ workload:
   node_avg_gb: 16
   node_peak_to_average: 3
   aggregate_peak_to_average: 1.5
+  demand_trace: traces/d.csv
+  provisioning: predictive
 metrics:
   sample_every: 5
   mfp: 0.3
@@ -181,6 +183,7 @@ func TestScenarioEveryKey(t *testing.T) {
 			RAMGB: []float64{1, 3}, LatencyMinNS: 50, LatencyMaxNS: 900, BandwidthGbps: []float64{40},
 			Trace: filepath.Join("base", "traces", "x.csv"),
 			Nodes: 10, Steps: 20, StepLength: 30, NodeAvgGB: 16, NodePeakToAverage: 3, AggPeakToAverage: 1.5,
+			DemandTrace: filepath.Join("base", "traces", "d.csv"), Provisioning: "predictive",
 		},
 		SampleEvery: 5, MFP: 0.3, LocalNS: 80, ExplainRejections: 10,
 		// unit_cost replaces the entries it names and keeps the others.

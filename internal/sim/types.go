@@ -133,4 +133,14 @@ type Demand struct {
 	PoolSavingRatio   float64 `json:"pool_saving_ratio"`
 	Expansions        int     `json:"expansions"`
 	ExpansionsFailed  int     `json:"expansions_failed"`
+	// Provisioning is the policy pooled memory followed the demand with;
+	// the rest measure it: the memory held over the run (GB × steps) and
+	// at its peak (what the pool must have for this load), the demand
+	// (GB × steps), and the node-steps holding less than their demand.
+	Provisioning        string  `json:"provisioning,omitempty"`
+	ProvisionedGBSteps  float64 `json:"provisioned_gb_steps,omitempty"`
+	PeakProvisionedGB   float64 `json:"peak_provisioned_gb,omitempty"`
+	DemandGBSteps       float64 `json:"demand_gb_steps,omitempty"`
+	ShortNodeSteps      int     `json:"short_node_steps"`
+	ShortNodeStepsRatio float64 `json:"short_node_steps_ratio"`
 }

@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"rackpool/internal/demand"
 	"rackpool/internal/inventory"
+	"rackpool/internal/provision"
 	"rackpool/internal/schedule"
 	"rackpool/internal/units"
 )
@@ -99,6 +101,88 @@ func generateGiraph(w Workload, seed int64) *giraphDemand {
 	return d
 }
 
+// readDemand reads a demand trace (internal/demand's format) as a
+// giraphDemand: one node per entity, one step per interval. Entities that
+// start later or end earlier hold nothing outside their samples.
+func readDemand(path string) (*giraphDemand, error) {
+	tr, err := demand.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !(tr.Interval > 0) {
+		return nil, fmt.Errorf("%s: no entity has two samples", path)
+	}
+	first, last := math.Inf(1), math.Inf(-1)
+	for i := range tr.Entities {
+		first = min(first, tr.Entities[i].Start)
+		last = max(last, tr.End(&tr.Entities[i]))
+	}
+	steps := int(math.Round((last-first)/tr.Interval)) + 1
+	d := &giraphDemand{steps: steps, stepLen: tr.Interval, gb: make([][]float64, len(tr.Entities)), nodePeak: make([]float64, len(tr.Entities))}
+	for i, s := range tr.Entities {
+		off := int(math.Round((s.Start - first) / tr.Interval))
+		series := make([]float64, steps)
+		for k, v := range s.MemoryGiB {
+			series[off+k] = v
+			d.nodePeak[i] = max(d.nodePeak[i], v)
+		}
+		d.gb[i] = series
+	}
+	return d, nil
+}
+
+// provisioner decides each node's pooled memory, in blocks, step by step,
+// by a provisioning policy (internal/provision).
+type provisioner struct {
+	policy provision.Policy
+	dec    *provision.Decider
+	block  float64
+	held   []int       // steps each node's level has been held
+	hist   [][]float64 // each node's demand so far, in blocks
+}
+
+func newProvisioner(policy string, nodes int, blockGB float64) (*provisioner, error) {
+	if policy == "" {
+		policy = string(provision.Oracle)
+	}
+	p := &provisioner{policy: provision.Policy(policy), block: blockGB, held: make([]int, nodes), hist: make([][]float64, nodes)}
+	if p.policy == provision.Reactive || p.policy == provision.Predictive {
+		dec, err := provision.NewDecider(p.policy, provision.Rules{Granule: 1})
+		if err != nil {
+			return nil, err
+		}
+		p.dec = dec
+	}
+	return p, nil
+}
+
+// want is node i's level at step s, in blocks, given the blocks it holds
+// and its demand series; only the reactive and predictive policies are
+// limited to the past (demand before s).
+func (p *provisioner) want(i, s, have int, d *giraphDemand) int {
+	gb := d.gb[i][s]
+	defer func() { p.hist[i] = append(p.hist[i], d.gb[i][s]/p.block) }()
+	switch p.policy {
+	case provision.StaticPeak:
+		return int(math.Ceil(d.nodePeak[i] / p.block))
+	case provision.Oracle:
+		return int(math.Ceil(gb / p.block))
+	}
+	if s == 0 {
+		return int(math.Ceil(gb / p.block))
+	}
+	dec, err := p.dec.Decide(float64(have), p.held[i], p.hist[i])
+	if err != nil {
+		return have
+	}
+	if int(dec.To) == have {
+		p.held[i]++
+	} else {
+		p.held[i] = 0
+	}
+	return int(dec.To)
+}
+
 // runDemand replays a giraphDemand. On traditional servers every node
 // holds its own peak for the whole run (a server cannot borrow memory);
 // on composable pools a node is a CPU card share whose pooled memory
@@ -116,6 +200,11 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 	}
 	nodes := make([]node, n)
 	blockGB := float64(e.c.MemoryBlockGB)
+	prov, err := newProvisioner(e.c.Workload.Provisioning, n, blockGB)
+	if err != nil {
+		return err
+	}
+	dem.Provisioning = string(prov.policy)
 	place := func(i int, req schedule.Request) bool {
 		e.requests++
 		e.decisions++
@@ -142,7 +231,7 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 			place(i, schedule.Request{Share: schedule.Share{Cores: 1, MemoryGiB: int(math.Ceil(d.nodePeak[i]))}})
 			continue
 		}
-		want := int64(math.Ceil(d.gb[i][0]/blockGB)) * int64(e.c.MemoryBlockGB) * units.GiB
+		want := int64(prov.want(i, 0, 0, d)) * int64(e.c.MemoryBlockGB) * units.GiB
 		place(i, schedule.Request{Share: schedule.Share{Cores: 1},
 			Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: want, MaxLatencyNS: -1}}})
 	}
@@ -157,16 +246,24 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 		}
 		dem.AggregatePeakGB = max(dem.AggregatePeakGB, agg)
 		if e.c.Architecture == Traditional {
+			for i := range n {
+				dem.ProvisionedGBSteps += math.Ceil(d.nodePeak[i])
+				dem.DemandGBSteps += d.gb[i][s]
+			}
 			e.notePeak()
 			continue
 		}
+		held := 0.0
 		for i := range n {
 			nd := &nodes[i]
 			if nd.plan == nil {
 				continue
 			}
-			want := int(math.Ceil(d.gb[i][s] / blockGB))
 			have := len(nd.held)
+			want := have
+			if s > 0 {
+				want = prov.want(i, s, have, d)
+			}
 			switch {
 			case want > have:
 				dem.Expansions++
@@ -188,7 +285,15 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 				nd.held = nd.held[:want]
 				e.used["memory_gb"] -= float64(have-want) * blockGB
 			}
+			gb := float64(len(nd.held)) * blockGB
+			held += gb
+			dem.ProvisionedGBSteps += gb
+			dem.DemandGBSteps += d.gb[i][s]
+			if gb < d.gb[i][s] {
+				dem.ShortNodeSteps++
+			}
 		}
+		dem.PeakProvisionedGB = max(dem.PeakProvisionedGB, held)
 		e.notePeak()
 		if progress != nil {
 			progress(s+1, d.steps)
@@ -211,6 +316,13 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 	dem.NodePeakToAverage = peakRatio / float64(n)
 	dem.AggPeakToAverage = dem.AggregatePeakGB / sumAvg
 	dem.PoolSavingRatio = 1 - dem.AggregatePeakGB/dem.SumOfPeaksGB
+	dem.ShortNodeStepsRatio = float64(dem.ShortNodeSteps) / float64(n*d.steps)
+	if e.c.Architecture == Traditional {
+		dem.PeakProvisionedGB = 0
+		for i := range n {
+			dem.PeakProvisionedGB += math.Ceil(d.nodePeak[i])
+		}
+	}
 	e.demand = dem
 	return nil
 }
