@@ -33,8 +33,9 @@ import (
 )
 
 type trace struct {
-	name string
-	in   provision.Input
+	name    string
+	in      provision.Input
+	granule float64 // provision.AutoGranule: 1 GiB, smaller for the recorded processes
 }
 
 func main() {
@@ -51,6 +52,8 @@ func main() {
 	fmt.Println("| trace | entities × intervals | policy | provisioned | saving vs static peak | short intervals | shortfall | reconfigurations / h |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	for _, tr := range traces {
+		rules := rules
+		rules.Granule = tr.granule
 		all, err := provision.Compare(tr.in, rules, true)
 		if err != nil {
 			log.Fatalf("%s: %v", tr.name, err)
@@ -79,6 +82,8 @@ func main() {
 	fmt.Println("| trace | policy | knob | provisioned / static peak | short intervals | shortfall GiB·h |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, tr := range traces {
+		rules := rules
+		rules.Granule = tr.granule
 		c := chart.Line{Title: "Memory against shortfall: " + tr.name, XLabel: "provisioned (% of static peak)", YLabel: "short intervals (%)",
 			Series: []chart.Series{{Name: "predictive (quantile)"}, {Name: "reactive (headroom)"}}}
 		for _, q := range quantiles {
@@ -249,8 +254,7 @@ func loadTraces() []trace {
 		for _, s := range tr.Entities {
 			in.Series = append(in.Series, provision.Series{Entity: s.Entity, Start: s.Start, Values: s.MemoryGiB})
 		}
-		out = append(out, trace{name, in})
-		_ = provision.AutoGranule
+		out = append(out, trace{name, in, provision.AutoGranule(in)})
 	}
 	g, err := demand.Giraph(demand.GiraphOptions{Seed: 1})
 	add("giraph (P0 §9)", g, err)
