@@ -3,8 +3,11 @@ package forecast
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/gonum/stat"
 )
 
 func TestSelectARFindsTheOrder(t *testing.T) {
@@ -243,5 +246,25 @@ func TestFloorAtLast(t *testing.T) {
 	q, _ := NewPredictor(Config{Horizon: 3})
 	if pr, _ := q.Predict(y); pr.Peak >= y[99] {
 		t.Errorf("without the floor the falling series' peak %v is not below the last %v", pr.Peak, y[99])
+	}
+}
+
+// TestEmpiricalQuantile: the selection gives gonum's empirical quantile of
+// the sorted values.
+func TestEmpiricalQuantile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for n := 1; n < 300; n += 7 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = math.Round(rng.NormFloat64() * 4) // ties too
+		}
+		sorted := append([]float64(nil), x...)
+		slices.Sort(sorted)
+		for _, q := range []float64{0.5, 0.8, 0.9, 0.95, 0.99, 0.999} {
+			want := stat.Quantile(q, stat.Empirical, sorted, nil)
+			if got := empiricalQuantile(q, append([]float64(nil), x...)); got != want {
+				t.Fatalf("n=%d q=%v: %v, gonum %v", n, q, got, want)
+			}
+		}
 	}
 }

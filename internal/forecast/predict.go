@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 )
 
@@ -98,6 +97,7 @@ type Predictor struct {
 	upper    []float64
 	sorted   []float64
 	scratch  []float64
+	lo, hi   float64 // the history's least and greatest values
 	relative bool
 	growth   growth
 	normal   float64
@@ -161,9 +161,10 @@ func (p *Predictor) Predict(y []float64) (out Prediction, err error) {
 	if err := checkSeries(y); err != nil {
 		return Prediction{}, err
 	}
+	p.lo, p.hi = slices.Min(y), slices.Max(y)
 	m, err := p.model(y)
 	if err == nil {
-		if m.Forecast(p.point); !plausible(p.point, y) {
+		if m.Forecast(p.point); !plausible(p.point, p.lo, p.hi) {
 			err = fmt.Errorf("forecast: %s forecasts outside twice the observed range", m.Name())
 		}
 	}
@@ -193,7 +194,7 @@ func (p *Predictor) Predict(y []float64) (out Prediction, err error) {
 		// forecasts must stay in (plausible): a margin measured on a jump
 		// from almost nothing is a multiple of the level, not of the
 		// range.
-		lo, hi := slices.Min(y), slices.Max(y)
+		lo, hi := p.lo, p.hi
 		top := hi + max(hi-lo, 1e-9*max(math.Abs(hi), 1))
 		out.PeakUpper = max(min(out.PeakUpper, top), out.Peak)
 		for h := range p.upper {
@@ -206,7 +207,7 @@ func (p *Predictor) Predict(y []float64) (out Prediction, err error) {
 	}
 	if !p.cfg.StepwiseOnly {
 		if of, ok := m.(originForecaster); ok {
-			p.relative = !p.cfg.AbsoluteMargin && slices.Min(y) > 0 && out.Peak > 0
+			p.relative = !p.cfg.AbsoluteMargin && p.lo > 0 && out.Peak > 0
 			out.PeakMargin, out.Calibrated = p.peakMargin(of, y)
 			if p.relative {
 				out.PeakMargin *= out.Peak
@@ -253,12 +254,11 @@ func (p *Predictor) peakMargin(m originForecaster, y []float64) (float64, bool) 
 			p.sorted = append(p.sorted, tp-fp)
 		}
 	}
-	slices.Sort(p.sorted)
-	return max(stat.Quantile(p.cfg.Quantile, stat.Empirical, p.sorted, nil), 0), true
+	return max(empiricalQuantile(p.cfg.Quantile, p.sorted), 0), true
 }
 
 func (p *Predictor) model(y []float64) (Model, error) {
-	if !p.cfg.Growth || len(y) < 3 || slices.Min(y) <= 0 {
+	if !p.cfg.Growth || len(y) < 3 || p.lo <= 0 {
 		return p.level(y)
 	}
 	g := &p.growth
@@ -306,8 +306,7 @@ func (p *Predictor) level(y []float64) (Model, error) {
 // near-singular history can be explosive or wildly extrapolate; a seasonal
 // one with roots on the unit circle is neither, so stationarity is not the
 // test.
-func plausible(point, y []float64) bool {
-	lo, hi := slices.Min(y), slices.Max(y)
+func plausible(point []float64, lo, hi float64) bool {
 	span := max(hi-lo, 1e-9*max(math.Abs(hi), 1))
 	for _, v := range point {
 		if v < lo-span || v > hi+span || math.IsNaN(v) {
@@ -333,6 +332,51 @@ func (p *Predictor) multiplier(resid []float64) float64 {
 	}
 	sd := math.Sqrt(ss / float64(len(resid)))
 	p.sorted = append(p.sorted[:0], resid...)
-	slices.Sort(p.sorted)
-	return max(stat.Quantile(p.cfg.Quantile, stat.Empirical, p.sorted, nil)/sd, 0)
+	return max(empiricalQuantile(p.cfg.Quantile, p.sorted)/sd, 0)
+}
+
+// empiricalQuantile is gonum's stat.Quantile(q, stat.Empirical, sorted x):
+// the least value at or above which lie at least the fraction q of x, found
+// by selection instead of a sort (x is reordered).
+func empiricalQuantile(q float64, x []float64) float64 {
+	k := int(math.Ceil(q*float64(len(x)))) - 1
+	k = min(max(k, 0), len(x)-1)
+	lo, hi := 0, len(x)-1
+	for lo < hi {
+		// Hoare partition around the median of three.
+		mid := lo + (hi-lo)/2
+		if x[mid] < x[lo] {
+			x[mid], x[lo] = x[lo], x[mid]
+		}
+		if x[hi] < x[lo] {
+			x[hi], x[lo] = x[lo], x[hi]
+		}
+		if x[hi] < x[mid] {
+			x[hi], x[mid] = x[mid], x[hi]
+		}
+		pivot := x[mid]
+		i, j := lo, hi
+		for i <= j {
+			for x[i] < pivot {
+				i++
+			}
+			for x[j] > pivot {
+				j--
+			}
+			if i <= j {
+				x[i], x[j] = x[j], x[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return x[k]
+		}
+	}
+	return x[k]
 }
