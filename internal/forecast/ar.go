@@ -94,13 +94,19 @@ func psiWeights(dst, ar, ma []float64) {
 // Fitter fits models, keeping its buffers between calls; a model it
 // returns is valid until its next call. Not safe for concurrent use.
 type Fitter struct {
-	ls   lsq
-	ar   AR
-	arma ARMA
-	ewma EWMA
-	sn   SeasonalNaive
-	buf  []float64
-	ic   []float64
+	// commonSample keeps SelectAR's chosen order fitted on the sample the
+	// orders were compared on (the observations after the first maxLag)
+	// instead of refitting it on the whole history: one factorization
+	// instead of two. The Predictor sets it; SelectAR, as statsmodels,
+	// refits.
+	commonSample bool
+	ls           lsq
+	ar           AR
+	arma         ARMA
+	ewma         EWMA
+	sn           SeasonalNaive
+	buf          []float64
+	ic           []float64
 }
 
 func grow(s []float64, n int) []float64 {
@@ -184,11 +190,36 @@ func (f *Fitter) SelectAR(y []float64, maxLag int) (*AR, error) {
 	if best < 0 {
 		return nil, ErrSingular
 	}
-	m, err := f.FitAR(y, best)
+	if !f.commonSample {
+		m, err := f.FitAR(y, best)
+		if err != nil {
+			return nil, err
+		}
+		m.AIC = bestAIC
+		return m, nil
+	}
+	// The chosen order's fit on the common sample, from the same
+	// factorization.
+	beta, err := f.ls.solve(best + 1)
 	if err != nil {
 		return nil, err
 	}
+	m := &f.ar
+	m.Const = beta[0]
+	m.Coef = grow(m.Coef, best)
+	copy(m.Coef, beta[1:])
+	m.Nobs = n
+	m.Sigma2 = f.ls.ssr(best+1) / float64(n)
 	m.AIC = bestAIC
+	m.tail = y[len(y)-best:]
+	m.resid = grow(m.resid, n)
+	for t := maxLag; t < len(y); t++ {
+		v := m.Const
+		for i := 1; i <= best; i++ {
+			v += m.Coef[i-1] * y[t-i]
+		}
+		m.resid[t-maxLag] = y[t] - v
+	}
 	return m, nil
 }
 

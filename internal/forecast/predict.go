@@ -143,6 +143,7 @@ func NewPredictor(cfg Config) (*Predictor, error) {
 		return nil, fmt.Errorf("forecast: quantile %v is outside [0.5, 1)", cfg.Quantile)
 	}
 	p := &Predictor{cfg: cfg, point: make([]float64, cfg.Horizon), upper: make([]float64, cfg.Horizon)}
+	p.fit.commonSample = true
 	p.normal = distuv.UnitNormal.Quantile(cfg.Quantile)
 	return p, nil
 }
