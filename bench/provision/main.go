@@ -224,6 +224,7 @@ func cmpF(a, b float64) int {
 
 func slug(s string) string {
 	s = strings.TrimPrefix(s, "rec:")
+	s, _, _ = strings.Cut(s, " ")
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
 			return r
