@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,10 @@ bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6
 
 bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/drives -bin $(BIN) -out build/bench-drives
+
+bench-provision: ## provisioning policies on the synthetic and recorded traces, forecast cost against statsmodels (docs/provisioning.md)
+	scripts/pyenv.sh
+	$(GO) run ./bench/provision -out docs
 
 bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/scaling -out docs
