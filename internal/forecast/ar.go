@@ -41,21 +41,7 @@ func (m *AR) Residuals() []float64 { return m.resid }
 
 // Forecast implements Model: the recursion on past values and earlier
 // forecasts.
-func (m *AR) Forecast(dst []float64) {
-	p := len(m.Coef)
-	for h := range dst {
-		v := m.Const
-		for i := 1; i <= p; i++ {
-			// y(n+h-i): a forecast when h-i >= 0, else history.
-			if k := h - i; k >= 0 {
-				v += m.Coef[i-1] * dst[k]
-			} else {
-				v += m.Coef[i-1] * m.tail[p+k]
-			}
-		}
-		dst[h] = v
-	}
-}
+func (m *AR) Forecast(dst []float64) { m.forecastFrom(m.tail, len(m.tail), dst) }
 
 // Variance implements Model: σ²·Σ_{j<h} ψ_j² with ψ_0 = 1 and
 // ψ_j = Σ_i φ_i ψ_{j-i}.
@@ -147,23 +133,28 @@ func (f *Fitter) FitAR(y []float64, p int) (*AR, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := f.setAR(y, beta, p, p)
+	m.AIC = arAIC(f.ls.ssr(p+1), n, p)
+	return m, nil
+}
+
+// setAR fills the fitter's AR from the coefficients of an order-p fit on
+// the observations after the first hold: σ² from the factorization, the
+// residuals over the same observations, the tail to forecast from.
+func (f *Fitter) setAR(y, beta []float64, p, hold int) *AR {
+	n := len(y) - hold
 	m := &f.ar
 	m.Const = beta[0]
 	m.Coef = grow(m.Coef, p)
 	copy(m.Coef, beta[1:])
 	m.Nobs = n
 	m.Sigma2 = f.ls.ssr(p+1) / float64(n)
-	m.AIC = arAIC(f.ls.ssr(p+1), n, p)
 	m.tail = y[len(y)-p:]
 	m.resid = grow(m.resid, n)
-	for t := p; t < len(y); t++ {
-		v := m.Const
-		for i := 1; i <= p; i++ {
-			v += m.Coef[i-1] * y[t-i]
-		}
-		m.resid[t-p] = y[t] - v
+	for t := hold; t < len(y); t++ {
+		m.resid[t-hold] = y[t] - m.Const - dot(m.Coef, y, t)
 	}
-	return m, nil
+	return m
 }
 
 // SelectAR is the package's SelectAR on the fitter's buffers.
@@ -204,22 +195,8 @@ func (f *Fitter) SelectAR(y []float64, maxLag int) (*AR, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &f.ar
-	m.Const = beta[0]
-	m.Coef = grow(m.Coef, best)
-	copy(m.Coef, beta[1:])
-	m.Nobs = n
-	m.Sigma2 = f.ls.ssr(best+1) / float64(n)
+	m := f.setAR(y, beta, best, maxLag)
 	m.AIC = bestAIC
-	m.tail = y[len(y)-best:]
-	m.resid = grow(m.resid, n)
-	for t := maxLag; t < len(y); t++ {
-		v := m.Const
-		for i := 1; i <= best; i++ {
-			v += m.Coef[i-1] * y[t-i]
-		}
-		m.resid[t-maxLag] = y[t] - v
-	}
 	return m, nil
 }
 

@@ -38,26 +38,7 @@ func (m *ARMA) Residuals() []float64 { return m.resid }
 // zeros (conditional sum of squares); for an invertible model their start
 // is forgotten geometrically, so the forecasts agree with a Kalman filter's
 // on any but the shortest series.
-func (m *ARMA) Forecast(dst []float64) {
-	n := len(m.x)
-	p, q := len(m.AR), len(m.MA)
-	for h := range dst {
-		v := 0.0
-		for i := 1; i <= p; i++ {
-			if k := h - i; k >= 0 {
-				v += m.AR[i-1] * (dst[k] - m.Mean)
-			} else if n+k >= 0 {
-				v += m.AR[i-1] * m.x[n+k]
-			}
-		}
-		for j := 1; j <= q; j++ {
-			if k := n + h - j; k < n && k >= 0 {
-				v += m.MA[j-1] * m.e[k]
-			}
-		}
-		dst[h] = m.Mean + v
-	}
-}
+func (m *ARMA) Forecast(dst []float64) { m.forecastFrom(nil, len(m.x), dst) }
 
 // Variance implements Model.
 func (m *ARMA) Variance(dst []float64) { psiVariance(dst, m.AR, m.MA, m.Sigma2) }
