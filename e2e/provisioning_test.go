@@ -45,8 +45,8 @@ func TestProvisioningFollowsRealUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Do(ctx, "POST", "/redfish/v1/Oem/Rackpool/Provisioning", map[string]any{"System": sys.ID, "Mode": "On"}, nil); err != nil {
-		t.Fatal(err)
+	if out, err := s.cli("provision", "subscribe", sys.ID, "--max", "8GiB"); err != nil || !strings.Contains(out, "mode On (loop applies On)") {
+		t.Fatalf("provision subscribe: %v\n%s", err, out)
 	}
 
 	// The workload: 0.3 GiB, a ramp to 2.5 GiB over about 10 s, held,
@@ -108,12 +108,12 @@ func TestProvisioningFollowsRealUse(t *testing.T) {
 	if !finished {
 		t.Fatalf("workload did not finish:\n%s", stdout)
 	}
-	sub := map[string]any{}
-	if _, err := c.Do(ctx, "GET", "/redfish/v1/Oem/Rackpool/Provisioning/"+sys.ID, nil, &sub); err != nil {
-		t.Fatal(err)
+	status, err := s.cli("provision", "status", sys.ID)
+	if err != nil || !strings.Contains(status, "last decision") || !strings.Contains(status, "forecasts a peak") {
+		t.Errorf("provision status: %v\n%s", err, status)
 	}
-	t.Logf("%d samples, %d short (%.1f%%); peak use %.2f GiB, peak held %.2f GiB; last decision %v",
-		samples, short, 100*float64(short)/float64(samples), float64(peakUse)/(1<<30), float64(peakHeld)/(1<<30), sub["LastDecision"])
+	t.Logf("%d samples, %d short (%.1f%%); peak use %.2f GiB, peak held %.2f GiB\n%s",
+		samples, short, 100*float64(short)/float64(samples), float64(peakUse)/(1<<30), float64(peakHeld)/(1<<30), status)
 	if peakUse < 2<<30 {
 		t.Fatalf("the workload peaked at %d bytes: the cgroup did not see it\n%s", peakUse, stdout)
 	}

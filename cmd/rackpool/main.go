@@ -45,7 +45,7 @@ func commands() []command {
 		{"drive", "show|token|connect DRIVE", "where a drive is served, a token for it, or serve it locally over NBD (connect --listen)", runDrive},
 		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},
 		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
-		{"provision", "record|gen|eval ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
+		{"provision", "record|gen|eval|subscribe|status ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
 		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
 	}

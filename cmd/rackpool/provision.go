@@ -21,19 +21,25 @@ const provisionUsage = `Usage:
   rackpool provision gen --kind giraph|diurnal|bursty --out FILE.csv [--seed N] [--entities N]
                          [--hours H] [--interval SECONDS]
   rackpool provision eval --trace FILE.csv --out DIR [--policy P] [--window W] [--horizon H] ...
+  rackpool provision subscribe SYSTEM [--mode on|dry-run] [--min SIZE] [--max SIZE]
+  rackpool provision status [SYSTEM]
+  rackpool provision unsubscribe SYSTEM...
 
 Demand traces and predictive provisioning (docs/provisioning.md):
   record  run CMD and sample the resident memory of its whole process tree
   gen     write a synthetic trace (giraph: P0's TopKPageRank, 2.78:1 per node, 1.68:1 in aggregate)
   eval    replay a trace under static-peak, reactive, predictive and oracle provisioning; write
           summary.json, comparison.json and report.html (see rackpool provision eval --help)
+  subscribe, status, unsubscribe
+          opt a composed system into serve --provisioning, show its last decision explained,
+          opt it out
 `
 
 // runProvision is `rackpool provision`: it dispatches on the subcommand.
 func runProvision(args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, provisionUsage)
-		return errors.New("missing subcommand: record, gen or eval")
+		return errors.New("missing subcommand: record, gen, eval, subscribe, unsubscribe or status")
 	}
 	switch args[0] {
 	case "record":
@@ -42,11 +48,17 @@ func runProvision(args []string) error {
 		return runProvisionGen(args[1:])
 	case "eval":
 		return runProvisionEval(args[1:])
+	case "subscribe":
+		return runProvisionSubscribe(args[1:])
+	case "unsubscribe":
+		return runProvisionUnsubscribe(args[1:])
+	case "status":
+		return runProvisionStatus(args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(os.Stderr, provisionUsage)
 		return flag.ErrHelp
 	}
-	return fmt.Errorf("unknown subcommand %q: record, gen or eval (see rackpool provision help)", args[0])
+	return fmt.Errorf("unknown subcommand %q: record, gen, eval, subscribe, unsubscribe or status (see rackpool provision help)", args[0])
 }
 
 // runProvisionRecord runs a command under demand.Record and writes its
