@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -263,6 +264,84 @@ func (c *Cache) SetRemote(r Remote, size uint64) {
 	if t != nil {
 		c.logger.Info("cache: remote tier attached", "bytes", size, "segments", len(t.segs), "segment_bytes", t.segSize)
 	}
+}
+
+// MoveRemote replaces the remote tier with r (size bytes) and moves the
+// old tier's live records into it, so a resize of the pooled memory under
+// the cache loses nothing that fits: new evictions go to r at once, a
+// record still in the old tier is read from it until it is moved (each
+// index entry names its own tier), and the old tier is retired only once
+// every record was moved or could not be (a failed read, or a new tier too
+// small: those become misses). The caller releases the old region after
+// MoveRemote returns. It returns how many records moved and how many were
+// lost.
+func (c *Cache) MoveRemote(r Remote, size uint64) (moved, lost int, err error) {
+	if r == nil {
+		return 0, 0, errors.New("cache: no remote to move to")
+	}
+	c.tierMu.Lock()
+	defer c.tierMu.Unlock()
+	t, err := newTier(c, r, size)
+	if err != nil {
+		return 0, 0, err
+	}
+	old := c.tier.Swap(t)
+	c.st.remoteMoves.Add(1)
+	c.logger.Info("cache: remote tier attached", "bytes", size, "segments", len(t.segs), "segment_bytes", t.segSize, "moving", old != nil)
+	if old == nil {
+		return 0, 0, nil
+	}
+	type pending struct {
+		ref   remoteRef
+		flags uint32
+		exp   int64
+		cas   uint64
+	}
+	var todo []pending
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.where == whereRemote && e.seg.t == old {
+				todo = append(todo, pending{ref: refOf(e), flags: e.flags, exp: e.exp, cas: e.cas})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, p := range todo {
+		pb, v, rerr := c.readRemote(&p.ref)
+		if rerr != nil {
+			continue // moved meanwhile (overwritten, deleted) or unreadable: dropped below if still there
+		}
+		rec := spillRec{key: p.ref.e.key, value: v, flags: p.flags, exp: p.exp, cas: p.cas}
+		t.mu.Lock()
+		seg, off, crc, werr := t.appendLocked(&rec)
+		if werr == nil {
+			sh := c.shardForString(p.ref.e.key)
+			sh.mu.Lock()
+			e := p.ref.e
+			if sh.m[e.key] == e && e.where == whereRemote && e.seg == p.ref.seg && e.pos == p.ref.pos {
+				p.ref.seg.unlink(e)
+				e.seg, e.pos, e.crc = seg, off, crc
+				seg.link(e)
+				moved++
+			}
+			sh.mu.Unlock()
+		} else if werr != errRecordTooLarge {
+			t.dirty = true
+			t.mu.Unlock()
+			putBuf(pb)
+			t.fail(werr)
+			break
+		}
+		t.mu.Unlock()
+		putBuf(pb)
+	}
+	old.retire()
+	lost = c.dropTier(old)
+	c.st.remoteMoved.Add(int64(moved))
+	c.st.remoteMoveDrops.Add(int64(lost))
+	return moved, lost, nil
 }
 
 // now is the cache's current unix time in seconds.

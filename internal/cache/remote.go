@@ -361,6 +361,7 @@ func (t *tier) cleanLocked(s *segment) error {
 		for _, lr := range live {
 			if t.c.dropRemote(lr.e, s, lr.pos) {
 				t.c.st.remoteEvictions.Add(1)
+				t.c.st.remoteEvictedBytes.Add(int64(lr.size))
 			}
 		}
 		s.used = 0
@@ -436,6 +437,7 @@ func (t *tier) dropOldest() bool {
 			}
 			if t.c.dropRemote(lr.e, s, lr.pos) {
 				t.c.st.remoteEvictions.Add(1)
+				t.c.st.remoteEvictedBytes.Add(int64(lr.size))
 				dropped = true
 			}
 		}

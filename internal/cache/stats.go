@@ -45,6 +45,13 @@ type Stats struct {
 	Compactions     int64 // remote segments compacted (live records copied forward)
 	CompactedItems  int64 // records copied forward by compaction
 	RemoteEvictions int64 // remote records dropped because their segment was mostly live
+	// RemoteEvictedBytes is the record bytes of those: with the live bytes,
+	// what the remote tier would have held had it been larger (the working
+	// set `cache --remote-memory auto` sizes its lease for).
+	RemoteEvictedBytes int64
+	// RemoteMoves counts remote tiers replaced by MoveRemote; RemoteMoved
+	// and RemoteMoveDrops the records moved to the new tier and those lost.
+	RemoteMoves, RemoteMoved, RemoteMoveDrops int64
 }
 
 // globalStats are counters updated outside shard locks.
@@ -60,6 +67,9 @@ type globalStats struct {
 	promotions                 atomic.Int64
 	compactions, compactedRecs atomic.Int64
 	remoteEvictions            atomic.Int64
+	remoteEvictedBytes         atomic.Int64
+	remoteMoves, remoteMoved   atomic.Int64
+	remoteMoveDrops            atomic.Int64
 	evictions, reclaimed       atomic.Int64
 }
 
@@ -138,6 +148,8 @@ func (c *Cache) Stats() Stats {
 	s.Compactions = g.compactions.Load()
 	s.CompactedItems = g.compactedRecs.Load()
 	s.RemoteEvictions = g.remoteEvictions.Load()
+	s.RemoteEvictedBytes = g.remoteEvictedBytes.Load()
+	s.RemoteMoves, s.RemoteMoved, s.RemoteMoveDrops = g.remoteMoves.Load(), g.remoteMoved.Load(), g.remoteMoveDrops.Load()
 	s.Evictions = g.evictions.Load() + s.RemoteEvictions
 	s.Reclaimed = g.reclaimed.Load()
 	s.LimitBytes = c.limit.Load()

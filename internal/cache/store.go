@@ -341,21 +341,25 @@ func (c *Cache) dropRemote(e *item, seg *segment, off uint64) bool {
 	return true
 }
 
-// dropTier removes every index entry of t, after t failed or was replaced.
+// dropTier removes every index entry of t, after t failed or was replaced,
+// and returns how many it removed.
 // t's state has already left tierHealthy, so no in-flight write to t is
 // installed once this runs (installSpill re-checks the state under the shard
 // lock), and none installed before survives the walk.
-func (c *Cache) dropTier(t *tier) {
+func (c *Cache) dropTier(t *tier) int {
+	n := 0
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
 		for _, e := range sh.m {
 			if e.where == whereRemote && e.seg.t == t {
 				c.removeLocked(sh, e)
+				n++
 			}
 		}
 		sh.mu.Unlock()
 	}
+	return n
 }
 
 // flushNow removes every item (local, in flight and remote).

@@ -726,6 +726,10 @@ func (c *Cache) generalStats() [][2]string {
 		{"remote_compactions", i64(s.Compactions)},
 		{"remote_compacted_items", i64(s.CompactedItems)},
 		{"remote_evictions", i64(s.RemoteEvictions)},
+		{"remote_evicted_bytes", i64(s.RemoteEvictedBytes)},
+		{"remote_moves", i64(s.RemoteMoves)},
+		{"remote_moved", i64(s.RemoteMoved)},
+		{"remote_move_drops", i64(s.RemoteMoveDrops)},
 	}
 }
 

@@ -426,3 +426,75 @@ func TestIndexEntriesCountAgainstLocalMemory(t *testing.T) {
 		t.Error("tiny values spilled")
 	}
 }
+
+// TestMoveRemoteKeepsItems: a remote tier moved to a larger region keeps
+// every item; moved to one too small for them, it keeps what fits and the
+// rest are misses, never wrong values; reads and writes go on meanwhile.
+func TestMoveRemoteKeepsItems(t *testing.T) {
+	r := newMemRemote(1 << 20)
+	c := mustNew(t, tierOpts(r, 1<<20))
+	for i := range 600 {
+		cset(c, fmt.Sprintf("key%d", i), value("k", i, 1000))
+	}
+	remote := c.Stats().RemoteItems
+	if remote < 400 {
+		t.Fatalf("only %d items remote", remote)
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() { // readers during the move see right values or misses
+		bad := 0
+		for {
+			select {
+			case <-stop:
+				done <- bad
+				return
+			default:
+			}
+			for i := 0; i < 600; i += 7 {
+				if v, ok := cget(c, fmt.Sprintf("key%d", i)); ok && !bytes.Equal(v, value("k", i, 1000)) {
+					bad++
+				}
+			}
+		}
+	}()
+	big := newMemRemote(2 << 20)
+	moved, lost, err := c.MoveRemote(big, 2<<20)
+	close(stop)
+	if bad := <-done; bad != 0 {
+		t.Fatalf("%d wrong values read during the move", bad)
+	}
+	if err != nil || lost != 0 || int64(moved) < remote-5 {
+		t.Fatalf("moved %d of %d, lost %d, err %v", moved, remote, lost, err)
+	}
+	for i := range 600 {
+		if v, ok := cget(c, fmt.Sprintf("key%d", i)); !ok || !bytes.Equal(v, value("k", i, 1000)) {
+			t.Fatalf("key%d after the move: ok %v", i, ok)
+		}
+	}
+	// The old region is no longer read: wipe it and read everything again.
+	clear(r.b)
+	for i := range 600 {
+		if _, ok := cget(c, fmt.Sprintf("key%d", i)); !ok {
+			t.Fatalf("key%d lost after the old region was wiped", i)
+		}
+	}
+	// Down to a region too small: what does not fit is a miss.
+	small := newMemRemote(128 << 10)
+	moved, lost, err = c.MoveRemote(small, 128<<10)
+	if err != nil || moved == 0 {
+		t.Fatalf("to a small region: moved %d lost %d err %v", moved, lost, err)
+	}
+	hits := 0
+	for i := range 600 {
+		if v, ok := cget(c, fmt.Sprintf("key%d", i)); ok {
+			hits++
+			if !bytes.Equal(v, value("k", i, 1000)) {
+				t.Fatalf("key%d: wrong value after shrinking", i)
+			}
+		}
+	}
+	if s := c.Stats(); s.RemoteMoves != 2 || s.RemoteEvictedBytes == 0 || hits == 600 {
+		t.Errorf("stats %+v, %d hits: want two moves and evictions when shrinking", s, hits)
+	}
+}
