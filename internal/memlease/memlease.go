@@ -44,6 +44,10 @@ type Options struct {
 	// when the region is lost and none could be leased again. The Keeper
 	// closes a connection once it has handed over its successor.
 	Attach func(c *memory.Client, size uint64)
+	// Move receives the region of a resized lease (Resize) and returns once
+	// its user has moved onto it; the old region is released after. Nil
+	// means Attach.
+	Move func(c *memory.Client, size uint64)
 	// Clock paces checks and renewals (default the wall clock).
 	Clock clock.Clock
 	// Check is how often the memnode is checked (default 2 s).
@@ -112,7 +116,10 @@ func (k *Keeper) Leases() int {
 func (k *Keeper) Acquire(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	l, err := k.o.Control.GetMemory(lctx, k.o.Request)
+	k.mu.Lock()
+	req := k.o.Request
+	k.mu.Unlock()
+	l, err := k.o.Control.GetMemory(lctx, req)
 	if err != nil {
 		return err
 	}
@@ -218,6 +225,50 @@ func (k *Keeper) Run(ctx context.Context) {
 		}
 		renewAt = k.o.Clock.Now().Add(ttl / 3)
 	}
+}
+
+// Resize leases a region of size bytes, hands it to Move (or Attach),
+// then gives the old lease back; later re-leases ask for size too. When
+// the new region cannot be had, nothing changes and the error says why.
+func (k *Keeper) Resize(ctx context.Context, size uint64) error {
+	k.mu.Lock()
+	req := k.o.Request
+	k.mu.Unlock()
+	req.Size = size
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	l, err := k.o.Control.GetMemory(lctx, req)
+	if err != nil {
+		return err
+	}
+	mc, err := k.o.Dial(lctx, l.Endpoint, l.Token)
+	if err != nil {
+		_ = k.o.Control.ReleaseLease(context.WithoutCancel(ctx), l.ID)
+		return fmt.Errorf("connect to memory node %s at %s: %w", l.MemoryNode, l.Endpoint, err)
+	}
+	if k.o.Move != nil {
+		k.o.Move(mc, l.CapacityBytes)
+	} else {
+		k.o.Attach(mc, l.CapacityBytes)
+	}
+	k.mu.Lock()
+	old, oldClient := k.lease, k.client
+	k.lease, k.client = l, mc
+	k.leases++
+	k.o.Request.Size = size
+	k.mu.Unlock()
+	if oldClient != nil {
+		_ = oldClient.Close()
+	}
+	if old != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := k.o.Control.ReleaseLease(rctx, old.ID); err != nil {
+			k.log.Warn("give back the lease before the resize", "lease", old.ID, "err", err)
+		}
+	}
+	k.log.Info("remote tier resized", "lease", l.ID, "node", l.MemoryNode, "bytes", l.CapacityBytes)
+	return nil
 }
 
 // Release closes the connection and gives the lease back (at shutdown).

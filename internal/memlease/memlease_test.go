@@ -274,3 +274,36 @@ func TestKeeperOptions(t *testing.T) {
 		}
 	}
 }
+
+// Resize leases a region of the new size, hands it over, and gives the old
+// lease back; a failed resize changes nothing.
+func TestKeeperResize(t *testing.T) {
+	p := newPlane(t)
+	p.memnode("memnode1", 16<<20)
+	var a attached
+	k := p.keeper(30*time.Second, &a)
+	ctx := context.Background()
+	first := k.Lease()
+	if err := k.Resize(ctx, 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	mc, size, n := a.get()
+	if l := k.Lease(); l.ID == first.ID || l.CapacityBytes != 4<<20 || size != 4<<20 || mc == nil || n != 2 {
+		t.Fatalf("after growing: lease %+v, attached %d bytes (%d attaches)", l, size, n)
+	}
+	if l, err := p.api.Lease(ctx, first.ID); err == nil && l.State == "Active" {
+		t.Fatal("the old lease is still active after the resize")
+	}
+	if err := k.Resize(ctx, 64<<20); err == nil {
+		t.Fatal("a resize beyond the node's capacity succeeded")
+	}
+	if l := k.Lease(); l.CapacityBytes != 4<<20 {
+		t.Fatalf("a failed resize changed the lease: %+v", l)
+	}
+	if err := k.Resize(ctx, 2<<20); err != nil || k.Lease().CapacityBytes != 2<<20 {
+		t.Fatalf("shrinking: %v, %+v", err, k.Lease())
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
