@@ -16,6 +16,7 @@ import (
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
 	"rackpool/internal/memory"
+	"rackpool/internal/provision"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/telemetry/report"
 	"rackpool/internal/units"
@@ -27,7 +28,11 @@ func runCache(args []string) error {
 	fs := flag.NewFlagSet("cache", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:11211", "address to serve the memcached protocol on")
 	local := fs.String("local-memory", "64MiB", "local memory for items")
-	remote := fs.String("remote-memory", "", "pooled memory to lease for evicted items (needs --control)")
+	remote := fs.String("remote-memory", "", "pooled memory to lease for evicted items (needs --control); auto: follow the forecast working set between --remote-min and --remote-max")
+	remoteMin := fs.String("remote-min", "16MiB", "with --remote-memory auto: the least pooled memory to lease")
+	remoteMax := fs.String("remote-max", "1GiB", "with --remote-memory auto: the most pooled memory to lease")
+	remoteGranule := fs.String("remote-granule", "4MiB", "with --remote-memory auto: the unit the lease grows and shrinks by")
+	remoteStep := fs.Duration("remote-step", 10*time.Second, "with --remote-memory auto: how often the working set is sampled and the lease resized")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	var caFile string
 	caFlag(fs, &caFile)
@@ -52,9 +57,18 @@ func runCache(args []string) error {
 		return fmt.Errorf("--max-item-size: %w", err)
 	}
 	var remoteBytes uint64
-	if *remote != "" {
+	var auto *autoRemote
+	if *remote == "auto" {
+		if auto, err = newAutoRemote(*remoteMin, *remoteMax, *remoteGranule, *remoteStep); err != nil {
+			return err
+		}
+		remoteBytes = uint64(auto.sizer.Size())
+		if *control == "" {
+			return errors.New("--remote-memory needs --control URL (or RACKPOOL_URL)")
+		}
+	} else if *remote != "" {
 		if remoteBytes, err = units.ParsePositive(*remote); err != nil {
-			return fmt.Errorf("--remote-memory: %w", err)
+			return fmt.Errorf("--remote-memory: %w (a size, or auto)", err)
 		}
 		if *control == "" {
 			return errors.New("--remote-memory needs --control URL (or RACKPOOL_URL)")
@@ -91,6 +105,14 @@ func runCache(args []string) error {
 					return
 				}
 				c.SetRemote(mc, n)
+			},
+			Move: func(mc *memory.Client, n uint64) {
+				moved, lost, err := c.MoveRemote(mc, n)
+				if err != nil {
+					log.Warn("cache: remote tier not moved; it stays where it was", "err", err)
+					return
+				}
+				log.Info("cache: remote tier moved", "bytes", n, "records_moved", moved, "records_lost", lost)
 			}, Logger: log})
 		if err != nil {
 			return err
@@ -99,6 +121,9 @@ func runCache(args []string) error {
 			return fmt.Errorf("lease %s of pooled memory: %w", *remote, err)
 		}
 		go tier.Run(ctx)
+		if auto != nil {
+			go auto.run(ctx, c, tier, log)
+		}
 		if *usageEvery > 0 {
 			rep, err := cacheUsageReporter(c, tier, ac, *usageEvery, log)
 			if err != nil {
@@ -158,4 +183,71 @@ func cacheUsageReporter(c *cache.Cache, tier *memlease.Keeper, ac *api.Client, e
 			return ac.SubmitLeaseUsage(ctx, l.ID, s)
 		},
 	})
+}
+
+// autoRemote sizes the remote tier's lease from the cache's own working
+// set (`--remote-memory auto`, docs/provisioning.md): every step it samples
+// the remote log's live bytes plus the bytes the log had to evict since the
+// last step (what a larger log would have kept), forecasts the peak of the
+// next steps with the provisioning policy, and resizes the lease when the
+// decision changes: a new lease of the new size, the live records moved
+// onto it, the old one given back.
+type autoRemote struct {
+	sizer *provision.Sizer
+	step  time.Duration
+}
+
+func newAutoRemote(minS, maxS, granuleS string, step time.Duration) (*autoRemote, error) {
+	lo, err := units.ParsePositive(minS)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-min: %w", err)
+	}
+	hi, err := units.ParsePositive(maxS)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-max: %w", err)
+	}
+	g, err := units.ParsePositive(granuleS)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-granule: %w", err)
+	}
+	if step < 100*time.Millisecond {
+		return nil, errors.New("--remote-step must be at least 100ms")
+	}
+	if hi < lo {
+		return nil, errors.New("--remote-max is below --remote-min")
+	}
+	sz, err := provision.NewSizer(provision.Predictive, provision.Rules{Window: 64, Horizon: 2}, int64(g), int64(lo), int64(hi), int64(lo))
+	if err != nil {
+		return nil, err
+	}
+	return &autoRemote{sizer: sz, step: step}, nil
+}
+
+func (a *autoRemote) run(ctx context.Context, c *cache.Cache, tier *memlease.Keeper, log *slog.Logger) {
+	t := time.NewTicker(a.step)
+	defer t.Stop()
+	lastEvicted := c.Stats().RemoteEvictedBytes
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := c.Stats()
+		demand := st.RemoteBytes + (st.RemoteEvictedBytes - lastEvicted)
+		lastEvicted = st.RemoteEvictedBytes
+		d, next := a.sizer.Step(demand)
+		if d.Action == provision.Hold {
+			continue
+		}
+		msg := fmt.Sprintf("working set %s (live %s), %s forecasts a peak of %.0f granules, %.0f at its quantile; %s %s → %s: %s",
+			units.FormatBytes(demand), units.FormatBytes(st.RemoteBytes), d.Model, d.ForecastPeak, d.ForecastUpper, d.Action,
+			units.FormatBytes(a.sizer.Size()), units.FormatBytes(next), d.Reason)
+		if err := tier.Resize(ctx, uint64(next)); err != nil {
+			log.Warn("cache: remote tier not resized: "+msg, "err", err)
+			continue
+		}
+		a.sizer.Applied(next)
+		log.Info("cache: remote tier resized: " + msg)
+	}
 }

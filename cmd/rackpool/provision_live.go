@@ -58,7 +58,7 @@ func runProvisionUnsubscribe(args []string) error {
 		return err
 	}
 	if len(rest) == 0 {
-		return errors.New("usage: rackpool provision unsubscribe SYSTEM...")
+		return errors.New("usage: rackpool provision unsubscribe SYSTEM [SYSTEM]")
 	}
 	c, err := cf.client()
 	if err != nil {
