@@ -15,6 +15,7 @@ import (
 	"rackpool/internal/profiling"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
+	"rackpool/internal/sim/report"
 )
 
 // runSim is `rackpool sim`: a scenario file, or quick flags for a trace
@@ -157,7 +158,7 @@ Flags:
 		for i, a := range sweep.Axes {
 			axes[i] = a.Name
 		}
-		if err := sim.WriteSweepReport(*out, axes, rows); err != nil {
+		if err := report.WriteSweepReport(*out, axes, rows); err != nil {
 			return err
 		}
 		fmt.Printf("sweep: %d points -> %s/report.html\n", len(rows), *out)
@@ -171,7 +172,7 @@ Flags:
 	if err != nil {
 		return err
 	}
-	if err := sim.WriteReport(*out, res); err != nil {
+	if err := report.WriteReport(*out, res); err != nil {
 		return err
 	}
 	if *acceptedIDs != "" {
@@ -221,7 +222,7 @@ func runSimMerge(args []string) error {
 	if *out == "" || fs.NArg() == 0 {
 		return errors.New("usage: rackpool sim merge --out DIR SHARD_DIR [SHARD_DIR]")
 	}
-	rows, err := sim.MergeSweeps(fs.Args())
+	rows, err := report.MergeSweeps(fs.Args())
 	if err != nil {
 		return err
 	}
@@ -229,7 +230,7 @@ func runSimMerge(args []string) error {
 	if len(rows) > 0 {
 		axes = sim.SweepAxes(rows)
 	}
-	if err := sim.WriteSweepReport(*out, axes, rows); err != nil {
+	if err := report.WriteSweepReport(*out, axes, rows); err != nil {
 		return err
 	}
 	fmt.Printf("merged %d points from %d shards -> %s/report.html\n", len(rows), fs.NArg(), *out)

@@ -9,7 +9,7 @@
 // a CSV trace, or P0's time-varying Giraph demand), replays it in virtual
 // time (departures before arrivals at the same instant) and measures
 // acceptance, utilisation over time, hops and round trips, switch power,
-// P0 Eq. 1 cost and the MFP slowdown. WriteReport turns the Result into
+// P0 Eq. 1 cost and the MFP slowdown. Package report (internal/sim/report) turns the Result into
 // summary.json, CSV series, SVG plots and one HTML page; RunSweep runs a
 // parameter grid over the cores, in shards when it outgrows one machine.
 // Nothing about placement lives here: see docs/simulation.md.

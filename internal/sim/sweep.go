@@ -16,7 +16,7 @@ import (
 // of them with shards == 1), workers at a time (0: one per core), each a
 // whole simulation of base with the point's parameters applied. Rows come
 // back in point order. A sweep too big for one machine is split with
-// shards and its shards' outputs merged (MergeSweeps).
+// shards and its shards' outputs merged (report.MergeSweeps).
 func RunSweep(ctx context.Context, base Config, sw *Sweep, shard, shards, workers int, progress Progress) ([]SweepRow, error) {
 	if shards < 1 || shard < 0 || shard >= shards {
 		return nil, fmt.Errorf("sim: shard %d of %d: want 0 <= shard < shards", shard, shards)

@@ -32,7 +32,7 @@ type Sample struct {
 	ActivePowerW float64
 }
 
-// Result is everything a run measured; WriteReport turns it into files.
+// Result is everything a run measured; report.WriteReport turns it into files.
 type Result struct {
 	Summary Summary
 	Samples []Sample

@@ -1,4 +1,4 @@
-package sim
+package report
 
 // This file turns results into files: the machine-readable ones (JSON and
 // CSV) and the ones a person looks at (SVG plots and one self-contained
@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"rackpool/internal/chart"
+	"rackpool/internal/sim"
 	"slices"
 	"sort"
 	"strconv"
@@ -51,7 +52,7 @@ const maxCDFRows = 1000
 // dir is replaced all or nothing, and only when it does not exist, is empty
 // or holds earlier rackpool sim output; any other directory or file is left
 // alone and reported as an error.
-func WriteReport(dir string, res *Result) error {
+func WriteReport(dir string, res *sim.Result) error {
 	if res == nil {
 		return errors.New("sim: write report: no result")
 	}
@@ -59,7 +60,7 @@ func WriteReport(dir string, res *Result) error {
 }
 
 // fillReport writes every file of a run's report into tmp.
-func fillReport(tmp string, res *Result) error {
+func fillReport(tmp string, res *sim.Result) error {
 	sum, err := json.MarshalIndent(res.Summary, "", "  ")
 	if err != nil {
 		return fmt.Errorf("sim: encode %s: %w", SummaryFile, err)
@@ -173,7 +174,7 @@ func fillReport(tmp string, res *Result) error {
 }
 
 // sampleResourceTypes returns every resource type the samples name, sorted.
-func sampleResourceTypes(samples []Sample) []string {
+func sampleResourceTypes(samples []sim.Sample) []string {
 	seen := map[string]bool{}
 	for _, s := range samples {
 		for t := range s.Used {
@@ -195,7 +196,7 @@ func usedShare(used, capacity float64) float64 {
 }
 
 // timeSeriesCSV renders the samples as timeseries.csv.
-func timeSeriesCSV(samples []Sample, types []string) ([]byte, error) {
+func timeSeriesCSV(samples []sim.Sample, types []string) ([]byte, error) {
 	head := []string{"t", "running"}
 	for _, t := range types {
 		head = append(head, t+"_used", t+"_capacity", t+"_utilisation")
@@ -269,7 +270,7 @@ func reportHopCounts(hops []int) []reportHopCount {
 	return out
 }
 
-func hasPower(samples []Sample) bool {
+func hasPower(samples []sim.Sample) bool {
 	for _, s := range samples {
 		if s.ActivePowerW > 0 {
 			return true
@@ -282,7 +283,7 @@ func hasPower(samples []Sample) bool {
 // unit (a trace's, or the MONet generator's abstract one).
 const virtualTimeLabel = "virtual time (scenario time units)"
 
-func utilisationChart(samples []Sample, types []string) chart.Line {
+func utilisationChart(samples []sim.Sample, types []string) chart.Line {
 	c := chart.Line{Title: "Utilisation by resource type", XLabel: virtualTimeLabel, YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}
 	for _, t := range types {
 		pts := make([]chart.Point, len(samples))
@@ -316,7 +317,7 @@ func hopsChart(hops []reportHopCount, total int) chart.Bar {
 	return c
 }
 
-func powerChart(samples []Sample) chart.Line {
+func powerChart(samples []sim.Sample) chart.Line {
 	pts := make([]chart.Point, len(samples))
 	for i, s := range samples {
 		pts[i] = chart.Point{X: s.T, Y: s.ActivePowerW}
@@ -378,7 +379,7 @@ type reportDetail struct {
 }
 
 // build fills in everything but the figures.
-func (p *runPage) build(res *Result, types []string) {
+func (p *runPage) build(res *sim.Result, types []string) {
 	s := res.Summary
 	p.Title = s.Name
 	if p.Title == "" {
@@ -545,12 +546,12 @@ func (p *runPage) build(res *Result, types []string) {
 // (acceptance ratio against the last axis, one line per combination of the
 // other axes) and report.html with the plot and the results table. dir is
 // replaced by the same rules as WriteReport's.
-func WriteSweepReport(dir string, axes []string, rows []SweepRow) error {
+func WriteSweepReport(dir string, axes []string, rows []sim.SweepRow) error {
 	return writeAtomically(dir, func(tmp string) error { return fillSweep(tmp, axes, rows) })
 }
 
 // fillSweep writes every file of a sweep's report into tmp.
-func fillSweep(tmp string, axes []string, rows []SweepRow) error {
+func fillSweep(tmp string, axes []string, rows []sim.SweepRow) error {
 	types := sweepTypes(rows)
 	head, table := sweepTable(axes, types, rows)
 	b, err := encodeCSVRows(head, table)
@@ -561,7 +562,7 @@ func fillSweep(tmp string, axes []string, rows []SweepRow) error {
 		return err
 	}
 	if rows == nil {
-		rows = []SweepRow{} // "[]", not "null"
+		rows = []sim.SweepRow{} // "[]", not "null"
 	}
 	js, err := json.MarshalIndent(rows, "", "  ")
 	if err != nil {
@@ -635,7 +636,7 @@ type sweepPage struct {
 }
 
 // sweepTypes returns every resource type the rows' mean utilisation names.
-func sweepTypes(rows []SweepRow) []string {
+func sweepTypes(rows []sim.SweepRow) []string {
 	seen := map[string]bool{}
 	for _, r := range rows {
 		for t := range r.Summary.MeanUtilisation {
@@ -647,7 +648,7 @@ func sweepTypes(rows []SweepRow) []string {
 
 // sweepTable returns sweep.csv's header and rows. A parameter, type or
 // power figure a row lacks is an empty cell.
-func sweepTable(axes, types []string, rows []SweepRow) ([]string, [][]string) {
+func sweepTable(axes, types []string, rows []sim.SweepRow) ([]string, [][]string) {
 	head := slices.Clone(axes)
 	head = append(head, "shard", "requests", "accepted", "acceptance_ratio")
 	for _, t := range types {
@@ -683,10 +684,10 @@ func sweepTable(axes, types []string, rows []SweepRow) ([]string, [][]string) {
 
 // sweepChart plots acceptance ratio (%) against the last axis, one series
 // per combination of the other axes, in axis order.
-func sweepChart(axes []string, rows []SweepRow) chart.Line {
+func sweepChart(axes []string, rows []sim.SweepRow) chart.Line {
 	x, others := axes[len(axes)-1], axes[:len(axes)-1]
 	sorted := slices.Clone(rows)
-	slices.SortStableFunc(sorted, func(a, b SweepRow) int { return compareSweepParams(axes, a.Params, b.Params) })
+	slices.SortStableFunc(sorted, func(a, b sim.SweepRow) int { return compareSweepParams(axes, a.Params, b.Params) })
 	c := chart.Line{Title: "Acceptance ratio by " + x, XLabel: x, YLabel: "acceptance ratio (%)", YFixed: true, YMin: 0, YMax: 100}
 	index := map[string]int{}
 	for _, r := range sorted {
@@ -736,12 +737,12 @@ func compareSweepParams(axes []string, a, b map[string]float64) int {
 }
 
 // ReadSweepRows reads the rows of a sweep.json that WriteSweepReport wrote.
-func ReadSweepRows(path string) ([]SweepRow, error) {
+func ReadSweepRows(path string) ([]sim.SweepRow, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("sim: read sweep rows: %w", err)
 	}
-	var rows []SweepRow
+	var rows []sim.SweepRow
 	if err := json.Unmarshal(b, &rows); err != nil {
 		return nil, fmt.Errorf("sim: read sweep rows from %s: %w", path, err)
 	}
@@ -755,12 +756,12 @@ func ReadSweepRows(path string) ([]SweepRow, error) {
 // sweep) and returns their rows, in the order of dirs. Every row must sweep
 // the same parameters, and no combination of parameter values may appear
 // twice; either is an error naming the directories concerned.
-func MergeSweeps(dirs []string) ([]SweepRow, error) {
+func MergeSweeps(dirs []string) ([]sim.SweepRow, error) {
 	if len(dirs) == 0 {
 		return nil, errors.New("sim: merge sweeps: no directories given")
 	}
 	var (
-		all    []SweepRow
+		all    []sim.SweepRow
 		seen   = map[string]string{} // parameter values → the directory holding them
 		names  string                // the parameters every row sweeps
 		namesD string                // where names came from

@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"encoding/csv"
@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"rackpool/internal/chart"
 	"rackpool/internal/chart/charttest"
+	"rackpool/internal/sim"
 	"reflect"
 	"slices"
 	"strconv"
@@ -16,10 +17,10 @@ import (
 	"testing"
 )
 
-// testFullSummary sets every field of a Summary, so that a test can check that
+// testFullSummary sets every field of a sim.Summary, so that a test can check that
 // each one reaches summary.json and report.html.
-func testFullSummary() Summary {
-	return Summary{
+func testFullSummary() sim.Summary {
+	return sim.Summary{
 		Name:            "pool vs servers <run 1>",
 		Seed:            42,
 		Architecture:    "composable",
@@ -37,15 +38,15 @@ func testFullSummary() Summary {
 		RTTMeanNS:       512.5,
 		RTTP50NS:        480,
 		RTTP99NS:        980,
-		SwitchPowerW:    &Power{PerPortW: 0.3, InstalledPorts: 4096, InstalledW: 1228.8, ActiveMeanW: 301.2, ActivePeakW: 612},
-		Cost: &Cost{
+		SwitchPowerW:    &sim.Power{PerPortW: 0.3, InstalledPorts: 4096, InstalledW: 1228.8, ActiveMeanW: 301.2, ActivePeakW: 612},
+		Cost: &sim.Cost{
 			UnitCost:    map[string]float64{"cores": 10, "memory_gb": 2},
 			Units:       map[string]float64{"cores": 1000, "memory_gb": 8000},
 			Utilisation: map[string]float64{"cores": 0.61, "memory_gb": 0.72},
 			Total:       38617.85,
 		},
-		Slowdown:         &Slowdown{MFP: 0.3, LocalNS: 90, MeanRemoteNS: 512.5, Mean: 1.41, P99: 2.9},
-		Demand:           &Demand{Nodes: 64, NodePeakToAverage: 3.1, AggPeakToAverage: 1.4, SumOfPeaksGB: 8192, AggregatePeakGB: 3700, PoolSavingRatio: 0.548, Expansions: 120, ExpansionsFailed: 3},
+		Slowdown:         &sim.Slowdown{MFP: 0.3, LocalNS: 90, MeanRemoteNS: 512.5, Mean: 1.41, P99: 2.9},
+		Demand:           &sim.Demand{Nodes: 64, NodePeakToAverage: 3.1, AggPeakToAverage: 1.4, SumOfPeaksGB: 8192, AggregatePeakGB: 3700, PoolSavingRatio: 0.548, Expansions: 120, ExpansionsFailed: 3},
 		WallSeconds:      1.25,
 		DecisionsPerSec:  9876,
 		VirtualTimeUnits: 1000,
@@ -53,10 +54,10 @@ func testFullSummary() Summary {
 }
 
 // testFullResult is a composable run with every kind of data.
-func testFullResult(samples int) *Result {
-	res := &Result{Summary: testFullSummary()}
+func testFullResult(samples int) *sim.Result {
+	res := &sim.Result{Summary: testFullSummary()}
 	for i := 0; i < samples; i++ {
-		res.Samples = append(res.Samples, Sample{
+		res.Samples = append(res.Samples, sim.Sample{
 			T:            float64(i) * 0.5,
 			Running:      i % 50,
 			Used:         map[string]float64{"cores": float64(i % 100), "memory_gb": float64(i%400) * 2},
@@ -150,7 +151,7 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 	if !strings.HasSuffix(raw, "}\n") || !strings.Contains(raw, "\n  \"name\"") {
 		t.Errorf("summary.json is not indented JSON with a trailing newline:\n%s", raw)
 	}
-	var back Summary
+	var back sim.Summary
 	if err := json.Unmarshal([]byte(raw), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -283,9 +284,9 @@ func inlinedSVGs(page string) []string {
 
 func TestWriteReportWithoutRemoteMemory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
-	res := &Result{Summary: Summary{Name: "servers", Architecture: "traditional", Requests: 10, Accepted: 10, AcceptanceRatio: 1}}
+	res := &sim.Result{Summary: sim.Summary{Name: "servers", Architecture: "traditional", Requests: 10, Accepted: 10, AcceptanceRatio: 1}}
 	for i := 0; i < 10; i++ {
-		res.Samples = append(res.Samples, Sample{T: float64(i), Used: map[string]float64{"cores": 1}, Capacity: map[string]float64{"cores": 4}})
+		res.Samples = append(res.Samples, sim.Sample{T: float64(i), Used: map[string]float64{"cores": 1}, Capacity: map[string]float64{"cores": 4}})
 	}
 	if err := WriteReport(dir, res); err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestWriteReportWithoutRemoteMemory(t *testing.T) {
 	if got := reportDirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("files %v, want %v", got, want)
 	}
-	var back Summary
+	var back sim.Summary
 	if err := json.Unmarshal([]byte(readReportFile(t, filepath.Join(dir, "summary.json"))), &back); err != nil {
 		t.Fatal(err)
 	}
@@ -473,15 +474,15 @@ func TestWriteAtomicallyFailureLeavesNothing(t *testing.T) {
 }
 
 // testSweepRows is a two-axis sweep: links × load, shard s.
-func testSweepRows(shard int) []SweepRow {
-	var rows []SweepRow
+func testSweepRows(shard int) []sim.SweepRow {
+	var rows []sim.SweepRow
 	for _, links := range []float64{2, 4} {
 		for _, load := range []float64{0.5, 0.75, 1, 1.25} {
-			pw := &Power{InstalledW: 100 * links, ActiveMeanW: 40 * load}
-			rows = append(rows, SweepRow{
+			pw := &sim.Power{InstalledW: 100 * links, ActiveMeanW: 40 * load}
+			rows = append(rows, sim.SweepRow{
 				Params: map[string]float64{"links": links, "load": load},
 				Shard:  shard,
-				Summary: Summary{
+				Summary: sim.Summary{
 					Requests: 1000, Accepted: int(1000 / (load * 1.1)), AcceptanceRatio: 1 / (load * 1.1),
 					MeanUtilisation: map[string]float64{"cores": load / 2, "memory_gb": load / 3},
 					RTTMeanNS:       400 + 10*links, SwitchPowerW: pw, WallSeconds: 0.5,
@@ -495,7 +496,7 @@ func testSweepRows(shard int) []SweepRow {
 func TestWriteSweepReport(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sweep")
 	rows := testSweepRows(3)
-	rows[0].Summary.Cost = &Cost{Total: 123.5}
+	rows[0].Summary.Cost = &sim.Cost{Total: 123.5}
 	axes := []string{"links", "load"}
 	if err := WriteSweepReport(dir, axes, rows); err != nil {
 		t.Fatal(err)
@@ -594,7 +595,7 @@ func TestMergeSweeps(t *testing.T) {
 
 	// Different parameters cannot be merged.
 	d := filepath.Join(root, "d")
-	if err := WriteSweepReport(d, []string{"load"}, []SweepRow{{Params: map[string]float64{"load": 9}}}); err != nil {
+	if err := WriteSweepReport(d, []string{"load"}, []sim.SweepRow{{Params: map[string]float64{"load": 9}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := MergeSweeps([]string{a, d}); err == nil || !strings.Contains(err.Error(), d) {
