@@ -251,9 +251,9 @@ func loadTraces() []trace {
 		if err != nil {
 			log.Fatalf("%s: %v", name, err)
 		}
-		in := provision.Input{Interval: tr.Interval}
-		for _, s := range tr.Entities {
-			in.Series = append(in.Series, provision.Series{Entity: s.Entity, Start: s.Start, Values: s.MemoryGiB})
+		in, err := provision.InputOf(tr, "memory")
+		if err != nil {
+			log.Fatalf("%s: %v", name, err)
 		}
 		out = append(out, trace{name, in, provision.AutoGranule(in)})
 	}

@@ -72,9 +72,9 @@ func runProvisionEval(args []string) error {
 	if err != nil {
 		return err
 	}
-	in, err := evalInput(tr, *resource)
+	in, err := provision.InputOf(tr, *resource)
 	if err != nil {
-		return err
+		return fmt.Errorf("--resource: %w", err)
 	}
 	if *granule == 0 {
 		*granule = provision.AutoGranule(in)
@@ -164,32 +164,6 @@ func runProvisionEval(args []string) error {
 	table("POLICY\tPROVISIONED·H\tSAVING\tSHORT\tSHORTFALL·H\tRECONF/H\tHEADROOM", rows)
 	fmt.Printf("wrote %s/{%s,%s,%s}\n", strings.TrimSuffix(*out, "/"), provision.SummaryFile, provision.ComparisonFile, provision.ReportFile)
 	return nil
-}
-
-// evalInput takes one column of a trace.
-func evalInput(tr *demand.Trace, resource string) (provision.Input, error) {
-	in := provision.Input{Interval: tr.Interval}
-	if !(tr.Interval > 0) {
-		return in, errors.New("the trace has no entity with two samples: nothing to evaluate")
-	}
-	for _, s := range tr.Entities {
-		var v []float64
-		switch resource {
-		case "memory", "memory_gib":
-			v = s.MemoryGiB
-		case "gpus":
-			v = s.GPUs
-		case "io_mbps", "io":
-			v = s.IOMBps
-		default:
-			return in, fmt.Errorf("--resource %q: memory, gpus or io_mbps", resource)
-		}
-		if v == nil {
-			return in, fmt.Errorf("--resource %s: the trace has no such column", resource)
-		}
-		in.Series = append(in.Series, provision.Series{Entity: s.Entity, Start: s.Start, Values: v})
-	}
-	return in, nil
 }
 
 // intervals reads a count of intervals ("48") or a duration ("10m"),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"rackpool/internal/demand"
 )
 
 // Series is one consumer's demand at a constant interval.
@@ -263,4 +265,31 @@ func AutoGranule(in Input) float64 {
 		return 1
 	}
 	return math.Pow(2, math.Floor(math.Log2(peak/16)))
+}
+
+// InputOf takes one column of a demand trace: "memory" (memory_gib), "gpus"
+// or "io_mbps".
+func InputOf(tr *demand.Trace, resource string) (Input, error) {
+	in := Input{Interval: tr.Interval}
+	if !(tr.Interval > 0) {
+		return in, errors.New("the trace has no entity with two samples: nothing to evaluate")
+	}
+	for _, s := range tr.Entities {
+		var v []float64
+		switch resource {
+		case "memory", "memory_gib":
+			v = s.MemoryGiB
+		case "gpus":
+			v = s.GPUs
+		case "io_mbps", "io":
+			v = s.IOMBps
+		default:
+			return in, fmt.Errorf("resource %q: memory, gpus or io_mbps", resource)
+		}
+		if v == nil {
+			return in, fmt.Errorf("resource %s: the trace has no such column", resource)
+		}
+		in.Series = append(in.Series, Series{Entity: s.Entity, Start: s.Start, Values: v})
+	}
+	return in, nil
 }
