@@ -133,6 +133,10 @@ type Loop struct {
 	o     LoopOptions
 	block int64 // bytes per pooled memory block
 
+	// step serialises steps, which share dec and its buffers.
+	step sync.Mutex
+	dec  *Decider
+
 	mu     sync.Mutex
 	subs   map[string]*state
 	events map[string]string // system -> the last shortfall message sent
@@ -187,7 +191,7 @@ func NewLoop(ctx context.Context, o LoopOptions) (*Loop, error) {
 	if l.o.Rules, err = l.o.Rules.WithDefaults(); err != nil {
 		return nil, err
 	}
-	if _, err := NewDecider(Predictive, l.o.Rules); err != nil {
+	if l.dec, err = NewDecider(Predictive, l.o.Rules); err != nil {
 		return nil, err
 	}
 	objs, err := o.Store.Objects(ctx, KindSubscription)
@@ -341,16 +345,13 @@ func (l *Loop) Step(ctx context.Context) {
 	}
 	l.mu.Unlock()
 	slices.Sort(systems)
-	dec, err := NewDecider(Predictive, l.o.Rules)
-	if err != nil {
-		l.o.Logger.Error("provisioning: rules", "err", err)
-		return
-	}
+	l.step.Lock()
+	defer l.step.Unlock()
 	for _, id := range systems {
 		if ctx.Err() != nil {
 			return
 		}
-		l.stepOne(ctx, dec, id)
+		l.stepOne(ctx, l.dec, id)
 	}
 }
 
