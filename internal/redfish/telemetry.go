@@ -300,14 +300,19 @@ func (s *Server) getMetricDefinition(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) getMetricReportDefinitions(w http.ResponseWriter, r *http.Request) error {
+	return s.perKindCollection(w, reportDefsPath, "MetricReportDefinitionCollection", "Metric report definitions")
+}
+
+// perKindCollection answers a collection with one member per source kind.
+func (s *Server) perKindCollection(w http.ResponseWriter, path, typ, name string) error {
 	if s.tel == nil {
 		return errNoTelemetry
 	}
 	var members []odataID
 	for _, k := range telemetry.Kinds {
-		members = append(members, ref(reportDefsPath+"/"+reportID(k)))
+		members = append(members, ref(path+"/"+reportID(k)))
 	}
-	writeJSON(w, http.StatusOK, collection(reportDefsPath, "MetricReportDefinitionCollection", "Metric report definitions", members))
+	writeJSON(w, http.StatusOK, collection(path, typ, name, members))
 	return nil
 }
 
@@ -342,15 +347,7 @@ func (s *Server) getMetricReportDefinition(w http.ResponseWriter, r *http.Reques
 }
 
 func (s *Server) getMetricReports(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
-		return errNoTelemetry
-	}
-	var members []odataID
-	for _, k := range telemetry.Kinds {
-		members = append(members, ref(reportsPath+"/"+reportID(k)))
-	}
-	writeJSON(w, http.StatusOK, collection(reportsPath, "MetricReportCollection", "Metric reports", members))
-	return nil
+	return s.perKindCollection(w, reportsPath, "MetricReportCollection", "Metric reports")
 }
 
 // getMetricReport answers the newest value of every series of the
