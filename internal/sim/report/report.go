@@ -1,10 +1,10 @@
+// Package report turns a simulation's results (internal/sim) into files:
+// the machine-readable ones (JSON and CSV) and the ones a person looks at
+// (SVG plots and one self-contained report.html), for one run or a sweep.
+// An output directory is written all or nothing: everything goes into a
+// temporary sibling directory first, which is renamed into place only once
+// it is complete.
 package report
-
-// This file turns results into files: the machine-readable ones (JSON and
-// CSV) and the ones a person looks at (SVG plots and one self-contained
-// report.html). An output directory is written all or nothing: everything
-// goes into a temporary sibling directory first, which is renamed into
-// place only once it is complete.
 
 import (
 	"bytes"
