@@ -96,6 +96,19 @@ func (a *arena) touchedBytes(off, n uint64) uint64 {
 	return uint64(pages) * usagePage
 }
 
+// eachTouched calls fn with the offset of every page of [off, off+n)
+// marked written, in ascending order. off is page aligned.
+func (a *arena) eachTouched(off, n uint64, fn func(page uint64)) {
+	if n == 0 {
+		return
+	}
+	pageBits(off, n, func(w int, mask uint64) {
+		for m := a.touched[w].Load() & mask; m != 0; m &= m - 1 {
+			fn(uint64(w*64+bits.TrailingZeros64(m)) * usagePage)
+		}
+	})
+}
+
 // lockSpan returns the lock indices [lo1, hi1] and [lo2, hi2] (ascending,
 // either may be empty with lo > hi) guarding [off, off+n), n > 0.
 func lockSpan(off, n uint64) (lo1, hi1, lo2, hi2 int) {

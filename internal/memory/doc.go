@@ -109,6 +109,11 @@
 //	6 ZERO    no payload. Needs admin rights. Revokes the lease until the
 //	          expiry in offset, zeroes the region and resets the append head.
 //	7 PING    no payload; needs no AUTH.
+//	8 MAP     no payload, offset and count 0. Needs read rights and the
+//	          node's unix socket (over TCP it is ErrProtocol). The answer
+//	          carries, as SCM_RIGHTS ancillary data with its first byte, a
+//	          descriptor of the lease's own backing object (read-only for
+//	          a token without write rights); see Mapped leases below.
 //
 // Response frame (12-byte header, then Length bytes of payload):
 //
@@ -126,6 +131,8 @@
 //	APPEND  8 bytes: the region offset the data was written at
 //	STAT    32 bytes: region size, append head, token expiry (Unix ns,
 //	        signed), server epoch, each 64 bits
+//	MAP     24 bytes: region size, token expiry (Unix ns, signed), server
+//	        epoch, each 64 bits; plus the descriptor
 //	others  empty
 //
 // A failed request gets a non-zero status and, as payload, a short UTF-8
@@ -148,6 +155,29 @@
 // The epoch is a random number drawn when the server starts. A client that
 // sees it change (for example on [Client.Renew]) knows the node restarted and
 // the memory it had written is gone ([ErrNodeRestarted]).
+//
+// # Mapped leases
+//
+// A client on the node's own machine can map a lease instead of reading
+// and writing it over TCP ([Map]): it connects to the node's unix socket,
+// presents its token (AUTH) and sends MAP. The first MAP of a lease moves
+// its region out of the shared capacity into a memory file of its own
+// (memfd, sealed against resizing), which the server maps too; from then
+// on every access to the region, TCP included, goes to that file, so both
+// paths see the same bytes, and the holder reaches it with loads and
+// stores (no stripe locks: concurrent stores to one address from two
+// paths are the holders' business, as with any shared memory). When the
+// lease is zeroed (reclaim), revoked, or its last token expires (checked
+// every second), the server punches the whole file out and lets go of it:
+// a holder that kept its mapping reads zeros, and its stores land in a file
+// nobody else maps. The range's next lease gets a new file. A holder keeps
+// its mapping past the first expiry by presenting the renewed token on the
+// same socket ([Mapping.Renew]).
+//
+// This stands for CXL memory attached to the host: a DAX device or a
+// CPU-less NUMA node handed out by dynamic-capacity extents, where the
+// fabric's extent assignment gives the isolation the separate file gives
+// here (docs/memory.md).
 //
 // # Tokens
 //

@@ -15,6 +15,7 @@ const (
 	authRespLen   = 16
 	statRespLen   = 32
 	appendRespLen = 8
+	mapRespLen    = 24
 
 	// maxErrMsg bounds the message carried by an error response.
 	maxErrMsg = 256
@@ -36,7 +37,8 @@ const (
 	opStat   = 5
 	opZero   = 6
 	opPing   = 7
-	opMax    = opPing
+	opMap    = 8
+	opMax    = opMap
 )
 
 var opNames = [...]string{
@@ -47,6 +49,7 @@ var opNames = [...]string{
 	opStat:   "stat",
 	opZero:   "zero",
 	opPing:   "ping",
+	opMap:    "map",
 }
 
 func opName(op byte) string {

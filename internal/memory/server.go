@@ -60,6 +60,7 @@ type ServerStats struct {
 	Stat   uint64 // STAT requests
 	Zero   uint64 // ZERO requests
 	Ping   uint64 // PING requests
+	Map    uint64 // MAP requests
 
 	BytesRead    uint64 // bytes returned by successful READs
 	BytesWritten uint64 // bytes stored by successful WRITEs and APPENDs
@@ -98,6 +99,9 @@ type Server struct {
 	leases       map[string]*lease
 	leasePruneAt int
 
+	done     chan struct{} // closed by Close
+	reapOnce sync.Once
+
 	revMu   sync.RWMutex
 	revoked map[string]time.Time // lease -> refused until
 	revGen  atomic.Uint64        // bumped by every Revoke
@@ -116,6 +120,13 @@ type lease struct {
 	// off and length are the lease's region of the capacity (the same in
 	// every token of the lease); guarded by Server.leaseMu.
 	off, length uint64
+	// grant is the lease's own backing object once a local client has
+	// mapped it (MAP): from then on every access to the region, over TCP
+	// as well, goes to it instead of the capacity. It is set and cleared
+	// under mu held exclusively and the region's stripe locks held for
+	// writing, so an access that holds a stripe lock sees one or the
+	// other for its whole length.
+	grant atomic.Pointer[grantMem]
 }
 
 // leaseGrace is how long after its last token expired a lease's state
@@ -149,6 +160,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		leases:       make(map[string]*lease),
 		leasePruneAt: 64,
 		revoked:      make(map[string]time.Time),
+		done:         make(chan struct{}),
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -179,7 +191,25 @@ func (s *Server) Epoch() uint64 { return s.epoch }
 // on connections already authenticated as well as in new AUTHs. A later
 // Revoke of the same lease replaces the instant (an instant not after now
 // lifts the revocation). Revocations are pruned once they pass.
+//
+// Revoking a mapped lease until a future instant discards its backing
+// object at once: every mapping of it reads zeros from then on.
 func (s *Server) Revoke(lease string, until time.Time) {
+	if !s.revoke(lease, until) {
+		return
+	}
+	s.leaseMu.Lock()
+	l := s.leases[lease]
+	s.leaseMu.Unlock()
+	if l != nil {
+		l.mu.Lock()
+		s.dropGrantLocked(lease, l)
+		l.mu.Unlock()
+	}
+}
+
+// revoke records a revocation and reports whether it is in force.
+func (s *Server) revoke(lease string, until time.Time) bool {
 	now := s.clock.Now()
 	s.revMu.Lock()
 	for id, u := range s.revoked {
@@ -195,6 +225,7 @@ func (s *Server) Revoke(lease string, until time.Time) {
 	s.revGen.Add(1)
 	s.revMu.Unlock()
 	s.log.Info("lease revoked", "lease", lease, "until", until)
+	return now.Before(until)
 }
 
 func (s *Server) isRevoked(lease string, now time.Time) bool {
@@ -235,17 +266,24 @@ func (s *Server) leaseFor(c Claims, now time.Time) *lease {
 func (s *Server) LeaseUsage() map[string]uint64 {
 	now := s.clock.Now()
 	s.leaseMu.Lock()
-	type region struct{ off, length uint64 }
+	type region struct {
+		off, length uint64
+		l           *lease
+	}
 	live := make(map[string]region, len(s.leases))
 	for id, l := range s.leases {
 		if now.Before(l.expiry) {
-			live[id] = region{l.off, l.length}
+			live[id] = region{l.off, l.length, l}
 		}
 	}
 	s.leaseMu.Unlock()
 	out := make(map[string]uint64, len(live))
 	for id, r := range live {
 		if s.isRevoked(id, now) || r.off+r.length > s.capacity {
+			continue
+		}
+		if g := r.l.grant.Load(); g != nil {
+			out[id] = g.used()
 			continue
 		}
 		out[id] = s.mem.touchedBytes(r.off, r.length)
@@ -266,6 +304,7 @@ func (s *Server) Stats() ServerStats {
 		Stat:         c.ops[opStat].Load(),
 		Zero:         c.ops[opZero].Load(),
 		Ping:         c.ops[opPing].Load(),
+		Map:          c.ops[opMap].Load(),
 		BytesRead:    c.bytesRead.Load(),
 		BytesWritten: c.bytesWritten.Load(),
 		Errors:       c.errors.Load(),
@@ -339,6 +378,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	for l := range s.listeners {
 		l.Close()
 	}
@@ -347,6 +387,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.dropAllGrants()
 	return s.mem.close()
 }
 
@@ -527,6 +568,7 @@ var rightsFor = [...]Rights{
 	opAppend: RightWrite,
 	opStat:   0,
 	opZero:   RightAdmin,
+	opMap:    RightRead,
 }
 
 func (c *serverConn) handle(h *reqHeader, payload []byte) {
@@ -554,6 +596,8 @@ func (c *serverConn) handle(h *reqHeader, payload []byte) {
 		c.stat(h)
 	case opZero:
 		c.zero(h)
+	case opMap:
+		c.mapRegion(h)
 	}
 }
 
@@ -641,7 +685,7 @@ func (c *serverConn) read(h *reqHeader) {
 	c.ok(h.tag, int(n))
 	start := len(c.out)
 	c.out = slices.Grow(c.out, int(n))[:start+int(n)]
-	c.s.mem.readAt(c.out[start:], c.claims.Offset+h.offset)
+	c.s.readRegion(c.lease, c.out[start:], c.claims.Offset, h.offset)
 	c.s.stats.bytesRead.Add(n)
 }
 
@@ -660,7 +704,7 @@ func (c *serverConn) write(h *reqHeader, payload []byte) {
 		c.rangeErr(h.tag, h.offset, n)
 		return
 	}
-	c.s.mem.writeAt(c.claims.Offset+h.offset, payload)
+	c.s.writeRegion(l, c.claims.Offset, h.offset, payload)
 	c.s.stats.bytesWritten.Add(n)
 	c.ok(h.tag, 0)
 }
@@ -687,7 +731,7 @@ func (c *serverConn) append(h *reqHeader, payload []byte) {
 			break
 		}
 	}
-	c.s.mem.writeAt(c.claims.Offset+head, payload)
+	c.s.writeRegion(l, c.claims.Offset, head, payload)
 	c.s.stats.bytesWritten.Add(n)
 	c.ok(h.tag, appendRespLen)
 	c.out = binary.BigEndian.AppendUint64(c.out, head)
@@ -713,7 +757,8 @@ func (c *serverConn) zero(h *reqHeader) {
 	until := time.Unix(0, int64(h.offset))
 	l := c.lease
 	l.mu.Lock()
-	c.s.Revoke(c.claims.Lease, until)
+	c.s.revoke(c.claims.Lease, until)
+	c.s.dropGrantLocked(c.claims.Lease, l)
 	c.s.mem.zero(c.claims.Offset, c.claims.Length)
 	l.head.Store(0)
 	l.mu.Unlock()

@@ -223,6 +223,29 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 	return c, nil
 }
 
+// peekClaims returns the claims a token states without checking its MAC:
+// for a holder to learn its own region and expiry, never to decide access.
+func peekClaims(token string) (Claims, error) {
+	body, _, ok := strings.Cut(token, ".")
+	if !ok || len(token) > maxTokenLen {
+		return Claims{}, fmt.Errorf("%w: malformed", ErrBadToken)
+	}
+	var pbuf [tokenFixed + 2*maxIDLen]byte
+	enc := base64.RawURLEncoding
+	if enc.DecodedLen(len(body)) > len(pbuf) {
+		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
+	}
+	n, err := enc.Decode(pbuf[:], []byte(body))
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
+	}
+	c, err := decodeClaims(pbuf[:n])
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
+	}
+	return c, nil
+}
+
 // decodeClaims parses a MAC-checked token payload.
 func decodeClaims(p []byte) (Claims, error) {
 	if len(p) < tokenFixed {
