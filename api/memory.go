@@ -19,6 +19,7 @@ type MemoryNode struct {
 	Leases        int
 	Online        bool
 	Registered    time.Time
+	MapHosts      []string `json:",omitempty"`
 	Links         struct {
 		ResourceBlocks []Ref
 	}
@@ -50,10 +51,14 @@ type MemoryLease struct {
 	Created       time.Time
 	Expires       time.Time
 	State         string
-	Endpoint      string  `json:",omitempty"`
-	Token         string  `json:",omitempty"`
-	RoundTripNs   float64 `json:",omitempty"`
-	Hops          int     `json:",omitempty"`
+	Mapped        bool
+	Endpoint      string `json:",omitempty"`
+	Token         string `json:",omitempty"`
+	// MapSocket is set when Host can map the lease (memory.Map); the
+	// lease is used over TCP at Endpoint otherwise.
+	MapSocket   string  `json:",omitempty"`
+	RoundTripNs float64 `json:",omitempty"`
+	Hops        int     `json:",omitempty"`
 }
 
 // LeaseRequest asks for pooled memory.
@@ -64,6 +69,9 @@ type LeaseRequest struct {
 	Rights       string        // "r", "w" or "rw" ("" = rw)
 	MaxLatencyNs float64
 	MemoryNode   string // pin to one node
+	// Mapped asks for memory Host can map with loads and stores (a node
+	// that lists Host among its MapHosts).
+	Mapped bool
 }
 
 const (
@@ -89,6 +97,9 @@ func (c *Client) GetMemory(ctx context.Context, r LeaseRequest) (*MemoryLease, e
 	}
 	if r.MemoryNode != "" {
 		body["MemoryNode"] = r.MemoryNode
+	}
+	if r.Mapped {
+		body["Mapped"] = true
 	}
 	var l MemoryLease
 	if _, err := c.Do(ctx, "POST", memoryLeasesPath, body, &l); err != nil {
@@ -142,6 +153,10 @@ type NodeRegistration struct {
 	Endpoint      string
 	CapacityBytes uint64
 	Epoch         uint64
+	// MapSocket is the node's local socket for mapped leases and
+	// MapHosts the topology hosts on its machine that may use it.
+	MapSocket string   `json:",omitempty"`
+	MapHosts  []string `json:",omitempty"`
 	// LeaseUsage reports the bytes each lease has in use on the node
 	// (telemetry kind MemoryLease).
 	LeaseUsage []LeaseUsage `json:",omitempty"`

@@ -10,8 +10,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,11 +34,12 @@ func runLease(args []string) error {
 	rights := fs.String("rights", "", "r, w or rw (default rw)")
 	maxLat := fs.Float64("max-latency", 0, "largest acceptable round trip from --host, in ns")
 	node := fs.String("node", "", "pin the lease to one memory node")
+	mapped := fs.Bool("mapped", false, "memory --host can map with loads and stores (a memory node on its machine)")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
 	if *size == "" {
-		return errors.New("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N]")
+		return errors.New("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N] [--mapped]")
 	}
 	n, err := units.ParsePositive(*size)
 	if err != nil {
@@ -47,7 +50,7 @@ func runLease(args []string) error {
 		return err
 	}
 	l, err := c.GetMemory(context.Background(), api.LeaseRequest{Size: n, Host: *host, TTL: *ttl, Rights: *rights,
-		MaxLatencyNs: *maxLat, MemoryNode: *node})
+		MaxLatencyNs: *maxLat, MemoryNode: *node, Mapped: *mapped})
 	if err != nil {
 		return err
 	}
@@ -63,6 +66,9 @@ func printGrant(l *api.MemoryLease) {
 		l.Endpoint, l.Offset, l.Rights, l.Expires.Local().Format(time.RFC3339))
 	if l.Host != "" {
 		fmt.Printf("round trip from %s: %.1f ns, %d hops\n", l.Host, l.RoundTripNs, l.Hops)
+	}
+	if l.MapSocket != "" {
+		fmt.Printf("mappable from %s through %s\n", l.Host, l.MapSocket)
 	}
 	fmt.Printf("token: %s\n", l.Token)
 }
@@ -179,6 +185,30 @@ func runMemnodes(args []string) error {
 	return nil
 }
 
+// listenUnix listens on the unix socket path, replacing a stale socket a
+// previous run left behind (never another kind of file), readable and
+// writable by the owner and group only: a client needs both the socket and
+// a token.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
 // runMemnode serves pooled memory: it registers with the control plane,
 // heartbeats, and serves leased regions to token holders.
 func runMemnode(args []string) error {
@@ -190,6 +220,8 @@ func runMemnode(args []string) error {
 	caFlag(fs, &caFile)
 	device := fs.String("device", "", "topology memory device this node serves (default: the first one without a node)")
 	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
+	mapSocket := fs.String("map-socket", "", "unix socket for mapped leases: local clients map their lease's memory (load/store) instead of using TCP")
+	mapHosts := fs.String("map-hosts", "", "comma-separated topology hosts on this machine, whose leases may be mapped (needs --map-socket)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane (each heartbeat reports the bytes each lease has in use)")
 	verbose := fs.Bool("v", false, "log debug messages")
 	if err := fs.Parse(args); err != nil {
@@ -207,6 +239,19 @@ func runMemnode(args []string) error {
 	}
 	if *heartbeat <= 0 {
 		return errors.New("--heartbeat must be positive")
+	}
+	var hosts []string
+	if *mapHosts != "" {
+		hosts = strings.Split(*mapHosts, ",")
+	}
+	if (*mapSocket == "") != (len(hosts) == 0) {
+		return errors.New("--map-socket and --map-hosts go together")
+	}
+	sockPath := *mapSocket
+	if sockPath != "" {
+		if sockPath, err = filepath.Abs(sockPath); err != nil {
+			return fmt.Errorf("--map-socket: %w", err)
+		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -226,6 +271,14 @@ func runMemnode(args []string) error {
 	if endpoint == "" {
 		endpoint = l.Addr().String()
 	}
+	var ul net.Listener
+	if sockPath != "" {
+		if ul, err = listenUnix(sockPath); err != nil {
+			l.Close()
+			return fmt.Errorf("--map-socket: %w", err)
+		}
+		defer ul.Close()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The server checks that tokens name its node, so it is built for the
@@ -241,7 +294,7 @@ func runMemnode(args []string) error {
 		return memory.NewServer(memory.ServerOptions{Node: node, Capacity: size, Key: key, Logger: log})
 	}
 	var srv *memory.Server
-	reg := api.NodeRegistration{Device: *device, Endpoint: endpoint, CapacityBytes: size}
+	reg := api.NodeRegistration{Device: *device, Endpoint: endpoint, CapacityBytes: size, MapSocket: sockPath, MapHosts: hosts}
 	register := func() (*api.MemoryNode, error) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -319,8 +372,12 @@ func runMemnode(args []string) error {
 			}
 		}
 	}()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(l) }()
+	if ul != nil {
+		log.Info("memnode mapping leases", "socket", sockPath, "hosts", strings.Join(hosts, ","))
+		go func() { errc <- srv.Serve(ul) }()
+	}
 	select {
 	case err := <-errc:
 		return err

@@ -110,6 +110,12 @@ type Node struct {
 	Capacity   uint64    `json:"capacity"`
 	Epoch      uint64    `json:"epoch"`
 	Registered time.Time `json:"registered"`
+	// MapSocket is the node's local unix socket for mapped leases, and
+	// MapHosts the topology hosts that reach it: the hosts that share the
+	// node's machine, as CXL-attached hosts share a memory device. Empty:
+	// the node serves TCP only.
+	MapSocket string   `json:"map_socket,omitempty"`
+	MapHosts  []string `json:"map_hosts,omitempty"`
 	// LastSeen is the last registration or heartbeat (not stored: a
 	// restarted control plane waits for the next heartbeat).
 	LastSeen time.Time `json:"-"`
@@ -128,6 +134,8 @@ type Lease struct {
 	Created time.Time     `json:"created"`
 	Expiry  time.Time     `json:"expiry"`
 	State   State         `json:"state"`
+	// Mapped: the lease was placed to be mapped from Host (Request.Mapped).
+	Mapped bool `json:"mapped,omitempty"`
 }
 
 // Grant is what a client needs to use a lease: where, and the token.
@@ -135,6 +143,10 @@ type Grant struct {
 	Lease
 	Endpoint string
 	Token    string
+	// MapSocket is the node's local socket when the lease's host can map
+	// it (the host is one of the node's MapHosts); empty otherwise, and the
+	// lease is used over TCP at Endpoint.
+	MapSocket string
 	// RTTNS and Hops are the topology's round trip and hop count from the
 	// lease's host to the node (0 when no host was named).
 	RTTNS float64
@@ -150,8 +162,11 @@ type Request struct {
 	// MaxLatencyNS bounds the round trip from Host (0: no bound).
 	MaxLatencyNS float64
 	Node         string // pin to one node ("" lets the manager pick)
-	Tenant       string
-	Owner        string
+	// Mapped asks for memory Host can map (load/store): only nodes that
+	// list Host among their MapHosts qualify. Needs Host.
+	Mapped bool
+	Tenant string
+	Owner  string
 }
 
 // Registration is what a memnode sends when it starts and as heartbeat.
@@ -160,6 +175,9 @@ type Registration struct {
 	Endpoint string
 	Capacity uint64
 	Epoch    uint64
+	// MapSocket and MapHosts: see Node.
+	MapSocket string
+	MapHosts  []string
 	// Usage is the node's report of the bytes each of its leases has in
 	// use (memory.Server.LeaseUsage), by lease ID.
 	Usage map[string]uint64
@@ -370,6 +388,9 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Registered, err
 	if r.Endpoint == "" || r.Capacity == 0 {
 		return Registered{}, fmt.Errorf("%w: Endpoint and CapacityBytes are required", ErrBadInput)
 	}
+	if err := m.checkMapping(r.MapSocket, r.MapHosts); err != nil {
+		return Registered{}, err
+	}
 	now := m.o.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -403,8 +424,10 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Registered, err
 		}
 	}
 	restarted := n.Epoch != 0 && n.Epoch != r.Epoch
-	changed := n.Endpoint != r.Endpoint || n.Capacity != r.Capacity || n.Epoch != r.Epoch
+	changed := n.Endpoint != r.Endpoint || n.Capacity != r.Capacity || n.Epoch != r.Epoch ||
+		n.MapSocket != r.MapSocket || !slices.Equal(n.MapHosts, r.MapHosts)
 	n.Endpoint, n.Capacity, n.Epoch, n.LastSeen = r.Endpoint, r.Capacity, r.Epoch, now
+	n.MapSocket, n.MapHosts = r.MapSocket, slices.Clone(r.MapHosts)
 	if changed {
 		if err := m.putNode(ctx, n); err != nil {
 			return Registered{}, err
@@ -444,6 +467,34 @@ func (m *Manager) Register(ctx context.Context, r Registration) (Registered, err
 		}
 	}
 	return out, nil
+}
+
+// maxSocketPath is the longest unix socket path Linux takes.
+const maxSocketPath = 107
+
+// checkMapping validates a registration's mapping socket and hosts.
+func (m *Manager) checkMapping(sock string, hosts []string) error {
+	switch {
+	case sock == "" && len(hosts) > 0:
+		return fmt.Errorf("%w: MapHosts needs MapSocket", ErrBadInput)
+	case sock == "":
+		return nil
+	case !strings.HasPrefix(sock, "/") || len(sock) > maxSocketPath || strings.ContainsRune(sock, 0):
+		return fmt.Errorf("%w: MapSocket must be an absolute path of at most %d bytes", ErrBadInput, maxSocketPath)
+	case len(hosts) == 0:
+		return fmt.Errorf("%w: MapSocket needs MapHosts, the topology hosts that reach it", ErrBadInput)
+	}
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if m.o.Topology.Host(h) == nil {
+			return fmt.Errorf("%w: MapHosts names %q, which is not a host of the topology", ErrBadInput, h)
+		}
+		if seen[h] {
+			return fmt.Errorf("%w: MapHosts names %q twice", ErrBadInput, h)
+		}
+		seen[h] = true
+	}
+	return nil
 }
 
 // pickDevice returns the memory device named, or the first memory device
@@ -567,6 +618,9 @@ func (m *Manager) Grant(ctx context.Context, req Request) (Grant, error) {
 			return Grant{}, fmt.Errorf("%w: unknown host %q", ErrBadInput, req.Host)
 		}
 	}
+	if req.Mapped && host == nil {
+		return Grant{}, fmt.Errorf("%w: a mapped lease needs Host, the host that maps it", ErrBadInput)
+	}
 	size := align(req.Size)
 	now := m.o.Clock.Now()
 	m.mu.Lock()
@@ -591,6 +645,10 @@ func (m *Manager) Grant(ctx context.Context, req Request) (Grant, error) {
 			why = append(why, id+": offline")
 			continue
 		}
+		if req.Mapped && !slices.Contains(n.MapHosts, req.Host) {
+			why = append(why, fmt.Sprintf("%s: host %s cannot map it (mapped from: %s)", id, req.Host, orNone(n.MapHosts)))
+			continue
+		}
 		off, nfree, ok := m.fit(n, size)
 		if !ok {
 			nfree = 0 // the engine rejects it as too small
@@ -613,7 +671,7 @@ func (m *Manager) Grant(ctx context.Context, req Request) (Grant, error) {
 	c := cands[0]
 	node := c.Device.ID
 	l := &Lease{ID: newID(), Node: node, Offset: offs[node], Size: size, Rights: req.Rights, Tenant: req.Tenant,
-		Owner: req.Owner, Host: req.Host, Created: now, Expiry: now.Add(ttl), State: Active}
+		Owner: req.Owner, Host: req.Host, Created: now, Expiry: now.Add(ttl), State: Active, Mapped: req.Mapped}
 	// One store plan: the node's holder with the lease's blocks, and the
 	// lease record.
 	put := []store.ObjectChange{{Kind: kindLease, Object: leaseObject(l)}}
@@ -633,7 +691,18 @@ func (m *Manager) grant(l *Lease, p topology.Path) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Lease: *l, Endpoint: n.Endpoint, Token: tok, RTTNS: p.RTTNS, Hops: p.Hops}, nil
+	g := Grant{Lease: *l, Endpoint: n.Endpoint, Token: tok, RTTNS: p.RTTNS, Hops: p.Hops}
+	if l.Host != "" && slices.Contains(n.MapHosts, l.Host) {
+		g.MapSocket = n.MapSocket
+	}
+	return g, nil
+}
+
+func orNone(hosts []string) string {
+	if len(hosts) == 0 {
+		return "none"
+	}
+	return strings.Join(hosts, ", ")
 }
 
 func (m *Manager) ttl(d time.Duration) (time.Duration, error) {

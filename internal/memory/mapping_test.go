@@ -164,13 +164,13 @@ func TestMapExpiry(t *testing.T) {
 	n := startNode(t, nil)
 	sock := n.serveUnix(t)
 	short := n.token(t, func(c *Claims) { c.Lease, c.Offset, c.Expiry = "short", 0, t0.Add(time.Minute) })
-	long := n.token(t, func(c *Claims) { c.Lease, c.Offset, c.Expiry = "renewed", 1 << 20, t0.Add(time.Minute) })
+	long := n.token(t, func(c *Claims) { c.Lease, c.Offset, c.Expiry = "renewed", 1<<20, t0.Add(time.Minute) })
 	ms := mustMap(t, sock, short)
 	ml := mustMap(t, sock, long)
 	ms.now, ml.now = n.clk.Now, n.clk.Now
 	copy(ms.Bytes(), "short-lived")
 	copy(ml.Bytes(), "renewed")
-	renewed := n.token(t, func(c *Claims) { c.Lease, c.Offset, c.Expiry = "renewed", 1 << 20, t0.Add(time.Hour) })
+	renewed := n.token(t, func(c *Claims) { c.Lease, c.Offset, c.Expiry = "renewed", 1<<20, t0.Add(time.Hour) })
 	if err := ml.Renew(context.Background(), renewed); err != nil {
 		t.Fatal(err)
 	}

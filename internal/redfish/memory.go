@@ -54,6 +54,7 @@ func (s *Server) memoryNodeBody(n lease.NodeInfo) map[string]any {
 		"Leases":        n.Leases,
 		"Online":        n.Online,
 		"Registered":    n.Registered.UTC().Format(time.RFC3339),
+		"MapHosts":      append([]string{}, n.MapHosts...),
 		"Links":         map[string]any{"ResourceBlocks": blocks},
 	}
 }
@@ -92,6 +93,8 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 		Endpoint      *string
 		CapacityBytes *uint64
 		Epoch         uint64
+		MapSocket     string
+		MapHosts      []string
 		// LeaseUsage: bytes in use per lease (telemetry, MemoryLease).
 		LeaseUsage []struct {
 			Lease      string
@@ -118,7 +121,7 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 		return errPropertyMissing("CapacityBytes")
 	}
 	reg, err := s.leases.Register(r.Context(), lease.Registration{Device: body.Device, Endpoint: *body.Endpoint,
-		Capacity: *body.CapacityBytes, Epoch: body.Epoch, Usage: usage})
+		Capacity: *body.CapacityBytes, Epoch: body.Epoch, MapSocket: body.MapSocket, MapHosts: body.MapHosts, Usage: usage})
 	if err != nil {
 		return err
 	}
@@ -158,6 +161,7 @@ func leaseBody(l lease.Lease) map[string]any {
 		"Created":       l.Created.UTC().Format(time.RFC3339Nano),
 		"Expires":       l.Expiry.UTC().Format(time.RFC3339Nano),
 		"State":         string(l.State),
+		"Mapped":        l.Mapped,
 		"Links":         map[string]any{"MemoryNode": ref(memoryNodesPath + "/" + l.Node)},
 	}
 }
@@ -168,6 +172,9 @@ func grantBody(g lease.Grant) map[string]any {
 	out["Token"] = g.Token
 	out["RoundTripNs"] = g.RTTNS
 	out["Hops"] = g.Hops
+	if g.MapSocket != "" {
+		out["MapSocket"] = g.MapSocket
+	}
 	return out
 }
 
@@ -207,6 +214,7 @@ func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 		Rights        string
 		MaxLatencyNs  float64
 		MemoryNode    string
+		Mapped        bool
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -229,7 +237,7 @@ func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principal(r)
 	g, err := s.leases.Grant(r.Context(), lease.Request{Size: *body.CapacityBytes, Host: body.Host, TTL: ttl, Rights: rights,
-		MaxLatencyNS: body.MaxLatencyNs, Node: body.MemoryNode, Tenant: p.Tenant, Owner: p.User})
+		MaxLatencyNS: body.MaxLatencyNs, Node: body.MemoryNode, Mapped: body.Mapped, Tenant: p.Tenant, Owner: p.User})
 	if err != nil {
 		return err
 	}
