@@ -13,3 +13,9 @@ var Rack []byte
 //
 //go:embed monet-pod.yaml
 var MONetPod []byte
+
+// CXLRack is cxl-rack.yaml: CXL memory devices (logical devices and
+// dynamic capacity) behind two CXL switches, beside an optical memory card.
+//
+//go:embed cxl-rack.yaml
+var CXLRack []byte

@@ -2,7 +2,7 @@
 // Driver interface every fabric implementation satisfies, optional
 // capability interfaces found by type assertion, and the errors drivers
 // return. Implementations live in subpackages: emulated/ (hardware models
-// for the four fabric kinds) and faulty/ (a fault-injecting decorator);
+// for the five fabric kinds) and faulty/ (a fault-injecting decorator);
 // fabrictest/ is the conformance suite every driver passes.
 package fabric
 
@@ -96,6 +96,12 @@ const (
 	PortFails FaultKind = "port-fails"
 	// HostFails marks every port of host Target failed until cleared.
 	HostFails FaultKind = "host-fails"
+	// ReleaseStalls makes host Target (a host ID, "host/port", or "" for
+	// every host) never acknowledge a release until cleared: an
+	// uncooperative host. Only fabrics whose detach needs the host's
+	// acknowledgement (cxl-memory) accept it; Detach still succeeds, after
+	// the fabric's forced-release timeout.
+	ReleaseStalls FaultKind = "release-stalls"
 )
 
 // Fault is an injected failure.
@@ -109,6 +115,20 @@ type Fault struct {
 type FaultInjector interface {
 	InjectFault(f Fault) error
 	ClearFaults()
+}
+
+// LatencyReporter is implemented by drivers that report the path an
+// attachment runs over, as the host would measure it after the attach.
+type LatencyReporter interface {
+	// Latency reports the attachment's hops and round trip. It fails with
+	// ErrUnknown when the pair is not attached.
+	Latency(ctx context.Context, a Attachment) (Latency, error)
+}
+
+// Latency is the path of one attachment.
+type Latency struct {
+	Hops  int     // switches traversed one way
+	RTTNS float64 // round trip in nanoseconds
 }
 
 // Errors drivers return. Wrap them with context; callers test with

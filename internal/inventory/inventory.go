@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// FabricKind names one of the four kinds of fabric rackpool drives.
+// FabricKind names one of the kinds of fabric rackpool drives.
 type FabricKind string
 
 // The fabric kinds.
@@ -21,10 +21,34 @@ const (
 	SASCircuit     FabricKind = "sas-circuit"
 	EthernetVLAN   FabricKind = "ethernet-vlan"
 	OpticalCircuit FabricKind = "optical-circuit"
+	// CXLMemory is CXL type-3 memory devices behind CXL switches: each
+	// device split into logical devices (MLD) and a dynamic-capacity (DCD)
+	// region handed out in extents.
+	CXLMemory FabricKind = "cxl-memory"
 )
 
 // FabricKinds lists the valid fabric kinds.
-var FabricKinds = []FabricKind{PCIeSwitch, SASCircuit, EthernetVLAN, OpticalCircuit}
+var FabricKinds = []FabricKind{PCIeSwitch, SASCircuit, EthernetVLAN, OpticalCircuit, CXLMemory}
+
+// MaxLogicalDevices is the most logical devices (LD-IDs) one CXL
+// multi-logical device has (CXL 2.0 §2.4: up to 16).
+const MaxLogicalDevices = 16
+
+// CXLRegion says which part of a CXL memory device a block is.
+type CXLRegion string
+
+// The CXL regions a memory block can be.
+const (
+	// NotCXL: a block of any other device.
+	NotCXL CXLRegion = ""
+	// LogicalDevice: one LD of a multi-logical device, bound to one host
+	// whole (FM API Bind vPPB).
+	LogicalDevice CXLRegion = "logical-device"
+	// DynamicExtent: one extent of the device's dynamic-capacity region,
+	// added to a host's view and released from it (FM API Initiate Dynamic
+	// Capacity Add / Release).
+	DynamicExtent CXLRegion = "dcd-extent"
+)
 
 // Kind is the kind of a resource: a pooled device kind or compute.
 type Kind string
@@ -139,7 +163,11 @@ type Fabric struct {
 	// remap (P1: 1 ms COMRESET, 10 ms warm port, 90 ms no timeouts, 200 ms
 	// vanilla).
 	DriveOnline time.Duration
-	switchByID  map[string]*Switch
+	// ReleaseTimeout (cxl-memory) is how long a host has to acknowledge the
+	// release of an extent or logical device before the fabric manager
+	// forces it.
+	ReleaseTimeout time.Duration
+	switchByID     map[string]*Switch
 }
 
 // Switch is a switch element inside a fabric.
@@ -210,6 +238,15 @@ type Device struct {
 	OverheadNS      float64
 	Attrs           map[string]string
 	Blocks          []*Block
+	// LogicalDevices (cxl-memory) is how many LDs the statically
+	// partitioned part of the device is split into (1 is a single-logical
+	// device; 0: the device is all dynamic capacity).
+	LogicalDevices int
+	// DCDBytes (cxl-memory) is the size of the dynamic-capacity region
+	// (the device's last bytes), ExtentBytes the size of one of its
+	// extents; both 0 without one.
+	DCDBytes    int64
+	ExtentBytes int64
 }
 
 // Block is a composable resource block: a host's compute, one device, or one
@@ -224,6 +261,13 @@ type Block struct {
 	Host            *Host   // compute blocks
 	Device          *Device // device blocks
 	Attrs           map[string]string
+	// Region and OffsetBytes place a block of a CXL memory device: a
+	// logical device or an extent of the dynamic-capacity region, at
+	// OffsetBytes into the device's capacity. LD is the logical device's
+	// number (1-based; 0 for an extent).
+	Region      CXLRegion
+	OffsetBytes int64
+	LD          int
 }
 
 // Exclusive reports whether the block may be in at most one composition.

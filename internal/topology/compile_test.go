@@ -22,7 +22,7 @@ func viewJSON(t *testing.T, top *Topology) []byte {
 // file decoded to a Spec compiles to the model Parse builds, and that the
 // Spec written back with Marshal parses to the same model again.
 func TestCompileMarshalParseAgree(t *testing.T) {
-	for name, src := range map[string][]byte{"rack.yaml": examples.Rack, "monet-pod.yaml": examples.MONetPod} {
+	for name, src := range map[string][]byte{"rack.yaml": examples.Rack, "monet-pod.yaml": examples.MONetPod, "cxl-rack.yaml": examples.CXLRack} {
 		t.Run(name, func(t *testing.T) {
 			parsed, err := Parse(name, src)
 			if err != nil {

@@ -45,6 +45,14 @@ const (
 	DefaultSASDriveOnline = time.Millisecond
 	DefaultVLANChange     = 5 * time.Millisecond
 	DefaultOCSReconfig    = 25 * time.Millisecond
+	// DefaultCXLReconfig is one CXL fabric-manager operation (bind an LD,
+	// add or release an extent with the host's acknowledgement). No source
+	// paper measures it; it is an assumption of the order of a PCIe
+	// hot-plug's software part, and a topology can set its own.
+	DefaultCXLReconfig = 10 * time.Millisecond
+	// DefaultCXLReleaseTimeout is how long a host has to acknowledge a
+	// release before the fabric manager forces it (an assumption too).
+	DefaultCXLReleaseTimeout = 5 * time.Second
 )
 
 // Error is a validation error at a place in a topology file.
@@ -195,11 +203,14 @@ func (b *builder) build(spec *Spec) error {
 	var err error
 	defs := map[string]*time.Duration{}
 	pcie, sasRemap, sasOnline, vlan, ocs := DefaultPCIeHotplug, DefaultSASRemap, DefaultSASDriveOnline, DefaultVLANChange, DefaultOCSReconfig
+	cxl, cxlRelease := DefaultCXLReconfig, DefaultCXLReleaseTimeout
 	for _, x := range []struct {
 		field string
 		val   string
 		dst   *time.Duration
-	}{{"pcie_hotplug", d.PCIeHotplug, &pcie}, {"sas_remap", d.SASRemap, &sasRemap}, {"sas_drive_online", d.SASDriveOnline, &sasOnline}, {"vlan_change", d.VLANChange, &vlan}, {"ocs_reconfig", d.OCSReconfig, &ocs}} {
+	}{{"pcie_hotplug", d.PCIeHotplug, &pcie}, {"sas_remap", d.SASRemap, &sasRemap}, {"sas_drive_online", d.SASDriveOnline, &sasOnline},
+		{"vlan_change", d.VLANChange, &vlan}, {"ocs_reconfig", d.OCSReconfig, &ocs},
+		{"cxl_reconfig", d.CXLReconfig, &cxl}, {"cxl_release_timeout", d.CXLReleaseTimeout, &cxlRelease}} {
 		if *x.dst, err = parseDuration(x.val, *x.dst); err != nil {
 			return b.errf(d.pos, x.field, "defaults", "%v", err)
 		}
@@ -230,8 +241,10 @@ func (b *builder) build(spec *Spec) error {
 			f.Reconfig = vlan
 		case inventory.OpticalCircuit:
 			f.Reconfig = ocs
+		case inventory.CXLMemory:
+			f.Reconfig, f.ReleaseTimeout = cxl, cxlRelease
 		default:
-			return b.errf(fs.pos, "kind", path, "unknown fabric kind %q (valid: pcie-switch, sas-circuit, ethernet-vlan, optical-circuit)", fs.Kind)
+			return b.errf(fs.pos, "kind", path, "unknown fabric kind %q (valid: pcie-switch, sas-circuit, ethernet-vlan, optical-circuit, cxl-memory)", fs.Kind)
 		}
 		if f.Reconfig, err = parseDuration(fs.Reconfig, f.Reconfig); err != nil {
 			return b.errf(fs.pos, "reconfig", path, "%v", err)
@@ -241,6 +254,12 @@ func (b *builder) build(spec *Spec) error {
 		}
 		if f.DriveOnline, err = parseDuration(fs.DriveOnline, f.DriveOnline); err != nil {
 			return b.errf(fs.pos, "drive_online", path, "%v", err)
+		}
+		if fs.ReleaseTimeout != "" && f.Kind != inventory.CXLMemory {
+			return b.errf(fs.pos, "release_timeout", path, "only cxl-memory fabrics have a release timeout")
+		}
+		if f.ReleaseTimeout, err = parseDuration(fs.ReleaseTimeout, f.ReleaseTimeout); err != nil {
+			return b.errf(fs.pos, "release_timeout", path, "%v", err)
 		}
 		fabByID[f.ID] = f
 		b.inv.Fabrics = append(b.inv.Fabrics, f)
@@ -537,6 +556,9 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 	if f.Kind == inventory.SASCircuit && kind != inventory.HDD && kind != inventory.SSD {
 		return b.errf(ds.pos, "kind", path, "a sas-circuit fabric carries only hdd and ssd drives, not %s", kind)
 	}
+	if f.Kind == inventory.CXLMemory && kind != inventory.Memory {
+		return b.errf(ds.pos, "kind", path, "a cxl-memory fabric carries only memory devices (CXL type 3), not %s", kind)
+	}
 	capacity := int64(0)
 	if ds.Capacity != "" {
 		c, err := units.ParseBytes(ds.Capacity)
@@ -546,7 +568,11 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 		capacity = c
 	}
 	var blockBytes int64
-	if kind == inventory.Memory {
+	cxl, err := b.cxlShape(f, ds, path, capacity)
+	if err != nil {
+		return err
+	}
+	if kind == inventory.Memory && f.Kind != inventory.CXLMemory { // a CXL device's blocks are its LDs and extents
 		if capacity <= 0 {
 			return b.errf(ds.pos, "capacity", path, "a memory device needs a capacity")
 		}
@@ -600,6 +626,7 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 			CapacityBytes: capacity, BlockBytes: blockBytes, LinkWidth: ds.LinkWidth, LinkSpeed: ds.LinkSpeed,
 			Fabric: f, Metres: ds.Metres, MaxCompositions: max(ds.MaxCompositions, 1),
 			OverheadNS: ds.OverheadNS, Attrs: ds.Attrs,
+			LogicalDevices: cxl.lds, DCDBytes: cxl.dcd, ExtentBytes: cxl.extent,
 		}
 		if dev.OverheadNS == 0 && kind == inventory.Memory {
 			dev.OverheadNS = 37.4 // P4 Eq. 1: remote read overhead
@@ -665,7 +692,88 @@ func (b *builder) buildDevices(f *inventory.Fabric, ds *DeviceSpec, path string,
 	return nil
 }
 
+// cxlSpec is a CXL memory device's split: lds logical devices sharing
+// the capacity less dcd, and a dynamic-capacity region of dcd bytes in
+// extents of extent bytes.
+type cxlSpec struct {
+	lds         int
+	dcd, extent int64
+}
+
+// cxlShape validates a device's CXL fields: only memory devices of a
+// cxl-memory fabric have them, and there every memory device is split by
+// them (block_size does not apply).
+func (b *builder) cxlShape(f *inventory.Fabric, ds *DeviceSpec, path string, capacity int64) (cxlSpec, error) {
+	if f.Kind != inventory.CXLMemory {
+		for _, x := range []struct {
+			field string
+			set   bool
+		}{{"logical_devices", ds.LogicalDevices != 0}, {"dcd_capacity", ds.DCDCapacity != ""}, {"extent_size", ds.ExtentSize != ""}} {
+			if x.set {
+				return cxlSpec{}, b.errf(ds.pos, x.field, path, "only memory devices of a cxl-memory fabric have %s", x.field)
+			}
+		}
+		return cxlSpec{}, nil
+	}
+	if capacity <= 0 {
+		return cxlSpec{}, b.errf(ds.pos, "capacity", path, "a CXL memory device needs a capacity")
+	}
+	if ds.BlockSize != "" {
+		return cxlSpec{}, b.errf(ds.pos, "block_size", path, "a CXL memory device is split by logical_devices and extent_size, not block_size")
+	}
+	var c cxlSpec
+	if ds.ExtentSize != "" {
+		e, err := units.ParseBytes(ds.ExtentSize)
+		if err != nil {
+			return cxlSpec{}, b.errf(ds.pos, "extent_size", path, "%v", err)
+		}
+		if e <= 0 {
+			return cxlSpec{}, b.errf(ds.pos, "extent_size", path, "must be positive")
+		}
+		c.extent, c.dcd = e, capacity
+	}
+	if ds.DCDCapacity != "" {
+		if c.extent == 0 {
+			return cxlSpec{}, b.errf(ds.pos, "dcd_capacity", path, "a dynamic-capacity region needs an extent_size")
+		}
+		d, err := units.ParseBytes(ds.DCDCapacity)
+		if err != nil {
+			return cxlSpec{}, b.errf(ds.pos, "dcd_capacity", path, "%v", err)
+		}
+		if d <= 0 || d > capacity {
+			return cxlSpec{}, b.errf(ds.pos, "dcd_capacity", path, "must be 1 byte to the capacity %s, got %s", ds.Capacity, ds.DCDCapacity)
+		}
+		c.dcd = d
+	}
+	if c.extent > 0 {
+		if c.dcd%c.extent != 0 {
+			return cxlSpec{}, b.errf(ds.pos, "extent_size", path, "extent size %s must divide the dynamic capacity %d bytes", ds.ExtentSize, c.dcd)
+		}
+		if c.dcd/c.extent > 4096 {
+			return cxlSpec{}, b.errf(ds.pos, "extent_size", path, "at most 4096 extents per CXL memory device, got %d", c.dcd/c.extent)
+		}
+	}
+	static := capacity - c.dcd
+	if ds.LogicalDevices < 0 || ds.LogicalDevices > inventory.MaxLogicalDevices {
+		return cxlSpec{}, b.errf(ds.pos, "logical_devices", path, "must be 1..%d, got %d", inventory.MaxLogicalDevices, ds.LogicalDevices)
+	}
+	switch {
+	case static == 0 && ds.LogicalDevices > 0:
+		return cxlSpec{}, b.errf(ds.pos, "logical_devices", path, "the dynamic-capacity region takes the whole capacity: no room for logical devices (set dcd_capacity)")
+	case static > 0:
+		c.lds = max(ds.LogicalDevices, 1)
+		if static%int64(c.lds) != 0 {
+			return cxlSpec{}, b.errf(ds.pos, "logical_devices", path, "%d logical devices do not divide the static capacity of %d bytes", c.lds, static)
+		}
+	}
+	return c, nil
+}
+
 func (b *builder) addBlocks(dev *inventory.Device) {
+	if dev.Fabric.Kind == inventory.CXLMemory {
+		b.addCXLBlocks(dev)
+		return
+	}
 	if dev.Kind != inventory.Memory {
 		blk := &inventory.Block{ID: dev.ID, Kind: dev.Kind, Model: dev.Model, CapacityBytes: dev.CapacityBytes,
 			MaxCompositions: dev.MaxCompositions, Device: dev, Attrs: dev.Attrs}
@@ -679,6 +787,28 @@ func (b *builder) addBlocks(dev *inventory.Device) {
 			CapacityBytes: dev.BlockBytes, MaxCompositions: 1, Device: dev, Attrs: dev.Attrs}
 		dev.Blocks = append(dev.Blocks, blk)
 		b.inv.Blocks = append(b.inv.Blocks, blk)
+	}
+}
+
+// addCXLBlocks makes a CXL memory device's blocks: its logical devices
+// ("dev-ld1".."dev-ldN", from offset 0), then the extents of its
+// dynamic-capacity region ("dev-x01"..., after them).
+func (b *builder) addCXLBlocks(dev *inventory.Device) {
+	static := dev.CapacityBytes - dev.DCDBytes
+	add := func(id string, region inventory.CXLRegion, ld int, off, size int64) {
+		blk := &inventory.Block{ID: id, Kind: inventory.Memory, Model: dev.Model, CapacityBytes: size, MaxCompositions: 1,
+			Device: dev, Attrs: dev.Attrs, Region: region, OffsetBytes: off, LD: ld}
+		dev.Blocks = append(dev.Blocks, blk)
+		b.inv.Blocks = append(b.inv.Blocks, blk)
+	}
+	for i := 1; i <= dev.LogicalDevices; i++ {
+		size := static / int64(dev.LogicalDevices)
+		add(fmt.Sprintf("%s-ld%d", dev.ID, i), inventory.LogicalDevice, i, int64(i-1)*size, size)
+	}
+	if dev.ExtentBytes > 0 {
+		for i := int64(1); i <= dev.DCDBytes/dev.ExtentBytes; i++ {
+			add(fmt.Sprintf("%s-x%02d", dev.ID, i), inventory.DynamicExtent, 0, static+(i-1)*dev.ExtentBytes, dev.ExtentBytes)
+		}
 	}
 }
 

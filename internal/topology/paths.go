@@ -190,6 +190,12 @@ func (t *Topology) Reaches(p *inventory.HostPort, d *inventory.Device) bool {
 	return ok
 }
 
+// PortPath returns how host port p reaches device d (hops and round trip
+// on that port, not the host's best), and false when it cannot.
+func (t *Topology) PortPath(p *inventory.HostPort, d *inventory.Device) (Path, bool) {
+	return t.portPath(p, d)
+}
+
 func (t *Topology) portPath(p *inventory.HostPort, d *inventory.Device) (Path, bool) {
 	if p.Fabric != d.Fabric {
 		return Path{}, false

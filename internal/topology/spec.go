@@ -52,6 +52,12 @@ type DefaultsSpec struct {
 	SASDriveOnline string `yaml:"sas_drive_online,omitempty"`
 	VLANChange     string `yaml:"vlan_change,omitempty"`
 	OCSReconfig    string `yaml:"ocs_reconfig,omitempty"`
+	// CXLReconfig is one CXL fabric-manager operation: bind a logical
+	// device or add an extent, and a host's acknowledged release.
+	CXLReconfig string `yaml:"cxl_reconfig,omitempty"`
+	// CXLReleaseTimeout is how long a host may take to acknowledge a
+	// release before the fabric manager forces it.
+	CXLReleaseTimeout string `yaml:"cxl_release_timeout,omitempty"`
 }
 
 // RackSpec is a rack of hosts.
@@ -89,14 +95,16 @@ type HostPortSpec struct {
 // chassis), the links between switches and the devices on them.
 type FabricSpec struct {
 	pos         `yaml:"-"`
-	ID          string        `yaml:"id,omitempty"`
-	Kind        string        `yaml:"kind,omitempty"`
-	Reconfig    string        `yaml:"reconfig,omitempty"`
-	DriveOnline string        `yaml:"drive_online,omitempty"`
-	Chassis     *ChassisSpec  `yaml:"chassis,omitempty"`
-	Switches    []*SwitchSpec `yaml:"switches,omitempty"`
-	Links       []*LinkSpec   `yaml:"links,omitempty"`
-	Devices     []*DeviceSpec `yaml:"devices,omitempty"`
+	ID          string `yaml:"id,omitempty"`
+	Kind        string `yaml:"kind,omitempty"`
+	Reconfig    string `yaml:"reconfig,omitempty"`
+	DriveOnline string `yaml:"drive_online,omitempty"`
+	// ReleaseTimeout (cxl-memory) overrides defaults.cxl_release_timeout.
+	ReleaseTimeout string        `yaml:"release_timeout,omitempty"`
+	Chassis        *ChassisSpec  `yaml:"chassis,omitempty"`
+	Switches       []*SwitchSpec `yaml:"switches,omitempty"`
+	Links          []*LinkSpec   `yaml:"links,omitempty"`
+	Devices        []*DeviceSpec `yaml:"devices,omitempty"`
 }
 
 // ChassisSpec is a PCIe chassis with host ports H1..HostPorts and drawers
@@ -164,6 +172,13 @@ type DeviceSpec struct {
 	MaxCompositions int               `yaml:"max_compositions,omitempty"`
 	OverheadNS      float64           `yaml:"overhead_ns,omitempty"`
 	Attrs           map[string]string `yaml:"attrs,omitempty"`
+	// CXL memory devices (cxl-memory fabrics only): the capacity less
+	// DCDCapacity is split into LogicalDevices equal LDs (1..16; default
+	// 1 when there is room left), and DCDCapacity (default: all of the
+	// capacity when ExtentSize is given) into extents of ExtentSize.
+	LogicalDevices int    `yaml:"logical_devices,omitempty"`
+	DCDCapacity    string `yaml:"dcd_capacity,omitempty"`
+	ExtentSize     string `yaml:"extent_size,omitempty"`
 }
 
 // ZoneSpec restricts compositions to the listed hosts and devices.

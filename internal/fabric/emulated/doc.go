@@ -1,4 +1,4 @@
-// Package emulated models the hardware of rackpool's four fabric kinds
+// Package emulated models the hardware of rackpool's five fabric kinds
 // closely enough that the control plane above it meets the same refusals,
 // delays and failures it would meet on real equipment. Each model is a
 // fabric.Driver, a fabric.StatsReporter and a fabric.FaultInjector; New
@@ -76,11 +76,38 @@
 // port is in at most one VLAN. Attach and detach cost one VLAN change with
 // PCIe hot-plug (Reconfig, 5 ms by default). VLANs lists the membership.
 //
+// # cxl-memory: CXL type-3 memory behind CXL switches (issue 17)
+//
+// Memory devices hang off one or more CXL switches (linked switches add
+// hops and latency through the topology's one path model). A device's
+// blocks are its logical devices (an MLD splits its static capacity into
+// up to 16 LDs; each is bound to one host whole) and the extents of its
+// dynamic-capacity region (DCD; each added to one host's view). Attach
+// binds an LD or adds an extent: one fabric-manager operation (Reconfig,
+// 10 ms by default, an assumption). A device serves at most 16 hosts at
+// once, one LD-ID each: a 17th host is ErrPortBusy until one lets go.
+// Detach is host-cooperative: the fabric manager asks the host to release
+// and the host acknowledges (Reconfig). A host that does not (an injected
+// ReleaseStalls fault, or a failed host or port, which cannot answer) is
+// waited for the fabric's ReleaseTimeout (5 s by default) on the driver's
+// clock, and then the release is forced (Reconfig more); the detach still
+// succeeds. Releases lists what was released and whether it was forced.
+// As with the drawer limit, the scheduler does not model the 16 LD-IDs:
+// with at most 16 hosts cabled to a fabric it never binds.
+//
+// # Latency
+//
+// Every model is a fabric.LatencyReporter: Latency reports an attached
+// pair's hops and round trip on its host port, from the topology's model
+// (switch latencies + 5 ns/m, both ways, + the device's overhead; P4
+// Eq. 1), so CXL and optical memory are measured by one formula.
+//
 // # Faults and telemetry
 //
 // InjectFault arms AttachFails (the next Count attaches of a device, or of
 // any device), DeviceFails, PortFails ("host/port") and HostFails (every
-// port of a host); ClearFaults disarms them all. Discover reports Critical
+// port of a host) and, on cxl-memory fabrics, ReleaseStalls (a host,
+// "host/port" or every host); ClearFaults disarms them all. Discover reports Critical
 // for a failed device, port or host and Warning for a device attached over
 // a failed port or host. Stats is a deterministic model, described on the
 // method: utilisation from what is attached, temperature from utilisation,

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/examples"
 	"rackpool/internal/clock"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/fabrictest"
@@ -17,7 +18,20 @@ import (
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestConformance(t *testing.T) {
-	top := topology.LoadDefault()
+	for _, ex := range []struct {
+		name string
+		data []byte
+	}{{"rack", examples.Rack}, {"cxl-rack", examples.CXLRack}} {
+		t.Run(ex.name, func(t *testing.T) { conformance(t, ex.name, ex.data) })
+	}
+}
+
+// conformance runs fabrictest against every fabric of an example topology.
+func conformance(t *testing.T, name string, data []byte) {
+	top, err := topology.Parse(name+".yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range top.Fabrics {
 		t.Run(f.ID, func(t *testing.T) {
 			fabrictest.Run(t, top, f.ID, func(t *testing.T) fabric.Driver {

@@ -28,6 +28,16 @@ type model interface {
 	detach(l *link) time.Duration
 }
 
+// faultModel is implemented by models that accept fault kinds beyond the
+// engine's own (cxl-memory's ReleaseStalls). The engine calls it with its
+// mutex held.
+type faultModel interface {
+	// inject arms f, whose kind the engine does not know, or fails.
+	inject(f fabric.Fault) error
+	// clearFaults disarms what inject armed.
+	clearFaults()
+}
+
 // key identifies an attachment: one block on one host port. Host port IDs
 // are per host ("pcie" on every host), so the host is part of the key.
 type key struct{ block, host, port string }
@@ -434,7 +444,10 @@ func (e *engine) InjectFault(f fabric.Fault) error {
 		}
 		e.faults.hosts[f.Target] = true
 	default:
-		return fmt.Errorf("inject fault: unknown kind %q", f.Kind)
+		if fm, ok := e.model.(faultModel); ok {
+			return fm.inject(f)
+		}
+		return fmt.Errorf("inject fault: kind %q is not one a %s fabric takes", f.Kind, e.fab.Kind)
 	}
 	return nil
 }
@@ -444,6 +457,33 @@ func (e *engine) ClearFaults() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.faults = newFaults()
+	if fm, ok := e.model.(faultModel); ok {
+		fm.clearFaults()
+	}
+}
+
+// Latency reports an attached pair's path as the topology's latency model
+// computes it for that host port (see fabric.LatencyReporter): what the
+// host would measure once the attach is done.
+func (e *engine) Latency(ctx context.Context, a fabric.Attachment) (fabric.Latency, error) {
+	if err := ctx.Err(); err != nil {
+		return fabric.Latency{}, err
+	}
+	l, err := e.resolve(a)
+	if err != nil {
+		return fabric.Latency{}, fmt.Errorf("latency of %s on %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+	}
+	e.mu.Lock()
+	_, ok := e.att[l.key()]
+	e.mu.Unlock()
+	if !ok {
+		return fabric.Latency{}, fmt.Errorf("latency of %s on %s/%s: not attached: %w", a.Block, a.Host, a.HostPort, fabric.ErrUnknown)
+	}
+	p, ok := e.top.PortPath(l.hp, l.dev)
+	if !ok {
+		return fabric.Latency{}, fmt.Errorf("latency of %s on %s/%s: %w", a.Block, a.Host, a.HostPort, fabric.ErrUnreachable)
+	}
+	return fabric.Latency{Hops: p.Hops, RTTNS: p.RTTNS}, nil
 }
 
 func (e *engine) hasDevice(id string) bool {

@@ -25,10 +25,11 @@ type Optical struct {
 }
 
 var (
-	_ fabric.Driver        = (*Optical)(nil)
-	_ fabric.StatsReporter = (*Optical)(nil)
-	_ fabric.FaultInjector = (*Optical)(nil)
-	_ fabric.Restorer      = (*Optical)(nil)
+	_ fabric.Driver          = (*Optical)(nil)
+	_ fabric.StatsReporter   = (*Optical)(nil)
+	_ fabric.FaultInjector   = (*Optical)(nil)
+	_ fabric.Restorer        = (*Optical)(nil)
+	_ fabric.LatencyReporter = (*Optical)(nil)
 )
 
 type circuit struct {

@@ -20,10 +20,11 @@ type PCIe struct {
 }
 
 var (
-	_ fabric.Driver        = (*PCIe)(nil)
-	_ fabric.StatsReporter = (*PCIe)(nil)
-	_ fabric.FaultInjector = (*PCIe)(nil)
-	_ fabric.Restorer      = (*PCIe)(nil)
+	_ fabric.Driver          = (*PCIe)(nil)
+	_ fabric.StatsReporter   = (*PCIe)(nil)
+	_ fabric.FaultInjector   = (*PCIe)(nil)
+	_ fabric.Restorer        = (*PCIe)(nil)
+	_ fabric.LatencyReporter = (*PCIe)(nil)
 )
 
 // NewPCIe returns a driver for the pcie-switch fabric f of top. A nil clk

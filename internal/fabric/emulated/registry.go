@@ -27,6 +27,9 @@ var Builders = map[inventory.FabricKind]Builder{
 	inventory.EthernetVLAN: func(top *topology.Topology, f *inventory.Fabric, clk clock.Clock) (fabric.Driver, error) {
 		return NewVLAN(top, f, clk)
 	},
+	inventory.CXLMemory: func(top *topology.Topology, f *inventory.Fabric, clk clock.Clock) (fabric.Driver, error) {
+		return NewCXL(top, f, clk)
+	},
 }
 
 // New returns the emulated driver for fabric f of top, chosen by f.Kind.

@@ -18,10 +18,11 @@ type SAS struct {
 }
 
 var (
-	_ fabric.Driver        = (*SAS)(nil)
-	_ fabric.StatsReporter = (*SAS)(nil)
-	_ fabric.FaultInjector = (*SAS)(nil)
-	_ fabric.Restorer      = (*SAS)(nil)
+	_ fabric.Driver          = (*SAS)(nil)
+	_ fabric.StatsReporter   = (*SAS)(nil)
+	_ fabric.FaultInjector   = (*SAS)(nil)
+	_ fabric.Restorer        = (*SAS)(nil)
+	_ fabric.LatencyReporter = (*SAS)(nil)
 )
 
 // NewSAS returns a driver for the sas-circuit fabric f of top. A nil clk

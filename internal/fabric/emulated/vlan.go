@@ -24,10 +24,11 @@ type VLAN struct {
 }
 
 var (
-	_ fabric.Driver        = (*VLAN)(nil)
-	_ fabric.StatsReporter = (*VLAN)(nil)
-	_ fabric.FaultInjector = (*VLAN)(nil)
-	_ fabric.Restorer      = (*VLAN)(nil)
+	_ fabric.Driver          = (*VLAN)(nil)
+	_ fabric.StatsReporter   = (*VLAN)(nil)
+	_ fabric.FaultInjector   = (*VLAN)(nil)
+	_ fabric.Restorer        = (*VLAN)(nil)
+	_ fabric.LatencyReporter = (*VLAN)(nil)
 )
 
 // NewVLAN returns a driver for the ethernet-vlan fabric f of top. A nil clk

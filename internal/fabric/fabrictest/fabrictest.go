@@ -6,8 +6,9 @@
 // devices, ports and hosts) and concurrent use. It picks the blocks and
 // host ports it needs from the topology itself, so it runs unchanged
 // against any fabric kind. Subtests that need an optional capability
-// (fabric.FaultInjector, fabric.StatsReporter) or a shape the fabric does
-// not have (an unreachable pair) are skipped.
+// (fabric.FaultInjector, fabric.StatsReporter, fabric.LatencyReporter, a
+// fault kind such as fabric.ReleaseStalls) or a shape the fabric does not
+// have (an unreachable pair) are skipped.
 package fabrictest
 
 import (
@@ -56,6 +57,8 @@ func Run(t *testing.T, top *topology.Topology, fabricID string, newDriver func(t
 	t.Run("DeviceFailure", s.deviceFailure)
 	t.Run("PortAndHostFailure", s.portAndHostFailure)
 	t.Run("Stats", s.stats)
+	t.Run("Latency", s.latency)
+	t.Run("ReleaseStalls", s.releaseStalls)
 	t.Run("Concurrent", s.concurrent)
 }
 
@@ -436,6 +439,61 @@ func (s *suite) stats(t *testing.T) {
 	if x.Health != fabric.Critical || x.LinkWidth != 0 {
 		t.Errorf("Stats of a failed device = %+v, want Critical with link width 0", x)
 	}
+}
+
+// latency checks a fabric.LatencyReporter against the topology's own
+// model for the attached host port, and refuses pairs not attached.
+func (s *suite) latency(t *testing.T) {
+	d := s.newDriver(t)
+	lr, ok := d.(fabric.LatencyReporter)
+	if !ok {
+		t.Skip("driver does not implement fabric.LatencyReporter")
+	}
+	if _, err := lr.Latency(context.Background(), s.first); !errors.Is(err, fabric.ErrUnknown) {
+		t.Fatalf("Latency of a pair not attached = %v, want ErrUnknown", err)
+	}
+	for _, a := range s.compatible(t, d, 3) {
+		got, err := lr.Latency(context.Background(), a)
+		if err != nil {
+			t.Fatalf("Latency(%v): %v", a, err)
+		}
+		var hp *inventory.HostPort
+		for _, p := range s.top.Host(a.Host).Ports {
+			if p.ID == a.HostPort {
+				hp = p
+			}
+		}
+		want, _ := s.top.PortPath(hp, s.top.Device(a.Device))
+		if got.Hops != want.Hops || got.RTTNS != want.RTTNS || got.Hops < 1 || got.RTTNS <= 0 {
+			t.Errorf("Latency(%v) = %+v, want %d hops, %.1f ns (the topology's path)", a, got, want.Hops, want.RTTNS)
+		}
+	}
+}
+
+// releaseStalls checks a driver that takes fabric.ReleaseStalls: a host
+// that never acknowledges a release still loses the block on Detach
+// (forced after the fabric's timeout), and the fault clears.
+func (s *suite) releaseStalls(t *testing.T) {
+	d := s.newDriver(t)
+	fi := injector(t, d)
+	attach(t, d, s.first)
+	if err := fi.InjectFault(fabric.Fault{Kind: fabric.ReleaseStalls, Target: s.first.Host}); err != nil {
+		t.Skipf("driver does not take %s: %v", fabric.ReleaseStalls, err)
+	}
+	if err := fi.InjectFault(fabric.Fault{Kind: fabric.ReleaseStalls, Target: "no-such-host"}); !errors.Is(err, fabric.ErrUnknown) {
+		t.Errorf("InjectFault(%s, no-such-host) = %v, want ErrUnknown", fabric.ReleaseStalls, err)
+	}
+	r := detach(t, d, s.first)
+	if !r.Changed {
+		t.Fatalf("Detach from a host that stalls its release = %+v, want Changed", r)
+	}
+	wantAttached(t, d)
+	fi.ClearFaults()
+	attach(t, d, s.first)
+	if r2 := detach(t, d, s.first); !r2.Changed || r2.Took > r.Took {
+		t.Errorf("cooperative Detach = %+v after a forced one of %+v: want Changed and no slower", r2, r)
+	}
+	wantAttached(t, d)
 }
 
 // physics reports whether err is a refusal the fabric's physics may give

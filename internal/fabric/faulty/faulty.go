@@ -6,8 +6,8 @@
 //
 // Injected failures wrap fabric.ErrInjected and never reach the wrapped
 // driver, so they change nothing. The decorator forwards the optional
-// fabric.StatsReporter and fabric.FaultInjector capabilities when the
-// wrapped driver has them.
+// fabric.StatsReporter, fabric.FaultInjector and fabric.LatencyReporter
+// capabilities when the wrapped driver has them.
 package faulty
 
 import (
@@ -59,9 +59,10 @@ type Driver struct {
 }
 
 var (
-	_ fabric.Driver        = (*Driver)(nil)
-	_ fabric.StatsReporter = (*Driver)(nil)
-	_ fabric.FaultInjector = (*Driver)(nil)
+	_ fabric.Driver          = (*Driver)(nil)
+	_ fabric.StatsReporter   = (*Driver)(nil)
+	_ fabric.FaultInjector   = (*Driver)(nil)
+	_ fabric.LatencyReporter = (*Driver)(nil)
 )
 
 // Wrap returns a decorator around d that injects nothing until told to.
@@ -201,6 +202,16 @@ func (d *Driver) Stats(ctx context.Context) ([]fabric.DeviceStats, error) {
 		return nil, fmt.Errorf("stats: %T: %w", d.inner, errors.ErrUnsupported)
 	}
 	return sr.Stats(ctx)
+}
+
+// Latency forwards to the wrapped driver's fabric.LatencyReporter, or
+// fails with errors.ErrUnsupported when it has none.
+func (d *Driver) Latency(ctx context.Context, a fabric.Attachment) (fabric.Latency, error) {
+	lr, ok := d.inner.(fabric.LatencyReporter)
+	if !ok {
+		return fabric.Latency{}, fmt.Errorf("latency: %T: %w", d.inner, errors.ErrUnsupported)
+	}
+	return lr.Latency(ctx, a)
 }
 
 // InjectFault forwards to the wrapped driver's fabric.FaultInjector, or
