@@ -16,7 +16,6 @@ import (
 	"rackpool/api"
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
-	"rackpool/internal/memory"
 )
 
 // runCacheServer is the hidden -cache-server mode used by -profile: the
@@ -32,6 +31,8 @@ func runCacheServer(args []string) error {
 	control := fs.String("control", "", "control plane URL (password from RACKPOOL_PASSWORD)")
 	prof := fs.String("cpuprofile", "", "CPU profile path prefix (profiles are taken between SIGUSR1 and SIGUSR2)")
 	ttl := fs.Duration("lease-ttl", time.Hour, "lease duration")
+	mapped := fs.Bool("mapped", false, "map the lease (remote tier on mapped memory) instead of TCP")
+	host := fs.String("host", "", "topology host the lease is for (needed with -mapped)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,8 +49,8 @@ func runCacheServer(args []string) error {
 			return errors.New("-remote needs -control")
 		}
 		ac := api.New(*control, "Administrator", os.Getenv("RACKPOOL_PASSWORD"))
-		keeper, err = memlease.New(memlease.Options{Control: ac, Request: api.LeaseRequest{Size: *remote, TTL: *ttl},
-			Attach: func(mc *memory.Client, n uint64) {
+		keeper, err = memlease.New(memlease.Options{Control: ac, Request: api.LeaseRequest{Size: *remote, TTL: *ttl, Mapped: *mapped, Host: *host},
+			Attach: func(mc memlease.Region, n uint64) {
 				if mc == nil {
 					c.SetRemote(nil, 0)
 					return

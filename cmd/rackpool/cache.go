@@ -15,7 +15,6 @@ import (
 	"rackpool/api"
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
-	"rackpool/internal/memory"
 	"rackpool/internal/provision"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/telemetry/report"
@@ -38,6 +37,7 @@ func runCache(args []string) error {
 	caFlag(fs, &caFile)
 	host := fs.String("host", "", "topology host this cache runs on (the nearest memory node is leased)")
 	ttl := fs.Duration("lease-ttl", 10*time.Minute, "duration of the memory lease (renewed at a third of it)")
+	remoteTier := fs.String("remote-tier", "tcp", "how the remote tier reaches pooled memory: tcp (the memnode protocol, any host) or mapped (loads and stores into the lease mapped from a memnode on this machine; needs --host among the node's --map-hosts)")
 	promote := fs.Bool("promote", false, "move an item back to local memory when it is read from the remote tier")
 	maxItem := fs.String("max-item-size", "1MiB", "largest item accepted (memcached's -I)")
 	usageEvery := fs.Duration("usage-interval", 10*time.Second, "how often to report the remote tier's working set to the control plane (telemetry; 0: never)")
@@ -47,6 +47,20 @@ func runCache(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	var mapped bool
+	switch *remoteTier {
+	case "tcp":
+	case "mapped":
+		mapped = true
+		if *remote == "" {
+			return errors.New("--remote-tier mapped needs --remote-memory")
+		}
+		if *host == "" {
+			return errors.New("--remote-tier mapped needs --host, the topology host this cache runs on")
+		}
+	default:
+		return fmt.Errorf("--remote-tier %q: want tcp or mapped", *remoteTier)
 	}
 	localBytes, err := units.ParsePositive(*local)
 	if err != nil {
@@ -98,15 +112,15 @@ func runCache(args []string) error {
 		if err != nil {
 			return err
 		}
-		tier, err = memlease.New(memlease.Options{Control: ac, Request: api.LeaseRequest{Size: remoteBytes, Host: *host, TTL: *ttl},
-			Attach: func(mc *memory.Client, n uint64) {
+		tier, err = memlease.New(memlease.Options{Control: ac, Request: api.LeaseRequest{Size: remoteBytes, Host: *host, TTL: *ttl, Mapped: mapped},
+			Attach: func(mc memlease.Region, n uint64) {
 				if mc == nil {
-					c.SetRemote(nil, 0) // a nil *memory.Client is not a nil Remote
+					c.SetRemote(nil, 0) // a nil Region in a Remote is not a nil Remote
 					return
 				}
 				c.SetRemote(mc, n)
 			},
-			Move: func(mc *memory.Client, n uint64) {
+			Move: func(mc memlease.Region, n uint64) {
 				moved, lost, err := c.MoveRemote(mc, n)
 				if err != nil {
 					log.Warn("cache: remote tier not moved; it stays where it was", "err", err)
@@ -136,7 +150,7 @@ func runCache(args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("cache serving", "addr", l.Addr().String(), "local", localBytes, "remote", remoteBytes)
+	log.Info("cache serving", "addr", l.Addr().String(), "local", localBytes, "remote", remoteBytes, "remote_tier", *remoteTier)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Serve(l) }()
 	select {

@@ -31,6 +31,38 @@ type Control interface {
 	ReleaseLease(ctx context.Context, id string) error
 }
 
+// Region is a connected lease region: a TCP connection to the memnode
+// (*memory.Client) or, for a mapped lease, the region mapped into this
+// process (*memory.Mapping). Both implement the cache's Remote.
+type Region interface {
+	Read(ctx context.Context, off uint64, p []byte) error
+	Write(ctx context.Context, off uint64, bufs ...[]byte) error
+	Stat(ctx context.Context) (memory.RegionStat, error)
+	Renew(ctx context.Context, token string) error
+	Close() error
+}
+
+// Connect reaches a lease's region: it maps it when the request asked for
+// mapped memory (the grant must name the node's socket), and dials the
+// memnode over TCP otherwise.
+func Connect(ctx context.Context, l *api.MemoryLease, mapped bool) (Region, error) {
+	if !mapped {
+		mc, err := memory.Dial(ctx, l.Endpoint, l.Token)
+		if err != nil {
+			return nil, fmt.Errorf("connect to memory node %s at %s: %w", l.MemoryNode, l.Endpoint, err)
+		}
+		return mc, nil
+	}
+	if l.MapSocket == "" {
+		return nil, fmt.Errorf("lease %s on memory node %s cannot be mapped from host %q", l.ID, l.MemoryNode, l.Host)
+	}
+	m, err := memory.Map(ctx, l.MapSocket, l.Token)
+	if err != nil {
+		return nil, fmt.Errorf("map lease %s of memory node %s: %w", l.ID, l.MemoryNode, err)
+	}
+	return m, nil
+}
+
 // RenewMargin is how long before its expiry a lease that cannot be renewed
 // is given up for a new one.
 const RenewMargin = 5 * time.Second
@@ -40,22 +72,23 @@ type Options struct {
 	Control Control
 	// Request is the lease to keep; its TTL (at least 3 s) paces renewals.
 	Request api.LeaseRequest
-	// Attach receives each new region's connection and size, and (nil, 0)
-	// when the region is lost and none could be leased again. The Keeper
-	// closes a connection once it has handed over its successor.
-	Attach func(c *memory.Client, size uint64)
+	// Attach receives each new region and its size, and (nil, 0) when the
+	// region is lost and none could be leased again. The Keeper closes a
+	// region once it has handed over its successor.
+	Attach func(r Region, size uint64)
 	// Move receives the region of a resized lease (Resize) and returns once
 	// its user has moved onto it; the old region is released after. Nil
 	// means Attach.
-	Move func(c *memory.Client, size uint64)
+	Move func(r Region, size uint64)
 	// Clock paces checks and renewals (default the wall clock).
 	Clock clock.Clock
 	// Check is how often the memnode is checked (default 2 s).
 	Check time.Duration
 	// Logger receives losses, renewals and re-leases (default: discard).
 	Logger *slog.Logger
-	// Dial connects to a memnode (default memory.Dial).
-	Dial func(ctx context.Context, endpoint, token string) (*memory.Client, error)
+	// Connect reaches a granted lease's region (default: the package's
+	// Connect, mapping when Request.Mapped).
+	Connect func(ctx context.Context, l *api.MemoryLease) (Region, error)
 }
 
 // Keeper keeps one lease; its methods are safe for concurrent use.
@@ -65,7 +98,7 @@ type Keeper struct {
 
 	mu     sync.Mutex
 	lease  *api.MemoryLease
-	client *memory.Client
+	client Region
 	leases int // how many leases it has taken
 }
 
@@ -83,8 +116,9 @@ func New(o Options) (*Keeper, error) {
 	if o.Check <= 0 {
 		o.Check = 2 * time.Second
 	}
-	if o.Dial == nil {
-		o.Dial = memory.Dial
+	if o.Connect == nil {
+		mapped := o.Request.Mapped
+		o.Connect = func(ctx context.Context, l *api.MemoryLease) (Region, error) { return Connect(ctx, l, mapped) }
 	}
 	log := o.Logger
 	if log == nil {
@@ -123,10 +157,10 @@ func (k *Keeper) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mc, err := k.o.Dial(lctx, l.Endpoint, l.Token)
+	mc, err := k.o.Connect(lctx, l)
 	if err != nil {
 		_ = k.o.Control.ReleaseLease(context.WithoutCancel(ctx), l.ID)
-		return fmt.Errorf("connect to memory node %s at %s: %w", l.MemoryNode, l.Endpoint, err)
+		return err
 	}
 	k.mu.Lock()
 	old := k.client
@@ -241,10 +275,10 @@ func (k *Keeper) Resize(ctx context.Context, size uint64) error {
 	if err != nil {
 		return err
 	}
-	mc, err := k.o.Dial(lctx, l.Endpoint, l.Token)
+	mc, err := k.o.Connect(lctx, l)
 	if err != nil {
 		_ = k.o.Control.ReleaseLease(context.WithoutCancel(ctx), l.ID)
-		return fmt.Errorf("connect to memory node %s at %s: %w", l.MemoryNode, l.Endpoint, err)
+		return err
 	}
 	if k.o.Move != nil {
 		k.o.Move(mc, l.CapacityBytes)

@@ -114,19 +114,19 @@ func (p *plane) heartbeat() {
 // attached records what the keeper hands its user.
 type attached struct {
 	mu     sync.Mutex
-	client *memory.Client
+	client memlease.Region
 	size   uint64
 	calls  int
 }
 
-func (a *attached) attach(c *memory.Client, n uint64) {
+func (a *attached) attach(c memlease.Region, n uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.client, a.size = c, n
 	a.calls++
 }
 
-func (a *attached) get() (*memory.Client, uint64, int) {
+func (a *attached) get() (memlease.Region, uint64, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.client, a.size, a.calls
@@ -267,7 +267,7 @@ func TestKeeperOutlastsAControlPlaneOutage(t *testing.T) {
 func TestKeeperOptions(t *testing.T) {
 	for _, o := range []memlease.Options{
 		{},
-		{Control: &api.Client{}, Attach: func(*memory.Client, uint64) {}, Request: api.LeaseRequest{TTL: time.Second}},
+		{Control: &api.Client{}, Attach: func(memlease.Region, uint64) {}, Request: api.LeaseRequest{TTL: time.Second}},
 	} {
 		if _, err := memlease.New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)

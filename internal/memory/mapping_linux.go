@@ -319,6 +319,37 @@ func (m *Mapping) Renew(ctx context.Context, token string) error {
 	return nil
 }
 
+// Stat asks the node about the region over the mapping's socket: it fails
+// when the node is gone or the lease was revoked or expired there.
+func (m *Mapping) Stat(ctx context.Context) (RegionStat, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return RegionStat{}, ErrClosed
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		m.conn.SetDeadline(dl)
+		defer m.conn.SetDeadline(time.Time{})
+	}
+	if err := sendFrame(m.conn, opStat, 4, nil); err != nil {
+		return RegionStat{}, fmt.Errorf("stat: %w: %w", ErrClosed, err)
+	}
+	p, err := readReply(m.conn, 4, statRespLen, nil)
+	if err != nil {
+		return RegionStat{}, fmt.Errorf("stat: %w", err)
+	}
+	st := RegionStat{
+		Size:   binary.BigEndian.Uint64(p),
+		Head:   binary.BigEndian.Uint64(p[8:]),
+		Expiry: time.Unix(0, int64(binary.BigEndian.Uint64(p[16:]))),
+		Epoch:  binary.BigEndian.Uint64(p[24:]),
+	}
+	if st.Epoch != m.epoch {
+		return st, ErrNodeRestarted
+	}
+	return st, nil
+}
+
 // Close unmaps the region and closes the socket; it waits for Reads and
 // Writes in progress, but Bytes must no longer be in use. The lease itself
 // is released through the control plane. Close is idempotent.
