@@ -54,9 +54,17 @@ import (
 // Systems under test.
 const (
 	sysRackpool  = "rackpool"
+	sysMapped    = "rackpool-mapped" // the remote tier on a mapped lease
 	sysMemcached = "memcached"
 	sysExtstore  = "extstore"
 )
+
+// mapHost is the topology host the mapped tier's lease is for: the bench's
+// memnode maps leases for it (the cache runs on the node's machine).
+const mapHost = "host1"
+
+// isRackpool reports whether sys is a rackpool cache (either remote tier).
+func isRackpool(sys string) bool { return sys == sysRackpool || sys == sysMapped }
 
 type config struct {
 	Bin         string   `json:"bin"`
@@ -186,7 +194,7 @@ func main() {
 	for _, s := range strings.Split(systems, ",") {
 		s = strings.TrimSpace(s)
 		switch s {
-		case sysRackpool, sysMemcached, sysExtstore:
+		case sysRackpool, sysMapped, sysMemcached, sysExtstore:
 			cfg.Systems = append(cfg.Systems, s)
 		default:
 			fatal(fmt.Errorf("-systems: unknown system %q", s))
@@ -343,6 +351,7 @@ type Report struct {
 type controlPlane struct {
 	url, password string
 	ca            string // the service's own CA, which serve creates in its data directory
+	mapSocket     string // the memnode's socket for mapped leases
 	serve, node   *proc
 }
 
@@ -382,7 +391,7 @@ func run(cfg *config) error {
 
 	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		Command: strings.Join(append([]string{"bench/cache"}, os.Args[1:]...), " "), Config: cfg}
-	useRP := slices.Contains(cfg.Systems, sysRackpool)
+	useRP := slices.ContainsFunc(cfg.Systems, isRackpool)
 	if slices.Contains(cfg.Systems, sysMemcached) || slices.Contains(cfg.Systems, sysExtstore) {
 		out, err := exec.Command(cfg.Memcached, "-V").Output()
 		if err != nil {
@@ -490,8 +499,10 @@ func startControlPlane(cfg *config, td, logDir string, capacity int64) (*control
 	}
 	capMiB := (capacity + 1<<20 - 1) >> 20
 	progress("starting rackpool memnode on 127.0.0.1:%d (%d MiB)", nport, capMiB)
+	cp.mapSocket = filepath.Join(td, "memnode.sock")
 	cp.node, err = startProc("rackpool memnode", filepath.Join(logDir, "memnode.log"), cp.env(),
-		cfg.Bin, "memnode", "--addr", fmt.Sprintf("127.0.0.1:%d", nport), "--capacity", fmt.Sprintf("%dMiB", capMiB))
+		cfg.Bin, "memnode", "--addr", fmt.Sprintf("127.0.0.1:%d", nport), "--capacity", fmt.Sprintf("%dMiB", capMiB),
+		"--map-socket", cp.mapSocket, "--map-hosts", mapHost)
 	if err != nil {
 		return nil, err
 	}
@@ -607,11 +618,34 @@ func measureRTT(cfg *config, rep *Report, cp *controlPlane, logDir string) error
 	got := make([]byte, 4096)
 	names = append(names, "remote 4 KiB read (memory.Client.Read via memnode)")
 	fs = append(fs, func() error { return mc.Read(ctx, 0, got) })
+	// The same read from a mapped lease: a copy out of the mapping.
+	lctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	ml, err := ac.GetMemory(lctx, api.LeaseRequest{Size: 1 << 20, Host: mapHost, Mapped: true})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("lease 1 MiB of mapped memory: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = ac.ReleaseLease(rctx, ml.ID)
+	}()
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	mm, err := memory.Map(mctx, ml.MapSocket, ml.Token)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("map lease %s: %w", ml.ID, err)
+	}
+	defer mm.Close()
+	copy(mm.Bytes(), buf)
+	gotMapped := make([]byte, 4096)
+	names = append(names, "mapped 4 KiB read (memory.Mapping.Read: a copy)")
+	fs = append(fs, func() error { return mm.Read(ctx, 0, gotMapped) })
 	ratios, err := measurePlacements(cfg, rep, pids, names, fs)
 	if err != nil {
 		return err
 	}
-	if string(got) != string(buf) {
+	if string(got) != string(buf) || string(gotMapped) != string(buf) {
 		return errors.New("remote read returned other bytes than were written")
 	}
 	rep.RemoteReadRatio = ratios
@@ -653,7 +687,7 @@ func measurePlacements(cfg *config, rep *Report, pids []int, names []string, fs 
 			rtts[i].Placement = pl
 		}
 		rep.RTT = append(rep.RTT, rtts...)
-		if len(rtts) == 3 {
+		if len(rtts) >= 3 {
 			ratios = append(ratios, RemoteRatio{Placement: pl,
 				OverRaw: rtts[2].MedianUs / rtts[0].MedianUs, OverEcho: rtts[2].MedianUs / rtts[1].MedianUs})
 		}
@@ -782,7 +816,7 @@ func startServer(cfg *config, cp *controlPlane, td, logDir, sys string, size, fr
 	logPath := filepath.Join(logDir, fmt.Sprintf("%s-%d-%d.log", sys, size, frac))
 	var p *proc
 	switch sys {
-	case sysRackpool:
+	case sysRackpool, sysMapped:
 		args := []string{"cache", "--addr", s.addr, "--local-memory", fmt.Sprintf("%dMiB", s.localBytes>>20), "--max-item-size", "2MiB"}
 		if frac < 100 {
 			// Twice the data set, as extstore's file, and room for many
@@ -790,6 +824,9 @@ func startServer(cfg *config, cp *controlPlane, td, logDir, sys string, size, fr
 			s.remoteBytes = max(2*data, 64*int64(size), 32<<20)
 			s.remoteBytes = (s.remoteBytes + 1<<20 - 1) >> 20 << 20
 			args = append(args, "--remote-memory", fmt.Sprintf("%dMiB", s.remoteBytes>>20), "--control", cp.url)
+			if sys == sysMapped {
+				args = append(args, "--remote-tier", "mapped", "--host", mapHost)
+			}
 		}
 		if cfg.Profile {
 			self, xerr := os.Executable()
@@ -803,6 +840,9 @@ func startServer(cfg *config, cp *controlPlane, td, logDir, sys string, size, fr
 				"-cpuprofile", profilePrefix(cfg, size, frac)}
 			if frac < 100 {
 				pargs = append(pargs, "-remote", strconv.FormatInt(s.remoteBytes, 10), "-control", cp.url)
+				if sys == sysMapped {
+					pargs = append(pargs, "-mapped", "-host", mapHost)
+				}
 			}
 			p, err = startProc("rackpool cache (profiled)", logPath, cp.env(), self, pargs...)
 		} else {
@@ -873,7 +913,7 @@ func runConfig(cfg *config, cp *controlPlane, td, logDir string, vals *values, s
 	progress("  preloaded in %.1f s: %d keys missing after %d repair pass(es), %d refused sets", base.PreloadSec, missing, passes, perrs)
 	time.Sleep(300 * time.Millisecond) // let background flushers (extstore) settle
 	var rs []Result
-	profiled := cfg.Profile && sys == sysRackpool
+	profiled := cfg.Profile && isRackpool(sys)
 	for n, t := range cfg.Threads {
 		r := base
 		r.Threads = t
@@ -885,7 +925,7 @@ func runConfig(cfg *config, cp *controlPlane, td, logDir string, vals *values, s
 		for _, p := range srv.procs {
 			pids = append(pids, p.cmd.Process.Pid)
 		}
-		if sys == sysRackpool && frac < 100 && cp != nil {
+		if isRackpool(sys) && frac < 100 && cp != nil {
 			pids = append(pids, cp.node.cmd.Process.Pid)
 		}
 		srvCPU0, cli0 := procsCPU(pids), selfCPU()

@@ -88,6 +88,49 @@ func evaluateGoals(cfg *config, rep *Report) []Goal {
 		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 75%% local, %s, %d threads ≤ 5%% and below extstore's", units.FormatBytes(int64(small)), tputT),
 			P0: "~0%", Measured: m, Verdict: verdict(good)})
 	}
+	// The remote tier on mapped memory (issue 17): the same goal, and
+	// below extstore at every fraction and size measured.
+	if rp := find(rs, sysMapped, small, 75, tputT); rp != nil && rp.TputPenalty != nil {
+		m := "rackpool-mapped " + pct(*rp.TputPenalty)
+		good := *rp.TputPenalty <= 0.05
+		if ex := find(rs, sysExtstore, small, 75, tputT); ex != nil && ex.TputPenalty != nil {
+			m += ", extstore " + pct(*ex.TputPenalty)
+			good = good && *rp.TputPenalty < *ex.TputPenalty
+		}
+		if tcp := find(rs, sysRackpool, small, 75, tputT); tcp != nil && tcp.TputPenalty != nil {
+			m += ", rackpool over TCP " + pct(*tcp.TputPenalty)
+		}
+		m += fmt.Sprintf(" (hits %.2f%%)", 100*rp.HitRatio)
+		gs = append(gs, Goal{Goal: fmt.Sprintf("mapped remote tier: throughput penalty at 75%% local, %s, %d threads ≤ 5%% and below extstore's", units.FormatBytes(int64(small)), tputT),
+			P0: "~0%", Measured: m, Verdict: verdict(good)})
+	}
+	{
+		var worse []string
+		compared := 0
+		for _, size := range cfg.Sizes {
+			for _, frac := range cfg.Fractions {
+				if frac == 100 {
+					continue
+				}
+				mp, ex := find(rs, sysMapped, size, frac, tputT), find(rs, sysExtstore, size, frac, tputT)
+				if mp == nil || ex == nil || mp.TputPenalty == nil || ex.TputPenalty == nil {
+					continue
+				}
+				compared++
+				if *mp.TputPenalty >= *ex.TputPenalty {
+					worse = append(worse, fmt.Sprintf("%s %d%%: %s vs %s", units.FormatBytes(int64(size)), frac, pct(*mp.TputPenalty), pct(*ex.TputPenalty)))
+				}
+			}
+		}
+		if compared > 0 {
+			m := fmt.Sprintf("below extstore in %d of %d", compared-len(worse), compared)
+			if len(worse) > 0 {
+				m += "; not below: " + strings.Join(worse, ", ")
+			}
+			gs = append(gs, Goal{Goal: fmt.Sprintf("mapped remote tier: throughput penalty below extstore's at every size and local fraction (%d threads)", tputT),
+				P0: "", Measured: m, Verdict: verdict(len(worse) == 0)})
+		}
+	}
 	// 25% local, smallest size.
 	if rp := find(rs, sysRackpool, small, 25, tputT); rp != nil && rp.TputPenalty != nil {
 		gs = append(gs, Goal{Goal: fmt.Sprintf("throughput penalty at 25%% local, %s, %d threads (P0: 2%%)", units.FormatBytes(int64(small)), tputT),
@@ -114,7 +157,7 @@ func evaluateGoals(cfg *config, rep *Report) []Goal {
 	// Nothing lost: rackpool's hit ratio everywhere.
 	minHit, n := 1.0, 0
 	for _, r := range rs {
-		if r.System == sysRackpool && r.Error == "" && r.Hits+r.Misses > 0 {
+		if isRackpool(r.System) && r.Error == "" && r.Hits+r.Misses > 0 {
 			minHit = min(minHit, r.HitRatio)
 			n++
 		}
@@ -390,7 +433,7 @@ func penaltyPanel(cfg *config, rep *Report, fracs []int, title string, threads i
 			for _, size := range cfg.Sizes {
 				if v, ok := value(sys, size, f); ok {
 					lo, hi = min(lo, max(v, -1)), max(hi, min(v, 2))
-					if sys == sysRackpool {
+					if isRackpool(sys) {
 						rpHi, hasRP = max(rpHi, v), true
 					}
 				}
@@ -472,6 +515,8 @@ func systemColour(sys string) color.Color {
 	switch sys {
 	case sysRackpool:
 		return chart.Colour(0)
+	case sysMapped:
+		return chart.Colour(2)
 	case sysExtstore:
 		return chart.Colour(1)
 	}
