@@ -1,0 +1,602 @@
+//go:build linux && (amd64 || arm64 || riscv64 || loong64)
+
+package pager
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"rackpool/internal/memory"
+)
+
+// Descriptors the helper inherits (os/exec ExtraFiles start at 3).
+const (
+	helperUffdFD  = 3
+	helperMemFD   = 4
+	helperCtlFD   = 5
+	maxFaultBatch = 64 // fault messages read at once
+	maxWriteRun   = 64 // pages per writeback request
+	maxWriters    = 16 // writeback requests in flight
+)
+
+// Page flags.
+const (
+	fResident = 1 << iota // installed in the region
+	fDirty                // written since it was installed
+	fRef                  // CLOCK reference bit
+	fInPool               // the memnode holds the page's contents
+	fVictim               // chosen for eviction in the current round
+)
+
+// helper serves one pager's faults. Only the fault goroutine touches the
+// page state; the control goroutine reads the counters.
+type helper struct {
+	cfg      helperConfig
+	ps       int // page size
+	pages    int
+	prefetch int
+	ctl      *net.UnixConn
+	mc       *memory.Client
+
+	state   []uint8
+	frames  []int32 // page held by each frame of the local budget, -1 if none
+	frameOf []int32 // frame of each resident page
+	free    []int32 // free frames
+	hand    int     // CLOCK hand over frames
+	failed  bool
+
+	zero  []byte
+	wbuf  []byte // writeback staging, maxWriters*maxWriteRun pages
+	bufs  [][]byte
+	msgs  []byte
+	stats helperStats
+}
+
+type helperStats struct {
+	faults, writeFaults, fetches, fetched, zeroFills, prefetched atomic.Uint64
+	evictions, writebacks, written, resident, inFlight           atomic.Uint64
+	latency                                                      [LatencyBuckets]atomic.Uint64
+}
+
+// RunHelper serves the faults of the pager that started this process (see
+// IsHelper) until that pager closes, and returns the process's exit
+// status. The helper is a separate process so that serving a fault never
+// waits on the faulting program's Go runtime (see the package
+// documentation).
+func RunHelper() int {
+	f := os.NewFile(helperCtlFD, "pager-control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pager helper: control socket:", err)
+		return 2
+	}
+	ctl := c.(*net.UnixConn)
+	buf := make([]byte, 64<<10)
+	n, err := ctl.Read(buf)
+	if err != nil || n < 1 || buf[0] != msgConfig {
+		fmt.Fprintln(os.Stderr, "pager helper: no configuration:", err)
+		return 2
+	}
+	var cfg helperConfig
+	if err := json.Unmarshal(buf[1:n], &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "pager helper: configuration:", err)
+		return 2
+	}
+	h := newHelper(cfg, ctl)
+	if err := h.connect(); err != nil {
+		ctl.Write(encodeError(err))
+		return 1
+	}
+	if _, err := ctl.Write([]byte{msgReady}); err != nil {
+		return 1
+	}
+	go h.control()
+	h.serve()
+	return 1
+}
+
+func newHelper(cfg helperConfig, ctl *net.UnixConn) *helper {
+	ps := os.Getpagesize()
+	h := &helper{cfg: cfg, ps: ps, pages: int(cfg.Size / int64(ps)), ctl: ctl}
+	nframes := int(cfg.Local / int64(ps))
+	h.prefetch = min(cfg.Prefetch, nframes)
+	for h.prefetch&(h.prefetch-1) != 0 { // keep a power of two
+		h.prefetch &= h.prefetch - 1
+	}
+	h.state = make([]uint8, h.pages)
+	h.frameOf = make([]int32, h.pages)
+	h.frames = make([]int32, nframes)
+	h.free = make([]int32, nframes)
+	for i := range h.frames {
+		h.frames[i] = -1
+		h.free[i] = int32(nframes - 1 - i)
+	}
+	h.zero = make([]byte, h.prefetch*ps)
+	h.wbuf = make([]byte, maxWriters*maxWriteRun*ps)
+	h.msgs = make([]byte, maxFaultBatch*uffdMsgSize)
+	return h
+}
+
+// connect dials the memnode and checks the lease: large enough, and
+// writable (an empty WRITE needs the write right and changes nothing).
+func (h *helper) connect() error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+	defer cancel()
+	mc, err := memory.Dial(ctx, h.cfg.Endpoint, h.cfg.Token)
+	if err != nil {
+		return err
+	}
+	st, err := mc.Stat(ctx)
+	if err != nil {
+		mc.Close()
+		return fmt.Errorf("stat the lease: %w", err)
+	}
+	if need := h.cfg.Offset + uint64(h.cfg.Size); st.Size < need {
+		mc.Close()
+		return fmt.Errorf("%w: the token's lease holds %d bytes, the region needs %d", errLeaseTooSmall, st.Size, need)
+	}
+	if err := mc.Write(ctx, h.cfg.Offset); err != nil {
+		mc.Close()
+		return fmt.Errorf("check write rights: %w", err)
+	}
+	h.mc = mc
+	return nil
+}
+
+// control answers the parent's requests; the parent closing the socket
+// or asking it to quit ends the process.
+func (h *helper) control() {
+	buf := make([]byte, 64)
+	for {
+		n, err := h.ctl.Read(buf)
+		if err != nil || n == 0 || buf[0] == msgQuit {
+			os.Exit(0)
+		}
+		if buf[0] == msgStats {
+			h.ctl.Write(encodeStats(h.snapshot()))
+		}
+	}
+}
+
+func (h *helper) snapshot() Stats {
+	s := &h.stats
+	out := Stats{Faults: s.faults.Load(), WriteFaults: s.writeFaults.Load(), Fetches: s.fetches.Load(),
+		Fetched: s.fetched.Load(), ZeroFills: s.zeroFills.Load(), Prefetched: s.prefetched.Load(),
+		Evictions: s.evictions.Load(), Writebacks: s.writebacks.Load(), Written: s.written.Load(),
+		Resident: s.resident.Load(), Budget: uint64(len(h.frames)), InFlight: s.inFlight.Load()}
+	for i := range out.Latency {
+		out.Latency[i] = s.latency[i].Load()
+	}
+	return out
+}
+
+// fail reports err to the parent, then makes the region dead: the memory
+// file is truncated, so that every access raises SIGBUS, and every waiting
+// thread is woken to take it. The error goes first so that the parent has
+// it when its accesses fault.
+func (h *helper) fail(err error) {
+	if h.failed {
+		return
+	}
+	h.failed = true
+	h.ctl.Write(encodeError(err))
+	unix.Ftruncate(helperMemFD, 0)
+	h.wakeAll()
+}
+
+func (h *helper) wakeAll() {
+	uffdRange(helperUffdFD, ioctlWake, uintptr(h.cfg.Base), uintptr(h.cfg.Size))
+}
+
+func (h *helper) addr(page int) uintptr { return uintptr(h.cfg.Base) + uintptr(page*h.ps) }
+
+type fault struct {
+	page  int
+	write bool
+}
+
+// serve reads fault messages and serves them, a batch at a time, until
+// the userfaultfd fails.
+func (h *helper) serve() {
+	var missing []fault
+	for {
+		n, err := unix.Read(helperUffdFD, h.msgs)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if err != nil || n%uffdMsgSize != 0 {
+			if err == nil {
+				err = errShortMsg
+			}
+			h.fail(fmt.Errorf("read userfaultfd: %w", err))
+			select {} // the parent ends the process
+		}
+		start := time.Now()
+		missing = missing[:0]
+		for m := h.msgs[:n]; len(m) >= uffdMsgSize; m = m[uffdMsgSize:] {
+			if m[0] != uffdEventPagefault {
+				continue
+			}
+			flags := binary.NativeEndian.Uint64(m[8:])
+			addr := uintptr(binary.NativeEndian.Uint64(m[16:]))
+			if addr < uintptr(h.cfg.Base) || addr-uintptr(h.cfg.Base) >= uintptr(h.cfg.Size) {
+				continue
+			}
+			page := int(addr-uintptr(h.cfg.Base)) / h.ps
+			switch {
+			case h.failed:
+				uffdRange(helperUffdFD, ioctlWake, h.addr(page), uintptr(h.ps))
+			case flags&uffdPagefaultFlagWP != 0:
+				h.writeFault(page)
+			default:
+				missing = append(missing, fault{page, flags&uffdPagefaultFlagWrite != 0})
+			}
+		}
+		if len(missing) > 0 && !h.failed {
+			h.serveMissing(missing, start)
+		}
+	}
+}
+
+// writeFault serves the first write to a write-protected page: the page
+// becomes dirty and writable. A page no longer resident (evicted while the
+// write waited) is only unprotected, so that the write faults it in again.
+func (h *helper) writeFault(page int) {
+	if h.state[page]&fResident != 0 {
+		h.state[page] |= fDirty | fRef
+		h.stats.writeFaults.Add(1)
+	}
+	if err := uffdProtect(helperUffdFD, h.addr(page), uintptr(h.ps), false); err != nil {
+		uffdRange(helperUffdFD, ioctlWake, h.addr(page), uintptr(h.ps))
+	}
+}
+
+// group is one aligned prefetch group being brought in.
+type group struct {
+	lo, hi int // pages [lo, hi) of the group not resident, bounding the transfer
+	buf    []byte
+	fetch  bool // some page in [lo, hi) is in the pool
+	err    error
+}
+
+// serveMissing brings in the groups of the faulting pages, evicting as
+// many pages as they need first.
+func (h *helper) serveMissing(faults []fault, start time.Time) {
+	h.stats.inFlight.Add(uint64(len(faults)))
+	defer h.stats.inFlight.Add(-uint64(len(faults)))
+	slices.SortFunc(faults, func(a, b fault) int { return a.page - b.page })
+	for len(faults) > 0 && !h.failed {
+		// A chunk: consecutive groups whose missing pages fit in the budget.
+		var chunk []group
+		need, i := 0, 0
+		for i < len(faults) {
+			g0 := faults[i].page / h.prefetch * h.prefetch
+			j := i
+			for j < len(faults) && faults[j].page/h.prefetch*h.prefetch == g0 {
+				j++
+			}
+			g := h.span(g0)
+			n := h.countMissing(g.lo, g.hi)
+			if len(chunk) > 0 && need+n > len(h.frames) {
+				break
+			}
+			if n > 0 {
+				chunk = append(chunk, g)
+				need += n
+			}
+			i = j
+		}
+		if err := h.ensureFree(need); err != nil {
+			h.fail(err)
+			return
+		}
+		h.fetch(chunk)
+		for _, g := range chunk {
+			if g.err != nil {
+				h.fail(fmt.Errorf("fetch pages %d-%d: %w", g.lo, g.hi-1, g.err))
+				return
+			}
+		}
+		for _, g := range chunk {
+			h.install(g, faults[:i])
+		}
+		// Faults on pages another fault's group already brought in, or
+		// resident since: wake their threads (the install woke most).
+		for _, f := range faults[:i] {
+			h.stats.faults.Add(1)
+			h.stats.latency[latencyBucket(time.Since(start))].Add(1)
+			if h.state[f.page]&fResident != 0 {
+				continue
+			}
+			uffdRange(helperUffdFD, ioctlWake, h.addr(f.page), uintptr(h.ps))
+		}
+		faults = faults[i:]
+	}
+}
+
+// span returns the group starting at page g0, narrowed to its first and
+// last missing page.
+func (h *helper) span(g0 int) group {
+	end := min(g0+h.prefetch, h.pages)
+	lo, hi := end, g0
+	for p := g0; p < end; p++ {
+		if h.state[p]&fResident == 0 {
+			lo, hi = min(lo, p), p+1
+		}
+	}
+	if lo >= hi {
+		return group{lo: g0, hi: g0}
+	}
+	return group{lo: lo, hi: hi}
+}
+
+func (h *helper) countMissing(lo, hi int) int {
+	n := 0
+	for p := lo; p < hi; p++ {
+		if h.state[p]&fResident == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// fetch reads the chunk's groups from the memnode, concurrently (the
+// client pipelines them on its one connection). A group none of whose
+// pages were ever written back is not read: it is zeros.
+func (h *helper) fetch(chunk []group) {
+	var wg sync.WaitGroup
+	for k := range chunk {
+		g := &chunk[k]
+		for p := g.lo; p < g.hi; p++ {
+			if h.state[p]&(fInPool|fResident) == fInPool {
+				g.fetch = true
+				break
+			}
+		}
+		if !g.fetch {
+			continue
+		}
+		if len(h.bufs) <= k {
+			h.bufs = append(h.bufs, make([]byte, h.prefetch*h.ps))
+		}
+		g.buf = h.bufs[k][:(g.hi-g.lo)*h.ps]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+			defer cancel()
+			g.err = h.mc.Read(ctx, h.cfg.Offset+uint64(g.lo*h.ps), g.buf)
+		}()
+	}
+	wg.Wait()
+	for k := range chunk {
+		g := &chunk[k]
+		if !g.fetch {
+			continue
+		}
+		h.stats.fetches.Add(1)
+		h.stats.fetched.Add(uint64(len(g.buf)))
+		// Pages never written back are zeros whatever the lease holds.
+		for p := g.lo; p < g.hi; p++ {
+			if h.state[p]&fInPool == 0 {
+				clear(g.buf[(p-g.lo)*h.ps : (p-g.lo+1)*h.ps])
+			}
+		}
+	}
+}
+
+// install maps the group's missing pages: runs of pages write-protected
+// (clean; their first write is a write-protect fault), except a page whose
+// fault was a write, which goes in writable and dirty.
+func (h *helper) install(g group, faults []fault) {
+	isWrite := func(p int) bool {
+		i, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
+		for ok && i < len(faults) && faults[i].page == p {
+			if faults[i].write {
+				return true
+			}
+			i++
+		}
+		return false
+	}
+	isFault := func(p int) bool {
+		_, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
+		return ok
+	}
+	for p := g.lo; p < g.hi; {
+		if h.state[p]&fResident != 0 {
+			p++
+			continue
+		}
+		q := p + 1
+		w := isWrite(p)
+		if !w {
+			for q < g.hi && h.state[q]&fResident == 0 && !isWrite(q) {
+				q++
+			}
+		}
+		src := h.zero[:(q-p)*h.ps]
+		if g.fetch {
+			src = g.buf[(p-g.lo)*h.ps : (q-g.lo)*h.ps]
+		} else {
+			h.stats.zeroFills.Add(uint64(q - p))
+		}
+		if !h.copyRun(p, q, src, !w) {
+			return
+		}
+		for r := p; r < q; r++ {
+			if h.state[r]&fResident != 0 && !isFault(r) {
+				h.stats.prefetched.Add(1)
+			}
+		}
+		p = q
+	}
+}
+
+// copyRun installs pages [p, q) from src. It returns false if it failed
+// the pager. A page found already mapped (EEXIST) is taken as resident
+// and dirty; a transient EAGAIN is retried a few times, then the pages are
+// left for their threads to fault again.
+func (h *helper) copyRun(p, q int, src []byte, wp bool) bool {
+	for tries := 0; p < q; {
+		n, err := uffdCopy(helperUffdFD, h.addr(p), src, wp)
+		done := n / h.ps
+		for r := p; r < p+done; r++ {
+			h.take(r, !wp)
+		}
+		p, src = p+done, src[done*h.ps:]
+		switch {
+		case err == nil && p >= q:
+			return true
+		case err == nil:
+			continue
+		case errors.Is(err, unix.EEXIST):
+			h.take(p, true)
+			uffdRange(helperUffdFD, ioctlWake, h.addr(p), uintptr(h.ps))
+			p, src = p+1, src[h.ps:]
+		case errors.Is(err, unix.EAGAIN) && tries < 8:
+			tries++
+		case errors.Is(err, unix.EAGAIN):
+			uffdRange(helperUffdFD, ioctlWake, h.addr(p), uintptr((q-p)*h.ps))
+			return true
+		default:
+			h.fail(fmt.Errorf("install pages %d-%d: %w", p, q-1, err))
+			return false
+		}
+	}
+	return true
+}
+
+// take records page p as resident in a free frame.
+func (h *helper) take(p int, dirty bool) {
+	h.state[p] |= fResident | fRef
+	if dirty {
+		h.state[p] |= fDirty
+	}
+	f := h.free[len(h.free)-1]
+	h.free = h.free[:len(h.free)-1]
+	h.frames[f] = int32(p)
+	h.frameOf[p] = f
+	h.stats.resident.Add(1)
+}
+
+// ensureFree evicts pages until need frames are free.
+func (h *helper) ensureFree(need int) error {
+	n := need - len(h.free)
+	if n <= 0 {
+		return nil
+	}
+	return h.evict(h.victims(n))
+}
+
+// victims picks n resident pages by CLOCK over the frames: a page whose
+// reference bit is set (it was installed or first written since the hand
+// last passed) has the bit cleared and is passed over once.
+func (h *helper) victims(n int) []int {
+	var v []int
+	for steps := 0; len(v) < n && steps < 3*len(h.frames); steps++ {
+		f := h.hand
+		h.hand = (h.hand + 1) % len(h.frames)
+		p := h.frames[f]
+		if p < 0 || h.state[p]&fVictim != 0 {
+			continue
+		}
+		if h.state[p]&fRef != 0 {
+			h.state[p] &^= fRef
+			continue
+		}
+		h.state[p] |= fVictim
+		v = append(v, int(p))
+	}
+	slices.Sort(v)
+	return v
+}
+
+// evict drops the victim pages (sorted). Dirty ones are write-protected
+// first, so that a write racing with the eviction waits instead of being
+// lost, then read from the memory file and written to the memnode in runs
+// of adjacent pages, concurrently; then every victim's page is punched out
+// of the memory file, which unmaps it from the region, and threads that
+// waited on it are woken to fault it in again.
+func (h *helper) evict(victims []int) error {
+	type run struct{ lo, hi int }
+	var dirty []run
+	for _, p := range victims {
+		if h.state[p]&fDirty == 0 {
+			continue
+		}
+		if n := len(dirty); n > 0 && dirty[n-1].hi == p && p-dirty[n-1].lo < maxWriteRun {
+			dirty[n-1].hi++
+		} else {
+			dirty = append(dirty, run{p, p + 1})
+		}
+	}
+	for _, r := range dirty {
+		if err := uffdProtect(helperUffdFD, h.addr(r.lo), uintptr((r.hi-r.lo)*h.ps), true); err != nil {
+			return fmt.Errorf("write-protect pages %d-%d for writeback: %w", r.lo, r.hi-1, err)
+		}
+	}
+	for len(dirty) > 0 {
+		batch := dirty[:min(len(dirty), maxWriters)]
+		dirty = dirty[len(batch):]
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for i, r := range batch {
+			buf := h.wbuf[i*maxWriteRun*h.ps : (i*maxWriteRun+r.hi-r.lo)*h.ps]
+			if _, err := unix.Pread(helperMemFD, buf, int64(r.lo*h.ps)); err != nil {
+				return fmt.Errorf("read back pages %d-%d: %w", r.lo, r.hi-1, err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+				defer cancel()
+				errs[i] = h.mc.Write(ctx, h.cfg.Offset+uint64(r.lo*h.ps), buf)
+			}()
+		}
+		wg.Wait()
+		for i, r := range batch {
+			if errs[i] != nil {
+				return fmt.Errorf("write back pages %d-%d: %w", r.lo, r.hi-1, errs[i])
+			}
+			for p := r.lo; p < r.hi; p++ {
+				h.state[p] |= fInPool
+			}
+			h.stats.writebacks.Add(uint64(r.hi - r.lo))
+			h.stats.written.Add(uint64((r.hi - r.lo) * h.ps))
+		}
+	}
+	for i := 0; i < len(victims); {
+		j := i + 1
+		for j < len(victims) && victims[j] == victims[j-1]+1 {
+			j++
+		}
+		lo, n := victims[i], j-i
+		if err := unix.Fallocate(helperMemFD, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(lo*h.ps), int64(n*h.ps)); err != nil {
+			return fmt.Errorf("drop pages %d-%d: %w", lo, lo+n-1, err)
+		}
+		uffdRange(helperUffdFD, ioctlWake, h.addr(lo), uintptr(n*h.ps))
+		i = j
+	}
+	for _, p := range victims {
+		h.state[p] &^= fResident | fDirty | fRef | fVictim
+		f := h.frameOf[p]
+		h.frames[f] = -1
+		h.free = append(h.free, f)
+	}
+	h.stats.evictions.Add(uint64(len(victims)))
+	h.stats.resident.Add(-uint64(len(victims)))
+	return nil
+}
