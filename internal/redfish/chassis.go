@@ -13,8 +13,9 @@ var chassisRoutes = []route{
 	{"GET /redfish/v1/Chassis/{id}", login, (*Server).getChassis},
 }
 
-// Chassis: one per rack, one per PCIe chassis ("falcon1") and one per
-// drawer ("falcon1-drawer1").
+// Chassis: one per rack, one per PCIe chassis ("falcon1"), one per
+// drawer ("falcon1-drawer1") and one per CXL memory device ("cxlmem1",
+// cxl.go).
 
 func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
@@ -32,6 +33,13 @@ func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) er
 		members = append(members, reff("/redfish/v1/Chassis/%s", f.ID))
 		for _, d := range f.Drawers {
 			members = append(members, reff("/redfish/v1/Chassis/%s-%s", f.ID, d.ID))
+		}
+	}
+	for _, f := range s.top.Fabrics {
+		if f.Kind == inventory.CXLMemory {
+			for _, d := range f.Devices {
+				members = append(members, reff("/redfish/v1/Chassis/%s", d.ID))
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection", members))
@@ -65,6 +73,10 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, chassisBody(id, "Rack", "Rack "+id, map[string]any{
 			"Links": map[string]any{"ComputerSystems": hosts},
 		}))
+		return nil
+	}
+	if d := s.cxlDevice(id); d != nil {
+		writeJSON(w, http.StatusOK, s.cxlChassisBody(r, d))
 		return nil
 	}
 	for _, f := range s.top.Fabrics {

@@ -103,6 +103,9 @@ func (s *Server) connectionBody(f *inventory.Fabric, c *inventory.Composition) m
 	if typ != "" {
 		body["ConnectionType"] = typ
 	}
+	if info := s.memoryChunkInfo(f, s.onFabric(c, f)); len(info) > 0 {
+		body["MemoryChunkInfo"] = info
+	}
 	return body
 }
 

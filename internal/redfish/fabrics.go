@@ -37,6 +37,7 @@ var fabricTypes = map[inventory.FabricKind]string{
 	inventory.SASCircuit:     "SAS",
 	inventory.EthernetVLAN:   "Ethernet",
 	inventory.OpticalCircuit: "OEM",
+	inventory.CXLMemory:      "CXL",
 }
 
 func (s *Server) fabric(r *http.Request) (*inventory.Fabric, error) {
@@ -276,7 +277,11 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 		}
 		body["Name"] = string(d.Kind) + " " + d.ID
 		body["EndpointProtocol"] = fabricTypes[f.Kind]
-		body["ConnectedEntities"] = []any{map[string]any{"EntityType": entity, "EntityRole": "Target"}}
+		conn := map[string]any{"EntityType": entity, "EntityRole": "Target"}
+		if f.Kind == inventory.CXLMemory {
+			conn = map[string]any{"EntityType": "CXLDevice", "EntityRole": "Target", "EntityLink": reff("/redfish/v1/Chassis/%s/PCIeDevices/1", d.ID)}
+		}
+		body["ConnectedEntities"] = []any{conn}
 		body["Status"] = map[string]string{"State": "Enabled", "Health": string(s.health(r.Context(), d))}
 		body["Links"] = map[string]any{"ConnectedPorts": ports}
 		oem := map[string]any{"ResourceBlocks": blocks}
@@ -388,9 +393,9 @@ func (s *Server) injectFault(w http.ResponseWriter, r *http.Request) error {
 			"The action Rackpool.InjectFault is not supported by the resource.", "Rackpool.InjectFault")
 	}
 	switch fabric.FaultKind(body.Kind) {
-	case fabric.AttachFails, fabric.DeviceFails, fabric.PortFails, fabric.HostFails:
+	case fabric.AttachFails, fabric.DeviceFails, fabric.PortFails, fabric.HostFails, fabric.ReleaseStalls:
 	default:
-		return errPropertyValue("Kind", body.Kind, "Use attach-fails, device-fails, port-fails or host-fails.")
+		return errPropertyValue("Kind", body.Kind, "Use attach-fails, device-fails, port-fails, host-fails or (cxl-memory fabrics) release-stalls.")
 	}
 	if err := fi.InjectFault(fabric.Fault{Kind: fabric.FaultKind(body.Kind), Target: body.Target, Count: body.Count}); err != nil {
 		return errPropertyValue("Target", body.Target, err.Error())

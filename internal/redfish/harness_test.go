@@ -90,8 +90,13 @@ func (b *logBuffer) String() string {
 
 func newService(t testing.TB) *service {
 	t.Helper()
+	return newServiceOn(t, topology.LoadDefault())
+}
+
+// newServiceOn is newService on another topology.
+func newServiceOn(t testing.TB, top *topology.Topology) *service {
+	t.Helper()
 	ctx := context.Background()
-	top := topology.LoadDefault()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatalf("open store: %v", err)

@@ -36,7 +36,7 @@ type route struct {
 
 // routeTable is every route of the service, family by family.
 var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, systemRoutes, blockRoutes, composeRoutes,
-	configRoutes, chassisRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
+	configRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
 	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes)
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
