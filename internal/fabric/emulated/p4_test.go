@@ -98,7 +98,7 @@ func TestP4LatencyModel(t *testing.T) {
 	got := placeAndMeasure(t, pod, reqs)
 	const ocs = 25.0
 	want := map[int]float64{
-		1: p4RoundTrip(ocs, 2*(0.25+0.25)),        // intra-tray OCS, 0.25 m each side
+		1: p4RoundTrip(ocs, 2*(0.25+0.25)),       // intra-tray OCS, 0.25 m each side
 		3: p4RoundTrip(3*ocs, 2*(0.25+3+3+0.25)), // intra, inter, intra
 	}
 	hops, sum := map[int]int{}, 0.0
