@@ -36,6 +36,7 @@ func (t *Topology) View() *api.TopologyView {
 		}
 		v.Fabrics = append(v.Fabrics, fv)
 	}
+	v.Zones = []api.ZoneView{} // an array even when the file has no zones (Redfish: never null)
 	for _, z := range t.Zones {
 		v.Zones = append(v.Zones, api.ZoneView{ID: z.ID, Hosts: slices.Sorted(maps.Keys(z.Hosts)), Devices: slices.Sorted(maps.Keys(z.Devices))})
 	}
