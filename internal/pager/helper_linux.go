@@ -37,6 +37,7 @@ const (
 	fRef                  // CLOCK reference bit
 	fInPool               // the memnode holds the page's contents
 	fVictim               // chosen for eviction in the current round
+	fWanted               // to be installed by the current chunk
 )
 
 // helper serves one pager's faults. Only the fault goroutine touches the
@@ -210,6 +211,15 @@ type fault struct {
 // serve reads fault messages and serves them, a batch at a time, until
 // the userfaultfd fails.
 func (h *helper) serve() {
+	// A bug here must not leave the program's threads waiting on faults
+	// nobody serves: fail the pager (dead region, threads woken) first.
+	defer func() {
+		if r := recover(); r != nil {
+			h.failed = false
+			h.fail(fmt.Errorf("helper: %v", r))
+			panic(r)
+		}
+	}()
 	var missing []fault
 	for {
 		n, err := unix.Read(helperUffdFD, h.msgs)
@@ -298,6 +308,16 @@ func (h *helper) serveMissing(faults []fault, start time.Time) {
 			}
 			i = j
 		}
+		// Mark the pages the chunk installs before evicting: eviction may
+		// drop a resident page inside a group, which is then left for its
+		// own fault rather than installed over the budget.
+		for _, g := range chunk {
+			for p := g.lo; p < g.hi; p++ {
+				if h.state[p]&fResident == 0 {
+					h.state[p] |= fWanted
+				}
+			}
+		}
 		if err := h.ensureFree(need); err != nil {
 			h.fail(err)
 			return
@@ -312,14 +332,16 @@ func (h *helper) serveMissing(faults []fault, start time.Time) {
 		for _, g := range chunk {
 			h.install(g, faults[:i])
 		}
-		// Faults on pages another fault's group already brought in, or
-		// resident since: wake their threads (the install woke most).
-		for _, f := range faults[:i] {
+		// Count, then wake: the installs did not wake, so that a thread
+		// that goes on and asks for Stats finds its fault counted.
+		for range faults[:i] {
 			h.stats.faults.Add(1)
 			h.stats.latency[latencyBucket(time.Since(start))].Add(1)
-			if h.state[f.page]&fResident != 0 {
-				continue
-			}
+		}
+		for _, g := range chunk {
+			uffdRange(helperUffdFD, ioctlWake, h.addr(g.lo), uintptr((g.hi-g.lo)*h.ps))
+		}
+		for _, f := range faults[:i] {
 			uffdRange(helperUffdFD, ioctlWake, h.addr(f.page), uintptr(h.ps))
 		}
 		faults = faults[i:]
@@ -360,7 +382,7 @@ func (h *helper) fetch(chunk []group) {
 	for k := range chunk {
 		g := &chunk[k]
 		for p := g.lo; p < g.hi; p++ {
-			if h.state[p]&(fInPool|fResident) == fInPool {
+			if h.state[p]&(fInPool|fWanted) == fInPool|fWanted {
 				g.fetch = true
 				break
 			}
@@ -416,14 +438,14 @@ func (h *helper) install(g group, faults []fault) {
 		return ok
 	}
 	for p := g.lo; p < g.hi; {
-		if h.state[p]&fResident != 0 {
+		if h.state[p]&fWanted == 0 {
 			p++
 			continue
 		}
 		q := p + 1
 		w := isWrite(p)
 		if !w {
-			for q < g.hi && h.state[q]&fResident == 0 && !isWrite(q) {
+			for q < g.hi && h.state[q]&fWanted != 0 && !isWrite(q) {
 				q++
 			}
 		}
@@ -432,6 +454,9 @@ func (h *helper) install(g group, faults []fault) {
 			src = g.buf[(p-g.lo)*h.ps : (q-g.lo)*h.ps]
 		} else {
 			h.stats.zeroFills.Add(uint64(q - p))
+		}
+		for r := p; r < q; r++ {
+			h.state[r] &^= fWanted
 		}
 		if !h.copyRun(p, q, src, !w) {
 			return

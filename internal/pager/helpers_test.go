@@ -3,32 +3,88 @@
 package pager
 
 import (
+	"bufio"
 	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"rackpool/internal/memory"
 )
 
-// The test binary is also the pagers' helper: Open starts it again with
-// HelperEnv set.
+// The test binary is also the pagers' helper (Open starts it again with
+// HelperEnv set) and the memnode the tests page to (startNode starts it
+// again with memnodeEnv set).
 func TestMain(m *testing.M) {
 	if IsHelper() {
 		os.Exit(RunHelper())
+	}
+	if os.Getenv(memnodeEnv) != "" {
+		os.Exit(serveMemnode())
 	}
 	os.Exit(m.Run())
 }
 
 var pageSize = int64(os.Getpagesize())
 
-// node is a real memnode on loopback.
+const memnodeEnv = "PAGER_TEST_MEMNODE" // capacity,hex key
+
+// node is a real memnode on loopback, in its own process. It must not run
+// in the process whose region it backs: a thread of that process waiting
+// on a fault can hold up a stop-the-world of its runtime (see the package
+// documentation), and then the memnode's goroutines, which would serve
+// the fault, are stopped too.
 type node struct {
-	srv  *memory.Server
 	addr string
 	key  memory.Key
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
 	stop func()
+}
+
+// serveMemnode runs the memnode: it prints its address, then serves until
+// its standard input closes. A line "revoke LEASE" on standard input
+// revokes a lease for an hour.
+func serveMemnode() int {
+	var capacity uint64
+	var keyHex string
+	if _, err := fmt.Sscanf(os.Getenv(memnodeEnv), "%d,%s", &capacity, &keyHex); err != nil {
+		fmt.Fprintln(os.Stderr, "memnode:", err)
+		return 2
+	}
+	key, err := hex.DecodeString(keyHex)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memnode:", err)
+		return 2
+	}
+	s, err := memory.NewServer(memory.ServerOptions{Node: "mem0", Capacity: capacity, Key: key})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memnode:", err)
+		return 2
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memnode:", err)
+		return 2
+	}
+	go s.Serve(l)
+	fmt.Println(l.Addr())
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if lease, ok := strings.CutPrefix(sc.Text(), "revoke "); ok {
+			s.Revoke(lease, time.Now().Add(time.Hour))
+			fmt.Println("revoked")
+		}
+	}
+	s.Close()
+	return 0
 }
 
 func startNode(t testing.TB, capacity uint64) *node {
@@ -37,28 +93,47 @@ func startNode(t testing.TB, capacity uint64) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := memory.NewServer(memory.ServerOptions{Node: "mem0", Capacity: capacity, Key: key})
-	if err != nil {
-		t.Fatalf("NewServer: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x", memnodeEnv, capacity, []byte(key)))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(l) }()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n := &node{key: key, cmd: cmd, in: in, out: bufio.NewReader(stdout)}
 	stopped := false
-	n := &node{srv: s, addr: l.Addr().String(), key: key}
 	n.stop = func() {
-		if stopped {
-			return
+		if !stopped {
+			stopped = true
+			in.Close()
+			cmd.Wait()
 		}
-		stopped = true
-		s.Close()
-		<-done
 	}
 	t.Cleanup(n.stop)
+	line, err := n.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("memnode did not start: %v", err)
+	}
+	n.addr = strings.TrimSpace(line)
 	return n
+}
+
+// revoke revokes lease "l1" on the node.
+func (n *node) revoke(t testing.TB) {
+	t.Helper()
+	if _, err := io.WriteString(n.in, "revoke l1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := n.out.ReadString('\n'); err != nil || line != "revoked\n" {
+		t.Fatalf("revoke: %q %v", line, err)
+	}
 }
 
 // token signs a read-write token for lease "l1" of length bytes at the

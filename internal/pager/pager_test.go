@@ -3,11 +3,21 @@
 package pager
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"hash/crc32"
+	"io"
+	"net"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"rackpool/internal/memory"
 )
 
-// fill writes a pattern that differs in every page and round.
+// fill writes a pattern that differs in every 8 bytes and every seed.
 func fill(b []byte, seed uint32) {
 	for i := 0; i+8 <= len(b); i += 8 {
 		v := uint64(i)*0x9E3779B97F4A7C15 ^ uint64(seed)<<32
@@ -17,25 +27,365 @@ func fill(b []byte, seed uint32) {
 	}
 }
 
+func access(t *testing.T, p *Pager, f func([]byte)) {
+	t.Helper()
+	if err := p.Access(f); err != nil {
+		t.Fatalf("Access: %v", err)
+	}
+}
+
+// Data written through a region four times the local budget survives
+// eviction: every page is written back once, comes back with its
+// contents, and a read-only pass writes nothing back.
 func TestSurvivesEviction(t *testing.T) {
 	const size = 4 << 20
+	pages := uint64(size / pageSize)
+	for _, prefetch := range []int{1, 8, 64} {
+		t.Run(fmt.Sprintf("prefetch=%d", prefetch), func(t *testing.T) {
+			n := startNode(t, size)
+			p := n.open(t, size, size/4, func(o *Options) { o.Prefetch = prefetch })
+			want := make([]byte, size)
+			fill(want, uint32(prefetch))
+			access(t, p, func(r []byte) { copy(r, want) })
+			s := p.Stats()
+			if s.Resident > s.Budget || s.Budget != pages/4 {
+				t.Fatalf("resident %d pages, budget %d, want budget %d", s.Resident, s.Budget, pages/4)
+			}
+			if s.Writebacks != s.Evictions || s.Evictions != pages-s.Resident {
+				t.Fatalf("after writing every page: %d evictions, %d writebacks, %d resident; want %d evictions, all written back",
+					s.Evictions, s.Writebacks, s.Resident, pages-s.Resident)
+			}
+			if s.Fetches != 0 {
+				t.Fatalf("%d fetches while writing fresh pages, want 0 (never-written pages are zeros)", s.Fetches)
+			}
+			var got uint32
+			access(t, p, func(r []byte) { got = crc32.ChecksumIEEE(r) })
+			if w := crc32.ChecksumIEEE(want); got != w {
+				t.Fatalf("checksum %08x after eviction, want %08x", got, w)
+			}
+			s2 := p.Stats()
+			if s2.Writebacks != pages {
+				t.Fatalf("after reading back: %d pages written back, want each of the %d once", s2.Writebacks, pages)
+			}
+			if s2.Fetched == 0 || s2.Faults == 0 {
+				t.Fatalf("read back with no fetch: %+v", s2)
+			}
+			// Read-only passes drop clean pages without writing them.
+			access(t, p, func(r []byte) { got = crc32.ChecksumIEEE(r) })
+			access(t, p, func(r []byte) { got ^= crc32.ChecksumIEEE(r) })
+			s3 := p.Stats()
+			if got != 0 {
+				t.Fatal("two reads of the region differ")
+			}
+			if s3.Writebacks != s2.Writebacks || s3.Evictions <= s2.Evictions {
+				t.Fatalf("read-only passes: writebacks %d → %d (want unchanged), evictions %d → %d (want more)",
+					s2.Writebacks, s3.Writebacks, s2.Evictions, s3.Evictions)
+			}
+			// Dirtying one page in four writes back exactly those once
+			// they are evicted.
+			access(t, p, func(r []byte) {
+				for i := 0; i < len(r); i += 4 * int(pageSize) {
+					r[i]++
+					want[i]++
+				}
+			})
+			access(t, p, func(r []byte) { got = crc32.ChecksumIEEE(r) })
+			access(t, p, func(r []byte) { got = crc32.ChecksumIEEE(r) })
+			s4 := p.Stats()
+			if w := crc32.ChecksumIEEE(want); got != w {
+				t.Fatalf("checksum %08x after a sparse update, want %08x", got, w)
+			}
+			if d := s4.Writebacks - s3.Writebacks; d != pages/4 {
+				t.Fatalf("sparse update of %d pages wrote back %d", pages/4, d)
+			}
+			var sum uint64
+			for _, c := range s4.Latency {
+				sum += c
+			}
+			if sum != s4.Faults || s4.LatencyQuantile(0.5) == 0 {
+				t.Fatalf("latency histogram holds %d faults, want %d", sum, s4.Faults)
+			}
+		})
+	}
+}
+
+// Goroutines with interleaved pages (so they share prefetch groups and
+// victims) write and check their own pages over several rounds.
+func TestConcurrentAccessors(t *testing.T) {
+	const size, workers, rounds = 4 << 20, 4, 3
 	n := startNode(t, size)
 	p := n.open(t, size, size/4, nil)
-	want := make([]byte, size)
-	fill(want, 1)
-	err := p.Access(func(r []byte) {
-		copy(r, want)
-	})
+	ps := int(pageSize)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			page := make([]byte, ps)
+			for round := range rounds {
+				err := p.Access(func(r []byte) {
+					for i := w * ps; i < len(r); i += workers * ps {
+						fill(page, uint32(round*1000+i))
+						copy(r[i:i+ps], page)
+					}
+					for i := w * ps; i < len(r); i += workers * ps {
+						fill(page, uint32(round*1000+i))
+						if string(r[i:i+ps]) != string(page) {
+							errs <- fmt.Errorf("worker %d round %d: page at %d lost its contents", w, round, i)
+							return
+						}
+					}
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := p.Stats(); s.Evictions == 0 || s.Writebacks == 0 {
+		t.Fatalf("no eviction with a region four times the budget: %+v", s)
+	}
+}
+
+var sink byte
+
+// proxy forwards to a memnode and can stall the requests.
+type proxy struct {
+	addr string
+	gate sync.RWMutex // held for writing while stalled
+}
+
+func startProxy(t *testing.T, backend string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("Access: %v", err)
+		t.Fatal(err)
 	}
-	var got uint32
-	if err := p.Access(func(r []byte) { got = crc32.ChecksumIEEE(r) }); err != nil {
-		t.Fatalf("Access: %v", err)
+	px := &proxy{addr: l.Addr().String()}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, b)
+			mu.Unlock()
+			go io.Copy(c, b)
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						b.Close()
+						return
+					}
+					px.gate.RLock()
+					_, err = b.Write(buf[:n])
+					px.gate.RUnlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return px
+}
+
+// waitFor polls cond every 10ms for up to 20s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if w := crc32.ChecksumIEEE(want); got != w {
-		t.Fatalf("checksum %08x after eviction, want %08x", got, w)
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func recvWithin(t *testing.T, what string, c <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: still blocked after 20s", what)
+		return nil
 	}
-	s := p.Stats()
-	t.Logf("%+v", s)
+}
+
+// Close while a thread waits on a fault the memnode does not answer: Close
+// returns, and the thread is woken with ErrClosed.
+func TestCloseDuringFault(t *testing.T) {
+	const size = 1 << 20
+	n := startNode(t, size)
+	px := startProxy(t, n.addr)
+	p := n.open(t, size, size/4, func(o *Options) { o.Endpoint = px.addr; o.IOTimeout = time.Minute })
+	access(t, p, func(r []byte) { fill(r, 7) }) // the first pages are now in the pool only
+	px.gate.Lock()
+	stalled := true
+	defer func() {
+		if stalled {
+			px.gate.Unlock()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- p.Access(func(r []byte) { sink = r[0] }) }()
+	waitFor(t, "the fault to reach the helper", func() bool { return p.Stats().InFlight > 0 })
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	if err := recvWithin(t, "Close", closed); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := recvWithin(t, "the faulting Access", done); !errors.Is(err, ErrClosed) {
+		t.Fatalf("faulting Access returned %v, want ErrClosed", err)
+	}
+	px.gate.Unlock()
+	stalled = false
+	if err := p.Access(func([]byte) { t.Error("Access ran f after Close") }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Access after Close: %v, want ErrClosed", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// A memnode that refuses or loses the lease fails the pager: the access
+// that needed it, and every later one, even of a page that was resident,
+// gets the error; nothing reads zeros.
+func TestMemnodeErrors(t *testing.T) {
+	const size = 1 << 20
+	for _, tc := range []struct {
+		name  string
+		break_ func(*testing.T, *node)
+		want  error
+	}{
+		{"revoked", func(t *testing.T, n *node) { n.revoke(t) }, memory.ErrRevoked},
+		{"node gone", func(t *testing.T, n *node) { n.stop() }, memory.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, size)
+			p := n.open(t, size, size/4, nil)
+			access(t, p, func(r []byte) { fill(r, 3) })
+			last := len(p.Bytes()) - 1 // resident: written last
+			tc.break_(t, n)
+			var read byte
+			err := p.Access(func(r []byte) { read = r[0] }) // evicted: needs a fetch
+			if !errors.Is(err, ErrFailed) || !errors.Is(err, tc.want) {
+				t.Fatalf("Access of an evicted page: %v (read %d), want ErrFailed and %v", err, read, tc.want)
+			}
+			select {
+			case <-p.Failed():
+			default:
+				t.Fatal("Failed() not closed after a failure")
+			}
+			if !errors.Is(p.Err(), tc.want) {
+				t.Fatalf("Err() = %v", p.Err())
+			}
+			if err := p.Access(func(r []byte) { read = r[last] }); !errors.Is(err, ErrFailed) {
+				t.Fatalf("Access of a once-resident page after the failure: %v (read %d), want ErrFailed", err, read)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatalf("Close after failure: %v", err)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	n := startNode(t, 4<<20)
+	ps := pageSize
+	good := func() Options {
+		return Options{Size: 64 * ps, Local: 16 * ps, Endpoint: n.addr, Token: n.token(t, uint64(64*ps), nil)}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		want string // in the error
+		is   error
+	}{
+		{"zero size", func(o *Options) { o.Size = 0 }, "must be positive", nil},
+		{"negative size", func(o *Options) { o.Size = -ps }, "must be positive", nil},
+		{"unaligned size", func(o *Options) { o.Size = 64*ps + 1 }, "not a multiple of the page size", nil},
+		{"zero budget", func(o *Options) { o.Local = 0 }, "local budget 0 must be positive", nil},
+		{"unaligned budget", func(o *Options) { o.Local = ps + 100 }, "not a multiple of the page size", nil},
+		{"budget over region", func(o *Options) { o.Local = 65 * ps }, "larger than the region", nil},
+		{"no endpoint", func(o *Options) { o.Endpoint = "" }, "no memnode endpoint", nil},
+		{"no token", func(o *Options) { o.Token = "" }, "no token", nil},
+		{"prefetch not a power of two", func(o *Options) { o.Prefetch = 3 }, "power of two", nil},
+		{"prefetch too large", func(o *Options) { o.Prefetch = 512 }, "power of two", nil},
+		{"unaligned lease offset", func(o *Options) { o.Offset = 10 }, "lease offset", nil},
+		{"lease too small", func(o *Options) { o.Token = n.token(t, uint64(32*ps), nil) }, "lease holds", errLeaseTooSmall},
+		{"offset past the lease", func(o *Options) { o.Offset = uint64(ps) }, "lease holds", errLeaseTooSmall},
+		{"read-only token", func(o *Options) {
+			o.Token = n.token(t, uint64(64*ps), func(c *memory.Claims) { c.Rights = memory.RightRead })
+		}, "write rights", memory.ErrRights},
+		{"expired token", func(o *Options) {
+			o.Token = n.token(t, uint64(64*ps), func(c *memory.Claims) { c.Expiry = time.Now().Add(-time.Second) })
+		}, "expired", memory.ErrExpired},
+		{"forged token", func(o *Options) { o.Token = strings.ToUpper(o.Token) }, "bad token", memory.ErrBadToken},
+		{"nobody there", func(o *Options) { o.Endpoint = "127.0.0.1:1" }, "refused", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good()
+			tc.edit(&o)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			p, err := Open(ctx, o)
+			if err == nil {
+				p.Close()
+				t.Fatal("Open succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Fatalf("Open: %v; want an error containing %q (is %v)", err, tc.want, tc.is)
+			}
+		})
+	}
+	t.Run("good", func(t *testing.T) {
+		p, err := Open(context.Background(), good())
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		p.Close()
+	})
+}
+
+// Access passes panics that are not faults on the region through, and
+// leaves the pager working.
+func TestAccessPanicPassesThrough(t *testing.T) {
+	n := startNode(t, 1<<20)
+	p := n.open(t, 1<<20, 1<<18, nil)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want boom", r)
+			}
+		}()
+		p.Access(func([]byte) { panic("boom") })
+	}()
+	access(t, p, func(r []byte) { r[0] = 1 })
+	if p.Bytes()[0] != 1 {
+		t.Fatal("write through Access not seen")
+	}
 }

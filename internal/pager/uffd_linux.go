@@ -28,6 +28,7 @@ const (
 	uffdFeatureWPHugetlbfsShmem        = 1 << 12
 	uffdRegisterModeMissing            = 1 << 0
 	uffdRegisterModeWP                 = 1 << 1
+	uffdioCopyModeDontwake             = 1 << 0
 	uffdioCopyModeWP                   = 1 << 1
 	uffdioWriteprotectModeWP           = 1 << 0
 	uffdUserModeOnly                   = 1
@@ -125,13 +126,13 @@ func uffdRange(fd int, req uint, start, n uintptr) error {
 	return ioctl(fd, req, unsafe.Pointer(&r))
 }
 
-// uffdCopy installs src at dst, write-protected if wp, and wakes the
-// threads waiting on the range. It returns the bytes installed before an
-// error.
+// uffdCopy installs src at dst, write-protected if wp, without waking the
+// threads waiting on the range (the caller wakes them once its counters
+// are up to date). It returns the bytes installed before an error.
 func uffdCopy(fd int, dst uintptr, src []byte, wp bool) (int, error) {
-	c := uffdioCopy{Dst: uint64(dst), Src: uint64(uintptr(unsafe.Pointer(&src[0]))), Len: uint64(len(src))}
+	c := uffdioCopy{Dst: uint64(dst), Src: uint64(uintptr(unsafe.Pointer(&src[0]))), Len: uint64(len(src)), Mode: uffdioCopyModeDontwake}
 	if wp {
-		c.Mode = uffdioCopyModeWP
+		c.Mode |= uffdioCopyModeWP
 	}
 	err := ioctl(fd, ioctlCopy, unsafe.Pointer(&c))
 	if c.Copy > 0 {
