@@ -277,9 +277,9 @@ func TestCloseDuringFault(t *testing.T) {
 func TestMemnodeErrors(t *testing.T) {
 	const size = 1 << 20
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*testing.T, *node)
-		want  error
+		want   error
 	}{
 		{"revoked", func(t *testing.T, n *node) { n.revoke(t) }, memory.ErrRevoked},
 		{"node gone", func(t *testing.T, n *node) { n.stop() }, memory.ErrClosed},
