@@ -37,6 +37,7 @@ func commands() []command {
 		{"lease", "--size SIZE [--host H] [--ttl D]", "lease pooled memory (GetMemory): endpoint, token, expiry", runLease},
 		{"leases", "", "list memory leases", runLeases},
 		{"renew", "LEASE [--ttl D]", "renew a memory lease (new token and expiry)", runRenew},
+		{"page", "--memnode A --token T | --control URL [--workload sort|table]", "run a workload on a region paged to pooled memory (userfaultfd), against all local", runPage},
 		{"release", "LEASE...", "release memory leases (their memory is zeroed before reuse)", runRelease},
 		{"memnodes", "", "list registered memory nodes", runMemnodes},
 		{"blocknode", "--addr A --name HOST --drive-dir DIR --control URL", "serve the pooled drives the SAS switch maps to HOST over NBD", runBlocknode},

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/pager"
+	"rackpool/internal/pager/workload"
+	"rackpool/internal/units"
+)
+
+// runPage demonstrates paging to the pool (docs/paging.md): it runs a
+// memory-bound workload once on a plain slice and once on a pager region
+// backed by a memory lease with a smaller local budget, and prints the
+// slowdown and the pager's counters. The same executable, started again
+// by the pager with HelperEnv set, is the pager's fault-handling helper.
+func runPage(args []string) error {
+	if pager.IsHelper() {
+		os.Exit(pager.RunHelper())
+	}
+	fs := flag.NewFlagSet("page", flag.ContinueOnError)
+	control := fs.String("control", "", "control plane URL to lease the memory from (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	var caFile string
+	caFlag(fs, &caFile)
+	memnode := fs.String("memnode", "", "memnode address to use directly, with --token, instead of --control")
+	token := fs.String("token", "", "capability token for --memnode (a lease of at least --size, rights rw)")
+	host := fs.String("host", "", "with --control: topology host the memory is for")
+	work := fs.String("workload", "sort", "sort (a sort of --size bytes of keys) or table (--ops random updates of a --size table)")
+	size := fs.String("size", "64MiB", "region size")
+	local := fs.String("local", "25%", "local memory budget: a size, or a percentage of --size")
+	ops := fs.Int("ops", 200000, "with --workload table: number of random updates")
+	prefetch := fs.Int("prefetch", 0, "pages brought in per fault (a power of two up to 256; 0: the default, 8)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	regionBytes, localBytes, err := pageSizes(*size, *local)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(" "+strings.Join(workload.Names, " ")+" ", " "+*work+" ") {
+		return fmt.Errorf("--workload %q: want one of %s", *work, strings.Join(workload.Names, ", "))
+	}
+	if *ops <= 0 {
+		return errors.New("--ops must be positive")
+	}
+	switch {
+	case *control != "" && *memnode != "":
+		return errors.New("give --control or --memnode, not both")
+	case *memnode != "" && *token == "":
+		return errors.New("--memnode needs --token")
+	case *memnode == "" && *token != "":
+		return errors.New("--token needs --memnode")
+	case *control == "" && *memnode == "":
+		return errors.New("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%]")
+	}
+	ctx := context.Background()
+	endpoint, tok := *memnode, *token
+	if *control != "" {
+		cf := &clientFlags{url: *control, caFile: caFile}
+		c, err := cf.client()
+		if err != nil {
+			return err
+		}
+		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: *host, TTL: time.Hour})
+		if err != nil {
+			return fmt.Errorf("lease %s of pooled memory: %w", human(regionBytes), err)
+		}
+		defer c.ReleaseLease(context.Background(), l.ID)
+		fmt.Printf("leased %s: %s on %s at %s\n", l.ID, human(int64(l.CapacityBytes)), l.MemoryNode, l.Endpoint)
+		endpoint, tok = l.Endpoint, l.Token
+	}
+
+	plain := make([]byte, regionBytes)
+	t0 := time.Now()
+	want, err := workload.Run(*work, plain, *ops, 1)
+	if err != nil {
+		return err
+	}
+	localTime := time.Since(t0)
+	plain = nil
+
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := pager.Open(openCtx, pager.Options{Size: regionBytes, Local: localBytes, Endpoint: endpoint, Token: tok,
+		Prefetch: *prefetch, HelperArgs: []string{"page"}})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var got uint64
+	var werr error
+	t0 = time.Now()
+	if err := p.Access(func(r []byte) { got, werr = workload.Run(*work, r, *ops, 1) }); err != nil {
+		return err
+	}
+	pagedTime := time.Since(t0)
+	if werr != nil {
+		return werr
+	}
+	if got != want {
+		return fmt.Errorf("checksum %x through the pager, %x all local: the pager lost data", got, want)
+	}
+	s := p.Stats()
+	fmt.Printf("%s of %s, local budget %s (%.0f%%)\n", *work, human(regionBytes), human(localBytes), 100*float64(localBytes)/float64(regionBytes))
+	fmt.Printf("all local: %v   paged: %v   slowdown: %.2fx   checksum %x (same)\n",
+		localTime.Round(time.Millisecond), pagedTime.Round(time.Millisecond), pagedTime.Seconds()/localTime.Seconds(), got)
+	fmt.Printf("faults %d (write-protect %d), fetches %d (%s), zero-filled %d, prefetched %d\n",
+		s.Faults, s.WriteFaults, s.Fetches, human(int64(s.Fetched)), s.ZeroFills, s.Prefetched)
+	fmt.Printf("evictions %d, writebacks %d (%s), fault latency p50 <%v p99 <%v\n",
+		s.Evictions, s.Writebacks, human(int64(s.Written)), s.LatencyQuantile(0.5), s.LatencyQuantile(0.99))
+	return nil
+}
+
+// pageSizes parses --size and --local (a size or a percentage of --size,
+// rounded down to whole pages).
+func pageSizes(size, local string) (int64, int64, error) {
+	ps := int64(os.Getpagesize())
+	n, err := units.ParsePositive(size)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--size: %w", err)
+	}
+	if n%uint64(ps) != 0 || n > 1<<40 {
+		return 0, 0, fmt.Errorf("--size %s: want a multiple of the page size (%d bytes) up to 1TiB", size, ps)
+	}
+	region := int64(n)
+	var l int64
+	if pct, ok := strings.CutSuffix(local, "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			return 0, 0, fmt.Errorf("--local %s: want a percentage in (0, 100]", local)
+		}
+		l = int64(float64(region)*f/100) / ps * ps
+		if l == 0 {
+			return 0, 0, fmt.Errorf("--local %s of %s is less than a page", local, size)
+		}
+	} else {
+		m, err := units.ParsePositive(local)
+		if err != nil {
+			return 0, 0, fmt.Errorf("--local: %w (a size, or a percentage such as 25%%)", err)
+		}
+		if m%uint64(ps) != 0 {
+			return 0, 0, fmt.Errorf("--local %s: want a multiple of the page size (%d bytes)", local, ps)
+		}
+		l = int64(m)
+	}
+	if l > region {
+		return 0, 0, fmt.Errorf("--local %s is more than --size %s", local, size)
+	}
+	return region, l, nil
+}
