@@ -517,12 +517,17 @@ func (h *helper) take(p int, dirty bool) {
 	h.stats.resident.Add(1)
 }
 
-// ensureFree evicts pages until need frames are free.
+// ensureFree evicts pages until need frames are free. When it has to
+// evict, it evicts at least a batch (1/32 of the budget, 1 to 64 pages),
+// so that writebacks go out together and overlap instead of costing a
+// round trip per fault.
 func (h *helper) ensureFree(need int) error {
 	n := need - len(h.free)
 	if n <= 0 {
 		return nil
 	}
+	batch := min(max(len(h.frames)/32, 1), 64)
+	n = min(max(n, batch), len(h.frames)-len(h.free))
 	return h.evict(h.victims(n))
 }
 
