@@ -102,7 +102,6 @@ func main() {
 		paged, swapped time.Duration
 		stats          pager.Stats
 		swapErr        error
-		prefetch       int
 	}
 	results := map[string][]row{}
 	local := map[string]time.Duration{}
@@ -362,7 +361,7 @@ func setupSwap(n int64) (*swapSetup, error) {
 	if out, err := exec.Command("swapon", s.file).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("swapon: %v: %s", err, strings.TrimSpace(string(out))))
 	}
-	if out, err := exec.Command("findmnt", "-no", "FSTYPE,SOURCE", "-T", dir).Output(); err == nil {
+	if out, err := exec.Command("findmnt", "-no", "FSTYPE", "-T", dir).Output(); err == nil {
 		s.fs = strings.TrimSpace(string(out))
 	}
 	s.cgroup = filepath.Join(cgRoot, fmt.Sprintf("bench-pager-%d", os.Getpid()))
