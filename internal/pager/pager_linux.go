@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -170,7 +171,11 @@ func (p *Pager) awaitReady(ctx context.Context) error {
 	case n >= 1 && buf[0] == msgReady:
 		return nil
 	case n >= 1 && buf[0] == msgError:
-		return fmt.Errorf("pager: %w", decodeError(buf[:n]))
+		err := decodeError(buf[:n])
+		if strings.HasPrefix(err.Error(), "pager: ") {
+			return err
+		}
+		return fmt.Errorf("pager: %w", err)
 	}
 	return fmt.Errorf("pager: the helper sent %q at start", buf[:min(n, 16)])
 }
