@@ -26,6 +26,13 @@ type Remote interface {
 	Write(ctx context.Context, off uint64, bufs ...[]byte) error
 }
 
+// Immediate is implemented by a Remote whose accesses are loads and stores
+// of memory mapped into this process (a mapped lease): they cannot stall on
+// a network, so the cache does not bound each one with a timeout.
+type Immediate interface {
+	Immediate() bool
+}
+
 // Options configure a Cache. The zero value of every field but LocalMemory
 // means its default.
 type Options struct {

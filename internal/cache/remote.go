@@ -110,6 +110,8 @@ type tier struct {
 	dirty   bool   // segments hold unknown data (after a failure): reset before use
 	hdr     []byte // header + key scratch
 	buf     []byte // cleaning buffer, segSize bytes once used
+
+	immediate bool // r is memory of this process (see Immediate)
 }
 
 // segment is one slice of the ring. Its live list links the index entries of
@@ -143,6 +145,9 @@ func newTier(c *Cache, r Remote, size uint64) (*tier, error) {
 		return nil, fmt.Errorf("remote region of %d bytes is too small", size)
 	}
 	t := &tier{c: c, r: r, size: size, segSize: seg, hdr: make([]byte, recHdrSize+maxKeyLen)}
+	if im, ok := r.(Immediate); ok && im.Immediate() {
+		t.immediate = true
+	}
 	t.segs = make([]segment, size/seg)
 	for i := range t.segs {
 		t.segs[i].t = t
@@ -204,9 +209,17 @@ func (s *segment) snapshot() []liveRec {
 	return out
 }
 
+// ctx bounds one remote access by the remote timeout. A remote in this
+// process's memory (Immediate) cannot stall, so it gets no timer: arming
+// and stopping one per access cost more than the access itself.
 func (t *tier) ctx() (context.Context, context.CancelFunc) {
+	if t.immediate {
+		return context.Background(), noCancel
+	}
 	return context.WithTimeout(context.Background(), t.c.remoteTimeout)
 }
+
+func noCancel() {}
 
 // accepting reports whether evictions should try to spill to t.
 func (t *tier) accepting() bool {
