@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
