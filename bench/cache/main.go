@@ -47,7 +47,7 @@ import (
 	"time"
 
 	"rackpool/api"
-	"rackpool/internal/memory"
+	"rackpool/internal/memlease"
 	"rackpool/internal/units"
 )
 
@@ -590,63 +590,54 @@ func measureRTT(cfg *config, rep *Report, cp *controlPlane, logDir string) error
 	if err != nil {
 		return err
 	}
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	l, err := ac.GetMemory(lctx, api.LeaseRequest{Size: 1 << 20})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("lease 1 MiB for the remote read: %w", err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = ac.ReleaseLease(rctx, l.ID)
-	}()
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	mc, err := memory.Dial(dctx, l.Endpoint, l.Token)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("dial memnode %s: %w", l.Endpoint, err)
-	}
-	defer mc.Close()
+	// One 1 MiB lease read over TCP, one mapped: each leased and reached
+	// the way rackpool cache reaches its tier (memlease.Connect).
 	buf := make([]byte, 4096)
 	for i := range buf {
 		buf[i] = byte(i * 7)
 	}
-	if err := mc.Write(ctx, 0, buf); err != nil {
-		return fmt.Errorf("remote write: %w", err)
+	var gots [][]byte
+	for _, r := range []struct {
+		name string
+		req  api.LeaseRequest
+	}{
+		{"remote 4 KiB read (memory.Client.Read via memnode)", api.LeaseRequest{Size: 1 << 20}},
+		{"mapped 4 KiB read (memory.Mapping.Read: a copy)", api.LeaseRequest{Size: 1 << 20, Host: mapHost, Mapped: true}},
+	} {
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		l, err := ac.GetMemory(lctx, r.req)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lease for the %s: %w", r.name, err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_ = ac.ReleaseLease(rctx, l.ID)
+		}()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		reg, err := memlease.Connect(cctx, l, r.req.Mapped)
+		cancel()
+		if err != nil {
+			return err
+		}
+		defer reg.Close()
+		if err := reg.Write(ctx, 0, buf); err != nil {
+			return fmt.Errorf("write for the %s: %w", r.name, err)
+		}
+		got := make([]byte, 4096)
+		gots = append(gots, got)
+		names = append(names, r.name)
+		fs = append(fs, func() error { return reg.Read(ctx, 0, got) })
 	}
-	got := make([]byte, 4096)
-	names = append(names, "remote 4 KiB read (memory.Client.Read via memnode)")
-	fs = append(fs, func() error { return mc.Read(ctx, 0, got) })
-	// The same read from a mapped lease: a copy out of the mapping.
-	lctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-	ml, err := ac.GetMemory(lctx, api.LeaseRequest{Size: 1 << 20, Host: mapHost, Mapped: true})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("lease 1 MiB of mapped memory: %w", err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = ac.ReleaseLease(rctx, ml.ID)
-	}()
-	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	mm, err := memory.Map(mctx, ml.MapSocket, ml.Token)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("map lease %s: %w", ml.ID, err)
-	}
-	defer mm.Close()
-	copy(mm.Bytes(), buf)
-	gotMapped := make([]byte, 4096)
-	names = append(names, "mapped 4 KiB read (memory.Mapping.Read: a copy)")
-	fs = append(fs, func() error { return mm.Read(ctx, 0, gotMapped) })
 	ratios, err := measurePlacements(cfg, rep, pids, names, fs)
 	if err != nil {
 		return err
 	}
-	if string(got) != string(buf) || string(gotMapped) != string(buf) {
-		return errors.New("remote read returned other bytes than were written")
+	for _, got := range gots {
+		if string(got) != string(buf) {
+			return errors.New("remote read returned other bytes than were written")
+		}
 	}
 	rep.RemoteReadRatio = ratios
 	return nil
