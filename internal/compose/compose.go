@@ -93,6 +93,11 @@ type Options struct {
 	// OnSchedule, when set, is called after every scheduler decision with
 	// its duration and outcome.
 	OnSchedule func(took time.Duration, err error)
+	// Host, when set, adds the host agents' steps to workflows on the hosts
+	// it manages (saga.go); HostTimeout bounds each (default
+	// DefaultHostTimeout).
+	Host        Host
+	HostTimeout time.Duration
 }
 
 // Change describes a committed change: Old is nil for a new composition,
@@ -190,6 +195,12 @@ type Manager struct {
 	onChange   func(Change)
 	onFabricOp func(inventory.FabricKind, string, time.Duration, error)
 	onSchedule func(time.Duration, error)
+
+	host        Host
+	hostTimeout time.Duration
+	// resume holds compositions recover found waiting on a host step, for
+	// Resume.
+	resume []*inventory.Composition
 }
 
 // New builds a Manager, loads the stored compositions and recovers any that
@@ -209,7 +220,10 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{
+	if o.HostTimeout <= 0 {
+		o.HostTimeout = DefaultHostTimeout
+	}
+	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout,
 		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
@@ -326,15 +340,29 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check [
 		return nil, fmt.Errorf("record composition: %w", err)
 	}
 	start := time.Now()
-	if err := m.attach(ctx, c, c.Blocks); err != nil {
+	fail := func(err error) (*inventory.Composition, error) {
 		if m.rollbackCompose(ctx, c) {
 			abandon()
 		}
 		m.notify(Change{Old: c, Reason: "failed", Err: err})
 		return nil, err
 	}
+	if err := m.attach(ctx, c, c.Blocks); err != nil {
+		return fail(&StepError{Step: StepFabricAttach, Composition: c.ID, Err: err})
+	}
+	if m.managed(c) && len(m.deviceBlocks(c.Blocks)) > 0 {
+		at, err := m.atStep(ctx, c, StepHostAttach)
+		if err != nil {
+			return fail(err)
+		}
+		c = at
+		if err := m.hostStep(ctx, c, "attach", c.Blocks, m.hostTimeout); err != nil {
+			_ = m.hostStep(ctx, c, "detach", c.Blocks, m.compensationTimeout())
+			return fail(err)
+		}
+	}
 	done := c.Clone()
-	done.State, done.Version, done.UpdatedAt = inventory.Composed, c.Version+1, m.clk.Now().UTC()
+	done.State, done.Step, done.Version, done.UpdatedAt = inventory.Composed, "", c.Version+1, m.clk.Now().UTC()
 	if err := m.commitOutcome(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}, "composed "+c.ID); err != nil {
 		if m.rollbackCompose(ctx, c) {
 			abandon()
@@ -496,30 +524,60 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	}
 	d := c.Clone()
 	d.State, d.Version, d.UpdatedAt = inventory.Decomposing, c.Version+1, m.clk.Now().UTC()
+	if m.managed(c) && len(m.deviceBlocks(c.Blocks)) > 0 {
+		d.Step = StepHostDrain
+	}
 	m.comps[id] = d
 	m.running[id] = true
 	m.mu.Unlock()
 
-	restore := func(to *inventory.Composition) {
-		m.mu.Lock()
-		m.comps[id] = to
-		delete(m.running, id)
-		m.mu.Unlock()
-	}
 	if c.State == inventory.Composed {
 		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{d}, Limits: m.limits, Intent: true}); err != nil {
-			restore(c)
+			m.restore(c)
 			return fmt.Errorf("record decomposing: %w", err)
 		}
 	} else {
 		d = c // already Decomposing in the store
 	}
+	return m.decompose(ctx, d)
+}
+
+// restore puts to back as the composition's record in memory and ends its
+// decompose.
+func (m *Manager) restore(to *inventory.Composition) {
+	m.mu.Lock()
+	m.comps[to.ID] = to
+	delete(m.running, to.ID)
+	m.mu.Unlock()
+}
+
+// decompose finishes the decompose of d, stored Decomposing and marked
+// running: the host drains (when d waits on that step), the fabrics
+// detach, the record goes. A drain that fails puts back what it drained
+// and returns the system to Composed; a detach that fails leaves it
+// Decomposing for a retry.
+func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error {
+	id := d.ID
+	if d.Step == StepHostDrain {
+		if err := m.hostStep(ctx, d, "detach", d.Blocks, m.hostTimeout); err != nil {
+			_ = m.hostStep(ctx, d, "attach", d.Blocks, m.compensationTimeout())
+			back := d.Clone()
+			back.State, back.Step, back.Version, back.UpdatedAt = inventory.Composed, "", d.Version+1, m.clk.Now().UTC()
+			if serr := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); serr != nil {
+				m.log.Error("return to Composed after a failed drain; recovery will finish it at start-up", "id", id, "err", serr)
+				back = d
+			}
+			m.restore(back)
+			m.notify(Change{Old: d, New: back.Clone(), Reason: "failed", Err: err})
+			return err
+		}
+	}
 	if err := m.detach(ctx, d, d.Blocks); err != nil {
-		restore(d)
-		return err
+		m.restore(d)
+		return &StepError{Step: StepFabricDetach, Composition: id, Err: err}
 	}
 	if err := m.commitOutcome(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}, "decomposed "+id); err != nil {
-		restore(d)
+		m.restore(d)
 		return fmt.Errorf("delete composition: %w", err)
 	}
 	m.mu.Lock()
@@ -658,6 +716,9 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 		_, _ = revert()
 		return nil, err
 	}
+	if err := m.updateHostSteps(ctx, &u, revert); err != nil {
+		return nil, err
+	}
 	if err := m.detach(ctx, u, u.Removing); err != nil {
 		if rerr := errors.Join(m.detach(ctx, u, u.Adding), m.attach(ctx, u, u.Removing)); rerr != nil {
 			m.log.Error("rollback failed; recovery will finish it at start-up", "id", id, "err", rerr)
@@ -671,7 +732,7 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 	for _, r := range u.Removing {
 		delete(done.Ports, r)
 	}
-	done.Adding, done.Removing = nil, nil
+	done.Adding, done.Removing, done.Step = nil, nil, ""
 	done.State, done.Version, done.UpdatedAt = inventory.Composed, u.Version+1, m.clk.Now().UTC()
 	if err := m.commitOutcome(ctx, store.Plan{Put: []*inventory.Composition{done}, Limits: m.limits}, "updated "+id); err != nil {
 		_ = m.detach(ctx, u, u.Adding)
@@ -827,6 +888,8 @@ func (m *Manager) recover(ctx context.Context) error {
 			for f, as := range m.attachments(c, c.Blocks) {
 				restore[f] = append(restore[f], as...)
 			}
+		} else if system(c) && c.Step != "" && m.managed(c) {
+			m.resume = append(m.resume, c) // its host agent must be reachable: Resume
 		} else if system(c) { // reservations and holders attach nothing
 			settle = append(settle, c)
 		}
@@ -854,7 +917,7 @@ func (m *Manager) recover(ctx context.Context) error {
 		return err
 	}
 	if len(comps) > 0 {
-		m.log.Info("recovered compositions", "total", len(comps), "settled", len(settle))
+		m.log.Info("recovered compositions", "total", len(comps), "settled", len(settle), "to resume", len(m.resume))
 	}
 	return nil
 }

@@ -413,6 +413,9 @@ type Composition struct {
 	// Group ties together the reservations one request made (a Redfish
 	// CompositionReservation may hold several systems).
 	Group string
+	// Step is the saga step a workflow in transition waits on
+	// (compose.StepHostAttach, compose.StepHostDrain); "" otherwise.
+	Step string
 }
 
 // Clone returns a deep copy.

@@ -26,6 +26,7 @@ type record struct {
 	Tenant      string            `json:"tenant,omitempty"`
 	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
 	Group       string            `json:"group,omitempty"`
+	Step        string            `json:"step,omitempty"`
 }
 
 // encode returns the JSON for c, with its times in UTC.
@@ -50,6 +51,7 @@ func encode(c *inventory.Composition) ([]byte, error) {
 		Tenant:      c.Tenant,
 		ExpiresAt:   expires,
 		Group:       c.Group,
+		Step:        c.Step,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
@@ -80,6 +82,7 @@ func decode(version int64, data []byte) (*inventory.Composition, error) {
 		Tenant:      r.Tenant,
 		ExpiresAt:   expiresAt(r.ExpiresAt),
 		Group:       r.Group,
+		Step:        r.Step,
 	}, nil
 }
 
