@@ -1,0 +1,425 @@
+package rfdriver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody is the largest answer the driver reads (docs/southbound.md).
+const maxBody = 4 << 20
+
+// Backoff between retries: exponential from backoffMin to backoffMax, each
+// wait drawn uniformly from its upper half (jitter).
+const (
+	backoffMin = 10 * time.Millisecond
+	backoffMax = time.Second
+)
+
+// maxRedirects bounds a chain of same-origin redirects.
+const maxRedirects = 5
+
+// sessionsPath is where the driver logs in.
+const sessionsPath = "/redfish/v1/SessionService/Sessions"
+
+// client is one Redfish session with one manager: it sends requests with
+// the session's token, logs in again on 401, caps and decodes answers and
+// retries reads.
+type client struct {
+	base           *url.URL // scheme://host:port of the manager
+	hc             *http.Client
+	user, password string
+	requestTimeout time.Duration
+	log            *slog.Logger
+
+	mu      sync.Mutex
+	token   string
+	session string // the session's URI, for Close
+}
+
+func newClient(rawURL, user, password string, transport http.RoundTripper, requestTimeout time.Duration, log *slog.Logger) (*client, error) {
+	u, err := url.Parse(strings.TrimRight(rawURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("manager URL %q: %w", rawURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("manager URL %q: want http(s)://host[:port]", rawURL)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("manager URL %s: put the account in Options.User and Options.Password, not the URL", u.Redacted())
+	}
+	c := &client{
+		base:           &url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path},
+		user:           user,
+		password:       password,
+		requestTimeout: requestTimeout,
+		log:            log,
+	}
+	c.hc = &http.Client{
+		Transport: transport,
+		// Follow redirects only within the manager: a token must never
+		// reach another host, nor travel over another scheme.
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Scheme != c.base.Scheme || req.URL.Host != c.base.Host {
+				return fmt.Errorf("refusing redirect from %s to %s: not the manager %s", via[len(via)-1].URL, req.URL.Redacted(), c.base)
+			}
+			if len(via) > maxRedirects {
+				return fmt.Errorf("more than %d redirects from %s", maxRedirects, via[0].URL)
+			}
+			return nil
+		},
+	}
+	return c, nil
+}
+
+// url resolves a path or link of the manager's to an absolute URL, and
+// refuses one that points elsewhere.
+func (c *client) url(ref string) (string, error) {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return "", fmt.Errorf("manager %s: bad link %q: %w", c.base, ref, err)
+	}
+	if u.IsAbs() || u.Host != "" {
+		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
+			return "", fmt.Errorf("manager %s: link %s points to another host", c.base, u.Redacted())
+		}
+		return u.String(), nil
+	}
+	if !strings.HasPrefix(u.Path, "/") {
+		return "", fmt.Errorf("manager %s: link %q is not an absolute path", c.base, ref)
+	}
+	return c.base.Scheme + "://" + c.base.Host + ref, nil
+}
+
+// reply is one answer, read whole.
+type reply struct {
+	method string
+	url    string
+	status int
+	header http.Header
+	body   []byte
+}
+
+// transientError is a request that may not have reached the manager, or
+// whose answer was lost: a connection refused or reset, a request
+// deadline, an answer cut short. For a change its outcome is unknown.
+type transientError struct {
+	method, url string
+	err         error
+}
+
+func (e *transientError) Error() string { return fmt.Sprintf("%s %s: %v", e.method, e.url, e.err) }
+func (e *transientError) Unwrap() error { return e.err }
+
+// roundTrip makes one request under the request deadline and reads the
+// whole answer, capped at maxBody. It never retries.
+func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte, hdr http.Header, token string) (*reply, error) {
+	u, err := c.url(ref)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(rctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("OData-Version", "4.0")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	if token != "" {
+		req.Header.Set("X-Auth-Token", token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.classify(ctx, method, u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, c.classify(ctx, method, u, fmt.Errorf("reading the answer (%d): %w", resp.StatusCode, err))
+	}
+	if len(data) > maxBody {
+		return nil, fmt.Errorf("%s %s: answer larger than %d MiB", method, u, maxBody>>20)
+	}
+	if resp.Request != nil && resp.Request.URL != nil {
+		u = resp.Request.URL.String() // after same-origin redirects
+	}
+	return &reply{method: method, url: u, status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// classify turns a failed request into the operation's error when the
+// operation's own deadline or cancellation ended it, into a refusal for a
+// redirect elsewhere, and into a transientError otherwise.
+func (c *client) classify(ctx context.Context, method, u string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w (%v)", method, u, ctx.Err(), err)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && strings.Contains(ue.Err.Error(), "refusing redirect") || strings.Contains(err.Error(), "redirects from") {
+		return fmt.Errorf("%s %s: %w", method, u, unwrapURLError(err))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no complete answer within the request timeout %s", c.requestTimeout)
+	}
+	return &transientError{method: method, url: u, err: unwrapURLError(err)}
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// do sends one request with the session's token, logging in first when
+// there is no session and again once when the manager answers 401 (the
+// session expired or the manager restarted). Transient failures are
+// returned, not retried: the caller knows whether repeating is safe.
+func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*reply, error) {
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return nil, fmt.Errorf("%s %s: encode body: %w", method, ref, err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		token, err := c.currentToken(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r, err := c.roundTrip(ctx, method, ref, data, hdr, token)
+		if err != nil {
+			return nil, err
+		}
+		if r.status != http.StatusUnauthorized || attempt > 0 {
+			if r.status == http.StatusUnauthorized {
+				return nil, fmt.Errorf("%s %s: 401 Unauthorized right after logging in as %s", method, r.url, c.user)
+			}
+			return r, nil
+		}
+		c.log.Debug("session refused, logging in again", "url", r.url)
+		if err := c.relogin(ctx, token); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// currentToken returns the session token, logging in if there is none.
+func (c *client) currentToken(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	tok := c.token
+	c.mu.Unlock()
+	if tok != "" {
+		return tok, nil
+	}
+	if err := c.relogin(ctx, ""); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.token, nil
+}
+
+// relogin replaces the session whose token is stale, unless another
+// goroutine already did. Logins are serialised.
+func (c *client) relogin(ctx context.Context, stale string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != stale {
+		return nil
+	}
+	tok, loc, err := c.login(ctx)
+	if err != nil {
+		return err
+	}
+	c.token, c.session = tok, loc
+	return nil
+}
+
+// login creates a session, retrying what is transient within ctx.
+func (c *client) login(ctx context.Context) (token, location string, err error) {
+	body, _ := json.Marshal(map[string]string{"UserName": c.user, "Password": c.password})
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, backoff(attempt), last); err != nil {
+				return "", "", fmt.Errorf("log in to %s: %w", c.base, err)
+			}
+		}
+		r, err := c.roundTrip(ctx, http.MethodPost, sessionsPath, body, nil, "")
+		var te *transientError
+		switch {
+		case errors.As(err, &te):
+			last = err
+			continue
+		case err != nil:
+			return "", "", fmt.Errorf("log in to %s: %w", c.base, err)
+		case retryableStatus(r.status):
+			last = statusError(r)
+			continue
+		case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
+			return "", "", fmt.Errorf("log in to %s as %s: refused (%d): check the account and password", c.base, c.user, r.status)
+		case r.status != http.StatusCreated && r.status != http.StatusOK:
+			return "", "", fmt.Errorf("log in to %s as %s: %w", c.base, c.user, statusError(r))
+		}
+		token = r.header.Get("X-Auth-Token")
+		if token == "" {
+			return "", "", fmt.Errorf("log in to %s: POST %s answered %d without X-Auth-Token", c.base, r.url, r.status)
+		}
+		location = r.header.Get("Location")
+		if location != "" {
+			if _, err := c.url(location); err != nil {
+				c.log.Warn("session Location unusable; the session will not be deleted on close", "err", err)
+				location = ""
+			}
+		}
+		c.log.Debug("logged in", "manager", c.base.String(), "user", c.user)
+		return token, location, nil
+	}
+}
+
+// logout deletes the session, if any.
+func (c *client) logout(ctx context.Context) error {
+	c.mu.Lock()
+	tok, loc := c.token, c.session
+	c.token, c.session = "", ""
+	c.mu.Unlock()
+	if tok == "" || loc == "" {
+		return nil
+	}
+	r, err := c.roundTrip(ctx, http.MethodDelete, loc, nil, nil, tok)
+	if err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	if r.status >= 300 && r.status != http.StatusNotFound && r.status != http.StatusUnauthorized {
+		return fmt.Errorf("delete session: %w", statusError(r))
+	}
+	return nil
+}
+
+// retryableStatus reports statuses that say the manager did not act and
+// may later: busy, overloaded, a gateway in between.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// get reads ref into out, retrying transient failures and busy answers
+// with backoff until ctx ends. A 404 is errNotFound.
+func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleep(ctx, backoff(attempt), last); err != nil {
+				return nil, err
+			}
+		}
+		r, err := c.do(ctx, http.MethodGet, ref, nil, nil)
+		var te *transientError
+		switch {
+		case errors.As(err, &te):
+			last = err
+			continue
+		case err != nil:
+			return nil, err
+		case retryableStatus(r.status):
+			last = statusError(r)
+			if wait := retryAfter(r.header); wait > 0 {
+				if err := sleep(ctx, wait, last); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		case r.status == http.StatusNotFound:
+			return r, &notFoundError{url: r.url}
+		case r.status != http.StatusOK:
+			return r, statusError(r)
+		}
+		if out != nil {
+			if err := decode(r, out); err != nil {
+				return r, err
+			}
+		}
+		return r, nil
+	}
+}
+
+// notFoundError is a 404 on a read.
+type notFoundError struct{ url string }
+
+func (e *notFoundError) Error() string { return "GET " + e.url + ": 404 Not Found" }
+
+// backoff is the wait before retry attempt (1-based): exponential, capped,
+// jittered over its upper half.
+func backoff(attempt int) time.Duration {
+	d := backoffMin << min(attempt-1, 10)
+	d = min(d, backoffMax)
+	return d/2 + rand.N(d/2+1)
+}
+
+// retryAfter is the Retry-After header in seconds (0 when absent or not a
+// number of seconds).
+func retryAfter(h http.Header) time.Duration {
+	s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(min(s, 3600)) * time.Second
+}
+
+// sleep waits d, or fails when ctx ends first; the error names the last
+// failure that made the caller wait.
+func sleep(ctx context.Context, d time.Duration, last error) error {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		d = max(time.Until(dl), 0)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		if last != nil {
+			return fmt.Errorf("%w; last failure: %v", ctx.Err(), last)
+		}
+		return ctx.Err()
+	case <-t.C:
+		if err := ctx.Err(); err != nil {
+			if last != nil {
+				return fmt.Errorf("%w; last failure: %v", err, last)
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+// isTransient reports whether err is a transientError.
+func isTransient(err error) bool {
+	var te *transientError
+	return errors.As(err, &te)
+}

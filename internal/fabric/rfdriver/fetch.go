@@ -1,0 +1,106 @@
+package rfdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Bounds on reading a collection.
+const (
+	maxPages    = 64 // Members@odata.nextLink pages followed
+	parallelGet = 4  // members read at once
+)
+
+// member is one resource read from a collection.
+type member[T any] struct {
+	ref  string // its @odata.id, as the collection lists it
+	url  string // where it was read from
+	etag string
+	v    T
+}
+
+// listAll returns the member links of the collection at ref, following
+// Members@odata.nextLink.
+func listAll(ctx context.Context, c *client, ref string) ([]link, error) {
+	var out []link
+	next := ref
+	for page := 0; next != ""; page++ {
+		if page == maxPages {
+			return nil, fmt.Errorf("GET %s: more than %d pages of members", ref, maxPages)
+		}
+		var coll collection
+		r, err := c.get(ctx, next, &coll)
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range coll.Members {
+			if m.ID == "" {
+				return nil, fmt.Errorf("GET %s: Members[%d] has no @odata.id", r.url, i)
+			}
+		}
+		out = append(out, coll.Members...)
+		next = coll.NextLink
+	}
+	return out, nil
+}
+
+// fetchAll reads every member of the collection at ref. A member that
+// disappears between the listing and its read is left out.
+func fetchAll[T any](ctx context.Context, c *client, ref string) ([]member[T], error) {
+	refs, err := listAll(ctx, c, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]member[T], len(refs))
+	gone := make([]bool, len(refs))
+	errs := make([]error, len(refs))
+	sem := make(chan struct{}, parallelGet)
+	var wg sync.WaitGroup
+	for i, l := range refs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].ref = l.ID
+			r, err := c.get(ctx, l.ID, &out[i].v)
+			var nf *notFoundError
+			switch {
+			case errors.As(err, &nf):
+				gone[i] = true
+			case err != nil:
+				errs[i] = err
+			default:
+				out[i].url, out[i].etag = r.url, etagOf(r)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	kept := out[:0]
+	for i := range out {
+		if !gone[i] {
+			kept = append(kept, out[i])
+		}
+	}
+	return kept, nil
+}
+
+// etagOf is the answer's ETag header, or its @odata.etag property.
+func etagOf(r *reply) string {
+	if e := r.header.Get("ETag"); e != "" {
+		return e
+	}
+	var body struct {
+		ETag string `json:"@odata.etag"`
+	}
+	if decode(r, &body) == nil {
+		return body.ETag
+	}
+	return ""
+}
