@@ -98,6 +98,9 @@ func (s *Server) accountBody(a tenancy.Account) map[string]any {
 	if a.Tenant != "" {
 		oem["Tenant"] = a.Tenant
 	}
+	if a.Host != "" {
+		oem["Host"] = a.Host
+	}
 	return map[string]any{
 		"@odata.id":    accountsPath + a.UserName,
 		"@odata.type":  "#ManagerAccount.v1_12_0.ManagerAccount",
@@ -143,6 +146,7 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 type accountOem struct {
 	Rackpool *struct {
 		Tenant *string
+		Host   *string // HostAgent accounts: the host they act for
 	}
 }
 
@@ -170,11 +174,18 @@ func (s *Server) postAccount(w http.ResponseWriter, r *http.Request) error {
 	if body.Enabled != nil {
 		enabled = *body.Enabled
 	}
-	tenant := ""
+	tenant, host := "", ""
 	if body.Oem != nil && body.Oem.Rackpool != nil && body.Oem.Rackpool.Tenant != nil {
 		tenant = *body.Oem.Rackpool.Tenant
 	}
-	a, err := s.auth.CreateAccount(r.Context(), tenancy.NewAccount{UserName: *body.UserName, Password: *body.Password, Role: *body.RoleId, Tenant: tenant, Enabled: enabled})
+	if body.Oem != nil && body.Oem.Rackpool != nil && body.Oem.Rackpool.Host != nil {
+		host = *body.Oem.Rackpool.Host
+		if s.top.Host(host) == nil {
+			return errPropertyValue("Oem/Rackpool/Host", host, "Name a host of the topology (rackpool show).")
+		}
+	}
+	a, err := s.auth.CreateAccount(r.Context(), tenancy.NewAccount{UserName: *body.UserName, Password: *body.Password, Role: *body.RoleId,
+		Tenant: tenant, Host: host, Enabled: enabled})
 	if err != nil {
 		return err
 	}
@@ -201,6 +212,9 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 	ch := tenancy.AccountChange{Password: body.Password, Role: body.RoleId, Enabled: body.Enabled}
 	if body.Oem != nil && body.Oem.Rackpool != nil {
 		ch.Tenant = body.Oem.Rackpool.Tenant
+		if body.Oem.Rackpool.Host != nil {
+			return errPropertyValue("Oem/Rackpool/Host", *body.Oem.Rackpool.Host, "A host agent's host is fixed; create another account.")
+		}
 	}
 	if body.UserName != nil && *body.UserName != id {
 		return errPropertyValue("UserName", *body.UserName, "Accounts cannot be renamed; create a new one.")
@@ -243,6 +257,14 @@ func (s *Server) getRole(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errNotFound("Role", id)
 	}
+	assigned, oemPrivs := []string{}, []string{}
+	for _, p := range privs {
+		if p == tenancy.HostAgent {
+			oemPrivs = append(oemPrivs, p)
+		} else {
+			assigned = append(assigned, p)
+		}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":          "/redfish/v1/AccountService/Roles/" + id,
 		"@odata.type":        "#Role.v1_3_0.Role",
@@ -250,7 +272,8 @@ func (s *Server) getRole(w http.ResponseWriter, r *http.Request) error {
 		"Name":               id + " Role",
 		"RoleId":             id,
 		"IsPredefined":       true,
-		"AssignedPrivileges": privs,
+		"AssignedPrivileges": assigned,
+		"OemPrivileges":      oemPrivs,
 	})
 	return nil
 }

@@ -190,6 +190,20 @@ func translate(err error) *apiError {
 			"The ETag supplied did not match the ETag required to change this resource.")
 		e.resolution = err.Error()
 		return e
+	case errors.Is(err, compose.ErrHostStep):
+		// The step and the agent's own words: what the operator of the
+		// host needs, nothing internal to the service.
+		var se *compose.StepError
+		if errors.As(err, &se) && se.Step == compose.StepHostDrain {
+			e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+				"The change to the requested resource failed because the resource is in use or in transition.")
+			e.resolution = err.Error() + "; the system stays composed. Stop using its devices on the host and retry."
+			return e
+		}
+		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
+			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
+		e.resolution = err.Error() + "; the composition was rolled back. Check the host agent and retry."
+		return e
 	case errors.Is(err, compose.ErrAttach), errors.Is(err, compose.ErrDetach):
 		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
 			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")

@@ -19,6 +19,7 @@ import (
 	"rackpool/internal/events"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/hostagent"
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
 	"rackpool/internal/metrics"
@@ -96,6 +97,13 @@ func newService(t testing.TB) *service {
 // newServiceOn is newService on another topology.
 func newServiceOn(t testing.TB, top *topology.Topology) *service {
 	t.Helper()
+	return newServiceAgents(t, top, nil)
+}
+
+// newServiceAgents is newServiceOn whose workflows wait for the host
+// agents broker manages (nil: none).
+func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Broker) *service {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -113,8 +121,12 @@ func newServiceOn(t testing.TB, top *topology.Topology) *service {
 	s.obs = redfish.NewObserver(metrics.NewRegistry(), s.bus)
 	s.drivers = drivers
 	s.store = st
-	s.mgr, err = compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk,
-		OnChange: s.obs.OnChange, OnFabricOp: s.obs.OnFabricOp, OnSchedule: s.obs.OnSchedule})
+	opts := compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk,
+		OnChange: s.obs.OnChange, OnFabricOp: s.obs.OnFabricOp, OnSchedule: s.obs.OnSchedule}
+	if broker != nil {
+		opts.Host, opts.HostTimeout = broker, 5*time.Second
+	}
+	s.mgr, err = compose.New(ctx, opts)
 	if err != nil {
 		t.Fatalf("compose.New: %v", err)
 	}
@@ -149,7 +161,7 @@ func newServiceOn(t testing.TB, top *topology.Topology) *service {
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
 	s.logs = &logBuffer{}
 	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
-		Drives: s.drives, Telemetry: s.tel, Provisioning: s.prov,
+		Drives: s.drives, Telemetry: s.tel, Provisioning: s.prov, Broker: broker,
 		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
 	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)

@@ -22,10 +22,12 @@ const (
 	configureUsers                       // accounts and tenants ("ConfigureUsers")
 	configureManager                     // service-wide settings, faults, logs ("ConfigureManager")
 	configureSelf                        // one's own account and sessions ("ConfigureSelf")
+	hostAgent                            // a host agent's steps (rackpool's OEM "RackpoolHostAgent")
 )
 
 var privilegeNames = map[privilege]string{public: "", login: tenancy.Login, configureComponents: tenancy.ConfigureComponents,
-	configureUsers: tenancy.ConfigureUsers, configureManager: tenancy.ConfigureManager, configureSelf: tenancy.ConfigureSelf}
+	configureUsers: tenancy.ConfigureUsers, configureManager: tenancy.ConfigureManager, configureSelf: tenancy.ConfigureSelf,
+	hostAgent: tenancy.HostAgent}
 
 // route is one endpoint of the service.
 type route struct {
@@ -37,7 +39,7 @@ type route struct {
 // routeTable is every route of the service, family by family.
 var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, systemRoutes, blockRoutes, composeRoutes,
 	configRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
-	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes)
+	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes, hostAgentRoutes)
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 

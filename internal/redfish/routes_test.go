@@ -119,6 +119,7 @@ func TestEveryGETRoute(t *testing.T) {
 		// CXL devices are not in the default rack: TestCXLRedfish serves
 		// examples/cxl-rack.yaml and walks every one of these routes.
 		"/redfish/v1/Chassis/{id}/PCIeDevices":                              {elsewhere: "TestCXLRedfish"},
+		"/redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps":                  {elsewhere: "TestHostAgentSteps"},
 		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}":                        {elsewhere: "TestCXLRedfish"},
 		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices":      {elsewhere: "TestCXLRedfish"},
 		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices/{ld}": {elsewhere: "TestCXLRedfish"},

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"rackpool/internal/fabric"
+	"rackpool/internal/hostagent"
 	"rackpool/internal/tenancy"
 	"runtime/debug"
 	"strings"
@@ -71,6 +72,7 @@ type Server struct {
 	obs            *Observer
 	metrics        *serverMetrics
 	asyncThreshold time.Duration
+	broker         *hostagent.Broker
 	tasks          taskList
 	resLocks       resourceLocks
 	settings       compositionSettings
@@ -109,6 +111,9 @@ type Options struct {
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
 	Health HealthSource
+	// Broker hands saga steps to host agents (serve --host-agents); nil
+	// disables the host agents' routes.
+	Broker *hostagent.Broker
 }
 
 // HealthSource is a cache of devices' health (events.Monitor).
@@ -132,7 +137,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
-		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold,
+		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {

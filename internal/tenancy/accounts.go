@@ -47,10 +47,18 @@ func (s *Service) Locked(user string) bool {
 	return f != nil && now.Before(f.lockedUntil)
 }
 
-// checkAccountLocked validates role and tenant. s.mu must be held.
-func (s *Service) checkAccountLocked(role, tenant string) error {
+// checkAccountLocked validates role, tenant and host. s.mu must be held.
+func (s *Service) checkAccountLocked(role, tenant, host string) error {
 	if _, ok := roles[role]; !ok {
-		return &InvalidError{Property: "RoleId", Value: role, Hint: "Use Administrator, Operator or ReadOnly."}
+		return &InvalidError{Property: "RoleId", Value: role, Hint: "Use Administrator, Operator, ReadOnly or HostAgent."}
+	}
+	switch {
+	case role == RoleHostAgent && host == "":
+		return &InvalidError{Property: "Host", Value: "", Hint: "A HostAgent account acts for one host: give Oem.Rackpool.Host."}
+	case role == RoleHostAgent && tenant != "":
+		return &InvalidError{Property: "Tenant", Value: tenant, Hint: "A HostAgent account belongs to no tenant."}
+	case role != RoleHostAgent && host != "":
+		return &InvalidError{Property: "Host", Value: host, Hint: "Only HostAgent accounts are bound to a host."}
 	}
 	if tenant != "" {
 		if role == RoleAdministrator {
@@ -66,7 +74,10 @@ func (s *Service) checkAccountLocked(role, tenant string) error {
 // NewAccount describes an account to create.
 type NewAccount struct {
 	UserName, Password, Role, Tenant string
-	Enabled                          bool
+	// Host binds a RoleHostAgent account to its host (the caller checks
+	// that the topology has it).
+	Host    string
+	Enabled bool
 }
 
 // CreateAccount adds an account. Joining a tenant writes the tenant's
@@ -86,7 +97,7 @@ func (s *Service) CreateAccount(ctx context.Context, n NewAccount) (Account, err
 	defer s.wmu.Unlock()
 	s.mu.Lock()
 	_, exists := s.accounts[n.UserName]
-	err := s.checkAccountLocked(n.Role, n.Tenant)
+	err := s.checkAccountLocked(n.Role, n.Tenant, n.Host)
 	var p store.Plan
 	joined := s.joinLocked(&p, n.Tenant)
 	s.mu.Unlock()
@@ -96,7 +107,7 @@ func (s *Service) CreateAccount(ctx context.Context, n NewAccount) (Account, err
 	if err != nil {
 		return Account{}, err
 	}
-	a := &Account{UserName: n.UserName, Role: n.Role, Tenant: n.Tenant, Enabled: n.Enabled, Hash: hash, Version: 1}
+	a := &Account{UserName: n.UserName, Role: n.Role, Tenant: n.Tenant, Host: n.Host, Enabled: n.Enabled, Hash: hash, Version: 1}
 	p.Objects = append(p.Objects, accountChange(a))
 	if err := s.commit(ctx, p); err != nil {
 		return Account{}, err
@@ -197,7 +208,7 @@ func (s *Service) UpdateAccount(ctx context.Context, user string, ch AccountChan
 		s.mu.Unlock()
 		return Account{}, &InvalidError{Property: "RoleId", Value: next.Role, Hint: "The built-in Administrator keeps its role, has no tenant and cannot be disabled."}
 	}
-	if err := s.checkAccountLocked(next.Role, next.Tenant); err != nil {
+	if err := s.checkAccountLocked(next.Role, next.Tenant, next.Host); err != nil {
 		s.mu.Unlock()
 		return Account{}, err
 	}

@@ -75,6 +75,7 @@ type session struct {
 type accountRecord struct {
 	Role    string `json:"role"`
 	Tenant  string `json:"tenant,omitempty"`
+	Host    string `json:"host,omitempty"`
 	Enabled bool   `json:"enabled"`
 	Hash    string `json:"hash"`
 }
@@ -137,7 +138,7 @@ func (s *Service) load(ctx context.Context) error {
 		if err := json.Unmarshal(o.Data, &r); err != nil {
 			return fmt.Errorf("tenancy: account %q: %w", o.ID, err)
 		}
-		accounts[o.ID] = &Account{UserName: o.ID, Role: r.Role, Tenant: r.Tenant, Enabled: r.Enabled, Hash: r.Hash, Version: o.Version}
+		accounts[o.ID] = &Account{UserName: o.ID, Role: r.Role, Tenant: r.Tenant, Host: r.Host, Enabled: r.Enabled, Hash: r.Hash, Version: o.Version}
 	}
 	tenants := map[string]*Tenant{}
 	if objs, err = s.st.Objects(ctx, kindTenant); err != nil {
@@ -213,7 +214,7 @@ func del(kind, id string, version int64) store.ObjectChange {
 }
 
 func accountChange(a *Account) store.ObjectChange {
-	return put(kindAccount, a.UserName, a.Version, accountRecord{Role: a.Role, Tenant: a.Tenant, Enabled: a.Enabled, Hash: a.Hash})
+	return put(kindAccount, a.UserName, a.Version, accountRecord{Role: a.Role, Tenant: a.Tenant, Host: a.Host, Enabled: a.Enabled, Hash: a.Hash})
 }
 
 func tenantChange(t *Tenant) store.ObjectChange {

@@ -42,7 +42,7 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 		return Principal{}, ErrLocked
 	}
 	if until, hit := s.verified[digest]; ok && hit && now.Before(until) {
-		p := Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}
+		p := Principal{User: user, Role: acc.Role, Tenant: acc.Tenant, Host: acc.Host}
 		s.mu.Unlock()
 		return p, nil
 	}
@@ -83,7 +83,7 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 		s.verified = map[[32]byte]time.Time{}
 	}
 	s.verified[digest] = now.Add(time.Minute)
-	return Principal{User: user, Role: acc.Role, Tenant: acc.Tenant}, nil
+	return Principal{User: user, Role: acc.Role, Tenant: acc.Tenant, Host: acc.Host}, nil
 }
 
 // Login checks the credentials and opens a session, stored before Login
@@ -140,7 +140,7 @@ func (s *Service) BySessionToken(ctx context.Context, token string) (Principal, 
 		return Principal{}, false
 	}
 	ss.LastUsed = now
-	p := Principal{User: ss.User, Role: acc.Role, Tenant: acc.Tenant, Session: ss.ID}
+	p := Principal{User: ss.User, Role: acc.Role, Tenant: acc.Tenant, Host: acc.Host, Session: ss.ID}
 	var write *store.ObjectChange
 	if now.Sub(ss.stored) >= s.touchInterval {
 		ss.stored = now

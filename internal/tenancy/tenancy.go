@@ -52,11 +52,15 @@ import (
 // deleted.
 const AdminUser = "Administrator"
 
-// Roles: the three standard Redfish roles.
+// Roles: the three standard Redfish roles, and the host agent's.
 const (
 	RoleAdministrator = "Administrator"
 	RoleOperator      = "Operator"
 	RoleReadOnly      = "ReadOnly"
+	// RoleHostAgent is the credential of one host's agent (rackpool agent
+	// --host): it takes and answers that host's saga steps and nothing
+	// else, not even reads (no Login privilege).
+	RoleHostAgent = "HostAgent"
 )
 
 // Redfish privileges.
@@ -66,6 +70,8 @@ const (
 	ConfigureUsers      = "ConfigureUsers"
 	ConfigureSelf       = "ConfigureSelf"
 	ConfigureComponents = "ConfigureComponents"
+	// HostAgent is rackpool's OEM privilege of RoleHostAgent.
+	HostAgent = "RackpoolHostAgent"
 )
 
 // roles lists each role's privileges.
@@ -73,10 +79,13 @@ var roles = map[string][]string{
 	RoleAdministrator: {Login, ConfigureManager, ConfigureUsers, ConfigureSelf, ConfigureComponents},
 	RoleOperator:      {Login, ConfigureSelf, ConfigureComponents},
 	RoleReadOnly:      {Login, ConfigureSelf},
+	RoleHostAgent:     {ConfigureSelf, HostAgent},
 }
 
 // Roles returns the role IDs, most privileged first.
-func Roles() []string { return []string{RoleAdministrator, RoleOperator, RoleReadOnly} }
+func Roles() []string {
+	return []string{RoleAdministrator, RoleOperator, RoleReadOnly, RoleHostAgent}
+}
 
 // Privileges returns the privileges role grants, and false for an unknown
 // role.
@@ -88,6 +97,7 @@ func Privileges(role string) ([]string, bool) {
 // Principal is the authenticated identity of a request.
 type Principal struct {
 	User, Role, Tenant string
+	Host               string // RoleHostAgent: the one host it acts for
 	Session            string // session ID, when authenticated by token
 }
 
@@ -104,6 +114,7 @@ type Account struct {
 	UserName string
 	Role     string
 	Tenant   string
+	Host     string // RoleHostAgent only: the host it acts for
 	Enabled  bool
 	Hash     string
 	// Version is the account record's store version; its ETag is
