@@ -343,6 +343,8 @@ func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
 		r, err := c.do(ctx, http.MethodGet, ref, nil, nil)
 		var te *transientError
 		switch {
+		case err != nil && ctx.Err() != nil && last != nil:
+			return nil, fmt.Errorf("%w; last failure: %v", err, last)
 		case errors.As(err, &te):
 			last = err
 			continue

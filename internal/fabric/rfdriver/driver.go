@@ -437,14 +437,21 @@ type change struct {
 // caller's context, ctx the operation's (parent under the timeout).
 func (d *Driver) reconcile(parent, ctx context.Context, step func(context.Context) (*change, error)) (fabric.Result, error) {
 	var start time.Time
-	sent := false // a change may have been applied
+	sent := false  // a change may have been applied
+	var last error // why the last change did not clearly succeed
+	fail := func(err error) (fabric.Result, error) {
+		if last != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w; last failure: %v", err, last)
+		}
+		if sent && ctx.Err() != nil && parent.Err() == nil {
+			return d.lastLook(parent, start, step, err)
+		}
+		return fabric.Result{}, err
+	}
 	for attempt := 1; ; attempt++ {
 		ch, err := step(ctx)
 		if err != nil {
-			if sent && ctx.Err() != nil && parent.Err() == nil {
-				return d.lastLook(parent, start, step, err)
-			}
-			return fabric.Result{}, err
+			return fail(err)
 		}
 		if ch == nil {
 			if !sent {
@@ -463,17 +470,16 @@ func (d *Driver) reconcile(parent, ctx context.Context, step func(context.Contex
 			return fabric.Result{}, err
 		case conflict:
 			d.log.Debug("changed by someone else; reading again", "err", err)
-			if err := sleep(ctx, backoff(1), err); err != nil {
-				return fabric.Result{}, err
+			last = err
+			if err := sleep(ctx, backoff(1), nil); err != nil {
+				return fail(err)
 			}
 		case unclear:
 			sent = true
+			last = err
 			d.log.Debug("outcome unclear; reading the state back", "err", err)
-			if serr := sleep(ctx, backoff(attempt), err); serr != nil {
-				if parent.Err() == nil {
-					return d.lastLook(parent, start, step, serr)
-				}
-				return fabric.Result{}, serr
+			if err := sleep(ctx, backoff(attempt), nil); err != nil {
+				return fail(err)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package rfdriver
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,20 +54,27 @@ func statusError(r *reply) *Error {
 	var body redfishError
 	if json.Unmarshal(r.body, &body) == nil && (body.Error.Code != "" || len(body.Error.Info) > 0) {
 		e.MessageID, e.Message = body.Error.Code, body.Error.Message
-		if len(body.Error.Info) > 0 {
-			if id := body.Error.Info[0].MessageID; id != "" {
-				e.MessageID = id
+		for i, m := range body.Error.Info {
+			if i == 0 && m.MessageID != "" {
+				e.MessageID, e.Message = m.MessageID, cmp.Or(m.Message, e.Message)
 			}
-			if m := body.Error.Info[0].Message; m != "" {
-				e.Message = m
+			// A fabric refusal may follow a Base message (the property
+			// that was wrong): the first entry that maps wins.
+			if mapped := messageError(m.MessageID); mapped != nil && e.mapped == nil {
+				e.mapped = mapped
+				if i > 0 {
+					e.Message += " (" + m.MessageID + ": " + m.Message + ")"
+				}
 			}
+		}
+		if e.mapped == nil {
+			e.mapped = messageError(e.MessageID)
 		}
 	} else if s := strings.TrimSpace(string(r.body)); s != "" {
 		e.Message = "body: " + quote(s)
 	} else {
 		e.Message = "no body"
 	}
-	e.mapped = messageError(e.MessageID)
 	return e
 }
 

@@ -1,28 +1,20 @@
 package rfdriver
 
-import (
-	"strings"
+import "rackpool/internal/fabric"
 
-	"rackpool/internal/fabric"
-)
-
-// messageErrors maps the last segment of a Rackpool registry MessageId to
-// the fabric error it states. TODO: take it from fmserver once it exports
-// its table.
+// messageErrors maps the Rackpool registry's MessageIds to fabric errors.
+// TODO: use fmserver.Errors (the registry's one table) once that package
+// builds; these are its IDs.
 var messageErrors = map[string]error{
-	"Unknown":     fabric.ErrUnknown,
-	"Unreachable": fabric.ErrUnreachable,
-	"DrawerHosts": fabric.ErrDrawerHosts,
-	"PortBusy":    fabric.ErrPortBusy,
-	"InUse":       fabric.ErrInUse,
-	"Failed":      fabric.ErrFailed,
-	"Injected":    fabric.ErrInjected,
+	"Rackpool.1.0.UnknownElement":  fabric.ErrUnknown,
+	"Rackpool.1.0.Unreachable":     fabric.ErrUnreachable,
+	"Rackpool.1.0.DrawerHostLimit": fabric.ErrDrawerHosts,
+	"Rackpool.1.0.PortBusy":        fabric.ErrPortBusy,
+	"Rackpool.1.0.BlockInUse":      fabric.ErrInUse,
+	"Rackpool.1.0.ElementFailed":   fabric.ErrFailed,
+	"Rackpool.1.0.InjectedFault":   fabric.ErrInjected,
 }
 
-// messageError is the fabric error a MessageId states, or nil.
-func messageError(id string) error {
-	if !strings.HasPrefix(id, "Rackpool.") {
-		return nil
-	}
-	return messageErrors[id[strings.LastIndex(id, ".")+1:]]
-}
+// messageError is the fabric error a MessageId of the Rackpool registry
+// states, or nil.
+func messageError(id string) error { return messageErrors[id] }

@@ -58,6 +58,8 @@ func judge(r *reply) (outcome, error) {
 	switch s := r.status; {
 	case s == http.StatusOK || s == http.StatusCreated || s == http.StatusNoContent:
 		return applied, nil
+	case s >= 400 && s < 500 && statusError(r).mapped != nil:
+		return refused, statusError(r) // a fabric refusal (fabric-emulator says 409 or 400)
 	case s == http.StatusPreconditionFailed || s == http.StatusConflict || s == http.StatusNotFound:
 		return conflict, statusError(r)
 	case s >= 500 || retryableStatus(s):
@@ -100,6 +102,9 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 		switch {
 		case errors.As(err, &te) && ctx.Err() == nil:
 			continue
+		case err != nil && ctx.Err() != nil:
+			d.cancelTask(ctx, monitor)
+			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.method, accepted.url, time.Since(began).Round(time.Millisecond), ctx.Err())
 		case err != nil:
 			d.cancelTask(ctx, monitor)
 			return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.method, accepted.url, err)
