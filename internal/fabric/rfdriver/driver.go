@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -205,10 +206,10 @@ func (d *Driver) Close(ctx context.Context) error {
 }
 
 // byConnection reports whether dev's blocks attach by memory Connections
-// rather than by zone membership: memory devices and any device with
-// several blocks.
+// rather than by zone membership: CXL memory and any device with several
+// blocks (docs/southbound.md).
 func byConnection(dev *inventory.Device) bool {
-	return len(dev.Blocks) > 1 || dev.Kind == inventory.Memory || dev.Fabric.Kind == inventory.CXLMemory
+	return len(dev.Blocks) > 1 || dev.Fabric.Kind == inventory.CXLMemory
 }
 
 // portName is the "host/port" name of a host port, as fault targets and
@@ -522,7 +523,11 @@ func (d *Driver) discover(ctx context.Context) (fabric.State, error) {
 	}
 	d.mapEndpoints(eps)
 	st := fabric.State{Health: map[string]fabric.Health{}}
-	if err := d.health(eps, st.Health); err != nil {
+	systems, err := d.systemHealth(ctx, eps)
+	if err != nil {
+		return fabric.State{}, err
+	}
+	if err := d.health(eps, systems, st.Health); err != nil {
 		return fabric.State{}, err
 	}
 	seen := map[fabric.Attachment]bool{}
@@ -562,11 +567,10 @@ func (d *Driver) discover(ctx context.Context) (fabric.State, error) {
 }
 
 // health fills h from the endpoints: each device's and host port's own
-// Status.Health; a host's from the manager's Oem.Rackpool.HostHealth
-// where given, else Critical when every one of its ports on the fabric
-// is, else OK.
-func (d *Driver) health(eps []member[endpointRes], h map[string]fabric.Health) error {
-	hostSaid := map[string]fabric.Health{}
+// Status.Health; a host's from its ComputerSystem (systems) where the
+// manager has one, else Critical when every one of its ports on the
+// fabric is, else OK.
+func (d *Driver) health(eps []member[endpointRes], systems map[string]fabric.Health, h map[string]fabric.Health) error {
 	for _, e := range eps {
 		d.mu.Lock()
 		el, ok := d.byURI[norm(e.ref)]
@@ -580,15 +584,8 @@ func (d *Driver) health(eps []member[endpointRes], h map[string]fabric.Health) e
 		}
 		if el.dev != nil {
 			h[el.dev.ID] = v
-			continue
-		}
-		h[portName(el.hp.Host.ID, el.hp.ID)] = v
-		if s := e.v.Oem.Rackpool.HostHealth; s != nil {
-			hv, err := (&status{Health: s}).health()
-			if err != nil {
-				return fmt.Errorf("GET %s: Oem.Rackpool.HostHealth: %w", e.url, err)
-			}
-			hostSaid[el.hp.Host.ID] = worst(hostSaid[el.hp.Host.ID], hv)
+		} else {
+			h[portName(el.hp.Host.ID, el.hp.ID)] = v
 		}
 	}
 	allFailed := map[string]bool{}
@@ -602,7 +599,7 @@ func (d *Driver) health(eps []member[endpointRes], h map[string]fabric.Health) e
 		}
 	}
 	for host, failed := range allFailed {
-		switch said, ok := hostSaid[host]; {
+		switch said, ok := systems[host]; {
 		case ok:
 			h[host] = said
 		case failed:
@@ -614,13 +611,48 @@ func (d *Driver) health(eps []member[endpointRes], h map[string]fabric.Health) e
 	return nil
 }
 
-// worst returns the worse of two healths ("" counts as unknown).
-func worst(a, b fabric.Health) fabric.Health {
-	rank := map[fabric.Health]int{"": 0, fabric.OK: 1, fabric.Warning: 2, fabric.Critical: 3}
-	if rank[b] > rank[a] {
-		return b
+// systemHealth reads the ComputerSystem each initiator endpoint's
+// EntityLink names (/redfish/v1/Systems/{host}) for the host's health. A
+// manager without them (404) is not an error: the hosts' health is then
+// derived from their ports'.
+func (d *Driver) systemHealth(ctx context.Context, eps []member[endpointRes]) (map[string]fabric.Health, error) {
+	links := map[string]string{} // host → its System
+	for _, e := range eps {
+		d.mu.Lock()
+		el := d.byURI[norm(e.ref)]
+		d.mu.Unlock()
+		if el.hp == nil || len(e.v.ConnectedEntities) == 0 || e.v.ConnectedEntities[0].EntityLink == nil {
+			continue
+		}
+		l := *e.v.ConnectedEntities[0].EntityLink
+		if norm(l.ID) == "/redfish/v1/Systems/"+el.hp.Host.ID {
+			links[el.hp.Host.ID] = l.ID
+		}
 	}
-	return a
+	out := map[string]fabric.Health{}
+	var mu sync.Mutex
+	err := forEach(ctx, slices.Sorted(maps.Keys(links)), func(ctx context.Context, host string) error {
+		var sys struct {
+			Status *status `json:"Status"`
+		}
+		r, err := d.c.get(ctx, links[host], &sys)
+		var nf *notFoundError
+		switch {
+		case errors.As(err, &nf):
+			return nil
+		case err != nil:
+			return err
+		}
+		h, err := sys.Status.health()
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", r.url, err)
+		}
+		mu.Lock()
+		out[host] = h
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }
 
 // keyedMutex serialises work per key.

@@ -55,32 +55,26 @@ func fetchAll[T any](ctx context.Context, c *client, ref string) ([]member[T], e
 	}
 	out := make([]member[T], len(refs))
 	gone := make([]bool, len(refs))
-	errs := make([]error, len(refs))
-	sem := make(chan struct{}, parallelGet)
-	var wg sync.WaitGroup
-	for i, l := range refs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i].ref = l.ID
-			r, err := c.get(ctx, l.ID, &out[i].v)
-			var nf *notFoundError
-			switch {
-			case errors.As(err, &nf):
-				gone[i] = true
-			case err != nil:
-				errs[i] = err
-			default:
-				out[i].url, out[i].etag = r.url, etagOf(r)
-			}
-		}()
+	idx := make([]int, len(refs))
+	for i := range idx {
+		idx[i] = i
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	err = forEach(ctx, idx, func(ctx context.Context, i int) error {
+		out[i].ref = refs[i].ID
+		r, err := c.get(ctx, refs[i].ID, &out[i].v)
+		var nf *notFoundError
+		switch {
+		case errors.As(err, &nf):
+			gone[i] = true
+		case err != nil:
+			return err
+		default:
+			out[i].url, out[i].etag = r.url, etagOf(r)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	kept := out[:0]
 	for i := range out {
@@ -103,4 +97,27 @@ func etagOf(r *reply) string {
 		return body.ETag
 	}
 	return ""
+}
+
+// forEach calls fn for every item, parallelGet at a time, and returns the
+// first error (in item order).
+func forEach[T any](ctx context.Context, items []T, fn func(context.Context, T) error) error {
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, parallelGet)
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(ctx, it)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

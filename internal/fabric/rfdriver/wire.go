@@ -64,14 +64,6 @@ type endpointRes struct {
 		EntityLink *link  `json:"EntityLink"`
 	} `json:"ConnectedEntities"`
 	Status *status `json:"Status"`
-	Oem    struct {
-		Rackpool struct {
-			// Host is the host of an initiator endpoint and HostHealth its
-			// health, where the manager says (fabric-emulator does).
-			Host       string  `json:"Host"`
-			HostHealth *string `json:"HostHealth"`
-		} `json:"Rackpool"`
-	} `json:"Oem"`
 }
 
 type zoneRes struct {
