@@ -133,7 +133,7 @@ func (k *kernel) memoryState(i int) string {
 	if s := strings.TrimSpace(string(b)); !strings.HasPrefix(s, "online_") {
 		return s
 	}
-	return "online" // written as online_movable; the kernel reads it back so
+	return "online" // written as online_movable; a real kernel reads back "online"
 
 }
 
@@ -246,13 +246,6 @@ func (k *kernel) run() {
 		for _, b := range blocks {
 			if take(filepath.Join(k.sys, "class/block", b.Name(), "device/delete")) == "1" {
 				k.due["rm-disk "+b.Name()] = now.Add(k.delay)
-			}
-		}
-		mem, _ := os.ReadDir(filepath.Join(k.sys, "devices/system/memory"))
-		for _, m := range mem {
-			p := filepath.Join(k.sys, "devices/system/memory", m.Name(), "state")
-			if b, err := os.ReadFile(p); err == nil && strings.HasPrefix(string(b), "online_") {
-				_ = os.WriteFile(p, []byte("online\n"), 0o644)
 			}
 		}
 		for what, at := range k.due {
