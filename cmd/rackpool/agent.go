@@ -10,23 +10,34 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/telemetry/host"
 	"rackpool/internal/telemetry/report"
 )
 
-// runAgent reports what a composed host really uses to the control plane
-// (docs/telemetry.md): memory of a cgroup or of the whole machine, block
-// I/O and GPU memory, every interval, until SIGTERM.
+// runAgent runs on a host until SIGTERM. With --system it reports what the
+// composed host really uses to the control plane (docs/telemetry.md):
+// memory of a cgroup or of the whole machine, block I/O and GPU memory,
+// every interval. With --host it takes the host's saga steps
+// (docs/southbound.md): after the fabric attached a device, rescan and
+// confirm the OS sees it healthy; before a detach, drain and confirm it is
+// gone. It authenticates as a HostAgent account bound to that host.
 func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	var caFile string
 	caFlag(fs, &caFile)
-	system := fs.String("system", "", "the composed system (or, for an administrator, the host) this agent runs on (required)")
+	system := fs.String("system", "", "report usage for this composed system (or, for an administrator, the host)")
+	hostID := fs.String("host", "", "take this host's attach and detach steps (the account must be a HostAgent of this host)")
+	sysfsRoot := fs.String("sysfs-root", "/sys", "sysfs root the host steps rescan and read (tests point it at a tree they build)")
+	procRoot := fs.String("proc-root", "/proc", "procfs root the host steps read mounts and swaps from")
+	devRoot := fs.String("dev-root", "/dev", "device root the host steps resolve mounted devices in")
 	cgroup := fs.String("cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
 	interval := fs.Duration("interval", 10*time.Second, "how often to sample and push")
 	buffered := fs.Int("max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
@@ -39,8 +50,8 @@ func runAgent(args []string) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case *control == "":
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
-	case *system == "":
-		return errors.New("--system ID is required: the composed system this host is (rackpool systems)")
+	case *system == "" && *hostID == "":
+		return errors.New("--system ID (report usage) or --host ID (take attach and detach steps) is required")
 	case *interval < 100*time.Millisecond:
 		return errors.New("--interval must be at least 100ms")
 	case *buffered < 1:
@@ -51,10 +62,6 @@ func runAgent(args []string) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	reader, err := host.New(host.Options{Cgroup: *cgroup})
-	if err != nil {
-		return err
-	}
 	cf := &clientFlags{url: *control, caFile: caFile}
 	c, err := cf.client()
 	if err != nil {
@@ -62,6 +69,29 @@ func runAgent(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var steps sync.WaitGroup
+	if *hostID != "" {
+		h, err := hoststep.New(hoststep.Options{SysfsRoot: *sysfsRoot, ProcRoot: *procRoot, DevRoot: *devRoot, Logger: log})
+		if err != nil {
+			return err
+		}
+		log.Info("agent taking host steps", "host", *hostID, "control", *control, "sysfs", *sysfsRoot)
+		steps.Add(1)
+		go func() {
+			defer steps.Done()
+			runHostSteps(ctx, c, h, *hostID, log)
+		}()
+	}
+	defer steps.Wait()
+	if *system == "" {
+		<-ctx.Done()
+		log.Info("agent stopping")
+		return nil
+	}
+	reader, err := host.New(host.Options{Cgroup: *cgroup})
+	if err != nil {
+		return err
+	}
 	if err := checkSystem(ctx, c, *system); err != nil {
 		return err
 	}
@@ -105,4 +135,105 @@ func checkSystem(ctx context.Context, c *api.Client, system string) error {
 		}
 	}
 	return nil
+}
+
+// runHostSteps long-polls the control plane for hostID's saga steps and
+// runs each (at most once at a time per step ID: a step offered again while
+// it runs is skipped) until ctx ends. A control plane that cannot be
+// reached is retried with backoff.
+func runHostSteps(ctx context.Context, c *api.Client, h *hoststep.Host, hostID string, log *slog.Logger) {
+	var mu sync.Mutex
+	running := map[string]bool{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := time.Second
+	for ctx.Err() == nil {
+		list, err := c.HostSteps(ctx, hostID, 25*time.Second)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("poll host steps", "err", err, "retry in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		for _, st := range list {
+			mu.Lock()
+			busy := running[st.ID]
+			running[st.ID] = true
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runHostStep(ctx, c, h, st, log)
+				mu.Lock()
+				delete(running, st.ID)
+				mu.Unlock()
+			}()
+		}
+	}
+}
+
+// runHostStep takes one step and reports its outcome, retrying the report
+// until the step's deadline.
+func runHostStep(ctx context.Context, c *api.Client, h *hoststep.Host, st api.HostStep, log *slog.Logger) {
+	sctx, cancel := context.WithDeadline(ctx, st.Deadline)
+	defer cancel()
+	devs, have := hostDevices(st.Devices), hostDevices(st.Have)
+	start := time.Now()
+	var rep hoststep.Report
+	var err error
+	switch st.Op {
+	case "attach":
+		rep, err = h.Attach(sctx, devs, have)
+	case "detach":
+		rep, err = h.Detach(sctx, devs, have)
+	default:
+		err = fmt.Errorf("unknown step operation %q (upgrade the agent)", st.Op)
+	}
+	var done []string
+	for _, s := range rep.Steps {
+		done = append(done, s.String())
+	}
+	res := api.HostStepResult{Success: err == nil, Message: strings.Join(done, "; ")}
+	if err != nil {
+		res.Message = err.Error()
+	}
+	log.Info("host step", "step", st.ID, "op", st.Op, "devices", len(devs), "took", time.Since(start), "ok", err == nil, "report", res.Message)
+	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		rctx, rcancel := context.WithTimeout(sctx, 10*time.Second)
+		rerr := c.CompleteHostStep(rctx, st.Host, st.ID, res)
+		rcancel()
+		var ae *api.Error
+		if rerr == nil || errors.As(rerr, &ae) && ae.Status == http.StatusNotFound {
+			if rerr != nil {
+				log.Warn("the control plane no longer waits for this step", "step", st.ID)
+			}
+			return
+		}
+		log.Warn("report host step", "step", st.ID, "err", rerr)
+		select {
+		case <-sctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func hostDevices(in []api.HostDevice) []hoststep.Device {
+	out := make([]hoststep.Device, 0, len(in))
+	for _, d := range in {
+		out = append(out, hoststep.Device{Block: d.Block, Device: d.Device, Kind: d.Kind, VendorID: d.VendorID,
+			DeviceID: d.DeviceID, Serial: d.Serial, Bytes: d.Bytes})
+	}
+	return out
 }

@@ -167,7 +167,20 @@ type Fabric struct {
 	// release of an extent or logical device before the fabric manager
 	// forces it.
 	ReleaseTimeout time.Duration
-	switchByID     map[string]*Switch
+	// Driver is how the control plane drives the fabric: "emulated" (the
+	// default), "redfish" (through Manager) or "netns".
+	Driver     string
+	Manager    *FabricManager
+	switchByID map[string]*Switch
+}
+
+// FabricManager is the Redfish fabric manager of a redfish-driven fabric.
+type FabricManager struct {
+	URL         string // base URL; the service root is URL/redfish/v1
+	Fabric      string // the manager's Fabric Id
+	CAFile      string // PEM trust for its certificate ("" : the system's)
+	User        string
+	PasswordEnv string // environment variable holding the password
 }
 
 // Switch is a switch element inside a fabric.

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -260,6 +261,9 @@ func (b *builder) build(spec *Spec) error {
 		}
 		if f.ReleaseTimeout, err = parseDuration(fs.ReleaseTimeout, f.ReleaseTimeout); err != nil {
 			return b.errf(fs.pos, "release_timeout", path, "%v", err)
+		}
+		if err := b.buildDriver(f, fs, path); err != nil {
+			return err
 		}
 		fabByID[f.ID] = f
 		b.inv.Fabrics = append(b.inv.Fabrics, f)
@@ -892,6 +896,57 @@ func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map
 		hostByID[id] = h
 		b.inv.Hosts = append(b.inv.Hosts, h)
 		b.inv.Blocks = append(b.inv.Blocks, blk)
+	}
+	return nil
+}
+
+// Fabric drivers a topology may name (docs/southbound.md).
+const (
+	DriverEmulated = "emulated"
+	DriverRedfish  = "redfish"
+	DriverNetns    = "netns"
+)
+
+// buildDriver checks and records how fabric f is driven.
+func (b *builder) buildDriver(f *inventory.Fabric, fs *FabricSpec, path string) error {
+	f.Driver = fs.Driver
+	if f.Driver == "" {
+		f.Driver = DriverEmulated
+	}
+	switch f.Driver {
+	case DriverEmulated:
+	case DriverRedfish:
+		m := fs.Manager
+		if m == nil {
+			return b.errf(fs.pos, "manager", path, "a redfish-driven fabric needs manager: {url, user, password_env}")
+		}
+		mpath := path + ".manager"
+		u, err := url.Parse(m.URL)
+		switch {
+		case m.URL == "":
+			return b.errf(m.pos, "url", mpath, "missing the fabric manager's URL")
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/"):
+			return b.errf(m.pos, "url", mpath, "want https://HOST[:PORT] (the service root is URL/redfish/v1), got %q", m.URL)
+		case u.User != nil:
+			return b.errf(m.pos, "url", mpath, "credentials do not belong in the URL: use user and password_env")
+		case m.User == "" || m.PasswordEnv == "":
+			return b.errf(m.pos, "user", mpath, "a fabric manager needs user and password_env (the variable holding its password)")
+		}
+		fabricID := m.Fabric
+		if fabricID == "" {
+			fabricID = f.ID
+		}
+		f.Manager = &inventory.FabricManager{URL: strings.TrimSuffix(m.URL, "/"), Fabric: fabricID, CAFile: m.CAFile, User: m.User, PasswordEnv: m.PasswordEnv}
+		return nil
+	case DriverNetns:
+		if f.Kind != inventory.EthernetVLAN {
+			return b.errf(fs.pos, "driver", path, "the netns driver builds ethernet-vlan fabrics only, not %s", f.Kind)
+		}
+	default:
+		return b.errf(fs.pos, "driver", path, "unknown driver %q (valid: emulated, redfish, netns)", fs.Driver)
+	}
+	if fs.Manager != nil {
+		return b.errf(fs.pos, "manager", path, "only redfish-driven fabrics have a manager")
 	}
 	return nil
 }

@@ -100,11 +100,28 @@ type FabricSpec struct {
 	Reconfig    string `yaml:"reconfig,omitempty"`
 	DriveOnline string `yaml:"drive_online,omitempty"`
 	// ReleaseTimeout (cxl-memory) overrides defaults.cxl_release_timeout.
-	ReleaseTimeout string        `yaml:"release_timeout,omitempty"`
-	Chassis        *ChassisSpec  `yaml:"chassis,omitempty"`
-	Switches       []*SwitchSpec `yaml:"switches,omitempty"`
-	Links          []*LinkSpec   `yaml:"links,omitempty"`
-	Devices        []*DeviceSpec `yaml:"devices,omitempty"`
+	ReleaseTimeout string `yaml:"release_timeout,omitempty"`
+	// Driver chooses how the control plane drives the fabric
+	// (docs/southbound.md): emulated (default), redfish (Manager says
+	// where) or netns (ethernet-vlan only).
+	Driver   string        `yaml:"driver,omitempty"`
+	Manager  *ManagerSpec  `yaml:"manager,omitempty"`
+	Chassis  *ChassisSpec  `yaml:"chassis,omitempty"`
+	Switches []*SwitchSpec `yaml:"switches,omitempty"`
+	Links    []*LinkSpec   `yaml:"links,omitempty"`
+	Devices  []*DeviceSpec `yaml:"devices,omitempty"`
+}
+
+// ManagerSpec is where a redfish-driven fabric's manager is and how to
+// log in; the password comes from the environment variable PasswordEnv,
+// never from the file.
+type ManagerSpec struct {
+	pos         `yaml:"-"`
+	URL         string `yaml:"url,omitempty"`
+	Fabric      string `yaml:"fabric,omitempty"`
+	CAFile      string `yaml:"ca_file,omitempty"`
+	User        string `yaml:"user,omitempty"`
+	PasswordEnv string `yaml:"password_env,omitempty"`
 }
 
 // ChassisSpec is a PCIe chassis with host ports H1..HostPorts and drawers
