@@ -303,7 +303,9 @@ func TestSharedDeviceDoesNotBridge(t *testing.T) {
 	if _, err := d.Attach(ctx, attachment(d, "h3", "nicE")); !errors.Is(err, fabric.ErrInUse) {
 		t.Fatalf("third host on a device shared by at most 2 = %v, want ErrInUse", err)
 	}
-	// h2 serves on its own address; h1 routes h2's /30 via nicE.
+	// h2 serves on its own address; h1 routes h2's /30 via nicE and h2
+	// routes h1's back: only the device's refusal to forward separates
+	// them.
 	h2ns, _ := d.HostNS("h2", "eth")
 	var ln net.Listener
 	if err := RunIn(h2ns, func() (err error) {
@@ -319,24 +321,55 @@ func TestSharedDeviceDoesNotBridge(t *testing.T) {
 			if err != nil {
 				return
 			}
+			_, _ = io.Copy(c, c)
 			c.Close()
 		}
 	}()
+	route(t, d, "h1", "nicE", "h2")
+	route(t, d, "h2", "nicE", "h1")
 	h2addr, _ := d.HostAddr("h2", "eth", "nicE")
-	gw := addr(t, d, "h1", "nicE")
-	h1ns, _ := d.HostNS("h1", "eth")
-	if err := RunIn(h1ns, func() error {
-		l, err := netlink.LinkByName(devLink(d.devIdx["nicE"]))
+	port2 := ln.Addr().(*net.TCPAddr).Port
+	wantSilence(t, d, "h1", "h2 via nicE", h2addr, port2)
+
+	// Control: the same path carries traffic once the device forwards.
+	nicNS, _ := d.DeviceNS("nicE")
+	forwarding(t, nicNS, "1")
+	if err := echo(d, "h1", h2addr, port2, "via nicE"); err != nil {
+		t.Fatalf("with forwarding on in nicE, h1 to h2: %v; the test's routes are wrong", err)
+	}
+	forwarding(t, nicNS, "0")
+	wantSilence(t, d, "h1", "h2 via nicE", h2addr, port2)
+}
+
+// route adds, in from's namespace, a route to other's address on device
+// via the device's address towards from.
+func route(t *testing.T, d *Driver, from, device, other string) {
+	t.Helper()
+	ns, _ := d.HostNS(from, "eth")
+	dst, _ := d.HostAddr(other, "eth", device)
+	gw := addr(t, d, from, device)
+	if err := RunIn(ns, func() error {
+		l, err := netlink.LinkByName(devLink(d.devIdx[device]))
 		if err != nil {
 			return err
 		}
-		_, dst, _ := net.ParseCIDR(netip.PrefixFrom(h2addr, 30).Masked().String())
-		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Gw: net.IP(gw.AsSlice())})
+		return netlink.RouteAdd(&netlink.Route{
+			LinkIndex: l.Attrs().Index,
+			Dst:       &net.IPNet{IP: net.IP(dst.AsSlice()), Mask: net.CIDRMask(32, 32)},
+			Gw:        net.IP(gw.AsSlice()),
+		})
+	}); err != nil {
+		t.Fatalf("route in %s to %s via %s: %v", from, dst, gw, err)
+	}
+}
+
+func forwarding(t *testing.T, ns, on string) {
+	t.Helper()
+	if err := RunIn(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/conf/all/forwarding", []byte(on), 0)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	port2 := ln.Addr().(*net.TCPAddr).Port
-	wantSilence(t, d, "h1", "h2 via nicE", h2addr, port2)
 }
 
 func TestCloseRemovesEverything(t *testing.T) {
@@ -452,4 +485,49 @@ func TestAddressesAreDeterministic(t *testing.T) {
 	if _, err := d.Addr("host1", "eth", "gpu1"); !errors.Is(err, fabric.ErrUnknown) {
 		t.Errorf("Addr of a device of another fabric = %v, want ErrUnknown", err)
 	}
+}
+
+// TestBridgeMode runs the suite and a traffic check on the bridge path
+// where the kernel has bridge VLAN filtering and 802.1Q links; elsewhere
+// it checks that asking for it fails cleanly.
+func TestBridgeMode(t *testing.T) {
+	skipUnlessRoot(t)
+	top := topology.LoadDefault()
+	prefix := fmt.Sprintf("rpb%d", os.Getpid()%100000)
+	d, err := New(top, top.Fabric("vlan1"), Options{Prefix: prefix, Mode: ModeBridge})
+	if err != nil {
+		if left := must(Namespaces(prefix)); len(left) > 0 {
+			t.Errorf("a failed New left namespaces %v", left)
+		}
+		if errors.Is(err, ErrUnsupported) {
+			t.Skipf("network namespaces unavailable: %v", err)
+		}
+		t.Skipf("kernel without bridge VLAN filtering or 802.1Q, bridge path not run: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fabrictest.Run(t, top, "vlan1", func(t *testing.T) fabric.Driver {
+		return newDriver(t, top, "vlan1", Options{Mode: ModeBridge})
+	})
+	t.Run("traffic", func(t *testing.T) {
+		d := newDriver(t, top, "vlan1", Options{Mode: ModeBridge})
+		ctx := context.Background()
+		p1 := echoServer(t, d, "essd1")
+		if _, err := d.Attach(ctx, attachment(d, "host1", "essd1")); err != nil {
+			t.Fatal(err)
+		}
+		wantEcho(t, d, "host1", "essd1", p1)
+		wantSilence(t, d, "host2", "essd1", addr(t, d, "host1", "essd1"), p1)
+		if err := d.InjectFault(fabric.Fault{Kind: fabric.DeviceFails, Target: "essd1"}); err != nil {
+			t.Fatal(err)
+		}
+		wantSilence(t, d, "host1", "essd1", addr(t, d, "host1", "essd1"), p1)
+		d.ClearFaults()
+		wantEcho(t, d, "host1", "essd1", p1)
+		if _, err := d.Detach(ctx, attachment(d, "host1", "essd1")); err != nil {
+			t.Fatal(err)
+		}
+		wantSilence(t, d, "host1", "essd1", addr(t, d, "host1", "essd1"), p1)
+	})
 }
