@@ -1,0 +1,415 @@
+package fmserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"rackpool/internal/clock"
+	"rackpool/internal/fabric"
+	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// Options configure a Server. The zero value of every field but Topology,
+// Fabric, User and Password means its default.
+type Options struct {
+	Topology *topology.Topology
+	Fabric   string      // fabric ID in Topology
+	Clock    clock.Clock // nil: the wall clock; the emulated driver runs on it
+	// User and Password are the one account.
+	User, Password string
+	// TaskThreshold: a change whose modelled time exceeds it answers 202
+	// with a task monitor. 0: every change that changes something does.
+	TaskThreshold time.Duration
+	// SessionTimeout ends a session after this much inactivity on Clock
+	// (default DefaultSessionTimeout).
+	SessionTimeout time.Duration
+	// Chaos, when non-zero, seeds a random mix of transport faults (see
+	// the package documentation for the rates).
+	Chaos  int64
+	Logger *slog.Logger // default: discard
+}
+
+// DefaultSessionTimeout is Options.SessionTimeout's default.
+const DefaultSessionTimeout = 30 * time.Minute
+
+// MaxBody is the largest request body accepted (413 beyond it).
+const MaxBody = 1 << 20
+
+// maxDiscard bounds how much of an oversized body is read and thrown away
+// before the 413 is answered, so clients that write their whole body
+// before reading the answer still see it.
+const maxDiscard = 16 * MaxBody
+
+// Validate reports what is wrong with o.
+func (o Options) Validate() error {
+	switch {
+	case o.Topology == nil:
+		return errors.New("fabric manager: no topology")
+	case o.Topology.Fabric(o.Fabric) == nil:
+		return fmt.Errorf("fabric manager: topology %s has no fabric %q", o.Topology.Name, o.Fabric)
+	case o.User == "":
+		return errors.New("fabric manager: no user name")
+	case o.Password == "":
+		return errors.New("fabric manager: no password")
+	case o.TaskThreshold < 0 || o.SessionTimeout < 0:
+		return errors.New("fabric manager: negative task threshold or session timeout")
+	}
+	return nil
+}
+
+// Server serves one emulated fabric as a Redfish fabric manager.
+type Server struct {
+	top       *topology.Topology
+	fab       *inventory.Fabric
+	drv       fabric.Driver
+	clk       clock.Clock
+	wallClock bool // the driver sleeps in wall time (clock.Real)
+	user      string
+	password  string
+	threshold time.Duration
+	log       *slog.Logger
+	mux       *http.ServeMux
+	uuid      string
+
+	sessions sessionTable
+	tasks    taskTable
+	faults   transportFaults
+	ports    portLocks
+
+	zmu   sync.Mutex
+	zones map[string]bool // initiator endpoint IDs of zones created and not deleted
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New builds the emulated driver of o.Fabric and the server in front of
+// it.
+func New(o Options) (*Server, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := o.Topology.Fabric(o.Fabric)
+	drv, err := emulated.New(o.Topology, f, o.Clock)
+	if err != nil {
+		return nil, err
+	}
+	_, wall := o.Clock.(clock.Real)
+	s := &Server{
+		top: o.Topology, fab: f, drv: drv, clk: o.Clock, wallClock: wall,
+		user: o.User, password: o.Password, threshold: o.TaskThreshold, log: o.Logger,
+		mux: http.NewServeMux(), uuid: serviceUUID(o.Topology.Name + "/" + f.ID),
+		sessions: sessionTable{timeout: o.SessionTimeout, byToken: map[string]*session{}},
+		tasks:    taskTable{tasks: map[string]*job{}},
+		zones:    map[string]bool{},
+	}
+	s.faults.init(o.Chaos)
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s }
+
+// Driver returns the emulated driver underneath: the truth tests compare
+// the Redfish view with.
+func (s *Server) Driver() fabric.Driver { return s.drv }
+
+// privilege says whether a route needs an authenticated client.
+type privilege int
+
+const (
+	public privilege = iota
+	login
+)
+
+type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request) error
+
+// route is one literal pattern, the privilege it needs and its handler.
+type route struct {
+	pattern string
+	priv    privilege
+	h       handlerFunc
+}
+
+// routes registers every resource family's routes: the one table.
+func (s *Server) routes() {
+	for _, family := range [][]route{serviceRoutes, sessionRoutes, taskRoutes, fabricRoutes, zoneRoutes,
+		connectionRoutes, chassisRoutes, faultRoutes} {
+		for _, rt := range family {
+			s.mux.Handle(rt.pattern, s.wrap(rt))
+		}
+	}
+}
+
+// ServeHTTP implements http.Handler: transport faults first (faults.go),
+// then the route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			writeError(w, errInternal(fmt.Errorf("panic: %v", v)))
+		}
+	}()
+	if p := r.URL.Path; len(p) > len("/redfish/v1/") && strings.HasSuffix(p, "/") {
+		r.URL.Path = strings.TrimRight(p, "/")
+	}
+	s.serveWithFaults(w, r, func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := s.mux.Handler(r); pattern == "" {
+			if allowed := s.allowedMethods(r); len(allowed) > 0 {
+				w.Header().Set("Allow", strings.Join(allowed, ", "))
+				writeError(w, errMethod())
+				return
+			}
+			writeError(w, errMissingAtURI(r.URL.Path))
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// allowedMethods lists the methods r's path answers to.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+type userKey struct{}
+
+// wrap authenticates, bounds the body and renders handler errors.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		if rt.priv != public {
+			user, err := s.authenticate(r)
+			if err != nil {
+				s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
+				writeError(w, errNoSession())
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+		}
+		if r.ContentLength > MaxBody {
+			_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
+			w.Header().Set("Connection", "close")
+			writeError(w, errTooLarge(MaxBody))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		if err := rt.h(s, w, r); err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				ae = errInternal(err)
+			}
+			if ae.status >= 500 {
+				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
+			}
+			if ae.status == http.StatusRequestEntityTooLarge {
+				_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
+				w.Header().Set("Connection", "close")
+			}
+			writeError(w, ae)
+		}
+	})
+}
+
+// authenticate accepts an X-Auth-Token session or Basic credentials of
+// the one account.
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		sess, ok := s.sessions.touch(tok, s.clk.Now())
+		if !ok {
+			return "", errors.New("invalid or expired session token")
+		}
+		return sess.user, nil
+	}
+	if user, pass, ok := r.BasicAuth(); ok {
+		if !s.credentialsOK(user, pass) {
+			return "", fmt.Errorf("basic authentication of %q failed", user)
+		}
+		return user, nil
+	}
+	return "", errors.New("no credentials")
+}
+
+func (s *Server) credentialsOK(user, pass string) bool {
+	u := subtle.ConstantTimeCompare([]byte(user), []byte(s.user))
+	p := subtle.ConstantTimeCompare([]byte(pass), []byte(s.password))
+	return u&p == 1
+}
+
+// decode reads a JSON object body into v strictly: malformed JSON, wrong
+// types, unknown properties and trailing data are 400 errors naming the
+// property. Top-level OData annotations ("@odata.*") are ignored.
+func decode(r *http.Request, v any) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge(MaxBody)
+		}
+		return errMalformed(err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errMalformed("The request body is empty.")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return errMalformed("The request body must be a JSON object.")
+		}
+		return errMalformed(err.Error())
+	}
+	for k := range raw {
+		if strings.HasPrefix(k, "@odata.") {
+			delete(raw, k)
+		}
+	}
+	clean, _ := json.Marshal(raw)
+	dec := json.NewDecoder(bytes.NewReader(clean))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				field = "(body)"
+			}
+			return errPropertyType(field, te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return errPropertyUnknown(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+		}
+		return errMalformed(err.Error())
+	}
+	return nil
+}
+
+// decodeOptional accepts an empty body or an empty JSON object (an action
+// without parameters).
+func decodeOptional(r *http.Request) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge(MaxBody)
+		}
+		return errMalformed(err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	var none struct{}
+	return decode(r, &none)
+}
+
+// odataID is a Redfish reference.
+type odataID struct {
+	ID string `json:"@odata.id"`
+}
+
+func ref(id string) odataID { return odataID{ID: id} }
+
+func reff(format string, args ...any) odataID { return odataID{ID: fmt.Sprintf(format, args...)} }
+
+func collection(id, typ, name string, members []odataID) map[string]any {
+	if members == nil {
+		members = []odataID{}
+	}
+	return map[string]any{
+		"@odata.id":           id,
+		"@odata.type":         "#" + typ + "." + typ,
+		"Name":                name,
+		"Members":             members,
+		"Members@odata.count": len(members),
+	}
+}
+
+func statusOK(health fabric.Health) map[string]string {
+	if health == "" {
+		health = fabric.OK
+	}
+	return map[string]string{"State": "Enabled", "Health": string(health)}
+}
+
+// serviceUUID is a stable UUID derived from name (version 5 layout).
+func serviceUUID(name string) string {
+	h := []byte(fmt.Sprintf("%x", sha1.Sum([]byte("rackpool-fm:"+name))))
+	return fmt.Sprintf("%s-%s-5%s-a%s-%s", h[0:8], h[8:12], h[13:16], h[17:20], h[20:32])
+}
+
+// portLocks serialise the changes of one host port: a zone's or a
+// connection's If-Match check, its change and the change's modelled time
+// all happen under the port's lock, so of two writers with the same ETag
+// exactly one wins. A lock may be released by another goroutine (the
+// background change of a task).
+type portLocks struct {
+	mu    sync.Mutex
+	locks map[string]*portLock
+}
+
+type portLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock locks key and returns the unlock function.
+func (p *portLocks) lock(key string) func() {
+	p.mu.Lock()
+	if p.locks == nil {
+		p.locks = map[string]*portLock{}
+	}
+	l := p.locks[key]
+	if l == nil {
+		l = &portLock{}
+		p.locks[key] = l
+	}
+	l.users++
+	p.mu.Unlock()
+	l.mu.Lock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Unlock()
+			p.mu.Lock()
+			if l.users--; l.users == 0 {
+				delete(p.locks, key)
+			}
+			p.mu.Unlock()
+		})
+	}
+}
