@@ -62,6 +62,17 @@
 // over them stops at once and comes back on ClearFaults. AttachFails is a
 // control-plane fault and only refuses attaches.
 //
+// Measured with the direct path on a 2-core VM: an attach (veth pair made,
+// addressed, up on both ends) takes under 1 ms; a detach about 25 ms, the
+// kernel's RCU grace periods for deleting a veth across namespaces.
+//
+// # Restart
+//
+// The driver does not implement fabric.Restorer: a new driver starts with
+// fresh namespaces (a new driver with the same prefix first removes the old
+// ones), so after a restart the control plane re-attaches what its store
+// holds with Attach, which is idempotent.
+//
 // # Namespaces and cleanup
 //
 // Namespaces are bind-mounted under /var/run/netns like iproute2's, so

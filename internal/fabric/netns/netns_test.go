@@ -531,3 +531,27 @@ func TestBridgeMode(t *testing.T) {
 		wantSilence(t, d, "host1", "essd1", addr(t, d, "host1", "essd1"), p1)
 	})
 }
+
+// BenchmarkAttachDetach measures one attach and one detach of a device
+// through the kernel (a veth pair made, addressed, up, then deleted).
+func BenchmarkAttachDetach(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	top := topology.LoadDefault()
+	d, err := New(top, top.Fabric("vlan1"), Options{})
+	if err != nil {
+		b.Skip(err)
+	}
+	defer d.Close()
+	a := fabric.Attachment{Block: "essd1", Device: "essd1", Host: "host1", HostPort: "eth"}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := d.Attach(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := d.Detach(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
