@@ -118,7 +118,7 @@ func createSpace(name string) (*space, error) {
 			return nil, fmt.Errorf("remove stale network namespace %s: %w", name, err)
 		}
 	}
-	var fd netns.NsHandle
+	fd := netns.None()
 	err := onThread(func() error {
 		h, err := netns.NewNamed(name)
 		if err != nil {
