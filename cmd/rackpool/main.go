@@ -47,6 +47,7 @@ func commands() []command {
 		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},
 		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
 		{"provision", "record|gen|eval|subscribe|status ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
+		{"fabric-emulator", "--topology FILE --fabric ID --addr A", "serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)", runFabricEmulator},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
 		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
 	}
