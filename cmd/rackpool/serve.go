@@ -23,7 +23,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/drive"
 	"rackpool/internal/events"
-	"rackpool/internal/fabric/emulated"
+	"rackpool/internal/hostagent"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
 	"rackpool/internal/provision"
@@ -69,6 +69,8 @@ func runServe(args []string) error {
 	provWindow := fs.Int("provisioning-window", 0, "observation window in steps (default 128)")
 	provHorizon := fs.Int("provisioning-horizon", 0, "prediction window in steps: growth is provisioned for its forecast peak (default 2)")
 	provQuantile := fs.Float64("provisioning-quantile", 0, "upper quantile of the forecast peak (default 0.99)")
+	hostAgents := fs.String("host-agents", "none", "hosts whose compositions wait for their agent to rescan and confirm after an attach and to drain before a detach (docs/southbound.md): none, all, or host IDs separated by commas")
+	hostTimeout := fs.Duration("host-agent-timeout", compose.DefaultHostTimeout, "how long a host agent has to confirm a step before the composition rolls back")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,15 +152,24 @@ func runServe(args []string) error {
 		fmt.Fprintf(os.Stderr, "\nGenerated Administrator password (shown once; stored only as a hash): %s\n"+
 			"Use it with: export RACKPOOL_PASSWORD=%s\n\n", generated, generated)
 	}
-	drivers, err := emulated.NewAll(top, fabricClock)
+	agentHosts, err := hostagent.ParseHosts(*hostAgents, func(h string) bool { return top.Host(h) != nil })
+	if err != nil {
+		return fmt.Errorf("--host-agents: %w", err)
+	}
+	if *hostTimeout < time.Second {
+		return fmt.Errorf("--host-agent-timeout must be at least 1s, not %v", *hostTimeout)
+	}
+	broker := hostagent.NewBroker(agentHosts)
+	drivers, closeDrivers, err := fabricDrivers(ctx, top, fabricClock, log)
 	if err != nil {
 		return err
 	}
+	defer closeDrivers()
 	bus := events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
 	defer bus.Close()
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout})
 	if err != nil {
 		return err
 	}
@@ -199,7 +210,7 @@ func runServe(args []string) error {
 	redfish.Version = version
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
 	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
-		Telemetry: tel, Provisioning: prov})
+		Telemetry: tel, Provisioning: prov, Broker: broker})
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
@@ -245,6 +256,9 @@ func runServe(args []string) error {
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
+	// Compositions a crash left waiting on a host agent: the agents can
+	// reach the service now.
+	go mgr.Resume(bg)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	select {
