@@ -48,6 +48,7 @@ func commands() []command {
 		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
 		{"provision", "record|gen|eval|subscribe|status ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
 		{"fabric-emulator", "--topology FILE --fabric ID --addr A", "serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)", runFabricEmulator},
+		{"discover", "--redfish URL [--user U] [--fabric ID]... [--out FILE]", "read a Redfish service's fabrics (GET only) and write a topology file for them", runDiscover},
 		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
 		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
 	}
