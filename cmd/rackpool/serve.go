@@ -160,7 +160,7 @@ func runServe(args []string) error {
 		return fmt.Errorf("--host-agent-timeout must be at least 1s, not %v", *hostTimeout)
 	}
 	broker := hostagent.NewBroker(agentHosts)
-	drivers, closeDrivers, err := fabricDrivers(ctx, top, fabricClock, log)
+	drivers, closeDrivers, err := fabricDrivers(ctx, top, fabricClock, *data, log)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"rackpool/api"
@@ -20,50 +23,55 @@ import (
 // fabricDrivers returns the driver of every fabric of top, as each fabric's
 // driver field says (docs/southbound.md): the emulation on clk, a Redfish
 // fabric manager, or network namespaces. closeAll releases what they hold
-// (sessions, namespaces). On error nothing is left open.
-func fabricDrivers(ctx context.Context, top *topology.Topology, clk clock.Clock, log *slog.Logger) (drivers map[string]fabric.Driver, closeAll func(), err error) {
-	drivers = map[string]fabric.Driver{}
+// (sessions, namespaces). On error nothing is left open. data, the state
+// directory, names the netns driver's namespaces: a restart after a crash
+// replaces the ones the crashed process left (and the composition manager
+// attaches again what its records hold).
+func fabricDrivers(ctx context.Context, top *topology.Topology, clk clock.Clock, data string, log *slog.Logger) (map[string]fabric.Driver, func(), error) {
+	drivers := map[string]fabric.Driver{}
 	var closers []func()
-	closeAll = func() {
+	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	defer func() {
+	for _, f := range top.Fabrics {
+		d, closer, err := fabricDriver(ctx, top, f, clk, data, log)
 		if err != nil {
 			closeAll()
+			return nil, nil, err
 		}
-	}()
-	for _, f := range top.Fabrics {
-		var d fabric.Driver
-		switch f.Driver {
-		case topology.DriverRedfish:
-			rd, err := redfishDriver(ctx, top, f, log)
-			if err != nil {
-				return nil, nil, err
-			}
-			closers = append(closers, func() {
-				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = rd.Close(cctx)
-			})
-			d = rd
-		case topology.DriverNetns:
-			nd, err := netns.New(top, f, netns.Options{Logger: log})
-			if err != nil {
-				return nil, nil, fmt.Errorf("fabric %s: %w", f.ID, err)
-			}
-			closers = append(closers, func() { _ = nd.Close() })
-			d = nd
-		default:
-			if d, err = emulated.New(top, f, clk); err != nil {
-				return nil, nil, err
-			}
+		if closer != nil {
+			closers = append(closers, closer)
 		}
 		drivers[f.ID] = d
 		log.Info("fabric driver", "fabric", f.ID, "kind", f.Kind, "driver", f.Driver)
 	}
 	return drivers, closeAll, nil
+}
+
+// fabricDriver returns f's driver and what closes it (nil: nothing).
+func fabricDriver(ctx context.Context, top *topology.Topology, f *inventory.Fabric, clk clock.Clock, data string, log *slog.Logger) (fabric.Driver, func(), error) {
+	switch f.Driver {
+	case topology.DriverRedfish:
+		rd, err := redfishDriver(ctx, top, f, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return rd, func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = rd.Close(cctx)
+		}, nil
+	case topology.DriverNetns:
+		nd, err := netns.New(top, f, netns.Options{Prefix: netnsPrefix(data, f.ID), Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("fabric %s: %w", f.ID, err)
+		}
+		return nd, func() { _ = nd.Close() }, nil
+	}
+	d, err := emulated.New(top, f, clk)
+	return d, nil, err
 }
 
 // redfishDriver logs in to f's fabric manager.
@@ -83,4 +91,15 @@ func redfishDriver(ctx context.Context, top *topology.Topology, f *inventory.Fab
 		return nil, fmt.Errorf("fabric %s: %w", f.ID, err)
 	}
 	return d, nil
+}
+
+// netnsPrefix names fabric's namespaces after the state directory, so two
+// control planes on one machine never share them and a restarted one finds
+// its own.
+func netnsPrefix(data, fabric string) string {
+	if abs, err := filepath.Abs(data); err == nil {
+		data = abs
+	}
+	sum := sha256.Sum256([]byte(data + "\x00" + fabric))
+	return "rp-" + hex.EncodeToString(sum[:3])
 }
