@@ -138,17 +138,22 @@ func (b *Broker) wakeLocked(host string) {
 // Poll returns host's pending steps that no live agent has claimed, and
 // claims them. With none pending it waits up to wait (or ctx) for one.
 func (b *Broker) Poll(ctx context.Context, host string, wait time.Duration) []compose.HostStep {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
+	end := time.Now().Add(wait)
 	for {
 		b.mu.Lock()
 		now := time.Now()
 		b.seen[host] = now
 		var out []compose.HostStep
+		next := end // the poll ends, or a claim lapses
 		for _, e := range b.steps {
-			if e.step.Host == host && now.Sub(e.claimed) >= b.claim {
+			if e.step.Host != host {
+				continue
+			}
+			if lapse := e.claimed.Add(b.claim); !now.Before(lapse) {
 				e.claimed = now
 				out = append(out, e.step)
+			} else if lapse.Before(next) {
+				next = lapse
 			}
 		}
 		if len(out) > 0 {
@@ -162,13 +167,18 @@ func (b *Broker) Poll(ctx context.Context, host string, wait time.Duration) []co
 			b.wake[host] = ch
 		}
 		b.mu.Unlock()
+		if !now.Before(end) {
+			return nil
+		}
+		timer := time.NewTimer(next.Sub(now))
 		select {
 		case <-ch:
 		case <-timer.C:
-			return nil
 		case <-ctx.Done():
+			timer.Stop()
 			return nil
 		}
+		timer.Stop()
 	}
 }
 
