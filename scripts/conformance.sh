@@ -12,7 +12,8 @@
 #
 # Usage: scripts/conformance.sh            (or: make conformance)
 # Env:   CONFORMANCE_OUT  report directory (default build/conformance)
-#        CONFORMANCE_ONLY space-separated subset of "service protocol interop"
+#        CONFORMANCE_ONLY space-separated subset of "service protocol interop fm"
+#                         (fm: scripts/conformance-fm.sh, the fabric emulators)
 #        GO               go command (default go)
 #
 # Reports: $CONFORMANCE_OUT/{service,protocol,interop}/ (HTML, Excel, TSV,
@@ -28,7 +29,7 @@ cd "$root"
 shared=${RACKPOOL_SHARED:-$root/../shared}
 csdl=$shared/redfish-dmtf/csdl
 out=${CONFORMANCE_OUT:-build/conformance}
-only=${CONFORMANCE_ONLY:-service protocol interop}
+only=${CONFORMANCE_ONLY:-service protocol interop fm}
 venv=.venv-rf
 GO=${GO:-go}
 
@@ -113,6 +114,12 @@ for v in $only; do
 		run interop "$venv/bin/rf_interop_validator" -u "$user" -p "$pass" -r "$base" \
 			--logdir "$out/interop" "$profile"
 		;;
+	fm)
+		log "fm: scripts/conformance-fm.sh"
+		rc[fm]=0
+		CONFORMANCE_OUT=$out/fm GO=$GO scripts/conformance-fm.sh >"$out/fm.txt" 2>&1 || rc[fm]=$?
+		sed -n '/^== summary/,$p' "$out/fm.txt"
+		;;
 	*)
 		echo "unknown validator $v" >&2
 		exit 2
@@ -124,9 +131,11 @@ done
 log "summary (details: $out/<validator>/findings.txt)"
 status=0
 for v in $only; do
+	[[ $v == fm ]] && { [[ ${rc[fm]} -eq 0 ]] || status=1; continue; }
 	"$py" "$helper" summary "$v" "$out/$v" "${rc[$v]}" "$out/$v/stdout.txt" || status=1
 done
 for v in $only; do
+	[[ $v == fm ]] && continue
 	if grep -q '^\(FAIL\|ERROR\)' "$out/$v/findings.txt"; then
 		echo
 		echo "$v:"

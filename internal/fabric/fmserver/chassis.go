@@ -138,7 +138,6 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 		"ChassisType":   "Module",
 		"Status":        statusOK(st.Health[d.ID]),
 		"MemoryDomains": ref("/redfish/v1/Chassis/" + d.ID + "/MemoryDomains"),
-		"Links":         map[string]any{"Endpoints": []odataID{ref(s.endpointPath(d.ID))}},
 	}
 	if d.Model != "" {
 		body["Model"] = d.Model
