@@ -2,6 +2,7 @@ package rfdriver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -296,7 +297,7 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 				location = ""
 			}
 		}
-		c.log.Debug("logged in", "manager", c.base.String(), "user", c.user)
+		c.log.Debug("logged in", "user", c.user)
 		return token, location, nil
 	}
 }
@@ -334,9 +335,10 @@ func retryableStatus(code int) bool {
 // with backoff until ctx ends. A 404 is errNotFound.
 func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
 	var last error
+	var wait time.Duration // Retry-After of the last answer
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := sleep(ctx, backoff(attempt), last); err != nil {
+			if err := sleep(ctx, cmp.Or(wait, backoff(attempt)), last); err != nil {
 				return nil, err
 			}
 		}
@@ -346,17 +348,12 @@ func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
 		case err != nil && ctx.Err() != nil && last != nil:
 			return nil, fmt.Errorf("%w; last failure: %v", err, last)
 		case errors.As(err, &te):
-			last = err
+			last, wait = err, 0
 			continue
 		case err != nil:
 			return nil, err
 		case retryableStatus(r.status):
-			last = statusError(r)
-			if wait := retryAfter(r.header); wait > 0 {
-				if err := sleep(ctx, wait, last); err != nil {
-					return nil, err
-				}
-			}
+			last, wait = statusError(r), retryAfter(r.header)
 			continue
 		case r.status == http.StatusNotFound:
 			return r, &notFoundError{url: r.url}
