@@ -3,6 +3,8 @@ package rfdriver
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -73,6 +75,34 @@ func TestNewRefusals(t *testing.T) {
 	o.URL = "ftp://x"
 	if _, err := New(context.Background(), o); err == nil {
 		t.Error("New accepted an ftp URL")
+	}
+	o = f.options()
+	o.URL = "http://fm.example:8080"
+	if _, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "use https") {
+		t.Errorf("New with plain http to another host = %v; want a refusal", err)
+	}
+}
+
+// TestTLS: the driver speaks HTTPS with the trust Options.TLS gives, and
+// refuses a certificate it does not trust.
+func TestTLS(t *testing.T) {
+	f := newFake(t)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	ts.StartTLS()
+	defer ts.Close()
+	o := f.options()
+	o.URL = ts.URL
+	if _, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("New against an untrusted certificate = %v; want a certificate error", err)
+	}
+	o.TLS = ts.Client().Transport.(*http.Transport).TLSClientConfig
+	d, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Attach(context.Background(), gpu1); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -299,4 +329,33 @@ func TestLostResponse(t *testing.T) {
 	if n := len(f.zones); n != 1 {
 		t.Errorf("%d zones, want 1", n)
 	}
+}
+
+// FuzzAnswer: whatever a manager answers, reading it as an error or as a
+// resource never panics, and a failure names the URL.
+func FuzzAnswer(f *testing.F) {
+	for _, seed := range []string{
+		`{"Members": [`, `{"Members": {"@odata.id": "x"}}`, `{"Id": "gpu1", "Status": {"Health": 3}}`,
+		`{"error": {"code": "Rackpool.1.0.PortBusy", "@Message.ExtendedInfo": [{"MessageId": "Rackpool.1.0.PortBusy"}]}}`,
+		`{"error": {"@Message.ExtendedInfo": "no"}}`, `{"Links": {"Endpoints": [{"@odata.id": 1}]}}`, ``, `null`,
+		`{"@odata.type": "#Task.v1_7_0.Task", "TaskState": "Exception", "Messages": [{"MessageId": "Rackpool.1.0.BlockInUse"}]}`,
+	} {
+		f.Add([]byte(seed), 409)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, status int) {
+		r := &reply{method: "GET", url: "https://fm.test/redfish/v1/x", status: status, header: http.Header{}, body: body}
+		if e := statusError(r); !strings.Contains(e.Error(), r.url) {
+			t.Errorf("statusError %q does not name the URL", e)
+		}
+		for _, out := range []any{&collection{}, &endpointRes{}, &zoneRes{}, &connectionRes{}, &fabricRes{}} {
+			if err := decode(r, out); err != nil && !strings.Contains(err.Error(), r.url) {
+				t.Errorf("decode error %q does not name the URL", err)
+			}
+		}
+		_, _, _ = taskResult(r)
+		var e endpointRes
+		if decode(r, &e) == nil {
+			_, _ = e.Status.health()
+		}
+	})
 }

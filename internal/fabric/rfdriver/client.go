@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -57,6 +60,9 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("manager URL %q: want http(s)://host[:port]", rawURL)
 	}
+	if u.Scheme == "http" && !loopback(u.Hostname()) {
+		return nil, fmt.Errorf("manager URL %s: refusing to send credentials over plain http to a host other than this one: use https", u.Redacted())
+	}
 	if u.User != nil {
 		return nil, fmt.Errorf("manager URL %s: put the account in Options.User and Options.Password, not the URL", u.Redacted())
 	}
@@ -73,10 +79,10 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 		// reach another host, nor travel over another scheme.
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if req.URL.Scheme != c.base.Scheme || req.URL.Host != c.base.Host {
-				return fmt.Errorf("refusing redirect from %s to %s: not the manager %s", via[len(via)-1].URL, req.URL.Redacted(), c.base)
+				return &redirectError{fmt.Sprintf("refusing redirect from %s to %s: not the manager %s", via[len(via)-1].URL, req.URL.Redacted(), c.base)}
 			}
 			if len(via) > maxRedirects {
-				return fmt.Errorf("more than %d redirects from %s", maxRedirects, via[0].URL)
+				return &redirectError{fmt.Sprintf("more than %d redirects from %s", maxRedirects, via[0].URL)}
 			}
 			return nil
 		},
@@ -111,6 +117,11 @@ type reply struct {
 	header http.Header
 	body   []byte
 }
+
+// redirectError is a redirect the driver refuses to follow.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
 
 // transientError is a request that may not have reached the manager, or
 // whose answer was lost: a connection refused or reset, a request
@@ -176,9 +187,16 @@ func (c *client) classify(ctx context.Context, method, u string, err error) erro
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: %w (%v)", method, u, ctx.Err(), err)
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) && strings.Contains(ue.Err.Error(), "refusing redirect") || strings.Contains(err.Error(), "redirects from") {
-		return fmt.Errorf("%s %s: %w", method, u, unwrapURLError(err))
+	var re *redirectError
+	if errors.As(err, &re) {
+		return fmt.Errorf("%s %s: %w", method, u, re)
+	}
+	var cve *tls.CertificateVerificationError
+	var hostErr x509.HostnameError
+	var uae x509.UnknownAuthorityError
+	var cie x509.CertificateInvalidError
+	if errors.As(err, &cve) || errors.As(err, &hostErr) || errors.As(err, &uae) || errors.As(err, &cie) {
+		return fmt.Errorf("%s %s: the manager's certificate is not trusted (set the manager's CA): %w", method, u, unwrapURLError(err))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("no complete answer within the request timeout %s", c.requestTimeout)
@@ -273,6 +291,8 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 		r, err := c.roundTrip(ctx, http.MethodPost, sessionsPath, body, nil, "")
 		var te *transientError
 		switch {
+		case err != nil && ctx.Err() != nil && last != nil:
+			return "", "", fmt.Errorf("log in to %s: %w; last failure: %v", c.base, err, last)
 		case errors.As(err, &te):
 			last = err
 			continue
@@ -421,4 +441,13 @@ func sleep(ctx context.Context, d time.Duration, last error) error {
 func isTransient(err error) bool {
 	var te *transientError
 	return errors.As(err, &te)
+}
+
+// loopback reports whether host names this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -26,7 +26,7 @@ import (
 // sees the difference. clock.Instant cannot show it: Took is measured.
 type scaledClock struct{ div time.Duration }
 
-func (c scaledClock) Now() time.Time          { return time.Now() }
+func (c scaledClock) Now() time.Time        { return time.Now() }
 func (c scaledClock) Sleep(d time.Duration) { time.Sleep(d / c.div) }
 
 // fabricClock is the emulated fabric's clock in these tests: instant,
