@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/redfish/base"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 )
 
 // Registry prefixes of the message IDs rackpool uses.
 const (
-	baseRegistry        = "Base.1.22."
+	baseRegistry        = base.Registry
 	compositionRegistry = "Composition.1.1."
 )
 
@@ -40,46 +41,29 @@ func (e *apiError) withResolution(r string) *apiError {
 	return e
 }
 
+// fromProblem is the northbound error of a Base registry problem.
+func fromProblem(p *base.Problem) *apiError {
+	return &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution}
+}
+
 func newError(status int, id, msg string, args ...string) *apiError {
-	sev := "Critical"
-	if status < 500 && (strings.Contains(id, "Property") || strings.Contains(id, "Query")) {
-		sev = "Warning"
-	}
-	return &apiError{status: status, id: id, message: msg, args: args, severity: sev}
+	return fromProblem(base.New(status, id, msg, args...))
 }
 
-func errNotFound(kind, name string) *apiError {
-	return newError(http.StatusNotFound, baseRegistry+"ResourceNotFound",
-		fmt.Sprintf("The requested resource of type %s named '%s' was not found.", kind, name), kind, name)
-}
+func errNotFound(kind, name string) *apiError { return fromProblem(base.NotFound(kind, name)) }
 
-func errMalformed(detail string) *apiError {
-	e := newError(http.StatusBadRequest, baseRegistry+"MalformedJSON",
-		"The request body submitted was malformed JSON and could not be parsed by the receiving service.")
-	e.resolution = "Ensure that the request body is valid JSON and resubmit the request. " + detail
-	return e
-}
+func errMalformed(detail string) *apiError { return fromProblem(base.Malformed(detail)) }
 
 func errPropertyType(prop, value string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyValueTypeError",
-		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop)
+	return fromProblem(base.PropertyType(prop, value))
 }
 
-func errPropertyUnknown(prop string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyUnknown",
-		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop)
-}
+func errPropertyUnknown(prop string) *apiError { return fromProblem(base.PropertyUnknown(prop)) }
 
-func errPropertyMissing(prop string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyMissing",
-		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
-}
+func errPropertyMissing(prop string) *apiError { return fromProblem(base.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
-	e := newError(http.StatusBadRequest, baseRegistry+"PropertyValueIncorrect",
-		fmt.Sprintf("The property '%s' with the requested value of '%s' could not be written because the value is not acceptable for the property.", prop, value), prop, value)
-	e.resolution = why
-	return e
+	return fromProblem(base.PropertyValue(prop, value, why))
 }
 
 func errNoSession() *apiError {
@@ -107,12 +91,7 @@ func errMethod() *apiError {
 		"The HTTP method is not allowed on this resource.")
 }
 
-func errTooLarge(limit int64) *apiError {
-	e := newError(http.StatusRequestEntityTooLarge, baseRegistry+"PayloadTooLarge",
-		"The supplied payload exceeds the maximum size supported by the service.")
-	e.resolution = fmt.Sprintf("Send a request body of at most %d bytes.", limit)
-	return e
-}
+func errTooLarge(limit int64) *apiError { return fromProblem(base.TooLarge(limit)) }
 
 // errInternal answers an error the client cannot act on: the client gets
 // the Redfish message and a request ID (Server.fail), the log gets err.

@@ -34,14 +34,3 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request) bool {
 	}
 	return false
 }
-
-// errNoOperation answers a PATCH whose body holds nothing to change (only
-// OData annotations such as @odata.id): 400 with Base NoOperation
-// (DSP0266 "PATCH (update)").
-func errNoOperation() *apiError {
-	e := newError(http.StatusBadRequest, baseRegistry+"NoOperation",
-		"The request body submitted contain no data to act upon and no changes to the resource took place.")
-	e.severity = "Warning"
-	e.resolution = "Add properties in the JSON object and resubmit the request."
-	return e
-}

@@ -8,11 +8,12 @@ import (
 	"strconv"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/redfish/base"
 )
 
 // Registry prefixes of the message IDs the server answers with.
 const (
-	baseRegistry = "Base.1.22."
+	baseRegistry = base.Registry
 	// Registry is the prefix of the Rackpool registry's message IDs: the
 	// fabric refusals a client maps back to fabric errors (Errors).
 	Registry = "Rackpool.1.0."
@@ -73,12 +74,13 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msgs[0].text }
 
+// fromProblem is the emulator's error of a Base registry problem.
+func fromProblem(p *base.Problem) *apiError {
+	return &apiError{status: p.Status, msgs: []message{{id: p.ID, text: p.Text, severity: p.Severity, args: p.Args, resolution: p.Resolution}}}
+}
+
 func newError(status int, id, text string, args ...string) *apiError {
-	sev := "Critical"
-	if status < 500 {
-		sev = "Warning"
-	}
-	return &apiError{status: status, msgs: []message{{id: id, text: text, severity: sev, args: args}}}
+	return fromProblem(base.New(status, id, text, args...))
 }
 
 // resolve sets the first message's resolution and returns e.
@@ -87,41 +89,19 @@ func (e *apiError) resolve(r string) *apiError {
 	return e
 }
 
-func errNotFound(kind, name string) *apiError {
-	return newError(http.StatusNotFound, baseRegistry+"ResourceNotFound",
-		fmt.Sprintf("The requested resource of type %s named '%s' was not found.", kind, name), kind, name)
-}
+func errNotFound(kind, name string) *apiError { return fromProblem(base.NotFound(kind, name)) }
 
 func errMissingAtURI(uri string) *apiError {
 	return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
 		fmt.Sprintf("The resource at the URI '%s' was not found.", uri), uri)
 }
 
-func errMalformed(detail string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"MalformedJSON",
-		"The request body submitted was malformed JSON and could not be parsed by the receiving service.").
-		resolve("Ensure that the request body is valid JSON and resubmit the request. " + detail)
-}
+func errMalformed(detail string) *apiError { return fromProblem(base.Malformed(detail)) }
 
-func errPropertyType(prop, value string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyValueTypeError",
-		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop)
-}
-
-func errPropertyUnknown(prop string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyUnknown",
-		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop)
-}
-
-func errPropertyMissing(prop string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyMissing",
-		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
-}
+func errPropertyMissing(prop string) *apiError { return fromProblem(base.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"PropertyValueIncorrect",
-		fmt.Sprintf("The property '%s' with the requested value of '%s' could not be written because the value is not acceptable for the property.", prop, value), prop, value).
-		resolve(why)
+	return fromProblem(base.PropertyValue(prop, value, why))
 }
 
 // errUnknownLink refuses a link to something that is not part of this
@@ -151,11 +131,7 @@ func errPreconditionFailed(cur string) *apiError {
 		resolve("The resource's current ETag is " + cur + "; GET it again and retry with that ETag in If-Match.")
 }
 
-func errTooLarge(limit int64) *apiError {
-	return newError(http.StatusRequestEntityTooLarge, baseRegistry+"PayloadTooLarge",
-		"The supplied payload exceeds the maximum size supported by the service.").
-		resolve(fmt.Sprintf("Send a request body of at most %d bytes.", limit))
-}
+func errTooLarge(limit int64) *apiError { return fromProblem(base.TooLarge(limit)) }
 
 func errUnavailable(retryAfter int) *apiError {
 	e := newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",

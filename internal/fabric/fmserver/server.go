@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha1"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/base"
 	"rackpool/internal/topology"
 )
 
@@ -270,52 +270,14 @@ func (s *Server) credentialsOK(user, pass string) bool {
 	return u&p == 1
 }
 
-// decode reads a JSON object body into v strictly: malformed JSON, wrong
-// types, unknown properties and trailing data are 400 errors naming the
-// property. Top-level OData annotations ("@odata.*") are ignored.
+// decode reads a JSON object body into v strictly (base.Decode).
 func decode(r *http.Request, v any) error {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errTooLarge(MaxBody)
-		}
-		return errMalformed(err.Error())
+	err := base.Decode(r, v, MaxBody)
+	var p *base.Problem
+	if errors.As(err, &p) {
+		return fromProblem(p)
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return errMalformed("The request body is empty.")
-	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return errMalformed("The request body must be a JSON object.")
-		}
-		return errMalformed(err.Error())
-	}
-	for k := range raw {
-		if strings.HasPrefix(k, "@odata.") {
-			delete(raw, k)
-		}
-	}
-	clean, _ := json.Marshal(raw)
-	dec := json.NewDecoder(bytes.NewReader(clean))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			field := te.Field
-			if field == "" {
-				field = "(body)"
-			}
-			return errPropertyType(field, te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return errPropertyUnknown(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
-		}
-		return errMalformed(err.Error())
-	}
-	return nil
+	return err
 }
 
 // decodeOptional accepts an empty body or an empty JSON object (an action
@@ -338,26 +300,13 @@ func decodeOptional(r *http.Request) error {
 }
 
 // odataID is a Redfish reference.
-type odataID struct {
-	ID string `json:"@odata.id"`
-}
+type odataID = base.ODataID
 
-func ref(id string) odataID { return odataID{ID: id} }
-
-func reff(format string, args ...any) odataID { return odataID{ID: fmt.Sprintf(format, args...)} }
-
-func collection(id, typ, name string, members []odataID) map[string]any {
-	if members == nil {
-		members = []odataID{}
-	}
-	return map[string]any{
-		"@odata.id":           id,
-		"@odata.type":         "#" + typ + "." + typ,
-		"Name":                name,
-		"Members":             members,
-		"Members@odata.count": len(members),
-	}
-}
+var (
+	ref        = base.Ref
+	reff       = base.Reff
+	collection = base.Collection
+)
 
 func statusOK(health fabric.Health) map[string]string {
 	if health == "" {

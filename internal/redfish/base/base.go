@@ -1,0 +1,184 @@
+// Package base is what rackpool's two Redfish services — the control
+// plane's northbound API (internal/redfish) and the fabric managers of
+// `rackpool fabric-emulator` (internal/fabric/fmserver) — say the same way:
+// the DMTF Base registry's messages for the errors every Redfish service
+// answers, the strict decoding of request bodies that produces them, and
+// OData references and collections. Each service wraps a Problem into its
+// own error type (the northbound one adds OEM detail and internal causes,
+// the emulator several messages) and renders its own error body.
+package base
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Registry is the prefix of the Base registry's MessageIds.
+const Registry = "Base.1.22."
+
+// Problem is one Base registry message and the HTTP status it is answered
+// with.
+type Problem struct {
+	Status     int
+	ID         string // MessageId, registry prefix included
+	Text       string
+	Args       []string
+	Severity   string
+	Resolution string
+}
+
+func (p *Problem) Error() string { return p.Text }
+
+// New returns a Problem. Client errors about properties and queries are
+// warnings; every other error is critical.
+func New(status int, id, text string, args ...string) *Problem {
+	sev := "Critical"
+	if status < 500 && (strings.Contains(id, "Property") || strings.Contains(id, "Query")) {
+		sev = "Warning"
+	}
+	return &Problem{Status: status, ID: id, Text: text, Args: args, Severity: sev}
+}
+
+// Resolve sets the resolution and returns p.
+func (p *Problem) Resolve(r string) *Problem {
+	p.Resolution = r
+	return p
+}
+
+// NotFound: no resource of kind named name.
+func NotFound(kind, name string) *Problem {
+	return New(http.StatusNotFound, Registry+"ResourceNotFound",
+		fmt.Sprintf("The requested resource of type %s named '%s' was not found.", kind, name), kind, name)
+}
+
+// Malformed: the body is not JSON (detail says why).
+func Malformed(detail string) *Problem {
+	return New(http.StatusBadRequest, Registry+"MalformedJSON",
+		"The request body submitted was malformed JSON and could not be parsed by the receiving service.").
+		Resolve("Ensure that the request body is valid JSON and resubmit the request. " + detail)
+}
+
+// PropertyType: value is of the wrong type for prop.
+func PropertyType(prop, value string) *Problem {
+	return New(http.StatusBadRequest, Registry+"PropertyValueTypeError",
+		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop)
+}
+
+// PropertyUnknown: the resource has no property prop.
+func PropertyUnknown(prop string) *Problem {
+	return New(http.StatusBadRequest, Registry+"PropertyUnknown",
+		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop)
+}
+
+// PropertyMissing: the required property prop is missing.
+func PropertyMissing(prop string) *Problem {
+	return New(http.StatusBadRequest, Registry+"PropertyMissing",
+		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
+}
+
+// PropertyValue: value is not acceptable for prop, for the reason why.
+func PropertyValue(prop, value, why string) *Problem {
+	return New(http.StatusBadRequest, Registry+"PropertyValueIncorrect",
+		fmt.Sprintf("The property '%s' with the requested value of '%s' could not be written because the value is not acceptable for the property.", prop, value), prop, value).
+		Resolve(why)
+}
+
+// TooLarge: the body exceeds limit bytes.
+func TooLarge(limit int64) *Problem {
+	return New(http.StatusRequestEntityTooLarge, Registry+"PayloadTooLarge",
+		"The supplied payload exceeds the maximum size supported by the service.").
+		Resolve(fmt.Sprintf("Send a request body of at most %d bytes.", limit))
+}
+
+// NoOperation: a PATCH whose body holds nothing to change (only OData
+// annotations such as @odata.id), DSP0266 "PATCH (update)".
+func NoOperation() *Problem {
+	p := New(http.StatusBadRequest, Registry+"NoOperation",
+		"The request body submitted contain no data to act upon and no changes to the resource took place.")
+	p.Severity = "Warning"
+	return p.Resolve("Add properties in the JSON object and resubmit the request.")
+}
+
+// Decode reads a JSON object body into v strictly: malformed JSON, wrong
+// types, unknown properties and trailing data are Problems naming the
+// property; a body over the http.MaxBytesReader limit is TooLarge(limit).
+// Redfish annotations ("@odata.*") are ignored; a PATCH of annotations
+// only is NoOperation.
+func Decode(r *http.Request, v any, limit int64) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return TooLarge(limit)
+		}
+		return Malformed(err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Malformed("The request body is empty.")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return Malformed("The request body must be a JSON object.")
+		}
+		return Malformed(err.Error())
+	}
+	annotated := len(raw)
+	for k := range raw {
+		if strings.HasPrefix(k, "@odata.") {
+			delete(raw, k)
+		}
+	}
+	if r.Method == http.MethodPatch && annotated > 0 && len(raw) == 0 {
+		return NoOperation()
+	}
+	clean, _ := json.Marshal(raw)
+	dec := json.NewDecoder(bytes.NewReader(clean))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				field = "(body)"
+			}
+			return PropertyType(field, te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return PropertyUnknown(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+		}
+		return Malformed(err.Error())
+	}
+	return nil
+}
+
+// ODataID is a Redfish reference.
+type ODataID struct {
+	ID string `json:"@odata.id"`
+}
+
+// Ref returns a reference to id.
+func Ref(id string) ODataID { return ODataID{ID: id} }
+
+// Reff returns a reference to the formatted id.
+func Reff(format string, args ...any) ODataID { return ODataID{ID: fmt.Sprintf(format, args...)} }
+
+// Collection is the body of a resource collection of type typ.
+func Collection(id, typ, name string, members []ODataID) map[string]any {
+	if members == nil {
+		members = []ODataID{}
+	}
+	return map[string]any{
+		"@odata.id":           id,
+		"@odata.type":         "#" + typ + "." + typ,
+		"Name":                name,
+		"Members":             members,
+		"Members@odata.count": len(members),
+	}
+}
