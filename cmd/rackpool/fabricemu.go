@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"rackpool/internal/clock"
 	"rackpool/internal/fabric/fmserver"
 	"rackpool/internal/topology"
 )
@@ -60,14 +59,9 @@ func runFabricEmulator(args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	var clk clock.Clock
-	switch *fabricTime {
-	case "real":
-		clk = clock.Real{}
-	case "instant":
-		clk = clock.Instant{}
-	default:
-		return fmt.Errorf("--fabric-time: want real or instant, got %q", *fabricTime)
+	clk, err := parseFabricTime(*fabricTime)
+	if err != nil {
+		return err
 	}
 	top := topology.LoadDefault()
 	if *topoFile != "" {

@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/drive"
 	"rackpool/internal/events"
@@ -124,14 +123,9 @@ func runServe(args []string) error {
 			return err
 		}
 	}
-	var fabricClock clock.Clock
-	switch *fabricTime {
-	case "real":
-		fabricClock = clock.Real{}
-	case "instant":
-		fabricClock = clock.Instant{}
-	default:
-		return fmt.Errorf("--fabric-time: want real or instant, got %q", *fabricTime)
+	fabricClock, err := parseFabricTime(*fabricTime)
+	if err != nil {
+		return err
 	}
 	tlsConf, certs, err := serverTLS(*tlsCert, *tlsKey, *insecureHTTP, *addr, *data, log)
 	if err != nil {

@@ -103,3 +103,15 @@ func netnsPrefix(data, fabric string) string {
 	sum := sha256.Sum256([]byte(data + "\x00" + fabric))
 	return "rp-" + hex.EncodeToString(sum[:3])
 }
+
+// parseFabricTime reads --fabric-time: "real" (fabric changes take their
+// modelled time) or "instant" (they answer at once).
+func parseFabricTime(v string) (clock.Clock, error) {
+	switch v {
+	case "real":
+		return clock.Real{}, nil
+	case "instant":
+		return clock.Instant{}, nil
+	}
+	return nil, fmt.Errorf("--fabric-time: want real or instant, got %q", v)
+}

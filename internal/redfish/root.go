@@ -2,10 +2,9 @@ package redfish
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
+	"rackpool/internal/redfish/base"
 	"rackpool/internal/tenancy"
-	"strings"
 )
 
 // serviceRoutes are the routes of the service root, the OData documents and the SessionService (routes.go).
@@ -64,98 +63,76 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 // metadataNamespaces lists the schemas the service uses, for $metadata.
-var metadataNamespaces = []struct{ file, ns, version string }{
-	{"ServiceRoot", "ServiceRoot", "v1_17_0"},
-	{"ComputerSystemCollection", "ComputerSystemCollection", ""},
-	{"ComputerSystem", "ComputerSystem", "v1_22_0"},
-	{"ChassisCollection", "ChassisCollection", ""},
-	{"Chassis", "Chassis", "v1_25_0"},
-	{"CompositionService", "CompositionService", "v1_2_0"},
-	{"ResourceBlockCollection", "ResourceBlockCollection", ""},
-	{"ResourceBlock", "ResourceBlock", "v1_4_0"},
-	{"ZoneCollection", "ZoneCollection", ""},
-	{"Zone", "Zone", "v1_6_0"},
-	{"FabricCollection", "FabricCollection", ""},
-	{"Fabric", "Fabric", "v1_3_0"},
-	{"SwitchCollection", "SwitchCollection", ""},
-	{"Switch", "Switch", "v1_9_0"},
-	{"PortCollection", "PortCollection", ""},
-	{"Port", "Port", "v1_11_0"},
-	{"EndpointCollection", "EndpointCollection", ""},
-	{"Endpoint", "Endpoint", "v1_8_0"},
-	{"SessionService", "SessionService", "v1_1_8"},
-	{"SessionCollection", "SessionCollection", ""},
-	{"Session", "Session", "v1_7_0"},
-	{"CollectionCapabilities", "CollectionCapabilities", "v1_4_0"},
-	{"Message", "Message", "v1_1_1"},
-	{"Resource", "Resource", "v1_19_0"},
-	{"AccountService", "AccountService", "v1_15_0"},
-	{"ManagerAccountCollection", "ManagerAccountCollection", ""},
-	{"ManagerAccount", "ManagerAccount", "v1_12_0"},
-	{"RoleCollection", "RoleCollection", ""},
-	{"Role", "Role", "v1_3_0"},
-	{"CompositionReservationCollection", "CompositionReservationCollection", ""},
-	{"CompositionReservation", "CompositionReservation", "v1_0_0"},
-	{"ActionInfo", "ActionInfo", "v1_3_0"},
-	{"Manifest", "Manifest", "v1_1_0"},
-	{"TaskService", "TaskService", "v1_2_0"},
-	{"TaskCollection", "TaskCollection", ""},
-	{"Task", "Task", "v1_7_0"},
-	{"EventService", "EventService", "v1_10_0"},
-	{"EventDestinationCollection", "EventDestinationCollection", ""},
-	{"EventDestination", "EventDestination", "v1_14_0"},
-	{"Event", "Event", "v1_9_0"},
-	{"ManagerCollection", "ManagerCollection", ""},
-	{"Manager", "Manager", "v1_19_0"},
-	{"LogServiceCollection", "LogServiceCollection", ""},
-	{"LogService", "LogService", "v1_5_0"},
-	{"LogEntryCollection", "LogEntryCollection", ""},
-	{"LogEntry", "LogEntry", "v1_15_0"},
-	{"ConnectionCollection", "ConnectionCollection", ""},
-	{"PCIeDeviceCollection", "PCIeDeviceCollection", ""},
-	{"PCIeDevice", "PCIeDevice", "v1_21_0"},
-	{"CXLLogicalDeviceCollection", "CXLLogicalDeviceCollection", ""},
-	{"CXLLogicalDevice", "CXLLogicalDevice", "v1_3_0"},
-	{"MemoryDomainCollection", "MemoryDomainCollection", ""},
-	{"MemoryDomain", "MemoryDomain", "v1_5_1"},
-	{"MemoryChunksCollection", "MemoryChunksCollection", ""},
-	{"MemoryChunks", "MemoryChunks", "v1_6_2"},
-	{"Connection", "Connection", "v1_3_0"},
-	{"TelemetryService", "TelemetryService", "v1_4_1"},
-	{"MetricDefinitionCollection", "MetricDefinitionCollection", ""},
-	{"MetricDefinition", "MetricDefinition", "v1_3_5"},
-	{"MetricReportDefinitionCollection", "MetricReportDefinitionCollection", ""},
-	{"MetricReportDefinition", "MetricReportDefinition", "v1_4_7"},
-	{"MetricReportCollection", "MetricReportCollection", ""},
-	{"MetricReport", "MetricReport", "v1_5_2"},
+var metadataNamespaces = []base.SchemaRef{
+	{Namespace: "ServiceRoot", Version: "v1_17_0"},
+	{Namespace: "ComputerSystemCollection"},
+	{Namespace: "ComputerSystem", Version: "v1_22_0"},
+	{Namespace: "ChassisCollection"},
+	{Namespace: "Chassis", Version: "v1_25_0"},
+	{Namespace: "CompositionService", Version: "v1_2_0"},
+	{Namespace: "ResourceBlockCollection"},
+	{Namespace: "ResourceBlock", Version: "v1_4_0"},
+	{Namespace: "ZoneCollection"},
+	{Namespace: "Zone", Version: "v1_6_0"},
+	{Namespace: "FabricCollection"},
+	{Namespace: "Fabric", Version: "v1_3_0"},
+	{Namespace: "SwitchCollection"},
+	{Namespace: "Switch", Version: "v1_9_0"},
+	{Namespace: "PortCollection"},
+	{Namespace: "Port", Version: "v1_11_0"},
+	{Namespace: "EndpointCollection"},
+	{Namespace: "Endpoint", Version: "v1_8_0"},
+	{Namespace: "SessionService", Version: "v1_1_8"},
+	{Namespace: "SessionCollection"},
+	{Namespace: "Session", Version: "v1_7_0"},
+	{Namespace: "CollectionCapabilities", Version: "v1_4_0"},
+	{Namespace: "Message", Version: "v1_1_1"},
+	{Namespace: "Resource", Version: "v1_19_0"},
+	{Namespace: "AccountService", Version: "v1_15_0"},
+	{Namespace: "ManagerAccountCollection"},
+	{Namespace: "ManagerAccount", Version: "v1_12_0"},
+	{Namespace: "RoleCollection"},
+	{Namespace: "Role", Version: "v1_3_0"},
+	{Namespace: "CompositionReservationCollection"},
+	{Namespace: "CompositionReservation", Version: "v1_0_0"},
+	{Namespace: "ActionInfo", Version: "v1_3_0"},
+	{Namespace: "Manifest", Version: "v1_1_0"},
+	{Namespace: "TaskService", Version: "v1_2_0"},
+	{Namespace: "TaskCollection"},
+	{Namespace: "Task", Version: "v1_7_0"},
+	{Namespace: "EventService", Version: "v1_10_0"},
+	{Namespace: "EventDestinationCollection"},
+	{Namespace: "EventDestination", Version: "v1_14_0"},
+	{Namespace: "Event", Version: "v1_9_0"},
+	{Namespace: "ManagerCollection"},
+	{Namespace: "Manager", Version: "v1_19_0"},
+	{Namespace: "LogServiceCollection"},
+	{Namespace: "LogService", Version: "v1_5_0"},
+	{Namespace: "LogEntryCollection"},
+	{Namespace: "LogEntry", Version: "v1_15_0"},
+	{Namespace: "ConnectionCollection"},
+	{Namespace: "PCIeDeviceCollection"},
+	{Namespace: "PCIeDevice", Version: "v1_21_0"},
+	{Namespace: "CXLLogicalDeviceCollection"},
+	{Namespace: "CXLLogicalDevice", Version: "v1_3_0"},
+	{Namespace: "MemoryDomainCollection"},
+	{Namespace: "MemoryDomain", Version: "v1_5_1"},
+	{Namespace: "MemoryChunksCollection"},
+	{Namespace: "MemoryChunks", Version: "v1_6_2"},
+	{Namespace: "Connection", Version: "v1_3_0"},
+	{Namespace: "TelemetryService", Version: "v1_4_1"},
+	{Namespace: "MetricDefinitionCollection"},
+	{Namespace: "MetricDefinition", Version: "v1_3_5"},
+	{Namespace: "MetricReportDefinitionCollection"},
+	{Namespace: "MetricReportDefinition", Version: "v1_4_7"},
+	{Namespace: "MetricReportCollection"},
+	{Namespace: "MetricReport", Version: "v1_5_2"},
 }
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
-	var b strings.Builder
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
-	b.WriteString(`<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">` + "\n")
-	for _, n := range metadataNamespaces {
-		fmt.Fprintf(&b, "  <edmx:Reference Uri=\"http://redfish.dmtf.org/schemas/v1/%s_v1.xml\">\n", n.file)
-		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", n.ns)
-		if n.version != "" {
-			fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s.%s\"/>\n", n.ns, n.version)
-		}
-		b.WriteString("  </edmx:Reference>\n")
-	}
-	// The OEM schema (oem_schema.go), served by the service itself.
-	fmt.Fprintf(&b, "  <edmx:Reference Uri=\"%s\">\n", rackpoolSchemaURI)
-	for _, ns := range []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0",
-		"RackpoolTenantCollection", "RackpoolTenant", "RackpoolTenant.v1_0_0"} {
-		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", ns)
-	}
-	b.WriteString("  </edmx:Reference>\n")
-	b.WriteString("  <edmx:DataServices>\n    <Schema xmlns=\"http://docs.oasis-open.org/odata/ns/edm\" Namespace=\"Service\">\n")
-	b.WriteString("      <EntityContainer Name=\"Service\" Extends=\"ServiceRoot.v1_17_0.ServiceContainer\"/>\n")
-	b.WriteString("    </Schema>\n  </edmx:DataServices>\n</edmx:Edmx>\n")
-	w.Header().Set("Content-Type", "application/xml")
-	w.Header().Set("OData-Version", "4.0")
-	_, err := w.Write([]byte(b.String()))
-	return err
+	// The OEM schema (oem_schema.go) is served by the service itself.
+	return base.WriteMetadata(w, metadataNamespaces, rackpoolSchemaURI, []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0",
+		"RackpoolTenantCollection", "RackpoolTenant", "RackpoolTenant.v1_0_0"})
 }
 
 func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {

@@ -2,9 +2,8 @@ package fmserver
 
 import (
 	_ "embed"
-	"fmt"
 	"net/http"
-	"strings"
+	"rackpool/internal/redfish/base"
 )
 
 // serviceRoutes are the routes of the service root and the OData
@@ -57,59 +56,40 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 // metadataNamespaces lists the schemas the server uses, for $metadata.
-var metadataNamespaces = []struct{ ns, version string }{
-	{"ServiceRoot", "v1_17_0"},
-	{"SessionService", "v1_1_8"},
-	{"SessionCollection", ""},
-	{"Session", "v1_7_0"},
-	{"TaskService", "v1_2_0"},
-	{"TaskCollection", ""},
-	{"Task", "v1_7_0"},
-	{"FabricCollection", ""},
-	{"Fabric", "v1_3_0"},
-	{"SwitchCollection", ""},
-	{"Switch", "v1_9_0"},
-	{"PortCollection", ""},
-	{"Port", "v1_11_0"},
-	{"EndpointCollection", ""},
-	{"Endpoint", "v1_8_0"},
-	{"ZoneCollection", ""},
-	{"Zone", "v1_6_0"},
-	{"ConnectionCollection", ""},
-	{"Connection", "v1_3_0"},
-	{"ComputerSystemCollection", ""},
-	{"ComputerSystem", "v1_22_0"},
-	{"ChassisCollection", ""},
-	{"Chassis", "v1_25_0"},
-	{"MemoryDomainCollection", ""},
-	{"MemoryDomain", "v1_5_1"},
-	{"MemoryChunksCollection", ""},
-	{"MemoryChunks", "v1_6_2"},
-	{"Message", "v1_1_1"},
-	{"Resource", "v1_19_0"},
+var metadataNamespaces = []base.SchemaRef{
+	{Namespace: "ServiceRoot", Version: "v1_17_0"},
+	{Namespace: "SessionService", Version: "v1_1_8"},
+	{Namespace: "SessionCollection"},
+	{Namespace: "Session", Version: "v1_7_0"},
+	{Namespace: "TaskService", Version: "v1_2_0"},
+	{Namespace: "TaskCollection"},
+	{Namespace: "Task", Version: "v1_7_0"},
+	{Namespace: "FabricCollection"},
+	{Namespace: "Fabric", Version: "v1_3_0"},
+	{Namespace: "SwitchCollection"},
+	{Namespace: "Switch", Version: "v1_9_0"},
+	{Namespace: "PortCollection"},
+	{Namespace: "Port", Version: "v1_11_0"},
+	{Namespace: "EndpointCollection"},
+	{Namespace: "Endpoint", Version: "v1_8_0"},
+	{Namespace: "ZoneCollection"},
+	{Namespace: "Zone", Version: "v1_6_0"},
+	{Namespace: "ConnectionCollection"},
+	{Namespace: "Connection", Version: "v1_3_0"},
+	{Namespace: "ComputerSystemCollection"},
+	{Namespace: "ComputerSystem", Version: "v1_22_0"},
+	{Namespace: "ChassisCollection"},
+	{Namespace: "Chassis", Version: "v1_25_0"},
+	{Namespace: "MemoryDomainCollection"},
+	{Namespace: "MemoryDomain", Version: "v1_5_1"},
+	{Namespace: "MemoryChunksCollection"},
+	{Namespace: "MemoryChunks", Version: "v1_6_2"},
+	{Namespace: "Message", Version: "v1_1_1"},
+	{Namespace: "Resource", Version: "v1_19_0"},
 }
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
-	var b strings.Builder
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
-	b.WriteString(`<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">` + "\n")
-	for _, n := range metadataNamespaces {
-		fmt.Fprintf(&b, "  <edmx:Reference Uri=\"http://redfish.dmtf.org/schemas/v1/%s_v1.xml\">\n", n.ns)
-		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", n.ns)
-		if n.version != "" {
-			fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s.%s\"/>\n", n.ns, n.version)
-		}
-		b.WriteString("  </edmx:Reference>\n")
-	}
-	fmt.Fprintf(&b, "  <edmx:Reference Uri=\"%s\">\n", oemSchemaURI)
-	b.WriteString("    <edmx:Include Namespace=\"Rackpool\"/>\n    <edmx:Include Namespace=\"Rackpool.v1_0_0\"/>\n  </edmx:Reference>\n")
-	b.WriteString("  <edmx:DataServices>\n    <Schema xmlns=\"http://docs.oasis-open.org/odata/ns/edm\" Namespace=\"Service\">\n")
-	b.WriteString("      <EntityContainer Name=\"Service\" Extends=\"ServiceRoot.v1_17_0.ServiceContainer\"/>\n")
-	b.WriteString("    </Schema>\n  </edmx:DataServices>\n</edmx:Edmx>\n")
-	w.Header().Set("Content-Type", "application/xml")
-	w.Header().Set("OData-Version", "4.0")
-	_, err := w.Write([]byte(b.String()))
-	return err
+	return base.WriteMetadata(w, metadataNamespaces, oemSchemaURI, []string{"Rackpool", "Rackpool.v1_0_0"})
 }
 
 func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {

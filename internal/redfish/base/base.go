@@ -182,3 +182,43 @@ func Collection(id, typ, name string, members []ODataID) map[string]any {
 		"Members@odata.count": len(members),
 	}
 }
+
+// SchemaRef is one DMTF schema a service's $metadata references: File is
+// the schema file's name without "_v1.xml" (default: Namespace), Version
+// the versioned namespace to include too ("" for none, e.g. a collection).
+type SchemaRef struct {
+	File, Namespace, Version string
+}
+
+// WriteMetadata answers GET /redfish/v1/$metadata: the DMTF schemas in
+// refs, the service's own OEM schema at oemURI with its namespaces, and
+// the service container.
+func WriteMetadata(w http.ResponseWriter, refs []SchemaRef, oemURI string, oemNamespaces []string) error {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	b.WriteString(`<edmx:Edmx xmlns:edmx="http://docs.oasis-open.org/odata/ns/edmx" Version="4.0">` + "\n")
+	for _, n := range refs {
+		file := n.File
+		if file == "" {
+			file = n.Namespace
+		}
+		fmt.Fprintf(&b, "  <edmx:Reference Uri=\"http://redfish.dmtf.org/schemas/v1/%s_v1.xml\">\n", file)
+		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", n.Namespace)
+		if n.Version != "" {
+			fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s.%s\"/>\n", n.Namespace, n.Version)
+		}
+		b.WriteString("  </edmx:Reference>\n")
+	}
+	fmt.Fprintf(&b, "  <edmx:Reference Uri=\"%s\">\n", oemURI)
+	for _, ns := range oemNamespaces {
+		fmt.Fprintf(&b, "    <edmx:Include Namespace=\"%s\"/>\n", ns)
+	}
+	b.WriteString("  </edmx:Reference>\n")
+	b.WriteString("  <edmx:DataServices>\n    <Schema xmlns=\"http://docs.oasis-open.org/odata/ns/edm\" Namespace=\"Service\">\n")
+	b.WriteString("      <EntityContainer Name=\"Service\" Extends=\"ServiceRoot.v1_17_0.ServiceContainer\"/>\n")
+	b.WriteString("    </Schema>\n  </edmx:DataServices>\n</edmx:Edmx>\n")
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("OData-Version", "4.0")
+	_, err := w.Write([]byte(b.String()))
+	return err
+}
