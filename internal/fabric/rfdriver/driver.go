@@ -477,7 +477,9 @@ func (d *Driver) reconcile(parent, ctx context.Context, step func(context.Contex
 			}
 		case unclear:
 			sent = true
-			last = err
+			if ctx.Err() == nil || last == nil {
+				last = err // not one the operation's own deadline caused
+			}
 			d.log.Debug("outcome unclear; reading the state back", "err", err)
 			if err := sleep(ctx, backoff(attempt), nil); err != nil {
 				return fail(err)

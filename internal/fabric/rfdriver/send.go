@@ -86,6 +86,9 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 	if monitor == "" {
 		return unclear, fmt.Errorf("%s %s: 202 Accepted without a task monitor", accepted.method, accepted.url)
 	}
+	if _, err := d.c.url(monitor); err != nil {
+		return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.method, accepted.url, err)
+	}
 	wait := retryAfter(accepted.header)
 	began := time.Now()
 	for n := 1; ; n++ {
