@@ -1,6 +1,7 @@
 package fmserver
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -130,20 +131,23 @@ func (t *transportFaults) unavailableNow() bool {
 	return false
 }
 
-// loseNow decides whether a change's answer is lost and whether a restart
+// loseNow decides whether a change's answer is lost — forced (an injected
+// lose-response: whatever the answer) or by chance (chaos: only the answer
+// of a change that was made, so that a refusal, an injected attach failure
+// included, is always heard and counted once) — and whether a restart
 // follows it.
-func (t *transportFaults) loseNow() (lose, restart bool) {
+func (t *transportFaults) loseNow() (forced, chance, restart bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.lose > 0 {
 		t.lose--
-		lose = true
+		forced = true
 	}
 	if t.rng != nil {
-		lose = lose || t.rng.Float64() < chaosLose
+		chance = t.rng.Float64() < chaosLose
 		restart = t.rng.Float64() < chaosRestart
 	}
-	return lose, restart
+	return forced, chance, restart
 }
 
 // serveWithFaults applies the transport faults to r, served by next.
@@ -160,16 +164,20 @@ func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, next ht
 		next(w, r)
 		return
 	}
-	lose, restart := s.faults.loseNow()
+	forced, chance, restart := s.faults.loseNow()
 	if restart {
 		defer s.restart()
 	}
-	if !lose {
+	if !forced && !chance {
 		next(w, r)
 		return
 	}
 	rec := &recorder{header: http.Header{}}
 	next(rec, r)
+	if !forced && rec.status/100 != 2 {
+		rec.replay(w)
+		return
+	}
 	s.log.Warn("transport fault: answer lost", "method", r.Method, "path", r.URL.Path, "status", rec.status)
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		_ = conn.Close()
@@ -178,10 +186,20 @@ func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, next ht
 	panic(http.ErrAbortHandler)
 }
 
-// recorder keeps a response that will not be sent.
+// recorder keeps a response that may not be sent.
 type recorder struct {
 	header http.Header
 	status int
+	body   bytes.Buffer
+}
+
+// replay sends the recorded response after all.
+func (r *recorder) replay(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(r.status)
+	_, _ = w.Write(r.body.Bytes())
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -196,7 +214,7 @@ func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	return len(b), nil
+	return r.body.Write(b)
 }
 
 func (s *Server) injectFault(w http.ResponseWriter, r *http.Request) error {
