@@ -405,11 +405,18 @@ func backoff(attempt int) time.Duration {
 // retryAfter is the Retry-After header in seconds (0 when absent or not a
 // number of seconds).
 func retryAfter(h http.Header) time.Duration {
+	d, _ := retryAfterGiven(h)
+	return d
+}
+
+// retryAfterGiven is retryAfter, and whether the header gave a number of
+// seconds at all ("Retry-After: 0" is an answer: ask again now).
+func retryAfterGiven(h http.Header) (time.Duration, bool) {
 	s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
-	if err != nil || s <= 0 {
-		return 0
+	if err != nil || s < 0 {
+		return 0, false
 	}
-	return time.Duration(min(s, 3600)) * time.Second
+	return time.Duration(min(s, 3600)) * time.Second, true
 }
 
 // sleep waits d, or fails when ctx ends first; the error names the last

@@ -89,17 +89,19 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 	if _, err := d.c.url(monitor); err != nil {
 		return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.method, accepted.url, err)
 	}
-	wait := retryAfter(accepted.header)
+	// A monitor's Retry-After is obeyed as given, 0 included (the task
+	// is done: ask now); without one, polls back off from pollMin.
+	wait, given := retryAfterGiven(accepted.header)
 	began := time.Now()
 	for n := 1; ; n++ {
-		if wait == 0 {
+		if !given {
 			wait = min(pollMin<<min(n-1, 10), pollMax)
 		}
 		if err := sleep(ctx, wait, nil); err != nil {
 			d.cancelTask(ctx, monitor)
 			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.method, accepted.url, time.Since(began).Round(time.Millisecond), err)
 		}
-		wait = 0
+		wait, given = 0, false // unless a 202 of the monitor says when
 		r, err := d.c.do(ctx, http.MethodGet, monitor, nil, nil)
 		var te *transientError
 		switch {
@@ -114,18 +116,20 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 		}
 		switch {
 		case r.status == http.StatusAccepted:
-			wait = retryAfter(r.header)
+			wait, given = retryAfterGiven(r.header)
 			continue
 		case r.status == http.StatusNotFound || r.status == http.StatusGone:
 			return unclear, fmt.Errorf("task monitor %s of %s %s is gone (%d; the manager may have restarted)", r.url, accepted.method, accepted.url, r.status)
 		case retryableStatus(r.status):
 			wait = retryAfter(r.header)
+			given = wait > 0
 			continue
 		case r.status == http.StatusOK:
 			if out, done, err := taskResult(r); done {
 				return out, err
 			}
 			wait = retryAfter(r.header)
+			given = wait > 0
 			continue
 		}
 		return judge(r)
