@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,7 @@ test: ## run every test (unit tests under -race, end-to-end tests, benchmarks on
 		$(GO) run ./bench/drives -bin build/rackpool -quick -out build/bench-drives-smoke > /dev/null; \
 	else echo "fio or nbdkit missing: bench/drives smoke skipped (.ci/run installs them)"; fi
 	$(GO) run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke > /dev/null
+	$(GO) run ./bench/southbound -cycles 20 -out build/bench-southbound-smoke > /dev/null
 	mkdir -p build/scaling-smoke && $(GO) run ./bench/scaling -bin build/rackpool -trays 16,42 -out build/scaling-smoke > /dev/null
 	$(MAKE) conformance
 
@@ -54,6 +55,10 @@ bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6
 
 bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/drives -bin $(BIN) -out build/bench-drives
+
+bench-southbound: ## the redfish driver against fabric-emulator beside the DMTF Python Redfish library (docs/benchmarks.md)
+	scripts/pyenv.sh
+	$(GO) run ./bench/southbound -out build/bench-southbound
 
 bench-provision: ## provisioning policies on the synthetic and recorded traces, forecast cost against statsmodels (docs/provisioning.md)
 	scripts/pyenv.sh
