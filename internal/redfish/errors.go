@@ -54,12 +54,6 @@ func errNotFound(kind, name string) *apiError { return fromProblem(base.NotFound
 
 func errMalformed(detail string) *apiError { return fromProblem(base.Malformed(detail)) }
 
-func errPropertyType(prop, value string) *apiError {
-	return fromProblem(base.PropertyType(prop, value))
-}
-
-func errPropertyUnknown(prop string) *apiError { return fromProblem(base.PropertyUnknown(prop)) }
-
 func errPropertyMissing(prop string) *apiError { return fromProblem(base.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
