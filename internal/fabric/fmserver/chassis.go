@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 )
 
@@ -106,6 +107,12 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
+	if len(s.fab.Drawers) > 0 {
+		members = append(members, ref("/redfish/v1/Chassis/"+s.fab.ID))
+		for _, d := range s.fab.Drawers {
+			members = append(members, ref("/redfish/v1/Chassis/"+s.fab.ID+"-"+d.ID))
+		}
+	}
 	for _, d := range s.memoryDevices() {
 		members = append(members, ref("/redfish/v1/Chassis/"+d.ID))
 	}
@@ -122,6 +129,10 @@ func (s *Server) memoryDevice(r *http.Request) (*inventory.Device, error) {
 }
 
 func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
+	if body := s.drawerChassis(r.PathValue("dev")); body != nil {
+		writeJSON(w, http.StatusOK, body)
+		return nil
+	}
 	d, err := s.memoryDevice(r)
 	if err != nil {
 		return err
@@ -266,4 +277,53 @@ func (s *Server) getMemoryChunk(w http.ResponseWriter, r *http.Request) error {
 		"Links":                 map[string]any{"Endpoints": []odataID{ref(s.endpointPath(d.ID))}},
 	})
 	return nil
+}
+
+// drawerChassis is the body of a PCIe chassis (Id: the fabric's) or of one
+// of its drawers (Id: "{fabric}-{drawer}"), with the drawer's mode, as the
+// northbound API shows them; nil for any other Id.
+func (s *Server) drawerChassis(id string) map[string]any {
+	f := s.fab
+	if len(f.Drawers) == 0 {
+		return nil
+	}
+	body := func(typ, name string, oem map[string]any) map[string]any {
+		oem["@odata.type"] = "#Rackpool.v1_0_0.Chassis"
+		return map[string]any{
+			"@odata.id":   "/redfish/v1/Chassis/" + id,
+			"@odata.type": "#Chassis.v1_25_0.Chassis",
+			"Id":          id,
+			"Name":        name,
+			"ChassisType": typ,
+			"Status":      statusOK(fabric.OK),
+			"Oem":         map[string]any{"Rackpool": oem},
+		}
+	}
+	if id == f.ID {
+		var ports []string
+		for _, hp := range f.Ports {
+			ports = append(ports, hp.Port)
+		}
+		b := body("Enclosure", "PCIe chassis "+f.ID, map[string]any{"Fabric": f.ID, "HostPorts": nonNilStrings(ports)})
+		var links []odataID
+		for _, d := range f.Drawers {
+			links = append(links, ref("/redfish/v1/Chassis/"+f.ID+"-"+d.ID))
+		}
+		b["Links"] = map[string]any{"Contains": links}
+		return b
+	}
+	for _, d := range f.Drawers {
+		if id == f.ID+"-"+d.ID {
+			return body("Drawer", "Drawer "+d.ID+" of "+f.ID, map[string]any{"Fabric": f.ID, "Mode": d.Mode,
+				"Slots": d.Slots, "HostPorts": nonNilStrings(d.HostPorts), "MaxHosts": d.Mode.MaxHosts()})
+		}
+	}
+	return nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
