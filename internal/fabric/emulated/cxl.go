@@ -111,8 +111,8 @@ func (c *CXL) detach(l *link) time.Duration {
 // stalled reports whether l's host will not acknowledge a release. Call
 // with c.mu held.
 func (c *CXL) stalled(l *link) bool {
-	pn := portName(l.Host, l.HostPort)
-	return c.stalls[""] || c.stalls[l.Host] || c.stalls[pn] || c.faults.hosts[l.Host] || c.faults.ports[pn]
+	pn := fabric.PortName(l.Host, l.HostPort)
+	return c.stalls[""] || c.stalls[l.Host] || c.stalls[pn] || c.faults.PortDown(l.Host, l.HostPort)
 }
 
 // inject arms ReleaseStalls for a host of this fabric, one of its ports

@@ -54,10 +54,6 @@ type link struct {
 
 func (l *link) key() key { return key{l.Block, l.Host, l.HostPort} }
 
-// portName is the "host/port" name of a host port, as fault targets and
-// the Health map spell it.
-func portName(host, port string) string { return host + "/" + port }
-
 // Mapping is an established attachment together with when it was
 // established. An attachment that is never detached keeps its Since and
 // Generation for as long as it exists, which is how tests prove that
@@ -88,7 +84,7 @@ type engine struct {
 	mu     sync.Mutex
 	att    map[key]*link
 	gen    uint64
-	faults faults
+	faults fabric.Faults
 	errs   map[string]*errCounters // by device ID
 }
 
@@ -108,12 +104,11 @@ func newEngine(top *topology.Topology, f *inventory.Fabric, clk clock.Clock, wan
 		clk = clock.Real{}
 	}
 	return &engine{
-		top:    top,
-		fab:    f,
-		clk:    clk,
-		att:    map[key]*link{},
-		faults: newFaults(),
-		errs:   map[string]*errCounters{},
+		top:  top,
+		fab:  f,
+		clk:  clk,
+		att:  map[key]*link{},
+		errs: map[string]*errCounters{},
 	}, nil
 }
 
@@ -174,14 +169,14 @@ func (e *engine) attach(a fabric.Attachment) (time.Duration, bool, error) {
 		return 0, false, err
 	}
 	if !e.top.Reaches(l.hp, l.dev) {
-		return 0, false, fmt.Errorf("%s cannot reach %s: %w", portName(l.Host, l.HostPort), l.dev.ID, fabric.ErrUnreachable)
+		return 0, false, fmt.Errorf("%s cannot reach %s: %w", fabric.PortName(l.Host, l.HostPort), l.dev.ID, fabric.ErrUnreachable)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.faults.failed(l); err != nil {
+	if err := e.faults.Failed(l.dev.ID, l.Host, l.HostPort); err != nil {
 		return 0, false, err
 	}
-	if e.faults.fireAttach(l.dev.ID) {
+	if e.faults.FireAttach(l.dev.ID) {
 		return 0, false, fmt.Errorf("attach of %s: %w", l.dev.ID, fabric.ErrInjected)
 	}
 	if _, ok := e.att[l.key()]; ok {
@@ -241,16 +236,16 @@ func (e *engine) Discover(ctx context.Context) (fabric.State, error) {
 	}
 	for _, p := range e.fab.Ports {
 		h := fabric.OK
-		if e.faults.hosts[p.Host.ID] {
+		if e.faults.HostFailed(p.Host.ID) {
 			st.Health[p.Host.ID] = fabric.Critical
 			h = fabric.Critical
 		} else if _, ok := st.Health[p.Host.ID]; !ok {
 			st.Health[p.Host.ID] = fabric.OK
 		}
-		if e.faults.ports[portName(p.Host.ID, p.ID)] {
+		if e.faults.PortFailed(p.Host.ID, p.ID) {
 			h = fabric.Critical
 		}
-		st.Health[portName(p.Host.ID, p.ID)] = h
+		st.Health[fabric.PortName(p.Host.ID, p.ID)] = h
 	}
 	return st, nil
 }
@@ -305,7 +300,7 @@ func (e *engine) mappings() []Mapping {
 // attachments runs through a failed port or host, else OK. Call with e.mu
 // held.
 func (e *engine) deviceHealth(d *inventory.Device) fabric.Health {
-	if e.faults.devices[d.ID] {
+	if e.faults.DeviceFailed(d.ID) {
 		return fabric.Critical
 	}
 	if e.degraded(d) {
@@ -318,7 +313,7 @@ func (e *engine) deviceHealth(d *inventory.Device) fabric.Health {
 // host. Call with e.mu held.
 func (e *engine) degraded(d *inventory.Device) bool {
 	for _, l := range e.att {
-		if l.dev == d && (e.faults.ports[portName(l.Host, l.HostPort)] || e.faults.hosts[l.Host]) {
+		if l.dev == d && e.faults.PortDown(l.Host, l.HostPort) {
 			return true
 		}
 	}
@@ -361,7 +356,7 @@ func (e *engine) Stats(ctx context.Context) ([]fabric.DeviceStats, error) {
 			ec = &errCounters{}
 			e.errs[d.ID] = ec
 		}
-		failed := e.faults.devices[d.ID]
+		failed := e.faults.DeviceFailed(d.ID)
 		if failed {
 			ec.correctable += corrPerPoll
 			ec.uncorrectable += uncorrPerPoll
@@ -422,41 +417,21 @@ func (e *engine) utilisation(d *inventory.Device) float64 {
 func (e *engine) InjectFault(f fabric.Fault) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch f.Kind {
-	case fabric.AttachFails:
-		if f.Target != "" && !e.hasDevice(f.Target) {
-			return fmt.Errorf("inject %s: device %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		e.faults.attach = append(e.faults.attach, &attachFault{target: f.Target, left: max(f.Count, 1)})
-	case fabric.DeviceFails:
-		if !e.hasDevice(f.Target) {
-			return fmt.Errorf("inject %s: device %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		e.faults.devices[f.Target] = true
-	case fabric.PortFails:
-		if !e.hasPort(f.Target) {
-			return fmt.Errorf("inject %s: host port %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		e.faults.ports[f.Target] = true
-	case fabric.HostFails:
-		if !e.hasHost(f.Target) {
-			return fmt.Errorf("inject %s: host %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		e.faults.hosts[f.Target] = true
-	default:
-		if fm, ok := e.model.(faultModel); ok {
-			return fm.inject(f)
-		}
-		return fmt.Errorf("inject fault: kind %q is not one a %s fabric takes", f.Kind, e.fab.Kind)
+	took, err := e.faults.Arm(f, fabric.Targets{Device: e.hasDevice, Port: e.hasPort, Host: e.hasHost})
+	if took {
+		return err
 	}
-	return nil
+	if fm, ok := e.model.(faultModel); ok {
+		return fm.inject(f)
+	}
+	return fmt.Errorf("inject fault: kind %q is not one a %s fabric takes", f.Kind, e.fab.Kind)
 }
 
 // ClearFaults clears every injected fault; see fabric.FaultInjector.
 func (e *engine) ClearFaults() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.faults = newFaults()
+	e.faults.Clear()
 	if fm, ok := e.model.(faultModel); ok {
 		fm.clearFaults()
 	}
@@ -493,7 +468,7 @@ func (e *engine) hasDevice(id string) bool {
 
 func (e *engine) hasPort(name string) bool {
 	for _, p := range e.fab.Ports {
-		if portName(p.Host.ID, p.ID) == name {
+		if fabric.PortName(p.Host.ID, p.ID) == name {
 			return true
 		}
 	}
@@ -503,52 +478,6 @@ func (e *engine) hasPort(name string) bool {
 func (e *engine) hasHost(id string) bool {
 	for _, p := range e.fab.Ports {
 		if p.Host.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-// faults is the set of armed faults.
-type faults struct {
-	attach  []*attachFault
-	devices map[string]bool
-	ports   map[string]bool // "host/port"
-	hosts   map[string]bool
-}
-
-type attachFault struct {
-	target string // device ID, or "" for any
-	left   int
-}
-
-func newFaults() faults {
-	return faults{devices: map[string]bool{}, ports: map[string]bool{}, hosts: map[string]bool{}}
-}
-
-// failed returns an ErrFailed error when l's device, port or host has
-// failed.
-func (f *faults) failed(l *link) error {
-	switch {
-	case f.devices[l.dev.ID]:
-		return fmt.Errorf("device %s: %w", l.dev.ID, fabric.ErrFailed)
-	case f.hosts[l.Host]:
-		return fmt.Errorf("host %s: %w", l.Host, fabric.ErrFailed)
-	case f.ports[portName(l.Host, l.HostPort)]:
-		return fmt.Errorf("host port %s: %w", portName(l.Host, l.HostPort), fabric.ErrFailed)
-	}
-	return nil
-}
-
-// fireAttach consumes one armed AttachFails fault matching device and
-// reports whether one fired.
-func (f *faults) fireAttach(device string) bool {
-	for i, af := range f.attach {
-		if af.target == "" || af.target == device {
-			af.left--
-			if af.left <= 0 {
-				f.attach = slices.Delete(f.attach, i, i+1)
-			}
 			return true
 		}
 	}

@@ -72,7 +72,7 @@ func (o *Optical) attach(l *link) (time.Duration, error) {
 	if err := o.checkInUse(l); err != nil {
 		return 0, err
 	}
-	hk := portName(l.Host, l.HostPort)
+	hk := fabric.PortName(l.Host, l.HostPort)
 	if c := o.byHost[hk]; c != nil {
 		if c.dev != l.dev {
 			return 0, fmt.Errorf("%s carries a circuit to %s port %s: %w", hk, c.dev.ID, c.devPort, fabric.ErrPortBusy)
@@ -95,7 +95,7 @@ func (o *Optical) attach(l *link) (time.Duration, error) {
 // detach releases the block's share of its circuit, tearing the circuit
 // down (one reconfiguration) when it was the last.
 func (o *Optical) detach(l *link) time.Duration {
-	hk := portName(l.Host, l.HostPort)
+	hk := fabric.PortName(l.Host, l.HostPort)
 	c := o.byHost[hk]
 	if c == nil {
 		return 0

@@ -57,7 +57,7 @@ func (s *SAS) detach(*link) time.Duration { return s.fab.Reconfig }
 func (s *SAS) Mapping(block string) (hostPort string, since time.Time, ok bool) {
 	for _, m := range s.mappings() {
 		if m.Block == block {
-			return portName(m.Host, m.HostPort), m.Since, true
+			return fabric.PortName(m.Host, m.HostPort), m.Since, true
 		}
 	}
 	return "", time.Time{}, false

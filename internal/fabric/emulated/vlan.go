@@ -40,7 +40,7 @@ func NewVLAN(top *topology.Topology, f *inventory.Fabric, clk clock.Clock) (*VLA
 	}
 	v := &VLAN{engine: e, vlanOf: map[string]int{}}
 	for i, p := range f.Ports {
-		v.vlanOf[portName(p.Host.ID, p.ID)] = FirstVLAN + i
+		v.vlanOf[fabric.PortName(p.Host.ID, p.ID)] = FirstVLAN + i
 	}
 	e.model = v
 	e.links = linkDefaults{speed: "10Gb/s", width: func(*inventory.Device) int { return 1 }}
@@ -62,7 +62,7 @@ func (v *VLAN) detach(*link) time.Duration { return v.fab.Reconfig }
 
 // VLANOf returns the VLAN ID host's port into this fabric owns.
 func (v *VLAN) VLANOf(host, port string) (int, bool) {
-	id, ok := v.vlanOf[portName(host, port)]
+	id, ok := v.vlanOf[fabric.PortName(host, port)]
 	return id, ok
 }
 
@@ -74,11 +74,11 @@ func (v *VLAN) VLANs() map[int][]string {
 	defer v.mu.Unlock()
 	out := map[int][]string{}
 	for _, p := range v.fab.Ports {
-		id := v.vlanOf[portName(p.Host.ID, p.ID)]
+		id := v.vlanOf[fabric.PortName(p.Host.ID, p.ID)]
 		out[id] = append(out[id], p.Switch.ID+"/"+p.Port)
 	}
 	for _, l := range v.att {
-		id := v.vlanOf[portName(l.Host, l.HostPort)]
+		id := v.vlanOf[fabric.PortName(l.Host, l.HostPort)]
 		for _, sp := range l.dev.Ports {
 			out[id] = append(out[id], l.dev.Switch.ID+"/"+sp)
 		}

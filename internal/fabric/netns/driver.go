@@ -100,7 +100,7 @@ type Driver struct {
 
 	mu     sync.Mutex
 	closed bool
-	faults faults
+	faults fabric.Faults
 }
 
 var (
@@ -135,7 +135,6 @@ func New(top *topology.Topology, f *inventory.Fabric, o Options) (*Driver, error
 		devs:    f.Devices,
 		portIdx: map[string]int{},
 		devIdx:  map[string]int{},
-		faults:  newFaults(),
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -159,7 +158,7 @@ func New(top *topology.Topology, f *inventory.Fabric, o Options) (*Driver, error
 		return nil, fmt.Errorf("netns driver: subnet %s has no room for %d /30s", d.subnet, len(d.ports)*len(d.devs))
 	}
 	for i, p := range d.ports {
-		d.portIdx[portName(p.Host.ID, p.ID)] = i
+		d.portIdx[fabric.PortName(p.Host.ID, p.ID)] = i
 	}
 	for j, dev := range d.devs {
 		if len(dev.Blocks) != 1 || dev.Blocks[0].ID != dev.ID {
@@ -250,9 +249,9 @@ func (d *Driver) Prefix() string { return d.prefix }
 
 // HostNS returns the name of the namespace of host's port into the fabric.
 func (d *Driver) HostNS(host, port string) (string, error) {
-	i, ok := d.portIdx[portName(host, port)]
+	i, ok := d.portIdx[fabric.PortName(host, port)]
 	if !ok {
-		return "", fmt.Errorf("host port %s: %w", portName(host, port), fabric.ErrUnknown)
+		return "", fmt.Errorf("host port %s: %w", fabric.PortName(host, port), fabric.ErrUnknown)
 	}
 	return fmt.Sprintf("%s-h%d", d.prefix, i), nil
 }
@@ -282,9 +281,9 @@ func (d *Driver) HostAddr(host, port, device string) (netip.Addr, error) {
 }
 
 func (d *Driver) pairAddrs(host, port, device string) (netip.Addr, netip.Addr, error) {
-	i, ok := d.portIdx[portName(host, port)]
+	i, ok := d.portIdx[fabric.PortName(host, port)]
 	if !ok {
-		return netip.Addr{}, netip.Addr{}, fmt.Errorf("host port %s: %w", portName(host, port), fabric.ErrUnknown)
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("host port %s: %w", fabric.PortName(host, port), fabric.ErrUnknown)
 	}
 	j, ok := d.devIdx[device]
 	if !ok {
@@ -305,12 +304,8 @@ func (d *Driver) pairPrefix(i, j int) netip.Prefix {
 
 // marker is the alias the device end of a finished attachment carries.
 func (d *Driver) marker(i, j int) string {
-	return "rackpool " + d.devs[j].ID + " " + portName(d.ports[i].Host.ID, d.ports[i].ID)
+	return "rackpool " + d.devs[j].ID + " " + fabric.PortName(d.ports[i].Host.ID, d.ports[i].ID)
 }
-
-// portName is the "host/port" name of a host port, as fault targets and
-// the Health map spell it.
-func portName(host, port string) string { return host + "/" + port }
 
 // pair is one attachment by index: host port i, device j.
 type pair struct{ i, j int }
@@ -328,7 +323,7 @@ func (d *Driver) resolve(a fabric.Attachment) (pair, *inventory.HostPort, error)
 	if d.top.Host(a.Host) == nil {
 		return pair{}, nil, fmt.Errorf("host %q: %w", a.Host, fabric.ErrUnknown)
 	}
-	i, ok := d.portIdx[portName(a.Host, a.HostPort)]
+	i, ok := d.portIdx[fabric.PortName(a.Host, a.HostPort)]
 	if !ok {
 		return pair{}, nil, fmt.Errorf("host %s has no port %q into fabric %s: %w", a.Host, a.HostPort, d.fab.ID, fabric.ErrUnknown)
 	}
@@ -362,17 +357,17 @@ func (d *Driver) attach(ctx context.Context, a fabric.Attachment) (fabric.Result
 	}
 	dev := d.devs[p.j]
 	if !d.top.Reaches(hp, dev) {
-		return fabric.Result{}, fmt.Errorf("%s cannot reach %s: %w", portName(a.Host, a.HostPort), dev.ID, fabric.ErrUnreachable)
+		return fabric.Result{}, fmt.Errorf("%s cannot reach %s: %w", fabric.PortName(a.Host, a.HostPort), dev.ID, fabric.ErrUnreachable)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return fabric.Result{}, errClosed
 	}
-	if err := d.faults.failed(dev.ID, a.Host, portName(a.Host, a.HostPort)); err != nil {
+	if err := d.faults.Failed(dev.ID, a.Host, a.HostPort); err != nil {
 		return fabric.Result{}, err
 	}
-	if d.faults.fireAttach(dev.ID) {
+	if d.faults.FireAttach(dev.ID) {
 		return fabric.Result{}, fmt.Errorf("attach of %s: %w", dev.ID, fabric.ErrInjected)
 	}
 	hosts, err := d.plumb.attachedTo(p.j)
@@ -390,7 +385,7 @@ func (d *Driver) attach(ctx context.Context, a fabric.Attachment) (fabric.Result
 		return fabric.Result{}, err
 	}
 	took := max(time.Since(start), time.Nanosecond)
-	d.log.Debug("attached", "device", dev.ID, "host_port", portName(a.Host, a.HostPort), "took", took)
+	d.log.Debug("attached", "device", dev.ID, "host_port", fabric.PortName(a.Host, a.HostPort), "took", took)
 	return fabric.Result{Took: took, Changed: true}, nil
 }
 
@@ -429,7 +424,7 @@ func (d *Driver) detach(ctx context.Context, a fabric.Attachment) (fabric.Result
 		return fabric.Result{}, err
 	}
 	took := max(time.Since(start), time.Nanosecond)
-	d.log.Debug("detached", "device", d.devs[p.j].ID, "host_port", portName(a.Host, a.HostPort), "took", took)
+	d.log.Debug("detached", "device", d.devs[p.j].ID, "host_port", fabric.PortName(a.Host, a.HostPort), "took", took)
 	return fabric.Result{Took: took, Changed: true}, nil
 }
 
@@ -463,16 +458,16 @@ func (d *Driver) Discover(ctx context.Context) (fabric.State, error) {
 	})
 	for _, p := range d.ports {
 		h := fabric.OK
-		if d.faults.hosts[p.Host.ID] {
+		if d.faults.HostFailed(p.Host.ID) {
 			st.Health[p.Host.ID] = fabric.Critical
 			h = fabric.Critical
 		} else if _, ok := st.Health[p.Host.ID]; !ok {
 			st.Health[p.Host.ID] = fabric.OK
 		}
-		if d.faults.ports[portName(p.Host.ID, p.ID)] {
+		if d.faults.PortFailed(p.Host.ID, p.ID) {
 			h = fabric.Critical
 		}
-		st.Health[portName(p.Host.ID, p.ID)] = h
+		st.Health[fabric.PortName(p.Host.ID, p.ID)] = h
 	}
 	return st, nil
 }
@@ -480,12 +475,12 @@ func (d *Driver) Discover(ctx context.Context) (fabric.State, error) {
 // deviceHealth is Critical for a failed device, Warning when it is attached
 // over a failed port or host, else OK. Call with d.mu held.
 func (d *Driver) deviceHealth(dev string, hosts []int) fabric.Health {
-	if d.faults.devices[dev] {
+	if d.faults.DeviceFailed(dev) {
 		return fabric.Critical
 	}
 	for _, i := range hosts {
 		p := d.ports[i]
-		if d.faults.ports[portName(p.Host.ID, p.ID)] || d.faults.hosts[p.Host.ID] {
+		if d.faults.PortDown(p.Host.ID, p.ID) {
 			return fabric.Warning
 		}
 	}

@@ -2,56 +2,9 @@ package netns
 
 import (
 	"fmt"
-	"slices"
 
 	"rackpool/internal/fabric"
 )
-
-// faults is the set of armed faults.
-type faults struct {
-	attach  []*attachFault
-	devices map[string]bool
-	ports   map[string]bool // "host/port"
-	hosts   map[string]bool
-}
-
-type attachFault struct {
-	target string // device ID, or "" for any
-	left   int
-}
-
-func newFaults() faults {
-	return faults{devices: map[string]bool{}, ports: map[string]bool{}, hosts: map[string]bool{}}
-}
-
-// failed returns an ErrFailed error when the device, host or host port
-// has failed.
-func (f *faults) failed(dev, host, port string) error {
-	switch {
-	case f.devices[dev]:
-		return fmt.Errorf("device %s: %w", dev, fabric.ErrFailed)
-	case f.hosts[host]:
-		return fmt.Errorf("host %s: %w", host, fabric.ErrFailed)
-	case f.ports[port]:
-		return fmt.Errorf("host port %s: %w", port, fabric.ErrFailed)
-	}
-	return nil
-}
-
-// fireAttach consumes one armed AttachFails fault matching device and
-// reports whether one fired.
-func (f *faults) fireAttach(device string) bool {
-	for i, af := range f.attach {
-		if af.target == "" || af.target == device {
-			af.left--
-			if af.left <= 0 {
-				f.attach = slices.Delete(f.attach, i, i+1)
-			}
-			return true
-		}
-	}
-	return false
-}
 
 // InjectFault arms f; see fabric.FaultInjector. The target must be part of
 // this fabric (a device, a "host/port" port or a host with a port into it),
@@ -64,30 +17,16 @@ func (d *Driver) InjectFault(f fabric.Fault) error {
 	if d.closed {
 		return errClosed
 	}
-	switch f.Kind {
-	case fabric.AttachFails:
-		if _, ok := d.devIdx[f.Target]; f.Target != "" && !ok {
-			return fmt.Errorf("inject %s: device %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		d.faults.attach = append(d.faults.attach, &attachFault{target: f.Target, left: max(f.Count, 1)})
-		return nil
-	case fabric.DeviceFails:
-		if _, ok := d.devIdx[f.Target]; !ok {
-			return fmt.Errorf("inject %s: device %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		d.faults.devices[f.Target] = true
-	case fabric.PortFails:
-		if _, ok := d.portIdx[f.Target]; !ok {
-			return fmt.Errorf("inject %s: host port %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		d.faults.ports[f.Target] = true
-	case fabric.HostFails:
-		if !d.hasHost(f.Target) {
-			return fmt.Errorf("inject %s: host %q: %w", f.Kind, f.Target, fabric.ErrUnknown)
-		}
-		d.faults.hosts[f.Target] = true
-	default:
+	took, err := d.faults.Arm(f, fabric.Targets{
+		Device: func(id string) bool { _, ok := d.devIdx[id]; return ok },
+		Port:   func(id string) bool { _, ok := d.portIdx[id]; return ok },
+		Host:   d.hasHost,
+	})
+	switch {
+	case !took:
 		return fmt.Errorf("inject fault: kind %q is not one an %s fabric takes", f.Kind, d.fab.Kind)
+	case err != nil || f.Kind == fabric.AttachFails:
+		return err
 	}
 	if err := d.plumb.applyFaults(); err != nil {
 		return fmt.Errorf("inject %s on %s: %w", f.Kind, f.Target, err)
@@ -104,7 +43,7 @@ func (d *Driver) ClearFaults() {
 	if d.closed {
 		return
 	}
-	d.faults = newFaults()
+	d.faults.Clear()
 	if err := d.plumb.applyFaults(); err != nil {
 		d.log.Error("clear faults: links not restored", "fabric", d.fab.ID, "err", err)
 	}
@@ -114,11 +53,11 @@ func (d *Driver) ClearFaults() {
 // with d.mu held.
 func (d *Driver) portDown(i int) bool {
 	p := d.ports[i]
-	return d.faults.ports[portName(p.Host.ID, p.ID)] || d.faults.hosts[p.Host.ID]
+	return d.faults.PortDown(p.Host.ID, p.ID)
 }
 
 // devDown reports whether device j has failed. Call with d.mu held.
-func (d *Driver) devDown(j int) bool { return d.faults.devices[d.devs[j].ID] }
+func (d *Driver) devDown(j int) bool { return d.faults.DeviceFailed(d.devs[j].ID) }
 
 func (d *Driver) hasHost(id string) bool {
 	for _, p := range d.ports {

@@ -457,7 +457,7 @@ func TestAddressesAreDeterministic(t *testing.T) {
 	d := &Driver{subnet: DefaultSubnet, ports: top.Fabric("vlan1").Ports, devs: top.Fabric("vlan1").Devices,
 		portIdx: map[string]int{}, devIdx: map[string]int{}}
 	for i, p := range d.ports {
-		d.portIdx[portName(p.Host.ID, p.ID)] = i
+		d.portIdx[fabric.PortName(p.Host.ID, p.ID)] = i
 	}
 	for j, dev := range d.devs {
 		d.devIdx[dev.ID] = j
