@@ -17,31 +17,13 @@
 # run reports a FAIL or an error.
 set -euo pipefail
 
-root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
-cd "$root"
-shared=${RACKPOOL_SHARED:-$root/../shared}
-csdl=$shared/redfish-dmtf/csdl
+# shellcheck source=scripts/conformance-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/conformance-lib.sh"
 out=${CONFORMANCE_OUT:-build/conformance-fm}
-venv=.venv-rf
-GO=${GO:-go}
 fabrics=("$@")
 if [[ ${#fabrics[@]} -eq 0 ]]; then
 	fabrics=(falcon1 sas1 vlan1 ocs1 cxl1)
 fi
-
-log() { printf '\n== %s\n' "$*"; }
-
-if [[ ! -f $csdl/ServiceRoot_v1.xml ]]; then
-	echo "DMTF CSDL not found in $csdl (set RACKPOOL_SHARED to the shared directory)" >&2
-	exit 2
-fi
-scripts/pyenv.sh
-py=$venv/bin/python
-helper=scripts/conformance.py
-
-log "building bin/rackpool"
-mkdir -p bin
-$GO build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/rackpool ./cmd/rackpool
 
 rm -rf "$out"
 mkdir -p "$out"

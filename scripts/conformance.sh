@@ -24,31 +24,10 @@
 # (apt-get installing python3-venv when missing). The validators run offline.
 set -euo pipefail
 
-root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
-cd "$root"
-shared=${RACKPOOL_SHARED:-$root/../shared}
-csdl=$shared/redfish-dmtf/csdl
+# shellcheck source=scripts/conformance-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/conformance-lib.sh"
 out=${CONFORMANCE_OUT:-build/conformance}
 only=${CONFORMANCE_ONLY:-service protocol interop fm}
-venv=.venv-rf
-GO=${GO:-go}
-
-log() { printf '\n== %s\n' "$*"; }
-
-if [[ ! -f $csdl/ServiceRoot_v1.xml ]]; then
-	echo "DMTF CSDL not found in $csdl (set RACKPOOL_SHARED to the shared directory)" >&2
-	exit 2
-fi
-
-# --- Python venv with the pinned validators -------------------------------
-scripts/pyenv.sh
-py=$venv/bin/python
-helper=scripts/conformance.py
-
-# --- build and serve -------------------------------------------------------
-log "building bin/rackpool"
-mkdir -p bin
-$GO build -ldflags "-X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" -o bin/rackpool ./cmd/rackpool
 
 rm -rf "$out"
 mkdir -p "$out"

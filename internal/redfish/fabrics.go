@@ -9,6 +9,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/base"
 )
 
 // fabricRoutes are the routes of Fabrics, Switches, Ports, Endpoints, Zones and fault injection (routes.go).
@@ -32,13 +33,7 @@ var fabricRoutes = []route{
 // attachments on a fabric form one Zone of endpoints. Zones are computed
 // from the compositions (one truth, two views).
 
-var fabricTypes = map[inventory.FabricKind]string{
-	inventory.PCIeSwitch:     "PCIe",
-	inventory.SASCircuit:     "SAS",
-	inventory.EthernetVLAN:   "Ethernet",
-	inventory.OpticalCircuit: "OEM",
-	inventory.CXLMemory:      "CXL",
-}
+var fabricTypes = base.FabricTypes
 
 func (s *Server) fabric(r *http.Request) (*inventory.Fabric, error) {
 	f := s.top.Fabric(r.PathValue("id"))

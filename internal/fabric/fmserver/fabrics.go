@@ -10,6 +10,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/base"
 )
 
 // fabricRoutes are the routes of the Fabric, its Switches, Ports and
@@ -25,13 +26,7 @@ var fabricRoutes = []route{
 	{"GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", login, (*Server).getEndpoint},
 }
 
-var fabricTypes = map[inventory.FabricKind]string{
-	inventory.PCIeSwitch:     "PCIe",
-	inventory.SASCircuit:     "SAS",
-	inventory.EthernetVLAN:   "Ethernet",
-	inventory.OpticalCircuit: "OEM",
-	inventory.CXLMemory:      "CXL",
-}
+var fabricTypes = base.FabricTypes
 
 // InitiatorID is the Id of the initiator endpoint of a host's port: the
 // same name the northbound API uses.

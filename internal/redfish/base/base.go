@@ -16,6 +16,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"rackpool/internal/inventory"
 )
 
 // Registry is the prefix of the Base registry's MessageIds.
@@ -156,6 +158,17 @@ func Decode(r *http.Request, v any, limit int64) error {
 		return Malformed(err.Error())
 	}
 	return nil
+}
+
+// FabricTypes is the Redfish FabricType (Protocol) of each fabric kind:
+// an optical circuit switch has no Redfish protocol of its own, so it is
+// OEM.
+var FabricTypes = map[inventory.FabricKind]string{
+	inventory.PCIeSwitch:     "PCIe",
+	inventory.SASCircuit:     "SAS",
+	inventory.EthernetVLAN:   "Ethernet",
+	inventory.OpticalCircuit: "OEM",
+	inventory.CXLMemory:      "CXL",
 }
 
 // ODataID is a Redfish reference.
