@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"rackpool/internal/console"
 	"strings"
 	"syscall"
 	"time"
@@ -236,15 +237,19 @@ func runServe(args []string) error {
 	if tlsConf != nil {
 		ln, scheme = tls.NewListener(ln, tlsConf), "https"
 	}
+	ui, err := console.New()
+	if err != nil {
+		return fmt.Errorf("console: %w", err)
+	}
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           ui.Mount(api),
 		ReadHeaderTimeout: *headerTimeout,
 		ReadTimeout:       max(*bodyTimeout, *headerTimeout),
 		IdleTimeout:       *idleTimeout,
 		ErrorLog:          stdlog.New(httpErrorLog(log), "", 0),
 	}
 	srv.RegisterOnShutdown(bus.Close) // ends SSE streams
-	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "topology", top.Name,
+	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "console", scheme+"://"+ln.Addr().String()+console.Prefix, "topology", top.Name,
 		"hosts", len(top.Hosts), "blocks", len(top.Blocks), "data", *data, "fabric_time", *fabricTime,
 		"compositions", len(mgr.List()))
 
