@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"rackpool/internal/schedule"
 	"rackpool/internal/tenancy"
 	"time"
 
@@ -79,9 +80,17 @@ func ParseAllocation(data []byte) (Allocation, error) {
 	return a, nil
 }
 
-// ImportAllocation validates a and composes all its systems, or nothing.
-// Tenants it names that do not exist are created with its quotas.
-func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
+// importPlan is what importing an Allocation would do: the tenants it
+// creates and the systems it composes, checked to fit together.
+type importPlan struct {
+	newTenants []tenancy.Tenant
+	stanzas    []plannedStanza
+	plans      []*schedule.Plan
+}
+
+// planImport validates a against this service and places all its systems
+// together, changing nothing.
+func (s *Server) planImport(a Allocation) (*importPlan, error) {
 	if a.Topology != s.top.Name {
 		return nil, fmt.Errorf("the document was exported from topology %q, this service runs %q", a.Topology, s.top.Name)
 	}
@@ -89,17 +98,16 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 	for _, t := range s.auth.Tenants() {
 		known[t.ID] = true
 	}
-	var newTenants []tenancy.Tenant
+	p := &importPlan{}
 	for _, t := range a.Tenants {
 		if !known[t.ID] {
 			if err := t.Validate(); err != nil {
 				return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 			}
-			newTenants = append(newTenants, t)
+			p.newTenants = append(p.newTenants, t)
 			known[t.ID] = true
 		}
 	}
-	var stanzas []plannedStanza
 	for i, sys := range a.Systems {
 		if s.top.Host(sys.Host) == nil {
 			return nil, fmt.Errorf("systems[%d] (%s): unknown host %q", i, sys.Name, sys.Host)
@@ -112,26 +120,38 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		if sys.Tenant != "" && !known[sys.Tenant] {
 			return nil, fmt.Errorf("systems[%d] (%s): tenant %q is neither in the document nor on this service", i, sys.Name, sys.Tenant)
 		}
-		stanzas = append(stanzas, plannedStanza{st: stanza{StanzaType: "ComposeSystem", StanzaId: sys.Name},
+		p.stanzas = append(p.stanzas, plannedStanza{st: stanza{StanzaType: "ComposeSystem", StanzaId: sys.Name},
 			req: compose.Request{Name: sys.Name, Description: sys.Description, Tenant: sys.Tenant,
 				Host: sys.Host, Blocks: sys.Blocks}})
 	}
 	// Everything must fit together before anything changes.
-	if _, err := s.previewAll(stanzas); err != nil {
+	plans, err := s.previewAll(p.stanzas)
+	if err != nil {
 		return nil, fmt.Errorf("the allocation does not fit: %w", err)
 	}
-	for _, t := range newTenants {
+	p.plans = plans
+	return p, nil
+}
+
+// ImportAllocation validates a and composes all its systems, or nothing.
+// Tenants it names that do not exist are created with its quotas.
+func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
+	p, err := s.planImport(a)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range p.newTenants {
 		if _, err := s.auth.PutTenant(ctx, t); err != nil {
 			return nil, fmt.Errorf("create tenant %s: %w", t.ID, err)
 		}
 	}
 	undoTenants := func() {
-		for _, t := range newTenants {
+		for _, t := range p.newTenants {
 			_ = s.auth.DeleteTenant(ctx, t.ID)
 		}
 	}
 	var mf compose.Manifest
-	for _, st := range stanzas {
+	for _, st := range p.stanzas {
 		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &st.req})
 	}
 	done, err := s.mgr.Apply(ctx, mf)
@@ -139,7 +159,7 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		undoTenants()
 		var se *compose.StanzaError
 		if errors.As(err, &se) {
-			return nil, stanzaError(se.Err, stanzas[se.Index].st.StanzaId)
+			return nil, stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
 		}
 		return nil, err
 	}
@@ -148,6 +168,45 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		ids[i] = c.ID
 	}
 	return ids, nil
+}
+
+// importPreview is the answer to an ImportAllocation with RequestType
+// Preview: what an Apply would create, where each system would be placed,
+// and the systems already composed that the document does not name (an
+// import leaves them as they are).
+func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
+	named := map[string]bool{}
+	systems := []map[string]any{}
+	for i, st := range p.stanzas {
+		named[st.req.Name] = true
+		sys := map[string]any{"Name": st.req.Name, "Host": st.req.Host, "Blocks": nonNilStrings(st.req.Blocks), "Action": "Compose"}
+		if st.req.Tenant != "" {
+			sys["Tenant"] = st.req.Tenant
+		}
+		if i < len(p.plans) && p.plans[i] != nil {
+			sys["Placement"] = planBody(p.plans[i])
+		}
+		systems = append(systems, sys)
+	}
+	tenants := []string{}
+	for _, t := range p.newTenants {
+		tenants = append(tenants, t.ID)
+	}
+	kept := []map[string]any{}
+	for _, c := range s.mgr.List() {
+		if !principal(r).Sees(c.Tenant) || named[c.Name] {
+			continue
+		}
+		kept = append(kept, map[string]any{"Id": c.ID, "Name": c.Name, "Host": c.Host})
+	}
+	return map[string]any{"RequestType": "Preview", "Systems": systems, "NewTenants": tenants, "Unchanged": kept}
+}
+
+func nonNilStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
 }
 
 func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
@@ -163,13 +222,36 @@ func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// importRequest is the ImportAllocation action's body: the export
+// document, and optionally RequestType Preview (validate and place, change
+// nothing) or Apply (the default).
+type importRequest struct {
+	Allocation
+	RequestType string `json:"RequestType,omitempty"`
+}
+
 func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
-	var a Allocation
-	if err := decode(r, &a); err != nil {
+	var req importRequest
+	if err := decode(r, &req); err != nil {
 		return err
 	}
+	a := req.Allocation
 	if a.Format != AllocationFormat {
 		return errPropertyValue("format", a.Format, "Send a document made by Rackpool.ExportAllocation ("+AllocationFormat+").")
+	}
+	switch req.RequestType {
+	case "", "Apply":
+	case "Preview":
+		p, err := s.planImport(a)
+		if err != nil {
+			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
+				withResolution("Nothing would be imported. Correct the document or free the resources, then preview again.")
+		}
+		noteAudit(r).detail = fmt.Sprintf("previewed an import of %d systems", len(a.Systems))
+		writeJSON(w, http.StatusOK, s.importPreview(r, p))
+		return nil
+	default:
+		return errPropertyValue("RequestType", req.RequestType, "Use Preview or Apply.")
 	}
 	var blocks []string
 	for _, sys := range a.Systems {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -338,6 +339,29 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("export: %v %s", err, doc)
 	}
 	dst := newService(t)
+	// A preview says what an import would compose and create, and changes
+	// nothing.
+	withType := func(typ string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal(doc, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["RequestType"] = typ
+		return m
+	}
+	empty := dst.snapshot()
+	pv := dst.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", withType("Preview"), admin).json(t)
+	systems := list(t, pv["Systems"])
+	if len(systems) != 2 || systems[0].(map[string]any)["Action"] != "Compose" || systems[0].(map[string]any)["Placement"] == nil {
+		t.Fatalf("preview systems: %v", pv)
+	}
+	if nt := list(t, pv["NewTenants"]); len(nt) != 1 || nt[0] != "blue" {
+		t.Errorf("preview NewTenants %v, want [blue]", nt)
+	}
+	if after := dst.snapshot(); strings.Join(after, ";") != strings.Join(empty, ";") || len(dst.systemIDs()) != 0 {
+		t.Fatal("a preview changed state")
+	}
+	dst.must(http.StatusBadRequest, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", withType("Later"), admin)
 	r := dst.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", json.RawMessage(doc), admin)
 	if n := len(list(t, r.json(t)["Systems"])); n != 2 {
 		t.Fatalf("imported %d systems", n)
@@ -358,6 +382,10 @@ func TestExportImport(t *testing.T) {
 	// Importing again cannot fit (all taken): nothing changes.
 	before := dst.snapshot()
 	dst.must(http.StatusBadRequest, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", json.RawMessage(doc), admin)
+	pv = dst.must(http.StatusBadRequest, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", withType("Preview"), admin).json(t)
+	if !strings.Contains(fmt.Sprint(pv), "does not fit") {
+		t.Errorf("a preview that cannot fit says %v", pv)
+	}
 	if after := dst.snapshot(); strings.Join(after, ";") != strings.Join(before, ";") {
 		t.Fatal("failed import changed state")
 	}
