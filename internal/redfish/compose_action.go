@@ -14,6 +14,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/base"
 	"rackpool/internal/schedule"
 )
 
@@ -747,6 +748,9 @@ func prefixProperty(err error, prefix string) error {
 			e.args[i] = prefix + a
 			e.message = strings.Replace(e.message, a, prefix+a, 1)
 		}
+	}
+	for i, ptr := range e.related {
+		e.related[i] = base.Pointer(prefix + strings.TrimPrefix(ptr, "#/"))
 	}
 	return e
 }

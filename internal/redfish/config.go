@@ -179,7 +179,7 @@ func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
 	systems := []map[string]any{}
 	for i, st := range p.stanzas {
 		named[st.req.Name] = true
-		sys := map[string]any{"Name": st.req.Name, "Host": st.req.Host, "Blocks": nonNilStrings(st.req.Blocks), "Action": "Compose"}
+		sys := map[string]any{"Name": st.req.Name, "Host": st.req.Host, "Blocks": nonNil(st.req.Blocks), "Action": "Compose"}
 		if st.req.Tenant != "" {
 			sys["Tenant"] = st.req.Tenant
 		}
@@ -200,13 +200,6 @@ func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
 		kept = append(kept, map[string]any{"Id": c.ID, "Name": c.Name, "Host": c.Host})
 	}
 	return map[string]any{"RequestType": "Preview", "Systems": systems, "NewTenants": tenants, "Unchanged": kept}
-}
-
-func nonNilStrings(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
 }
 
 func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {

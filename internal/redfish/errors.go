@@ -29,7 +29,8 @@ type apiError struct {
 	args       []string
 	severity   string
 	resolution string
-	oem        any   // extra detail under Oem.Rackpool (e.g. rejections)
+	related    []string // RelatedProperties: JSON pointers of the properties at fault
+	oem        any      // extra detail under Oem.Rackpool (e.g. rejections)
 	internal   error // what went wrong inside: logged with the request ID, never sent
 }
 
@@ -43,7 +44,8 @@ func (e *apiError) withResolution(r string) *apiError {
 
 // fromProblem is the northbound error of a Base registry problem.
 func fromProblem(p *base.Problem) *apiError {
-	return &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution}
+	return &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution,
+		related: p.Related}
 }
 
 func newError(status int, id, msg string, args ...string) *apiError {
@@ -199,7 +201,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		"MessageArgs":       nonNil(e.args),
 		"MessageSeverity":   e.severity,
 		"Resolution":        e.resolution,
-		"RelatedProperties": []string{},
+		"RelatedProperties": nonNil(e.related),
 	}
 	if e.resolution == "" {
 		delete(info, "Resolution")

@@ -93,3 +93,34 @@ func (s *service) snapshot() []string {
 	}
 	return out
 }
+
+// TestRelatedProperties: an error about a property names it as a JSON
+// pointer in RelatedProperties, so a form can show the message beside the
+// field (the console does); an error about no property names none.
+func TestRelatedProperties(t *testing.T) {
+	s := newService(t)
+	need := func(n map[string]any) map[string]any {
+		return map[string]any{"Oem": map[string]any{"Rackpool": map[string]any{"Needs": []any{n}}}}
+	}
+	related := func(body any) []any {
+		r := s.must(http.StatusBadRequest, "POST", explainPath, body, admin).json(t)
+		info := list(t, dig(t, r, "error", "@Message.ExtendedInfo"))[0].(map[string]any)
+		return list(t, info["RelatedProperties"])
+	}
+	for _, tc := range []struct {
+		body any
+		want string
+	}{
+		{need(map[string]any{"Kind": "gpu", "Count": "two"}), "#/Oem/Rackpool/Needs/Count"},
+		{need(map[string]any{"Kind": "gpu", "Count": 1, "Capacity": "lots"}), "#/Oem/Rackpool/Needs/0/Capacity"},
+		{map[string]any{"Bogus": 1}, "#/Bogus"},
+	} {
+		got := related(tc.body)
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%v: RelatedProperties %v, want [%s]", tc.body, got, tc.want)
+		}
+	}
+	if got := related(specificBody("host1", "nope")); len(got) != 0 {
+		t.Errorf("an unknown block: RelatedProperties %v, want none", got)
+	}
+}

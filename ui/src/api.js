@@ -88,6 +88,19 @@ export const api = {
   async del(path, opts) {
     return (await request('DELETE', path, undefined, opts)).data;
   },
+  // act sends a change and, when the service answers 202 with a task
+  // monitor (a slow composition), polls the monitor until the task ends,
+  // calling onProgress with the task; it returns the final answer's body.
+  async act(method, path, body, { onProgress, signal } = {}) {
+    let res = await request(method, path, body, { signal });
+    while (res.status === 202 && res.headers.get('Location')) {
+      onProgress?.(res.data);
+      const wait = Number(res.headers.get('Retry-After') || '1');
+      await new Promise((r) => setTimeout(r, Math.min(Math.max(wait, 0.2), 5) * 1000));
+      res = await request('GET', res.headers.get('Location'), undefined, { signal });
+    }
+    return res.data;
+  },
   request,
 };
 

@@ -32,6 +32,23 @@ type Problem struct {
 	Args       []string
 	Severity   string
 	Resolution string
+	// Related are the JSON pointers (#/Oem/Rackpool/Needs/0/Count) of the
+	// properties the problem is about: RelatedProperties, so a client can
+	// show the message next to the field.
+	Related []string
+}
+
+// Pointer turns a property path as messages name it (Oem.Rackpool.Needs[0].Count,
+// Links/ResourceBlocks) into the JSON pointer RelatedProperties carries.
+func Pointer(prop string) string {
+	r := strings.NewReplacer(".", "/", "[", "/", "]", "")
+	return "#/" + strings.TrimPrefix(r.Replace(prop), "/")
+}
+
+// about sets the property p is about.
+func (p *Problem) about(prop string) *Problem {
+	p.Related = []string{Pointer(prop)}
+	return p
 }
 
 func (p *Problem) Error() string { return p.Text }
@@ -68,26 +85,26 @@ func Malformed(detail string) *Problem {
 // PropertyType: value is of the wrong type for prop.
 func PropertyType(prop, value string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyValueTypeError",
-		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop)
+		fmt.Sprintf("The value '%s' for the property %s is not a type that the property can accept.", value, prop), value, prop).about(prop)
 }
 
 // PropertyUnknown: the resource has no property prop.
 func PropertyUnknown(prop string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyUnknown",
-		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop)
+		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop).about(prop)
 }
 
 // PropertyMissing: the required property prop is missing.
 func PropertyMissing(prop string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyMissing",
-		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop)
+		fmt.Sprintf("The property %s is a required property and must be included in the request.", prop), prop).about(prop)
 }
 
 // PropertyValue: value is not acceptable for prop, for the reason why.
 func PropertyValue(prop, value, why string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyValueIncorrect",
 		fmt.Sprintf("The property '%s' with the requested value of '%s' could not be written because the value is not acceptable for the property.", prop, value), prop, value).
-		Resolve(why)
+		about(prop).Resolve(why)
 }
 
 // TooLarge: the body exceeds limit bytes.
