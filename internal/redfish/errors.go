@@ -31,7 +31,7 @@ type apiError struct {
 	resolution string
 	related    []string // RelatedProperties: JSON pointers of the properties at fault
 	oem        any      // extra detail under Oem.Rackpool (e.g. rejections)
-	internal   error // what went wrong inside: logged with the request ID, never sent
+	internal   error    // what went wrong inside: logged with the request ID, never sent
 }
 
 func (e *apiError) Error() string { return e.message }
