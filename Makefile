@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-console ui ui-check e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,7 +15,7 @@ build: ## build bin/rackpool
 run: build ## build and serve the built-in example rack with SQLite state in ./data
 	./$(BIN) serve --addr 127.0.0.1:8080 --data ./data
 
-test: ## run every test (unit tests under -race, end-to-end tests, benchmarks once, DMTF conformance)
+test: ui-check ## run every test (unit tests under -race, end-to-end tests incl. the console in Chromium, benchmarks once, DMTF conformance)
 	scripts/pyenv.sh
 	$(GO) vet ./...
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
@@ -69,6 +69,17 @@ bench-pager: ## paging to pooled memory: sort and random table at 100/75/50/25% 
 
 bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/scaling -out docs
+
+ui: ## rebuild the web console (ui/ -> internal/console/dist, committed) with the pinned npm packages
+	cd ui && npm ci --no-audit --no-fund && node build.mjs
+
+ui-check: ui ## rebuild the console and fail if the committed bundle differs from its sources
+	@git diff --exit-code --stat internal/console/dist || { echo "internal/console/dist is stale: run make ui and commit it"; exit 1; }
+
+bench-console: ui ## the console's first paint: topology at 10^4 and 10^5 blocks, blocks list at 10^5 rows (docs/benchmarks.md)
+	scripts/pyenv.sh
+	RACKPOOL_E2E=1 RACKPOOL_CONSOLE_PAINT=1 $(GO) test -count=1 -timeout 20m -run 'TestConsolePaint' -v ./e2e/ | grep -E 'blocks:|ok|FAIL'
+	cat build/console/paint.json
 
 clean: ## remove build output and the default state directory
 	rm -rf bin data

@@ -241,6 +241,35 @@ function startStream() {
   })();
 }
 
+// openStream reads another Server-Sent Events stream of the service (for
+// instance ?EventFormatType=MetricReport) until signal aborts, calling
+// onData with each message's JSON; it reconnects after a failure.
+export async function openStream(path, onData, signal) {
+  let delay = 500;
+  while (!signal.aborted && session.token) {
+    try {
+      const res = await fetch(path, { headers: { 'X-Auth-Token': session.token, Accept: 'text/event-stream' }, signal });
+      if (res.status === 401) {
+        for (const fn of expiredListeners) fn();
+        return;
+      }
+      if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null));
+      delay = 500;
+      await readSSE(res.body, (ev) => {
+        try {
+          onData(JSON.parse(ev.data));
+        } catch {
+          // not JSON: a keep-alive or a message for another client
+        }
+      });
+    } catch (err) {
+      if (signal.aborted) return;
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 10000);
+  }
+}
+
 export function stopStream() {
   stream?.abort();
   stream = null;
