@@ -61,6 +61,16 @@ type MonitorOptions struct {
 	Clock clock.Clock
 	// Logger receives polling errors (default: discard).
 	Logger *slog.Logger
+	// Stats, when set, receives every poll's device telemetry: at is the
+	// time the poll began, stats the answer of each fabric whose Stats
+	// answered (by fabric ID; the others are absent), sorted by device ID.
+	// It is called once per poll in which at least one fabric answered,
+	// after the poll's events are published and with no lock of the
+	// monitor held (it may call Poll or DeviceHealth), from the goroutine
+	// that polled: a slow sink delays the next poll. Polls that overlap
+	// (Poll called while Run polls) may call it concurrently and out of
+	// order. The map and slices are the sink's to keep.
+	Stats func(at time.Time, stats map[string][]fabric.DeviceStats)
 }
 
 // Monitor polls fabric drivers and publishes an event on the bus whenever
@@ -95,6 +105,7 @@ type Monitor struct {
 	th       Thresholds
 	clk      clock.Clock
 	log      *slog.Logger
+	sink     func(time.Time, map[string][]fabric.DeviceStats) // MonitorOptions.Stats
 
 	mu        sync.Mutex // one poll at a time; guards the state below
 	devices   map[elem]fabric.Health
@@ -155,6 +166,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		th:        opts.Thresholds,
 		clk:       opts.Clock,
 		log:       opts.Logger,
+		sink:      opts.Stats,
 		devices:   map[elem]fabric.Health{},
 		ports:     map[elem]fabric.Health{},
 		hostsSeen: map[string]map[string]fabric.Health{},
@@ -184,11 +196,25 @@ func (m *Monitor) Run(ctx context.Context) {
 }
 
 // Poll does one pass over every fabric, in fabric ID order, and publishes
-// the events it finds. It returns the drivers' errors joined; the fabrics
+// the events it finds, then hands the fabrics' telemetry to
+// MonitorOptions.Stats. It returns the drivers' errors joined; the fabrics
 // that answered are still checked.
 func (m *Monitor) Poll(ctx context.Context) error {
+	at, stats, err := m.poll(ctx)
+	if len(stats) > 0 {
+		m.sink(at, stats)
+	}
+	return err
+}
+
+// poll is Poll under the monitor's lock. It returns the time the pass
+// began and, when there is a sink, the telemetry of the fabrics that
+// answered.
+func (m *Monitor) poll(ctx context.Context) (time.Time, map[string][]fabric.DeviceStats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	at := m.clk.Now()
+	var polled map[string][]fabric.DeviceStats
 	var errs []error
 	for _, fid := range m.fabrics {
 		d := m.drivers[fid]
@@ -209,12 +235,18 @@ func (m *Monitor) Poll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stats %s: %w", fid, err))
 		default:
 			m.checkStats(fid, stats)
+			if m.sink != nil {
+				if polled == nil {
+					polled = map[string][]fabric.DeviceStats{}
+				}
+				polled[fid] = stats // sorted by checkStats, and not kept by it
+			}
 		}
 	}
 	m.checkHosts()
 	snap := maps.Clone(m.devHealth) // the per-fabric maps are never changed once made
 	m.health.Store(&snap)
-	return errors.Join(errs...)
+	return at, polled, errors.Join(errs...)
 }
 
 // checkHealth reports devices and host ports of fabric fid whose health

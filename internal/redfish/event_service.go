@@ -33,6 +33,11 @@ var eventRoutes = []route{
 // device, port and host failures and telemetry thresholds. A tenant's
 // accounts receive only their tenant's events; accounts without a tenant
 // receive all. Subscriptions are stored and re-added at start-up.
+//
+// With ?EventFormatType=MetricReport (or ?MetricReportDefinition=
+// FabricTelemetry) the SSE stream carries the fabric telemetry reports
+// instead of events (fabric_telemetry.go); those never go on the bus, so
+// neither the Events log nor push subscriptions see them.
 
 const (
 	subscriptionsPath   = "/redfish/v1/EventService/Subscriptions/"
@@ -50,6 +55,20 @@ var eventTypes = []string{events.TypeStatusChange, events.TypeResourceUpdated, e
 // publish puts e on the bus.
 func (s *Server) publish(e events.Event) { s.events.Publish(e) }
 
+// Event formats (EventService.EventFormatTypes).
+const (
+	formatEvent        = "Event"
+	formatMetricReport = "MetricReport"
+)
+
+// eventFormats are the EventFormatTypes s streams.
+func (s *Server) eventFormats() []string {
+	if s.fabricTelemetry() != nil {
+		return []string{formatEvent, formatMetricReport}
+	}
+	return []string{formatEvent}
+}
+
 func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":                    "/redfish/v1/EventService",
@@ -60,12 +79,12 @@ func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
 		"ServiceEnabled":               true,
 		"DeliveryRetryAttempts":        events.DeliveryTries - 1,
 		"DeliveryRetryIntervalSeconds": int(events.DefaultRetryBackoff.Seconds()),
-		"EventFormatTypes":             []string{"Event"},
+		"EventFormatTypes":             s.eventFormats(),
 		"RegistryPrefixes":             registryPrefixes,
 		"ServerSentEventUri":           "/redfish/v1/EventService/SSE",
 		"SSEFilterPropertiesSupported": map[string]any{
 			"MessageId": true, "OriginResource": true, "RegistryPrefix": true,
-			"ResourceType": false, "EventFormatType": false, "MetricReportDefinition": false, "SubordinateResources": false,
+			"ResourceType": false, "EventFormatType": true, "MetricReportDefinition": s.fabricTelemetry() != nil, "SubordinateResources": false,
 		},
 		"Subscriptions": ref("/redfish/v1/EventService/Subscriptions"),
 		"Actions": map[string]any{
@@ -75,38 +94,96 @@ func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// sseList is query parameter k of q, comma-separated values and repeats
+// joined.
+func sseList(q url.Values, k string) []string {
+	var out []string
+	for _, v := range q[k] {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// sseEventFilters are the SSE filters that select events.
+var sseEventFilters = []string{"EventTypes", "MessageIds", "RegistryPrefixes", "OriginResources"}
+
 // sseFilter reads the SSE filter query: EventTypes, MessageIds,
 // RegistryPrefixes and OriginResources, each comma-separated (DSP0266's
 // $filter form "EventType eq 'Alert'" is not supported and answers 501
 // like every other $filter).
 func sseFilter(r *http.Request) (events.Destination, []string) {
 	q := r.URL.Query()
-	split := func(k string) []string {
-		var out []string
-		for _, v := range q[k] {
-			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					out = append(out, p)
-				}
+	return events.Destination{EventTypes: sseList(q, "EventTypes"), RegistryPrefixes: sseList(q, "RegistryPrefixes"),
+		OriginResources: sseList(q, "OriginResources")}, sseList(q, "MessageIds")
+}
+
+// errQueryInvalid is a 400 for a query parameter's value the service
+// does not accept; resolution says what it does.
+func errQueryInvalid(param, resolution string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"QueryParameterValueError",
+		fmt.Sprintf("The value for the parameter %s is invalid.", param), param).withResolution(resolution)
+}
+
+// sseFormat reads which payloads the SSE client asks for: EventFormatType
+// (Event, the default, or MetricReport, one of them) and
+// MetricReportDefinition (FabricTelemetry, by Id or URI; it implies
+// MetricReport). It reports whether the stream is of metric reports.
+func (s *Server) sseFormat(r *http.Request) (bool, error) {
+	q := r.URL.Query()
+	formats, defs := sseList(q, "EventFormatType"), sseList(q, "MetricReportDefinition")
+	known := s.eventFormats()
+	switch {
+	case len(formats) > 1:
+		return false, errQueryInvalid("EventFormatType", "Give one EventFormatType: "+strings.Join(known, " or ")+".")
+	case len(formats) == 1 && !slices.Contains(known, formats[0]):
+		return false, errQueryInvalid("EventFormatType", "Use "+strings.Join(known, " or ")+".")
+	}
+	for _, d := range defs {
+		if s.fabricTelemetry() == nil {
+			return false, errQueryInvalid("MetricReportDefinition", "This service streams no metric reports.")
+		}
+		if d != FabricTelemetryID && strings.TrimSuffix(d, "/") != reportDefsPath+"/"+FabricTelemetryID {
+			return false, errQueryInvalid("MetricReportDefinition",
+				"Use "+FabricTelemetryID+" or "+reportDefsPath+"/"+FabricTelemetryID+".")
+		}
+	}
+	reports := (len(formats) == 1 && formats[0] == formatMetricReport) || (len(formats) == 0 && len(defs) > 0)
+	if !reports && len(defs) > 0 {
+		return false, errQueryCombination("MetricReportDefinition selects metric reports: use it with EventFormatType=MetricReport, not Event.")
+	}
+	if reports {
+		for _, k := range sseEventFilters {
+			if q.Has(k) {
+				return false, errQueryCombination(k + " selects events, which a stream of metric reports does not carry; remove it, or open a second stream for events.")
 			}
 		}
-		return out
 	}
-	return events.Destination{EventTypes: split("EventTypes"), RegistryPrefixes: split("RegistryPrefixes"),
-		OriginResources: split("OriginResources")}, split("MessageIds")
+	return reports, nil
 }
 
 func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
+	reports, err := s.sseFormat(r)
+	if err != nil {
+		return err
+	}
 	filter, msgIDs := sseFilter(r)
 	since := s.events.LastID()
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	v := r.Header.Get("Last-Event-ID")
+	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
 				fmt.Sprintf("The header '%s' is invalid.", "Last-Event-ID: "+v), "Last-Event-ID: "+v)
 		}
 		since = n
+	}
+	if reports {
+		return s.streamMetricReports(w, r, s.fabricTelemetry(), since, v != "")
 	}
 	ch, cancel := s.events.Subscribe(func(e events.Event) bool {
 		if !events.Visible(p.Tenant, e) || !events.Match(filter, e) {

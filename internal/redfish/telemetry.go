@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"rackpool/internal/inventory"
@@ -15,7 +16,9 @@ import (
 
 // telemetryRoutes are the routes of usage telemetry: the TelemetryService
 // with its metric definitions, report definitions and reports, one series
-// as JSON (Oem), and the pushes of usage samples (routes.go).
+// as JSON (Oem), and the pushes of usage samples (routes.go). The fabric
+// telemetry report and its definitions (fabric_telemetry.go) are served
+// through the same routes.
 var telemetryRoutes = []route{
 	{"GET /redfish/v1/TelemetryService", login, (*Server).getTelemetryService},
 	{"GET /redfish/v1/TelemetryService/MetricDefinitions", login, (*Server).getMetricDefinitions},
@@ -242,19 +245,40 @@ func (s *Server) recordLeaseUsage(node string, usage map[string]uint64) {
 
 // --- reads -------------------------------------------------------------------
 
-func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
+// telemetryOn answers errNoTelemetry unless s has usage telemetry or
+// fabric telemetry (fabric_telemetry.go), either of which makes the
+// TelemetryService.
+func (s *Server) telemetryOn() error {
+	if s.tel == nil && s.fabricTelemetry() == nil {
 		return errNoTelemetry
 	}
+	return nil
+}
+
+func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) error {
+	if err := s.telemetryOn(); err != nil {
+		return err
+	}
+	var about []string
+	reports := 0
+	if s.tel != nil {
+		about = append(about, "what composed systems, memory leases and caches really use, as reported by rackpool agent, memnodes and caches")
+		reports += len(telemetry.Kinds)
+	}
+	if s.fabricTelemetry() != nil {
+		about = append(about, "the fabric devices' utilisation, temperatures and link errors, as the fabric monitor polls them (FabricTelemetry)")
+		reports++
+	}
+	desc := strings.Join(about, "; and ") + "."
 	writeJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":               telemetryPath,
 		"@odata.type":             telemetryServType,
 		"Id":                      "TelemetryService",
 		"Name":                    "Telemetry Service",
-		"Description":             "What composed systems, memory leases and caches really use, as reported by rackpool agent, memnodes and caches.",
+		"Description":             strings.ToUpper(desc[:1]) + desc[1:],
 		"ServiceEnabled":          true,
 		"Status":                  map[string]string{"State": "Enabled", "Health": "OK"},
-		"MaxReports":              len(telemetry.Kinds),
+		"MaxReports":              reports,
 		"MetricDefinitions":       ref(metricDefsPath),
 		"MetricReportDefinitions": ref(reportDefsPath),
 		"MetricReports":           ref(reportsPath),
@@ -263,13 +287,20 @@ func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) err
 }
 
 func (s *Server) getMetricDefinitions(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
-		return errNoTelemetry
+	if err := s.telemetryOn(); err != nil {
+		return err
 	}
 	var members []odataID
-	for _, k := range telemetry.Kinds {
-		for _, m := range telemetry.Metrics(k) {
-			members = append(members, ref(metricDefsPath+"/"+m.Name))
+	if s.tel != nil {
+		for _, k := range telemetry.Kinds {
+			for _, m := range telemetry.Metrics(k) {
+				members = append(members, ref(metricDefsPath+"/"+m.Name))
+			}
+		}
+	}
+	if s.fabricTelemetry() != nil {
+		for _, m := range fabricMetrics {
+			members = append(members, ref(metricDefsPath+"/"+m.id))
 		}
 	}
 	writeJSON(w, http.StatusOK, collection(metricDefsPath, "MetricDefinitionCollection", "Metric definitions", members))
@@ -277,10 +308,19 @@ func (s *Server) getMetricDefinitions(w http.ResponseWriter, r *http.Request) er
 }
 
 func (s *Server) getMetricDefinition(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
-		return errNoTelemetry
+	if err := s.telemetryOn(); err != nil {
+		return err
 	}
 	id := r.PathValue("id")
+	if ft := s.fabricTelemetry(); ft != nil {
+		if m, ok := lookupFabricMetric(id); ok {
+			writeJSON(w, http.StatusOK, ft.metricDefinition(m))
+			return nil
+		}
+	}
+	if s.tel == nil {
+		return errNotFound("MetricDefinition", id)
+	}
 	for _, k := range telemetry.Kinds {
 		if m, ok := telemetry.Lookup(k, id); ok {
 			writeJSON(w, http.StatusOK, map[string]any{
@@ -303,26 +343,36 @@ func (s *Server) getMetricReportDefinitions(w http.ResponseWriter, r *http.Reque
 	return s.perKindCollection(w, reportDefsPath, "MetricReportDefinitionCollection", "Metric report definitions")
 }
 
-// perKindCollection answers a collection with one member per source kind.
+// perKindCollection answers a collection with one member per source kind,
+// and FabricTelemetry when s serves fabric telemetry.
 func (s *Server) perKindCollection(w http.ResponseWriter, path, typ, name string) error {
-	if s.tel == nil {
-		return errNoTelemetry
+	if err := s.telemetryOn(); err != nil {
+		return err
 	}
 	var members []odataID
-	for _, k := range telemetry.Kinds {
-		members = append(members, ref(path+"/"+reportID(k)))
+	if s.tel != nil {
+		for _, k := range telemetry.Kinds {
+			members = append(members, ref(path+"/"+reportID(k)))
+		}
+	}
+	if s.fabricTelemetry() != nil {
+		members = append(members, ref(path+"/"+FabricTelemetryID))
 	}
 	writeJSON(w, http.StatusOK, collection(path, typ, name, members))
 	return nil
 }
 
 func (s *Server) getMetricReportDefinition(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
-		return errNoTelemetry
+	if err := s.telemetryOn(); err != nil {
+		return err
 	}
 	id := r.PathValue("id")
+	if ft := s.fabricTelemetry(); ft != nil && id == FabricTelemetryID {
+		writeJSON(w, http.StatusOK, ft.reportDefinition())
+		return nil
+	}
 	k, ok := reportKind(id)
-	if !ok {
+	if !ok || s.tel == nil {
 		return errNotFound("MetricReportDefinition", id)
 	}
 	var ms []map[string]string
@@ -351,14 +401,18 @@ func (s *Server) getMetricReports(w http.ResponseWriter, r *http.Request) error 
 }
 
 // getMetricReport answers the newest value of every series of the
-// report's kind whose source the principal may see.
+// report's kind whose source the principal may see, or the fabric
+// telemetry report (getFabricTelemetryReport).
 func (s *Server) getMetricReport(w http.ResponseWriter, r *http.Request) error {
-	if s.tel == nil {
-		return errNoTelemetry
+	if err := s.telemetryOn(); err != nil {
+		return err
 	}
 	id := r.PathValue("id")
+	if ft := s.fabricTelemetry(); ft != nil && id == FabricTelemetryID {
+		return s.getFabricTelemetryReport(w, r, ft)
+	}
 	k, ok := reportKind(id)
-	if !ok {
+	if !ok || s.tel == nil {
 		return errNotFound("MetricReport", id)
 	}
 	p := principal(r)
