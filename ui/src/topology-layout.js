@@ -1,0 +1,483 @@
+// The topology view's model and layout, kept apart from the component so
+// that they are plain functions of their inputs.
+//
+// buildModel indexes the topology document (GET /redfish/v1/Oem/Rackpool/
+// Topology) once; layout places what is expanded on a plane, in bands: one
+// per rack (its hosts, then the fabrics only its hosts reach) and one for
+// the fabrics several racks (or none) share. Within a band, columns run
+// hosts → switches → drawers → device groups. A collapsed band is one
+// summary node; a collapsed group is one node with its counts. Nothing
+// collapsed is placed, so the drawing grows with what the user opened, not
+// with the rack.
+//
+// Node keys double as the nodes' data-node attributes: host:ID,
+// fabric:ID, switch:FABRIC/SWITCH, drawer:FABRIC/DRAWER, device:ID,
+// group:FABRIC/SWITCH[/DRAWER]/KIND and rack:ID (rack:* for the shared
+// fabrics).
+
+export const DEVICE_KINDS = ['gpu', 'fpga', 'nvme', 'ssd', 'hdd', 'nic', 'memory'];
+export const FABRIC_KINDS = ['pcie-switch', 'sas-circuit', 'optical-circuit', 'ethernet-vlan', 'cxl-memory'];
+export const SHARED = '*';
+
+const kindOrder = (k) => {
+  const i = DEVICE_KINDS.indexOf(k);
+  return i < 0 ? DEVICE_KINDS.length : i;
+};
+
+// buildModel turns the topology document into maps keyed by node key.
+export function buildModel(topo) {
+  const hosts = new Map();
+  const fabrics = new Map();
+  const switches = new Map();
+  const drawers = new Map();
+  const devices = new Map();
+  const groups = new Map();
+
+  for (const f of topo.Fabrics || []) {
+    const fab = { key: `fabric:${f.ID}`, id: f.ID, kind: f.Kind, reconfigMs: f.ReconfigurationMs, switches: [], drawers: [], devices: [] };
+    fabrics.set(f.ID, fab);
+    for (const s of f.Switches || []) {
+      const sw = { key: `switch:${f.ID}/${s.ID}`, id: s.ID, fabric: fab, ports: s.Ports, latencyNs: s.LatencyNs, hostPorts: [], drawers: [], groups: [] };
+      switches.set(sw.key, sw);
+      fab.switches.push(sw);
+    }
+    for (const d of f.Drawers || []) {
+      const dr = { key: `drawer:${f.ID}/${d.ID}`, id: d.ID, fabric: fab, mode: d.Mode, slots: d.Slots, hostPorts: d.HostPorts || [], groups: [] };
+      drawers.set(dr.key, dr);
+      fab.drawers.push(dr);
+    }
+    for (const d of f.Devices || []) {
+      const sw = switches.get(`switch:${f.ID}/${d.Switch}`) || fab.switches[0];
+      const dr = d.Drawer ? drawers.get(`drawer:${f.ID}/${d.Drawer}`) : null;
+      const dev = {
+        key: `device:${d.ID}`, id: d.ID, kind: d.Kind, model: d.Model, fabric: fab, switch: sw, drawer: dr, slot: d.Slot,
+        capacity: d.CapacityBytes, blocks: d.Blocks || 1, ports: d.Ports || [],
+      };
+      devices.set(d.ID, dev);
+      fab.devices.push(dev);
+      const gkey = `group:${f.ID}/${sw.id}${dr ? `/${dr.id}` : ''}/${d.Kind}`;
+      let g = groups.get(gkey);
+      if (!g) {
+        g = { key: gkey, kind: d.Kind, fabric: fab, switch: sw, drawer: dr, devices: [] };
+        groups.set(gkey, g);
+        (dr || sw).groups.push(g);
+        if (dr && !sw.drawers.includes(dr)) sw.drawers.push(dr);
+      }
+      g.devices.push(dev);
+      dev.group = g;
+    }
+    // A drawer without devices still shows, under the fabric's first switch.
+    for (const dr of fab.drawers) {
+      if (!fab.switches.some((sw) => sw.drawers.includes(dr)) && fab.switches[0]) fab.switches[0].drawers.push(dr);
+    }
+    for (const x of [...fab.switches, ...fab.drawers]) x.groups.sort((a, b) => kindOrder(a.kind) - kindOrder(b.kind));
+  }
+
+  // Racks: each host's rack, and each fabric in the one rack whose hosts
+  // reach it (or in the shared band).
+  const racks = new Map();
+  const rackOf = (id) => {
+    let r = racks.get(id);
+    if (!r) {
+      r = { key: `rack:${id}`, id, hosts: [], fabrics: [] };
+      racks.set(id, r);
+    }
+    return r;
+  };
+  const fabricRacks = new Map();
+  for (const h of topo.Hosts || []) {
+    const host = { key: `host:${h.ID}`, id: h.ID, rack: h.Rack || '', cores: h.Cores, memoryGiB: h.MemoryGiB, ports: h.Ports || [] };
+    hosts.set(h.ID, host);
+    rackOf(host.rack).hosts.push(host);
+    for (const p of host.ports) {
+      switches.get(`switch:${p.Fabric}/${p.Switch}`)?.hostPorts.push({ host, port: p });
+      if (!fabricRacks.has(p.Fabric)) fabricRacks.set(p.Fabric, new Set());
+      fabricRacks.get(p.Fabric).add(host.rack);
+    }
+  }
+  for (const fab of fabrics.values()) {
+    const rs = fabricRacks.get(fab.id);
+    const r = rs?.size === 1 ? [...rs][0] : SHARED;
+    fab.rack = r;
+    rackOf(r).fabrics.push(fab);
+  }
+  const shared = racks.get(SHARED);
+  if (shared) {
+    racks.delete(SHARED);
+    racks.set(SHARED, shared); // last
+  }
+
+  const zones = topo.Zones || [];
+  return { name: topo.Name, hosts, fabrics, switches, drawers, devices, groups, racks, zones };
+}
+
+// blockDevice maps a resource block ID to its device ID: a single-block
+// device's block is the device itself; a memory node's blocks are
+// DEV-bNN, a CXL device's DEV-ldN and DEV-xNN (internal/topology/load.go).
+// A host's compute block is the host's ID, which is no device.
+export function blockDevice(model, blockID) {
+  if (model.devices.has(blockID)) return blockID;
+  const m = /^(.+)-(b\d{2,}|ld\d+|x\d{2,})$/.exec(blockID);
+  return m && model.devices.has(m[1]) ? m[1] : '';
+}
+
+// attachments indexes the composed systems (from the Systems collection)
+// by device, host and host port.
+export function attachments(model, systems) {
+  const byDevice = new Map(); // device ID → Map block ID → [system IDs]
+  const byHost = new Map(); // host ID → [system]
+  const ports = new Set(); // "host|port ID" carrying an attached device
+  const list = [];
+  for (const s of systems) {
+    const o = s.Oem?.Rackpool;
+    if (s.SystemType !== 'Composed' || !o) continue;
+    const sys = { id: s.Id, name: s.Name, host: o.Host, state: o.CompositionState, blocks: o.Blocks || [] };
+    list.push(sys);
+    if (!byHost.has(sys.host)) byHost.set(sys.host, []);
+    byHost.get(sys.host).push(sys);
+    for (const b of sys.blocks) {
+      const dev = blockDevice(model, b.Id);
+      if (!dev) continue;
+      if (!byDevice.has(dev)) byDevice.set(dev, new Map());
+      const blocks = byDevice.get(dev);
+      if (!blocks.has(b.Id)) blocks.set(b.Id, []);
+      blocks.get(b.Id).push(sys.id);
+      if (b.HostPort) ports.add(`${sys.host}|${b.HostPort}`);
+    }
+  }
+  return { systems: list, byDevice, byHost, ports };
+}
+
+// deviceSystems lists the systems a device's blocks are in, once each.
+export function deviceSystems(att, id) {
+  const blocks = att.byDevice.get(id);
+  return blocks ? [...new Set([...blocks.values()].flat())] : [];
+}
+
+const HEALTH_RANK = { OK: 0, Warning: 1, Critical: 2 };
+// worse returns the worse of two Redfish health values.
+export const worse = (a, b) => ((HEALTH_RANK[b] ?? 0) > (HEALTH_RANK[a] ?? 0) ? b : a || b);
+
+// Geometry, in SVG user units.
+const HOST_W = 190;
+const SW_W = 190;
+const DR_W = 200;
+const GROUP_W = 190;
+const DEV_W = 160;
+const NODE_H = 44;
+const DEV_H = 40;
+const HEAD_H = 28;
+const GAP = 10;
+const COL_GAP = 70;
+const BAND_GAP = 24;
+const RACK_W = 340;
+const RACK_COLS = 3;
+const DEV_COLS = 4;
+
+const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+// counts tallies devices by kind: "16 gpu · 8 nvme".
+function kindCounts(devs) {
+  const c = new Map();
+  for (const d of devs) c.set(d.kind, (c.get(d.kind) || 0) + 1);
+  return [...c].sort((a, b) => kindOrder(a[0]) - kindOrder(b[0])).map(([k, n]) => `${n} ${k}`).join(' · ');
+}
+
+// layout places everything expanded and visible under the filters.
+// state: {expanded: Set of node keys, kind: fabric kind or '', rack: rack
+// ID or ''}; att: attachments(); health: Map ID → Redfish health.
+// It returns {frames, nodes, edges, width, height, byKey}: each node (and
+// frame: a fabric, drawn behind the rest) is {key, type, x, y, w, h, lines,
+// label, cls, expanded?}; each edge {key, from, to, attached}. A node's
+// label (its accessible name) begins with its visible lines, so that what
+// a user sees is what a screen reader or a voice command names it by, and
+// goes on with what did not fit.
+export function layout(model, state, att, health) {
+  const frames = [];
+  const nodes = [];
+  const edges = [];
+  const byKey = new Map();
+  const { expanded, kind, rack } = state;
+  const add = (n, into = nodes) => {
+    into.push(n);
+    byKey.set(n.key, n);
+    return n;
+  };
+
+  const devAttached = (d) => att.byDevice.has(d.id);
+  const devHealth = (d) => health.get(d.id) || '';
+  const unhealthy = (h) => h && h !== 'OK';
+
+  function deviceNode(d, x, y, w, h) {
+    const blocks = att.byDevice.get(d.id);
+    const systems = deviceSystems(att, d.id);
+    const hl = devHealth(d);
+    const what = `${d.kind}${d.model ? ` ${d.model}` : ''}`;
+    let status = what;
+    if (d.blocks > 1) status = `${d.kind} · ${d.blocks} blocks`;
+    if (blocks) status = d.blocks > 1 ? `${blocks.size}/${d.blocks} blocks attached` : 'attached';
+    const more = [
+      status === what ? '' : what,
+      d.drawer ? `${d.drawer.id} slot ${d.slot}` : '',
+      blocks && d.blocks > 1 ? `of ${d.blocks} blocks` : '',
+      systems.length ? `attached to ${systems.join(', ')}` : 'not attached',
+      hl ? `health ${hl}` : '',
+    ];
+    if (unhealthy(hl)) status = `⚠ ${hl} · ${status}`;
+    return add({
+      key: d.key, type: 'device', x, y, w, h, lines: [clip(d.id, 22), clip(status, 26)], more,
+      cls: `kind-${d.kind}${blocks ? ' attached' : ''}${unhealthy(hl) ? ` health-${hl.toLowerCase()}` : ''}`,
+    });
+  }
+
+  // placeGroup places a device group at (x, y) and returns its height and
+  // the node edges from its parent end at.
+  function placeGroup(g, x, y) {
+    if (g.devices.length === 1) {
+      const n = deviceNode(g.devices[0], x, y, GROUP_W, NODE_H);
+      return { h: NODE_H, node: n };
+    }
+    const nAtt = g.devices.filter(devAttached).length;
+    const bad = g.devices.filter((d) => unhealthy(devHealth(d))).length;
+    const models = [...new Set(g.devices.map((d) => d.model).filter(Boolean))];
+    const what = `${g.devices.length} ${g.kind}${models.length === 1 ? ` ${models[0]}` : ''}`;
+    const status = [nAtt ? `${nAtt} attached` : 'none attached', bad ? `⚠ ${bad} unhealthy` : ''].filter(Boolean).join(' · ');
+    const open = expanded.has(g.key);
+    const where = g.drawer ? `${g.fabric.id} ${g.drawer.id}` : `${g.fabric.id} ${g.switch.id}`;
+    const base = {
+      key: g.key, type: 'group', x, y, expanded: open,
+      more: [`group of devices on ${where}`],
+      cls: `kind-${g.kind}${nAtt ? ' attached' : ''}${bad ? ' health-warning' : ''}`,
+    };
+    if (!open) {
+      return { h: NODE_H, node: add({ ...base, w: GROUP_W, h: NODE_H, lines: [`▸ ${clip(what, 22)}`, clip(status, 26)] }) };
+    }
+    const cols = Math.min(DEV_COLS, Math.ceil(Math.sqrt(g.devices.length)));
+    const rows = Math.ceil(g.devices.length / cols);
+    const w = cols * (DEV_W + 8) - 8;
+    const node = add({ ...base, w, h: HEAD_H, lines: [clip(`▾ ${what} · ${status}`, Math.floor(w / 7))] });
+    g.devices.forEach((d, i) => {
+      deviceNode(d, x + (i % cols) * (DEV_W + 8), y + HEAD_H + 6 + Math.floor(i / cols) * (DEV_H + 8), DEV_W, DEV_H);
+    });
+    return { h: HEAD_H + 6 + rows * (DEV_H + 8) - 8, node };
+  }
+
+  let y = 0;
+  let width = 0;
+  let rowX = 0; // collapsed racks flow in rows of RACK_COLS
+  const endRow = () => {
+    if (rowX) y += NODE_H + BAND_GAP;
+    rowX = 0;
+  };
+
+  for (const r of model.racks.values()) {
+    if (rack && r.id !== rack) continue;
+    const fabs = r.fabrics.filter((f) => !kind || f.kind === kind);
+    if (kind && !fabs.length && !r.hosts.some((h) => h.ports.some((p) => model.fabrics.get(p.Fabric)?.kind === kind))) continue;
+    const devs = fabs.flatMap((f) => f.devices);
+    const nAtt = devs.filter(devAttached).length;
+    const nSys = r.hosts.reduce((n, h) => n + (att.byHost.get(h.id)?.length || 0), 0);
+    const name = r.id === SHARED ? 'Shared fabrics' : r.id;
+    const summary = [r.hosts.length ? plural(r.hosts.length, 'host') : '', plural(fabs.length, 'fabric'), plural(devs.length, 'device')]
+      .filter(Boolean).join(' · ');
+    const attached = [nAtt ? `${nAtt} attached` : '', nSys ? plural(nSys, 'composed system') : ''].filter(Boolean).join(' · ');
+    const open = expanded.has(r.key) || !!rack;
+    const rbase = {
+      key: r.key, type: 'rack', expanded: open,
+      more: [r.id === SHARED ? 'fabrics several racks share' : 'rack'],
+      cls: nAtt || nSys ? 'attached' : '',
+    };
+    if (!open) {
+      if (rowX >= RACK_COLS * (RACK_W + GAP)) endRow();
+      const counts = [attached, kindCounts(devs)].filter(Boolean).join(' · ') || 'no devices';
+      add({ ...rbase, x: rowX, y, w: RACK_W, h: NODE_H, lines: [`▸ ${clip(`${name} · ${summary}`, 46)}`, clip(counts, 52)] });
+      rowX += RACK_W + GAP;
+      width = Math.max(width, rowX - GAP);
+      continue;
+    }
+    endRow();
+
+    // An open band: its header, the hosts' column, and the fabrics.
+    const head = add({ ...rbase, x: 0, y, w: RACK_W, h: HEAD_H, lines: [] });
+    const top = y + HEAD_H + 16;
+    const hasDrawers = fabs.some((f) => f.drawers.length);
+    const xSw = HOST_W + 100; // also in the shared band, whose edges come from hosts above
+    const xDr = xSw + SW_W + COL_GAP;
+    const xDev = hasDrawers ? xDr + DR_W + COL_GAP : xDr;
+
+    let hy = top;
+    for (const h of r.hosts) {
+      const systems = att.byHost.get(h.id) || [];
+      const hl = health.get(h.id) || '';
+      const status = systems.length ? plural(systems.length, 'system') : `${h.cores} cores · ${h.memoryGiB} GiB`;
+      add({
+        key: h.key, type: 'host', x: 0, y: hy, w: HOST_W, h: NODE_H,
+        lines: [clip(h.id, 24), clip(`${unhealthy(hl) ? `⚠ ${hl} · ` : ''}${status}`, 28)],
+        more: ['host', systems.length ? `${h.cores} cores, ${h.memoryGiB} GiB` : '', systems.length ? `composed systems ${systems.map((s) => s.id).join(', ')}` : 'no composed systems', hl ? `health ${hl}` : ''],
+        cls: `host${systems.length ? ' attached' : ''}${unhealthy(hl) ? ` health-${hl.toLowerCase()}` : ''}`,
+      });
+      hy += NODE_H + GAP;
+    }
+
+    let ry = top;
+    let right = xSw + SW_W;
+    const bandFrames = [];
+    for (const f of fabs) {
+      const ftop = ry;
+      ry += HEAD_H;
+      for (const sw of f.switches) {
+        const swAtt = f.devices.some((d) => d.switch === sw && devAttached(d));
+        const swNode = add({
+          key: sw.key, type: 'switch', x: xSw, y: ry, w: SW_W, h: NODE_H,
+          lines: [clip(sw.id, 24), clip(`${f.kind} · ${sw.ports} ports`, 28)],
+          more: [`switch of fabric ${f.id}`, plural(sw.hostPorts.length, 'host port')],
+          cls: `fabric-${f.kind}${swAtt ? ' attached' : ''}`,
+        });
+        let sy = ry;
+        const child = (parent, g, gy) => {
+          const { h, node } = placeGroup(g, xDev, gy);
+          right = Math.max(right, node.x + node.w);
+          edges.push({ key: `${parent.key}>${g.key}`, from: parent, to: node, attached: node.cls.includes('attached') });
+          return gy + Math.max(h, NODE_H) + GAP;
+        };
+        for (const dr of sw.drawers) {
+          const drAtt = dr.groups.some((g) => g.devices.some(devAttached));
+          const drNode = add({
+            key: dr.key, type: 'drawer', x: xDr, y: sy, w: DR_W, h: NODE_H,
+            lines: [clip(`${dr.id} · ${dr.slots} slots`, 26), clip(`${dr.mode}${dr.hostPorts.length ? ` · ${dr.hostPorts.join(' ')}` : ''}`, 29)],
+            more: [`drawer of fabric ${f.id}`, `host ports ${dr.hostPorts.join(', ') || 'none'}`],
+            cls: `drawer mode-${dr.mode}${drAtt ? ' attached' : ''}`,
+          });
+          right = Math.max(right, xDr + DR_W);
+          edges.push({ key: `${sw.key}>${dr.key}`, from: swNode, to: drNode, attached: drAtt });
+          let dy = sy;
+          for (const g of dr.groups) dy = child(drNode, g, dy);
+          sy = Math.max(dy, sy + NODE_H + GAP);
+        }
+        for (const g of sw.groups) sy = child(swNode, g, sy);
+        ry = Math.max(sy, ry + NODE_H + GAP);
+      }
+      const fAtt = f.devices.some(devAttached);
+      add({
+        key: f.key, type: 'fabric', x: xSw - 12, y: ftop, w: right - xSw + 24, h: ry - ftop + 2,
+        lines: [clip(`${f.id} · ${f.kind}`, 40)],
+        more: ['fabric', plural(f.switches.length, 'switch', 'switches'), plural(f.devices.length, 'device'), fAtt ? 'with attached devices' : ''],
+        cls: `frame fabric-${f.kind}${fAtt ? ' attached' : ''}`,
+      }, bandFrames);
+      ry += 16;
+    }
+    // A band's fabric frames are all as wide as its widest content.
+    for (const fr of bandFrames) fr.w = right - xSw + 24;
+    frames.push(...bandFrames);
+    head.w = Math.max(head.w, right);
+    head.lines = [clip(`▾ ${[name, summary, attached].filter(Boolean).join(' · ')}`, Math.floor(head.w / 7))];
+
+    for (const h of r.hosts) {
+      const seen = new Map();
+      for (const p of h.ports) {
+        const sw = byKey.get(`switch:${p.Fabric}/${p.Switch}`);
+        if (!sw) continue;
+        const key = `${h.key}>${sw.key}`;
+        const on = att.ports.has(`${h.id}|${p.ID}`);
+        if (seen.has(key)) seen.get(key).attached ||= on;
+        else seen.set(key, { key, from: byKey.get(h.key), to: sw, attached: on });
+      }
+      edges.push(...seen.values());
+    }
+    width = Math.max(width, right);
+    y = Math.max(hy, ry) + BAND_GAP;
+  }
+  endRow();
+
+  // Hosts reaching a shared fabric: edges across bands, when both are open.
+  for (const h of model.hosts.values()) {
+    if (!byKey.has(h.key)) continue;
+    for (const p of h.ports) {
+      const sw = byKey.get(`switch:${p.Fabric}/${p.Switch}`);
+      if (sw && model.fabrics.get(p.Fabric)?.rack === SHARED) {
+        edges.push({ key: `${h.key}>${sw.key}|${p.ID}`, from: byKey.get(h.key), to: sw, attached: att.ports.has(`${h.id}|${p.ID}`) });
+      }
+    }
+  }
+
+  for (const n of [...frames, ...nodes]) n.label = [...n.lines, ...n.more].filter(Boolean).join(', ');
+  return { frames, nodes, edges, width, height: Math.max(0, y - BAND_GAP), byKey };
+}
+
+// reveal says what showing the node with key takes: {key, rack (the
+// band's rack ID), kind (its fabric's kind, '' for hosts and racks), open
+// (the keys to expand)}; null when there is no such node.
+export function reveal(model, key) {
+  const i = key.indexOf(':');
+  const type = key.slice(0, i);
+  const id = key.slice(i + 1);
+  const inFabric = (f, open = []) => ({ key, rack: f.rack, kind: f.kind, open: [`rack:${f.rack}`, ...open] });
+  switch (type) {
+    case 'host': {
+      const h = model.hosts.get(id);
+      return h ? { key, rack: h.rack, kind: '', open: [`rack:${h.rack}`] } : null;
+    }
+    case 'device': {
+      const d = model.devices.get(id);
+      return d ? inFabric(d.fabric, [d.group.key]) : null;
+    }
+    case 'fabric': {
+      const f = model.fabrics.get(id);
+      return f ? inFabric(f) : null;
+    }
+    case 'group':
+    case 'switch':
+    case 'drawer': {
+      const x = model.groups.get(key) || model.switches.get(key) || model.drawers.get(key);
+      return x ? inFabric(x.fabric) : null;
+    }
+    case 'rack':
+      return model.racks.has(id) ? { key, rack: id, kind: '', open: [] } : null;
+  }
+  return null;
+}
+
+// locate finds what an ID names (a host, device, block, fabric, switch or
+// drawer as FABRIC/ID, rack or composed system): the exact ID first, then
+// the first ID containing it. It returns reveal()'s answer or null.
+export function locate(model, att, query) {
+  const q = query.trim();
+  if (!q) return null;
+  for (const id of [q, ...matches(model, att, q, 1).map((m) => m.id)]) {
+    const sys = att.systems.find((s) => s.id === id);
+    const keys = [`host:${id}`, `device:${blockDevice(model, id)}`, `fabric:${id}`, `switch:${id}`, `drawer:${id}`, `rack:${id}`];
+    if (sys) keys.push(`host:${sys.host}`);
+    for (const k of keys) {
+      const hit = reveal(model, k);
+      if (hit) return hit;
+    }
+  }
+  return null;
+}
+
+// matches lists up to limit IDs containing q (case-insensitive), hosts
+// and devices first.
+export function matches(model, att, q, limit) {
+  const needle = q.trim().toLowerCase();
+  const out = [];
+  if (!needle) return out;
+  const sources = [
+    ['host', model.hosts.keys()],
+    ['device', model.devices.keys()],
+    ['fabric', model.fabrics.keys()],
+    ['switch', [...model.switches.values()].map((s) => `${s.fabric.id}/${s.id}`)],
+    ['drawer', [...model.drawers.values()].map((d) => `${d.fabric.id}/${d.id}`)],
+    ['rack', [...model.racks.keys()].filter((r) => r !== SHARED)],
+    ['system', att.systems.map((s) => s.id)],
+  ];
+  for (const [type, ids] of sources) {
+    for (const id of ids) {
+      if (id.toLowerCase().includes(needle)) {
+        out.push({ type, id });
+        if (out.length >= limit) return out;
+      }
+    }
+  }
+  return out;
+}
