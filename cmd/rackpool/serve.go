@@ -203,9 +203,13 @@ func runServe(args []string) error {
 		return fmt.Errorf("--provisioning: %w", err)
 	}
 	redfish.Version = version
-	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log})
+	// The monitor's device telemetry, condensed into the FabricTelemetry
+	// MetricReport (its history and the MetricReport SSE stream).
+	fabricTel := redfish.NewFabricTelemetry(redfish.FabricTelemetryOptions{Interval: *monitorEvery, Topology: top})
+	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log, Stats: fabricTel.Record})
 	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
 		Telemetry: tel, Provisioning: prov, Broker: broker})
+	api.ServeFabricTelemetry(fabricTel)
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
