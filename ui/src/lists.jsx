@@ -235,7 +235,7 @@ function ListView({ name, title, params, coll, rows = coll.rows, columns, filter
   if (coll.error instanceof ApiError && coll.error.status === 404 && disabled) {
     body = (
       <div class="notice" role="status" data-testid={`${name}-disabled`}>
-        <strong>{disabled}</strong> {coll.error.message}
+        {disabled}
       </div>
     );
   } else {
@@ -395,16 +395,16 @@ function systemsAffected(rec) {
 const gib = (n) => (n == null ? '' : `${Number.isInteger(n) ? n : n.toFixed(1)} GiB`);
 
 const systemColumns = [
-  { key: 'id', label: 'System', width: '12rem', render: (r) => systemLink(r.id) },
+  { key: 'id', label: 'System', width: '11rem', render: (r) => systemLink(r.id) },
   { key: 'name', label: 'Name' },
-  { key: 'type', label: 'Type', width: '7rem' },
-  { key: 'host', label: 'Host', width: '8rem', render: (r) => r.host && systemLink(r.host) },
-  { key: 'state', label: 'State', width: '9rem', render: (r) => <State value={r.state} /> },
-  { key: 'health', label: 'Health', width: '7rem', render: (r) => <Health value={r.health} /> },
-  { key: 'blocks', label: 'Blocks', width: '5rem' },
-  { key: 'cores', label: 'Cores', width: '5rem' },
-  { key: 'memory', label: 'Memory', width: '7rem', render: (r) => gib(r.memory) },
-  { key: 'created', label: 'Created', width: '11rem', render: (r) => fmtTime(r.created) },
+  { key: 'type', label: 'Type', width: '6.5rem' },
+  { key: 'host', label: 'Host', width: '7rem', render: (r) => r.host && systemLink(r.host) },
+  { key: 'state', label: 'State', width: '8rem', render: (r) => <State value={r.state} /> },
+  { key: 'health', label: 'Health', width: '6rem', render: (r) => <Health value={r.health} /> },
+  { key: 'blocks', label: 'Blocks', width: '4.5rem' },
+  { key: 'cores', label: 'Cores', width: '4.5rem' },
+  { key: 'memory', label: 'Memory', width: '6rem', render: (r) => gib(r.memory) },
+  { key: 'created', label: 'Created', width: '10rem', render: (r) => fmtTime(r.created) },
 ];
 
 const systemFilters = [
@@ -443,14 +443,14 @@ function reservationRow(m) {
 }
 
 const hostColumns = [
-  { key: 'id', label: 'Host', width: '10rem', render: (r) => systemLink(r.id) },
-  { key: 'rack', label: 'Rack', width: '8rem' },
-  { key: 'state', label: 'State', width: '9rem', render: (r) => <State value={r.state} /> },
-  { key: 'health', label: 'Health', width: '7rem', render: (r) => <Health value={r.health} /> },
-  { key: 'cores', label: 'Cores', width: '5rem' },
-  { key: 'memory', label: 'Local memory', width: '8rem', render: (r) => gib(r.memory) },
+  { key: 'id', label: 'Host', width: '8rem', render: (r) => systemLink(r.id) },
+  { key: 'rack', label: 'Rack', width: '6rem' },
+  { key: 'state', label: 'State', width: '7.5rem', render: (r) => <State value={r.state} /> },
+  { key: 'health', label: 'Health', width: '6rem', render: (r) => <Health value={r.health} /> },
+  { key: 'cores', label: 'Cores', width: '4.5rem' },
+  { key: 'memory', label: 'Local memory', width: '7rem', render: (r) => gib(r.memory) },
   { key: 'composedInto', label: 'Composed into', value: (r) => r.composedInto.join(' '), render: (r) => links(r.composedInto, systemLink) },
-  { key: 'block', label: 'Compute block', width: '9rem', value: (r) => r.id, render: (r) => blockLink(r.id) },
+  { key: 'block', label: 'Compute block', width: '8rem', value: (r) => r.id, render: (r) => blockLink(r.id) },
 ];
 
 const hostFilters = [
@@ -503,16 +503,16 @@ function drivesAffected(rec, rows) {
 }
 
 const driveColumns = [
-  { key: 'id', label: 'Drive', width: '10rem', render: (r) => blockLink(r.id) },
+  { key: 'id', label: 'Drive', width: '9rem', render: (r) => blockLink(r.id) },
   { key: 'kind', label: 'Kind', width: '5rem' },
   { key: 'model', label: 'Model' },
-  { key: 'capacity', label: 'Capacity', width: '7rem', render: (r) => fmtBytes(r.capacity) },
-  { key: 'fabric', label: 'Fabric', width: '7rem' },
-  { key: 'state', label: 'State', width: '8rem', render: (r) => <State value={r.state} /> },
-  { key: 'node', label: 'Blocknode', width: '8rem', render: (r) => r.node && systemLink(r.node) },
-  { key: 'inService', label: 'In service', width: '6rem' },
+  { key: 'capacity', label: 'Capacity', width: '6rem', render: (r) => fmtBytes(r.capacity) },
+  { key: 'fabric', label: 'Fabric', width: '6rem' },
+  { key: 'state', label: 'State', width: '7rem', render: (r) => <State value={r.state} /> },
+  { key: 'node', label: 'Blocknode', width: '7rem', render: (r) => r.node && systemLink(r.node) },
+  { key: 'inService', label: 'In service', width: '5.5rem' },
   { key: 'reason', label: 'Reason' },
-  { key: 'since', label: 'Since', width: '11rem', render: (r) => fmtTime(r.since) },
+  { key: 'since', label: 'Since', width: '10rem', render: (r) => fmtTime(r.since) },
 ];
 
 const driveFilters = [
@@ -549,7 +549,6 @@ function leaseRow(m) {
     host: m.Host ?? '',
     state: m.State ?? '',
     mapped: m.Mapped ? 'Yes' : 'No',
-    created: m.Created ?? '',
     expires: m.Expires ?? '',
   };
   r.text = [r.id, r.node, r.tenant, r.owner, r.host].join(' ').toLowerCase();
@@ -557,17 +556,16 @@ function leaseRow(m) {
 }
 
 const leaseColumns = [
-  { key: 'id', label: 'Lease', width: '12rem' },
-  { key: 'node', label: 'Memory node', width: '9rem' },
-  { key: 'capacity', label: 'Capacity', width: '7rem', render: (r) => fmtBytes(r.capacity) },
-  { key: 'rights', label: 'Rights', width: '5rem' },
-  { key: 'state', label: 'State', width: '7rem', render: (r) => <State value={r.state} /> },
-  { key: 'host', label: 'Host', width: '7rem', render: (r) => r.host && systemLink(r.host) },
-  { key: 'mapped', label: 'Mapped', width: '5rem' },
-  { key: 'tenant', label: 'Tenant', width: '7rem' },
+  { key: 'id', label: 'Lease', width: '13rem' },
+  { key: 'node', label: 'Memory node', width: '8rem' },
+  { key: 'capacity', label: 'Capacity', width: '6rem', render: (r) => fmtBytes(r.capacity) },
+  { key: 'rights', label: 'Rights', width: '4.5rem' },
+  { key: 'state', label: 'State', width: '6.5rem', render: (r) => <State value={r.state} /> },
+  { key: 'host', label: 'Host', width: '6rem', render: (r) => r.host && systemLink(r.host) },
+  { key: 'mapped', label: 'Mapped', width: '5.5rem' },
+  { key: 'tenant', label: 'Tenant', width: '6rem' },
   { key: 'owner', label: 'Owner' },
-  { key: 'created', label: 'Created', width: '11rem', render: (r) => fmtTime(r.created) },
-  { key: 'expires', label: 'Expires', width: '11rem', render: (r) => fmtTime(r.expires) },
+  { key: 'expires', label: 'Expires', width: '10rem', render: (r) => fmtTime(r.expires) },
 ];
 
 const leaseFilters = [
@@ -589,14 +587,14 @@ export function ReservationsList({ params }) {
   const coll = useCollection({ path: RESERVATIONS, toRow: reservationRow, affected: reservationsAffected });
   const [releasing, setReleasing] = useState(null);
   const columns = useMemo(() => [
-    { key: 'id', label: 'Reservation', width: '11rem' },
+    { key: 'id', label: 'Reservation', width: '10rem' },
     { key: 'client', label: 'Tenant', width: '7rem' },
     { key: 'blocks', label: 'Blocks', value: (r) => r.blocks.length, render: (r) => links(r.blocks, blockLink) },
-    { key: 'systems', label: 'Systems', width: '6rem', value: (r) => r.systems.length, render: (r) => r.systems.length },
-    { key: 'reserved', label: 'Reserved', width: '11rem', render: (r) => fmtTime(r.reserved) },
-    { key: 'expires', label: 'Expires', width: '11rem', render: (r) => fmtTime(r.expires) },
+    { key: 'systems', label: 'Systems', width: '5.5rem', value: (r) => r.systems.length, render: (r) => r.systems.length },
+    { key: 'reserved', label: 'Reserved', width: '10rem', render: (r) => fmtTime(r.reserved) },
+    { key: 'expires', label: 'Expires', width: '10rem', render: (r) => fmtTime(r.expires) },
     ...(session.canCompose ? [{
-      key: 'release', label: 'Actions', width: '7rem', sortable: false,
+      key: 'release', label: 'Actions', width: '6.5rem', sortable: false,
       render: (r) => <button type="button" onClick={() => setReleasing(r)}>Release</button>,
     }] : []),
   ], []);
@@ -688,7 +686,6 @@ const TELEMETRY_MS = 3000;
 function useTelemetry(path) {
   const [state, setState] = useState({ data: null, error: null, at: null });
   useEffect(() => {
-    if (!path) return undefined;
     const ctl = new AbortController();
     let timer = 0;
     const read = async () => {

@@ -55,8 +55,10 @@ export function VirtualTable({ name, label, columns, rows, rowKey, sort, onSort,
     };
   }, []);
 
-  const first = Math.max(0, Math.floor(view.top / rowHeight) - OVERSCAN);
-  const last = Math.min(rows.length, Math.ceil((view.top + view.height) / rowHeight) + OVERSCAN);
+  // The scroll position as last seen may be past the end of fewer rows.
+  const top = Math.min(view.top, Math.max(0, rows.length * rowHeight - view.height));
+  const first = Math.max(0, Math.floor(top / rowHeight) - OVERSCAN);
+  const last = Math.min(rows.length, Math.ceil((top + view.height) / rowHeight) + OVERSCAN);
   const spacer = (n) => (
     <tr class="vt-spacer" aria-hidden="true" style={{ height: `${n * rowHeight}px` }}>
       <td colSpan={columns.length} />
