@@ -143,18 +143,33 @@ export function forget() {
   sessionStorage.removeItem(SESSION);
 }
 
-// fetchMembers reads a whole collection a page at a time with
-// $expand=.&$select, calling onPage(members, total) as each page arrives,
-// so a list can paint its first rows before the last page is in.
-export async function fetchMembers(path, { select, pageSize = 1000, onPage, signal } = {}) {
+// fetchMembers reads a whole collection with $expand=.&$select: a first
+// page of `first` members, so a list can paint at once, then pages of
+// `pageSize`, `parallel` requests in flight, handed to onPage(members,
+// total) in collection order as they arrive. It resolves to every member.
+export async function fetchMembers(path, { select, first = 500, pageSize = 2000, parallel = 3, onPage, signal } = {}) {
+  const sel = select ? `&$select=${select.map((s) => `Members/${s}`).join(',')}` : '';
+  const get = (skip, top) => {
+    const p = api.get(`${path}?$expand=.${sel}&$skip=${skip}&$top=${top}`, { signal });
+    p.catch(() => {}); // a page still in flight when an earlier one fails
+    return p;
+  };
   const all = [];
-  let next = `${path}?$expand=.&$top=${pageSize}` + (select ? `&$select=${select.map((s) => `Members/${s}`).join(',')}` : '');
-  while (next) {
-    const page = await api.get(next, { signal });
+  const take = (page, total) => {
     const members = page.Members || [];
     all.push(...members);
-    onPage?.(members, page['Members@odata.count'] ?? all.length);
-    next = members.length ? page['Members@odata.nextLink'] : '';
+    onPage?.(members, page['Members@odata.count'] ?? total);
+    return page['Members@odata.count'] ?? total;
+  };
+  let total = take(await get(0, first), 0);
+  let next = all.length;
+  const inflight = [];
+  while (next < total || inflight.length) {
+    while (inflight.length < parallel && next < total) {
+      inflight.push(get(next, pageSize));
+      next += pageSize;
+    }
+    total = take(await inflight.shift(), total);
   }
   return all;
 }
@@ -182,7 +197,7 @@ export function useResource(path, deps = []) {
 // travels in a header rather than the URL) shared by every view.
 const eventListeners = new Set();
 let stream = null;
-let lastEventID = '';
+const cursor = { id: '' }; // the last event seen, to resume after a reconnect or a new login
 
 export function useEvents(fn) {
   const ref = useRef(fn);
@@ -205,69 +220,51 @@ function startStream() {
   if (stream || !session.token) return;
   const ctl = new AbortController();
   stream = ctl;
-  (async () => {
-    let delay = 500;
-    while (!ctl.signal.aborted && session.token) {
-      try {
-        const headers = { 'X-Auth-Token': session.token, Accept: 'text/event-stream' };
-        if (lastEventID) headers['Last-Event-ID'] = lastEventID;
-        const res = await fetch('/redfish/v1/EventService/SSE', { headers, signal: ctl.signal });
-        if (res.status === 401) {
-          for (const fn of expiredListeners) fn();
-          break;
-        }
-        if (!res.ok) throw new Error(`SSE: HTTP ${res.status}`);
-        setConnected(true);
-        delay = 500;
-        await readSSE(res.body, (ev) => {
-          if (ev.id) lastEventID = ev.id;
-          let data;
-          try {
-            data = JSON.parse(ev.data);
-          } catch {
-            return;
-          }
-          for (const fn of eventListeners) fn(data, ev);
-        });
-      } catch (err) {
-        if (ctl.signal.aborted) break;
-      }
-      setConnected(false);
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 10000);
-    }
-    setConnected(false);
+  openStream('/redfish/v1/EventService/SSE', (data, ev) => {
+    for (const fn of eventListeners) fn(data, ev);
+  }, ctl.signal, { onState: setConnected, cursor }).finally(() => {
     if (stream === ctl) stream = null;
-  })();
+  });
 }
 
-// openStream reads another Server-Sent Events stream of the service (for
-// instance ?EventFormatType=MetricReport) until signal aborts, calling
-// onData with each message's JSON; it reconnects after a failure.
-export async function openStream(path, onData, signal) {
+// openStream reads a Server-Sent Events stream of the service (the event
+// stream, or ?EventFormatType=MetricReport) until signal aborts, calling
+// onData with each message's JSON and the message. It reconnects after a
+// failure with a growing delay, resuming after cursor.id when given one;
+// onState(connected) follows the connection. A 401 ends it and reports
+// the session expired.
+export async function openStream(path, onData, signal, { onState, cursor: cur } = {}) {
   let delay = 500;
   while (!signal.aborted && session.token) {
     try {
-      const res = await fetch(path, { headers: { 'X-Auth-Token': session.token, Accept: 'text/event-stream' }, signal });
+      const headers = { 'X-Auth-Token': session.token, Accept: 'text/event-stream' };
+      if (cur?.id) headers['Last-Event-ID'] = cur.id;
+      const res = await fetch(path, { headers, signal });
       if (res.status === 401) {
         for (const fn of expiredListeners) fn();
-        return;
+        break;
       }
       if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null));
+      onState?.(true);
       delay = 500;
       await readSSE(res.body, (ev) => {
+        if (cur && ev.id) cur.id = ev.id;
+        let data;
         try {
-          onData(JSON.parse(ev.data));
+          data = JSON.parse(ev.data);
         } catch {
-          // not JSON: a keep-alive or a message for another client
+          return; // not JSON: nothing for the views
         }
+        onData(data, ev);
       });
-    } catch (err) {
-      if (signal.aborted) return;
+    } catch {
+      if (signal.aborted) break;
     }
+    onState?.(false);
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 10000);
   }
+  onState?.(false);
 }
 
 export function stopStream() {

@@ -6,7 +6,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { fetchMembers, useEvents, useResource } from './api.js';
 import { href } from './router.js';
 import { Page, ErrorMessage, Health, fmtTime } from './components.jsx';
-import { resourceLink } from './events.jsx';
+import { eventRecords, logRecords, resourceLink } from './events.jsx';
 
 // usePool counts the blocks the session can see by kind and state. On a
 // large pool the counts fill in as pages arrive.
@@ -48,8 +48,7 @@ export function Dashboard() {
   const [recent, setRecent] = useState([]);
   const timer = useRef();
   useEvents((payload) => {
-    const evs = (payload.Events || []).map((e) => ({ Id: e.EventId, Created: e.EventTimestamp, Severity: e.Severity, Message: e.Message, Origin: e.OriginOfCondition?.['@odata.id'] }));
-    setRecent((r) => [...evs.reverse(), ...r].slice(0, 10));
+    setRecent((r) => [...eventRecords(payload), ...r].slice(0, 10));
     clearTimeout(timer.current);
     timer.current = setTimeout(() => {
       reloadPool();
@@ -58,7 +57,7 @@ export function Dashboard() {
   });
   useEffect(() => () => clearTimeout(timer.current), []);
   const sys = (systems.data?.Members || []).filter((m) => m.SystemType === 'Composed');
-  const events = [...recent, ...(log.data?.Members || []).slice(-10).reverse().map((m) => ({ Id: m.Id, Created: m.Created, Severity: m.Severity, Message: m.Message, Origin: m.Links?.OriginOfCondition?.['@odata.id'] }))]
+  const events = [...recent, ...logRecords(log.data).slice(-10).reverse()]
     .filter((e, i, all) => all.findIndex((x) => x.Id === e.Id) === i)
     .slice(0, 10);
   const kinds = Object.entries(pool.kinds).sort(([a], [b]) => a.localeCompare(b));

@@ -33,21 +33,14 @@ function Events({ params }) {
   const log = useResource('/redfish/v1/Managers/rackpool/LogServices/Events/Entries');
   const [live, setLive] = useState([]);
   useEvents((payload) => {
-    const recs = (payload.Events || []).map((e) => ({
-      Id: e.EventId,
-      Created: e.EventTimestamp,
-      Severity: e.Severity || e.MessageSeverity,
-      Message: e.Message,
-      MessageId: e.MessageId,
-      Origin: e.OriginOfCondition?.['@odata.id'],
-    }));
-    if (recs.length) setLive((l) => [...recs.reverse(), ...l].slice(0, 2000));
+    const recs = eventRecords(payload);
+    if (recs.length) setLive((l) => [...recs, ...l].slice(0, 2000));
   });
   const sev = params.severity || '';
   const text = (params.q || '').toLowerCase();
   const rows = useMemo(() => {
     const seen = new Set();
-    const fromLog = (log.data?.Members || []).map((m) => ({ Id: m.Id, Created: m.Created, Severity: m.Severity, Message: m.Message, MessageId: m.MessageId, Origin: m.Links?.OriginOfCondition?.['@odata.id'] })).reverse();
+    const fromLog = logRecords(log.data).reverse();
     return [...live, ...fromLog].filter((r) => {
       if (seen.has(r.Id)) return false;
       seen.add(r.Id);
@@ -94,6 +87,27 @@ function Events({ params }) {
       {rows.length > 500 && <p class="muted">Showing the newest 500; narrow the filter to see others.</p>}
     </>
   );
+}
+
+// eventRecords turns an event stream payload into rows, newest first.
+export function eventRecords(payload) {
+  return (payload.Events || []).map((e) => ({
+    Id: e.EventId,
+    Created: e.EventTimestamp,
+    Severity: e.Severity || e.MessageSeverity,
+    Message: e.Message,
+    MessageId: e.MessageId,
+    Origin: e.OriginOfCondition?.['@odata.id'],
+  })).reverse();
+}
+
+// logRecords turns the event log's entries into the same rows, oldest
+// first.
+export function logRecords(log) {
+  return (log?.Members || []).map((m) => ({
+    Id: m.Id, Created: m.Created, Severity: m.Severity, Message: m.Message, MessageId: m.MessageId,
+    Origin: m.Links?.OriginOfCondition?.['@odata.id'],
+  }));
 }
 
 // resourceLink points a Redfish resource at the console's view of it.

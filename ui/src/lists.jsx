@@ -9,7 +9,7 @@
 
 import { Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, session, useEvents, useResource, ApiError } from './api.js';
+import { api, fetchMembers, session, useEvents, useResource, ApiError } from './api.js';
 import { href, navigate } from './router.js';
 import { Page, ErrorMessage, Health, State, Confirm, Loading, fmtBytes, fmtTime, last } from './components.jsx';
 import { VirtualTable, sortRows } from './table.jsx';
@@ -21,10 +21,9 @@ const DRIVES = '/redfish/v1/Oem/Rackpool/Drives';
 const LEASES = '/redfish/v1/Oem/Rackpool/MemoryLeases';
 const RESERVATIONS = '/redfish/v1/CompositionService/CompositionReservations';
 
-// Paging: the first page is small so that it arrives quickly; the rest
-// come PAGE members at a time, PARALLEL requests in flight.
-const FIRST = 500;
-const PAGE = 2000;
+// Re-reads of the members events name run this many at a time (whole
+// collections are read by fetchMembers: a small first page, then pages in
+// parallel).
 const PARALLEL = 3;
 // While pages arrive the list repaints at most this often.
 const PAINT_MS = 400;
@@ -41,31 +40,6 @@ const links = (ids, link) => ids.map((id, i) => (
 ));
 const count = (n) => (n ?? 0).toLocaleString();
 const origin = (rec) => rec.OriginOfCondition?.['@odata.id'] || '';
-
-// readAll reads every member of a collection, calling onPage(members,
-// total) in collection order as pages arrive.
-async function readAll(path, select, onPage, signal) {
-  const sel = select ? `&$select=${select.map((s) => `Members/${s}`).join(',')}` : '';
-  const get = (skip, top) => {
-    const p = api.get(`${path}?$expand=.${sel}&$skip=${skip}&$top=${top}`, { signal });
-    p.catch(() => {}); // a page still in flight when an earlier one fails
-    return p;
-  };
-  const page = await get(0, FIRST);
-  let total = page['Members@odata.count'] ?? page.Members.length;
-  onPage(page.Members, total);
-  let next = page.Members.length;
-  const inflight = [];
-  while (next < total || inflight.length) {
-    while (inflight.length < PARALLEL && next < total) {
-      inflight.push(get(next, PAGE));
-      next += PAGE;
-    }
-    const p = await inflight.shift();
-    total = p['Members@odata.count'] ?? total;
-    onPage(p.Members, total);
-  }
-}
 
 // useCollection keeps a collection's members, as rows (toRow(member),
 // each with an id), in a Map that only this hook changes; version counts
@@ -91,7 +65,7 @@ function useCollection({ path, select, toRow, keep, affected, poll }) {
       store.current = rows;
       paint({ loaded: 0, total: 0, complete: false, error: null });
     }
-    readAll(path, select, (members, total) => {
+    fetchMembers(path, { select, signal: ctl.signal, onPage: (members, total) => {
       for (const m of members) {
         if (!keep || keep(m)) {
           const r = toRow(m);
@@ -107,7 +81,7 @@ function useCollection({ path, select, toRow, keep, affected, poll }) {
           paint({ ...progress });
         }, first ? 0 : PAINT_MS);
       }
-    }, ctl.signal).then(
+    } }).then(
       () => {
         clearTimeout(timer);
         everComplete.current = true;
