@@ -6,13 +6,11 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"weak"
 
 	"rackpool/internal/events"
 	"rackpool/internal/fabric"
@@ -503,30 +501,14 @@ func fabricDuration(d time.Duration) string {
 
 // --- the Server's side ------------------------------------------------------
 
-// fabricTelemetries holds what ServeFabricTelemetry gave each Server, by a
-// weak pointer to the Server so that a Server that is gone leaves nothing
-// behind.
-var fabricTelemetries sync.Map // weak.Pointer[Server] → *FabricTelemetry
-
 // ServeFabricTelemetry makes s serve t's reports: the FabricTelemetry
 // report, its definition and metric definitions in the TelemetryService,
 // and the SSE stream's EventFormatType=MetricReport. Call it once, before
 // serving.
-func (s *Server) ServeFabricTelemetry(t *FabricTelemetry) {
-	wp := weak.Make(s)
-	if _, loaded := fabricTelemetries.Swap(wp, t); !loaded {
-		runtime.AddCleanup(s, func(wp weak.Pointer[Server]) { fabricTelemetries.Delete(wp) }, wp)
-	}
-}
+func (s *Server) ServeFabricTelemetry(t *FabricTelemetry) { s.fabricTel = t }
 
 // fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
-func (s *Server) fabricTelemetry() *FabricTelemetry {
-	v, ok := fabricTelemetries.Load(weak.Make(s))
-	if !ok {
-		return nil
-	}
-	return v.(*FabricTelemetry)
-}
+func (s *Server) fabricTelemetry() *FabricTelemetry { return s.fabricTel }
 
 // metricDefinition is the MetricDefinition of m.
 func (t *FabricTelemetry) metricDefinition(m fabricMetric) map[string]any {

@@ -80,6 +80,7 @@ type Server struct {
 	healthSrc      HealthSource      // nil: ask the fabric
 	tel            *telemetry.Store  // nil: no TelemetryService
 	prov           *provision.Loop   // nil: no provisioning routes
+	fabricTel      *FabricTelemetry  // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
 }
 
