@@ -7,8 +7,8 @@ Headless Chromium (Debian's chromium) driven by Playwright against a real
            (a refused request shows its explanation per host; bad input is
            explained beside its field), live topology and event updates,
            decompose after a confirmation, export and re-import with a
-           preview, a
-           tenant who cannot see another tenant's systems and a read-only
+           preview, a session that expires under a half-filled form, a wrong
+           password, a tenant who cannot see another tenant's systems and a read-only
            account without controls. The server's enforcement is checked by
            calling the API with the page's own session token.
   perf     time to the first meaningful paint of one view (printed as JSON).
@@ -262,7 +262,37 @@ def console(pw):
     # The import composed red's system again, under a new ID.
     red = holder("hdd5")
 
+    # An expired session returns to the login form and keeps what was typed.
+    b.open("/compose", "#compose-name")
+    p.fill("#compose-name", "typed-before-expiry")
+    loc = p.evaluate("JSON.parse(sessionStorage.getItem('rackpool.session')).location")
+    must("DELETE", loc)
+    # The next request, or the event stream (whichever notices first),
+    # finds the session gone; the page underneath is then inert.
+    try:
+        p.click("button:text-is('Preview')", timeout=3000)
+    except Exception:
+        pass
+    p.wait_for_selector(".login-overlay #login-password")
+    b.shot("session-expired")
+    p.fill(".login-overlay #login-password", ADMIN_PW)
+    p.click(".login-overlay button[type=submit]")
+    p.wait_for_selector(".login-overlay", state="detached")
+    if p.input_value("#compose-name") != "typed-before-expiry":
+        fail("after logging in again the form lost what was typed: " + p.input_value("#compose-name"))
     b.close()
+
+    # A wrong password is refused on the page, without the browser's own
+    # password prompt.
+    w = Browser(pw, "wrong")
+    w.page.goto(URL + "/ui/")
+    w.page.fill("#login-user", "bea")
+    w.page.fill("#login-password", "not-her-password")
+    w.page.click("form.login button[type=submit]")
+    w.page.wait_for_selector("form.login .error")
+    if "not right" not in w.page.inner_text("form.login .error"):
+        fail("a wrong password says " + w.page.inner_text("form.login .error"))
+    w.close()
 
     # A tenant sees its own systems and the free pool, never another
     # tenant's, whatever its page asks.

@@ -30,6 +30,7 @@ type apiError struct {
 	severity   string
 	resolution string
 	related    []string // RelatedProperties: JSON pointers of the properties at fault
+	noBasic    bool     // a 401 without the Basic challenge (sessionClient)
 	oem        any      // extra detail under Oem.Rackpool (e.g. rejections)
 	internal   error    // what went wrong inside: logged with the request ID, never sent
 }
@@ -60,6 +61,17 @@ func errPropertyMissing(prop string) *apiError { return fromProblem(base.Propert
 
 func errPropertyValue(prop, value, why string) *apiError {
 	return fromProblem(base.PropertyValue(prop, value, why))
+}
+
+// sessionClient reports whether r comes from a client that logs in with a
+// session rather than Basic credentials: it sent a session token, or it
+// says it is a script in a page (X-Requested-With, as the console and most
+// browser front ends send). A 401 to such a client carries no Basic
+// challenge: a browser would answer one with its own password prompt, and
+// a headless one waits on it forever, instead of letting the page show
+// its login form.
+func sessionClient(r *http.Request) bool {
+	return r.Header.Get("X-Auth-Token") != "" || r.Header.Get("X-Requested-With") == "XMLHttpRequest"
 }
 
 func errNoSession() *apiError {
@@ -214,7 +226,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		"message":               e.message,
 		"@Message.ExtendedInfo": []any{info},
 	}}
-	if e.status == http.StatusUnauthorized {
+	if e.status == http.StatusUnauthorized && !e.noBasic {
 		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool"`)
 	}
 	if e.id == baseRegistry+"ServiceTemporarilyUnavailable" && len(e.args) == 1 {

@@ -207,7 +207,9 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password)
 	if errors.Is(err, tenancy.ErrNoAccount) || errors.Is(err, tenancy.ErrLocked) {
 		s.denied(r, tenancy.Principal{User: *req.UserName}, "login failed: "+err.Error())
-		return errNoSession()
+		e := errNoSession()
+		e.noBasic = sessionClient(r)
+		return e
 	}
 	if err != nil {
 		return err

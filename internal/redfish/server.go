@@ -266,7 +266,9 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 			if err != nil {
 				s.denied(r, p, err.Error())
 				s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
-				writeError(w, errNoSession())
+				e := errNoSession()
+				e.noBasic = sessionClient(r)
+				writeError(w, e)
 				return
 			}
 			if !p.Has(privilegeNames[priv]) {

@@ -55,8 +55,23 @@ func TestSessionLifecycle(t *testing.T) {
 	if code := r.errorCode(t); code != "Base.1.22.NoValidSession" {
 		t.Fatalf("deleted token: %s", code)
 	}
-	if r.header.Get("WWW-Authenticate") == "" {
-		t.Error("401 without WWW-Authenticate")
+	// A session client (a token, or a page's script) is not challenged for
+	// Basic credentials: a browser would answer with its own password
+	// prompt instead of letting the page log in again. Without
+	// credentials, or with Basic ones, the challenge is there.
+	if h := r.header.Get("WWW-Authenticate"); h != "" {
+		t.Errorf("401 to a session token challenges %q", h)
+	}
+	page := cred{hdr: map[string]string{"X-Requested-With": "XMLHttpRequest"}}
+	if h := s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, page).header.Get("WWW-Authenticate"); h != "" {
+		t.Errorf("401 to a page's script challenges %q", h)
+	}
+	if h := s.must(http.StatusUnauthorized, "POST", "/redfish/v1/SessionService/Sessions",
+		map[string]any{"UserName": "Administrator", "Password": "wrong"}, page).header.Get("WWW-Authenticate"); h != "" {
+		t.Errorf("a page's failed login challenges %q", h)
+	}
+	if h := s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, cred{}).header.Get("WWW-Authenticate"); h == "" {
+		t.Error("401 without credentials lacks WWW-Authenticate")
 	}
 	s.must(http.StatusNotFound, "GET", "/redfish/v1/SessionService/Sessions/"+id, nil, admin)
 	s.must(http.StatusNotFound, "DELETE", "/redfish/v1/SessionService/Sessions/"+id, nil, admin)

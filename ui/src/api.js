@@ -50,7 +50,9 @@ export const session = {
 };
 
 async function request(method, path, body, opts = {}) {
-  const headers = { Accept: 'application/json', ...(opts.headers || {}) };
+  // X-Requested-With: a 401 then carries no Basic challenge, which the
+  // browser would answer with its own password prompt.
+  const headers = { Accept: 'application/json', 'X-Requested-With': 'XMLHttpRequest', ...(opts.headers || {}) };
   if (session.token) headers['X-Auth-Token'] = session.token;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, {
@@ -237,7 +239,7 @@ export async function openStream(path, onData, signal, { onState, cursor: cur } 
   let delay = 500;
   while (!signal.aborted && session.token) {
     try {
-      const headers = { 'X-Auth-Token': session.token, Accept: 'text/event-stream' };
+      const headers = { 'X-Auth-Token': session.token, Accept: 'text/event-stream', 'X-Requested-With': 'XMLHttpRequest' };
       if (cur?.id) headers['Last-Event-ID'] = cur.id;
       const res = await fetch(path, { headers, signal });
       if (res.status === 401) {
