@@ -173,6 +173,12 @@ def console(pw):
         b.open(route, ready)
         b.shot(name)
         b.axe(name)
+    # Telemetry of a system that no agent reports and no provisioning
+    # manages: the fabric charts draw, the system's panels say why they
+    # are empty.
+    b.open("/telemetry?system=" + red, "[data-testid=chart-util] canvas")
+    p.wait_for_selector("text=is not under predictive provisioning")
+    p.wait_for_selector("text=No usage reported for " + red)
     # Keyboard: every view is reachable from the navigation by Tab alone.
     p.goto(URL + "/ui/#/")
     p.wait_for_selector("[data-testid=dash-pool]")

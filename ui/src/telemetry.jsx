@@ -138,6 +138,7 @@ export function Telemetry({ params }) {
       <ErrorMessage error={error} />
       <SystemPicker value={params.system || ''} />
       {params.system && <SystemUsage id={params.system} />}
+      {params.system && <Forecast id={params.system} />}
       <div class="charts">
         <Chart id="util" title="Utilisation (mean)" unit="%" metric="util" {...state} fmt={(v) => `${Math.round(v)}%`} />
         <Chart id="temp" title="Hottest device temperature" unit="°C" metric="temp" {...state} fmt={(v) => `${Math.round(v)}°C`} />
@@ -208,6 +209,44 @@ function SystemUsage({ id }) {
         return <Chart key={m} id={m} title={`${title} of ${id}`} unit="" metric="v" kinds={[m]} times={s.map((x) => Date.parse(x.Timestamp) / 1000)}
           series={{ [`v:${m}`]: s.map((x) => x.Value) }} fmt={fmt} />;
       })}
+    </div>
+  );
+}
+
+// Forecast shows what the provisioning loop decided for the system (when
+// it manages it): the blocks held against the forecast peak and its upper
+// bound, collected while the view is open, and the last decision's
+// explanation.
+function Forecast({ id }) {
+  const [points, setPoints] = useState([]);
+  const [last, setLast] = useState(null);
+  const [missing, setMissing] = useState(false);
+  useEffect(() => {
+    const ctl = new AbortController();
+    const read = () => api.get(`/redfish/v1/Oem/Rackpool/Provisioning/${encodeURIComponent(id)}`, { signal: ctl.signal }).then((p) => {
+      const d = p.LastDecision;
+      setLast(d || null);
+      if (d) {
+        const t = Date.parse(d.Time) / 1000;
+        setPoints((ps) => (ps.length && ps[ps.length - 1].t === t ? ps : [...ps, { t, held: d.ToBlocks, peak: d.ForecastPeakBlocks, upper: d.ForecastUpperBlocks }].slice(-MAX_POINTS)));
+      }
+    }, (e) => e.status === 404 && setMissing(true));
+    read();
+    const timer = setInterval(read, 10000);
+    return () => (ctl.abort(), clearInterval(timer));
+  }, [id]);
+  if (missing) return <p class="muted" role="status">{id} is not under predictive provisioning.</p>;
+  if (!last) return null;
+  const series = { 'f:held': points.map((p) => p.held), 'f:peak': points.map((p) => p.peak), 'f:upper': points.map((p) => p.upper) };
+  return (
+    <div class="charts" style="margin-bottom:14px" data-testid="forecast">
+      <Chart id="forecast" title={`Provisioning of ${id}: blocks held and forecast`} unit="blocks" metric="f" kinds={['held', 'peak', 'upper']}
+        times={points.map((p) => p.t)} series={series} />
+      <section class="chart" aria-labelledby="decision-title">
+        <h2 id="decision-title">Last decision</h2>
+        <p>{last.Action} {last.FromBlocks} → {last.ToBlocks} blocks ({last.Model}{last.Fallback ? ', fallback' : ''}){last.Applied ? '' : ', not applied'}.</p>
+        <p class="muted">{last.Explanation || last.Reason}</p>
+      </section>
     </div>
   );
 }
