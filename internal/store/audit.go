@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -110,4 +111,54 @@ func (e AuditEntry) Validate() error {
 		return fmt.Errorf("%w: outcome %q is not %q, %q or %q", ErrInvalidAudit, e.Outcome, AuditSuccess, AuditFailure, AuditDenied)
 	}
 	return nil
+}
+
+// AuditColumns are the audit table's columns in the order both SQL
+// backends select and insert them (id first).
+const AuditColumns = `id, time, username, tenant, remote, method, target, action, outcome, status, detail`
+
+// Where returns the SQL conditions q selects, joined by AND ("" for none),
+// and their arguments, for the SQL backends' audit tables (AuditColumns,
+// time in Unix nanoseconds). placeholder(n) writes the n-th parameter (1
+// first): "?" for SQLite, "$n" for PostgreSQL.
+func (q AuditQuery) Where(placeholder func(n int) string) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, cond+" "+placeholder(len(args)))
+	}
+	if q.AfterID > 0 {
+		add("id >", q.AfterID)
+	}
+	if q.User != "" {
+		add("username =", q.User)
+	}
+	if q.Tenant != "" {
+		add("tenant =", q.Tenant)
+	}
+	if q.Outcome != "" {
+		add("outcome =", q.Outcome)
+	}
+	if !q.Since.IsZero() {
+		add("time >=", ClampNano(q.Since))
+	}
+	if !q.Until.IsZero() {
+		add("time <", ClampNano(q.Until))
+	}
+	return strings.Join(where, " AND "), args
+}
+
+// ClampNano is t in nanoseconds since the epoch, saturating instead of
+// overflowing for times outside what int64 nanoseconds can hold.
+func ClampNano(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, -1<<63)):
+		return -1 << 63
+	case t.After(time.Unix(0, 1<<63-1)):
+		return 1<<63 - 1
+	}
+	return t.UnixNano()
 }

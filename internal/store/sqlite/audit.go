@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"rackpool/internal/store"
@@ -57,35 +56,10 @@ func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEnt
 	if s.closed() {
 		return nil, store.ErrClosed
 	}
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
-	if q.AfterID > 0 {
-		add("id > ?", q.AfterID)
-	}
-	if q.User != "" {
-		add("username = ?", q.User)
-	}
-	if q.Tenant != "" {
-		add("tenant = ?", q.Tenant)
-	}
-	if q.Outcome != "" {
-		add("outcome = ?", q.Outcome)
-	}
-	if !q.Since.IsZero() {
-		add("time >= ?", clampNano(q.Since))
-	}
-	if !q.Until.IsZero() {
-		add("time < ?", clampNano(q.Until))
-	}
-	query := `SELECT id, time, username, tenant, remote, method, target, action, outcome, status, detail FROM audit`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
+	query := `SELECT ` + store.AuditColumns + ` FROM audit`
+	where, args := q.Where(func(int) string { return "?" })
+	if where != "" {
+		query += " WHERE " + where
 	}
 	query += " ORDER BY id LIMIT ?"
 	args = append(args, q.EffectiveLimit())
@@ -124,16 +98,4 @@ func (s *Store) AuditCount(ctx context.Context) (int64, error) {
 		return 0, s.readErr("count audit log", err)
 	}
 	return n, nil
-}
-
-// clampNano is t in nanoseconds since the epoch, saturating instead of
-// overflowing for times outside what int64 nanoseconds can hold.
-func clampNano(t time.Time) int64 {
-	switch {
-	case t.Before(time.Unix(0, -1<<63)):
-		return -1 << 63
-	case t.After(time.Unix(0, 1<<63-1)):
-		return 1<<63 - 1
-	}
-	return t.UnixNano()
 }

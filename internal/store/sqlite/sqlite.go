@@ -198,7 +198,7 @@ func (s *Store) Compositions(ctx context.Context) ([]*inventory.Composition, err
 		if err := rows.Scan(&version, &data); err != nil {
 			return nil, s.readErr("read compositions", err)
 		}
-		c, err := decode(version, data)
+		c, err := store.DecodeComposition(version, data)
 		if err != nil {
 			return nil, err
 		}
@@ -288,11 +288,11 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 	if s.closed() {
 		return store.ErrClosed
 	}
-	pp, err := preparePlan(p)
+	pp, err := store.Prepare(p)
 	if err != nil {
 		return err
 	}
-	if len(pp.puts) == 0 && len(pp.dels) == 0 && len(pp.audit) == 0 && len(pp.objs) == 0 && len(pp.checks) == 0 {
+	if pp.Empty() {
 		return nil
 	}
 	return s.submitRequest(ctx, &request{op: func(w *writer) error { return w.applyPlan(pp) }, intent: p.Intent})

@@ -215,96 +215,13 @@ func (w *writer) deleteObject(kind, id string) error {
 	return nil
 }
 
-// putOp is one composition of a plan, encoded before it reaches the writer.
-type putOp struct {
-	id      string
-	version int64
-	state   string
-	host    string
-	data    []byte
-	blocks  []string // Blocks ∪ Adding, without duplicates
-}
-
-// preparedPlan is a store.Plan checked and encoded by the caller's
-// goroutine, so that the writer only runs SQL.
-type preparedPlan struct {
-	puts   []putOp
-	dels   []store.Deletion
-	limits map[string]int
-	audit  []store.AuditEntry
-	objs   []store.ObjectChange
-	checks []store.ObjectRef
-}
-
-func preparePlan(p store.Plan) (*preparedPlan, error) {
-	pp := &preparedPlan{dels: p.Delete, limits: p.Limits, checks: p.Check}
-	for _, c := range p.Check {
-		if c.Kind == "" || c.ID == "" || c.Version < 0 {
-			return nil, errors.New("plan check: kind, ID and a version >= 0 are required")
-		}
-	}
-	for _, o := range p.Objects {
-		if o.Kind == "" || o.Object.ID == "" || o.Object.Version < 0 {
-			return nil, errors.New("plan object: kind, ID and a version >= 0 are required")
-		}
-		o.Object.Data = append([]byte{}, o.Object.Data...) // the caller may reuse its buffer
-		pp.objs = append(pp.objs, o)
-	}
-	for _, e := range p.Audit {
-		if err := e.Validate(); err != nil {
-			return nil, err
-		}
-		e.ID, e.Time = 0, e.Time.UTC()
-		pp.audit = append(pp.audit, e)
-	}
-	for _, d := range p.Delete {
-		if d.ID == "" {
-			return nil, errors.New("delete: empty composition ID")
-		}
-	}
-	for _, c := range p.Put {
-		switch {
-		case c == nil:
-			return nil, errors.New("put: nil composition")
-		case c.ID == "":
-			return nil, errors.New("put: empty composition ID")
-		case c.Version < 1:
-			return nil, fmt.Errorf("put composition %s: invalid version %d", c.ID, c.Version)
-		}
-		data, err := encode(c)
-		if err != nil {
-			return nil, err
-		}
-		op := putOp{id: c.ID, version: c.Version, state: string(c.State), host: c.Host, data: data}
-		seen := make(map[string]bool, len(c.Blocks)+len(c.Adding))
-		for _, list := range [][]string{c.Blocks, c.Adding} {
-			for _, b := range list {
-				if !seen[b] {
-					seen[b] = true
-					op.blocks = append(op.blocks, b)
-				}
-			}
-		}
-		pp.puts = append(pp.puts, op)
-	}
-	return pp, nil
-}
-
 // allocation is a block a plan adds to a composition.
 type allocation struct{ block, comp string }
 
-// limit is the most compositions block b may be in under pp.
-func (pp *preparedPlan) limit(b string) int {
-	if n := pp.limits[b]; n > 1 {
-		return n
-	}
-	return 1
-}
-
 // applyPlan runs pp's statements inside the current transaction. On error
 // the caller rolls back whatever it did.
-func (w *writer) applyPlan(pp *preparedPlan) error {
-	for _, d := range pp.dels {
+func (w *writer) applyPlan(pp *store.PreparedPlan) error {
+	for _, d := range pp.Deletes {
 		res, err := w.delComp.Exec(d.ID, d.Version)
 		if err != nil {
 			return fmt.Errorf("delete composition %s: %w", d.ID, err)
@@ -314,50 +231,50 @@ func (w *writer) applyPlan(pp *preparedPlan) error {
 		}
 	}
 	var added []allocation
-	for i := range pp.puts {
-		op := &pp.puts[i]
-		if op.version == 1 {
-			res, err := w.insComp.Exec(op.id, op.state, op.host, op.data)
+	for i := range pp.Puts {
+		op := &pp.Puts[i]
+		if op.Version == 1 {
+			res, err := w.insComp.Exec(op.ID, op.State, op.Host, op.Data)
 			if err != nil {
-				return fmt.Errorf("insert composition %s: %w", op.id, err)
+				return fmt.Errorf("insert composition %s: %w", op.ID, err)
 			}
 			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				return w.versionConflict("put", op.id, op.version, 0, err)
+				return w.versionConflict("put", op.ID, op.Version, 0, err)
 			}
-			for _, b := range op.blocks {
-				if _, err := w.insAlloc.Exec(b, op.id); err != nil {
-					return fmt.Errorf("allocate block %s to composition %s: %w", b, op.id, err)
+			for _, b := range op.Blocks {
+				if _, err := w.insAlloc.Exec(b, op.ID); err != nil {
+					return fmt.Errorf("allocate block %s to composition %s: %w", b, op.ID, err)
 				}
 			}
-			for _, b := range op.blocks {
-				added = append(added, allocation{b, op.id})
+			for _, b := range op.Blocks {
+				added = append(added, allocation{b, op.ID})
 			}
 			continue
 		}
-		res, err := w.updComp.Exec(op.version, op.state, op.host, op.data, op.id, op.version-1)
+		res, err := w.updComp.Exec(op.Version, op.State, op.Host, op.Data, op.ID, op.Version-1)
 		if err != nil {
-			return fmt.Errorf("update composition %s: %w", op.id, err)
+			return fmt.Errorf("update composition %s: %w", op.ID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return w.versionConflict("put", op.id, op.version, op.version-1, err)
+			return w.versionConflict("put", op.ID, op.Version, op.Version-1, err)
 		}
-		held, err := w.allocations(op.id)
+		held, err := w.allocations(op.ID)
 		if err != nil {
 			return err
 		}
-		for _, b := range op.blocks {
+		for _, b := range op.Blocks {
 			if held[b] {
 				delete(held, b)
 				continue
 			}
-			if _, err := w.insAlloc.Exec(b, op.id); err != nil {
-				return fmt.Errorf("allocate block %s to composition %s: %w", b, op.id, err)
+			if _, err := w.insAlloc.Exec(b, op.ID); err != nil {
+				return fmt.Errorf("allocate block %s to composition %s: %w", b, op.ID, err)
 			}
-			added = append(added, allocation{b, op.id})
+			added = append(added, allocation{b, op.ID})
 		}
 		for b := range held {
-			if _, err := w.delAlloc.Exec(b, op.id); err != nil {
-				return fmt.Errorf("release block %s from composition %s: %w", b, op.id, err)
+			if _, err := w.delAlloc.Exec(b, op.ID); err != nil {
+				return fmt.Errorf("release block %s from composition %s: %w", b, op.ID, err)
 			}
 		}
 	}
@@ -371,22 +288,22 @@ func (w *writer) applyPlan(pp *preparedPlan) error {
 		if err := w.countOf.QueryRow(a.block).Scan(&n); err != nil {
 			return fmt.Errorf("count compositions of block %s: %w", a.block, err)
 		}
-		if lim := pp.limit(a.block); n > lim {
+		if lim := pp.Limit(a.block); n > lim {
 			return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
 				a.comp, a.block, n, lim, store.ErrConflict)
 		}
 	}
-	for _, c := range pp.checks {
+	for _, c := range pp.Checks {
 		if err := w.checkObject(c.Kind, c.ID, c.Version); err != nil {
 			return err
 		}
 	}
-	for _, o := range pp.objs {
+	for _, o := range pp.Objects {
 		if err := w.changeObject(o); err != nil {
 			return err
 		}
 	}
-	for _, e := range pp.audit {
+	for _, e := range pp.Audit {
 		if _, err := w.appendAudit(e); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package sqlite
+package store
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"rackpool/internal/inventory"
 )
 
-// record is the JSON stored in compositions.data. Its field names are the
+// record is the JSON a backend stores for a composition (EncodeComposition). Its field names are the
 // on-disk format: rename a Go field freely, never a json tag. The version
 // lives only in its column.
 type record struct {
@@ -29,8 +29,9 @@ type record struct {
 	Step        string            `json:"step,omitempty"`
 }
 
-// encode returns the JSON for c, with its times in UTC.
-func encode(c *inventory.Composition) ([]byte, error) {
+// EncodeComposition returns the JSON a backend stores for c, with its
+// times in UTC. The version is not in it: backends keep it in a column.
+func EncodeComposition(c *inventory.Composition) ([]byte, error) {
 	var expires *time.Time
 	if !c.ExpiresAt.IsZero() {
 		t := c.ExpiresAt.UTC()
@@ -59,9 +60,10 @@ func encode(c *inventory.Composition) ([]byte, error) {
 	return b, nil
 }
 
-// decode rebuilds a composition from its row. Empty block lists come back
-// nil; times come back in UTC.
-func decode(version int64, data []byte) (*inventory.Composition, error) {
+// DecodeComposition rebuilds a composition from what EncodeComposition
+// wrote and its version. Empty block lists come back nil; times come back in
+// UTC.
+func DecodeComposition(version int64, data []byte) (*inventory.Composition, error) {
 	var r record
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, fmt.Errorf("decode composition: %w", err)

@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"rackpool/internal/store"
+)
+
+// AppendAudit adds e to the audit table, durably. The returned entry
+// carries the assigned ID and e.Time in UTC.
+func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return store.AuditEntry{}, err
+	}
+	if s.isClosed() {
+		return store.AuditEntry{}, store.ErrClosed
+	}
+	if err := e.Validate(); err != nil {
+		return store.AuditEntry{}, err
+	}
+	e.ID = 0
+	e.Time = e.Time.UTC()
+	var id int64
+	err := s.write(ctx, txn{do: func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		id, err = insertAudit(ctx, tx, e)
+		return err
+	}})
+	if err != nil {
+		return store.AuditEntry{}, err
+	}
+	e.ID = id
+	return e, nil
+}
+
+// insertAudit inserts e inside tx and returns its ID.
+func insertAudit(ctx context.Context, tx pgx.Tx, e store.AuditEntry) (int64, error) {
+	var id int64
+	err := tx.QueryRow(ctx, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("append audit entry: %w", err)
+	}
+	return id, nil
+}
+
+// Audit returns the entries q selects, ordered by ID.
+func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	query := `SELECT ` + store.AuditColumns + ` FROM audit`
+	where, args := q.Where(func(n int) string { return "$" + strconv.Itoa(n) })
+	if where != "" {
+		query += " WHERE " + where
+	}
+	args = append(args, q.EffectiveLimit())
+	query += " ORDER BY id LIMIT $" + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, s.readErr("read audit log", err)
+	}
+	defer rows.Close()
+	var out []store.AuditEntry
+	for rows.Next() {
+		var (
+			e  store.AuditEntry
+			ns int64
+		)
+		if err := rows.Scan(&e.ID, &ns, &e.User, &e.Tenant, &e.Remote, &e.Method,
+			&e.Target, &e.Action, &e.Outcome, &e.Status, &e.Detail); err != nil {
+			return nil, s.readErr("read audit log", err)
+		}
+		e.Time = time.Unix(0, ns).UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.readErr("read audit log", err)
+	}
+	return out, nil
+}
+
+// AuditCount returns how many entries the audit table holds.
+func (s *Store) AuditCount(ctx context.Context) (int64, error) {
+	if s.isClosed() {
+		return 0, store.ErrClosed
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM audit`).Scan(&n); err != nil {
+		return 0, s.readErr("count audit log", err)
+	}
+	return n, nil
+}
