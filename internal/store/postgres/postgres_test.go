@@ -3,14 +3,20 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
 	"rackpool/internal/store/storetest"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var (
@@ -99,4 +105,167 @@ func TestOpenRefusesBadURLs(t *testing.T) {
 			t.Errorf("Open(%q) = %v, want ErrURL", url, err)
 		}
 	}
+}
+
+// crashURLEnv, when set, makes TestCrashChild the child of the crash tests.
+const crashURLEnv = "RACKPOOL_POSTGRES_CRASH_URL"
+
+// TestCrashChild is the child process of TestCrash and TestServerCrash.
+func TestCrashChild(t *testing.T) {
+	url := os.Getenv(crashURLEnv)
+	if url == "" {
+		t.Skip("child of TestCrash only")
+	}
+	s, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	storetest.CrashChild(s)
+}
+
+// TestCrash kills (SIGKILL) a process that is applying plans and checks
+// that every change it acknowledged survived.
+func TestCrash(t *testing.T) {
+	srv := shared(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	storetest.Crash(t, storetest.CrashConfig{
+		ChildTest: "TestCrashChild",
+		Env:       crashURLEnv + "=" + url,
+		Open:      func(t *testing.T) store.Store { return openURL(t, url) },
+		Check:     func(t *testing.T) { checkConsistent(t, url) },
+	})
+}
+
+// TestServerCrash crashes the database server (pg_ctl stop -m immediate:
+// no checkpoint, recovery from the WAL at the next start) under a process
+// applying plans, then kills the process: every change acknowledged before
+// the crash must be there after recovery.
+func TestServerCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	srv := pgtest.Start(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	storetest.Crash(t, storetest.CrashConfig{
+		ChildTest: "TestCrashChild",
+		Env:       crashURLEnv + "=" + url,
+		Open:      func(t *testing.T) store.Store { return openURL(t, url) },
+		Check:     func(t *testing.T) { checkConsistent(t, url) },
+		Crash: func(t *testing.T) {
+			if err := srv.Stop("immediate"); err != nil {
+				t.Error(err)
+			}
+			if err := srv.Start(); err != nil {
+				t.Error(err)
+			}
+		},
+	})
+}
+
+// checkConsistent checks that the allocations table says exactly what the
+// stored compositions hold, reading both in one snapshot once the killed
+// child's sessions are gone.
+func checkConsistent(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions of the killed child still open", n)
+		}
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `SELECT composition_id, block_id FROM allocations ORDER BY composition_id, block_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string][]string{}
+	var c, b string
+	if _, err := pgx.ForEachRow(rows, []any{&c, &b}, func() error { held[c] = append(held[c], b); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = tx.Query(ctx, `SELECT version, data FROM compositions`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		version int64
+		data    []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&version, &data}, func() error {
+		c, err := store.DecodeComposition(version, data)
+		if err != nil {
+			return err
+		}
+		want := c.AllBlocks()
+		slices.Sort(want)
+		want = slices.Compact(want)
+		if got := held[c.ID]; !slices.Equal(got, want) {
+			t.Errorf("composition %s: allocations %v, holds %v", c.ID, got, want)
+		}
+		delete(held, c.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 0 {
+		t.Errorf("allocations of missing compositions: %v", held)
+	}
+}
+
+// TestOpenRefusesNewerSchema: a database migrated by a newer binary is
+// refused at Open with a clear error, and left as it was.
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	srv := shared(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	openURL(t, url).Close()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE schema_version SET version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = postgres.Open(ctx, url)
+	if !errors.Is(err, postgres.ErrNewerSchema) || !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("Open = %v, want ErrNewerSchema naming version 99", err)
+	}
+	if strings.Contains(err.Error(), srv.Password) {
+		t.Errorf("error shows the password: %v", err)
+	}
+	var v int
+	if err := conn.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil || v != 99 {
+		t.Fatalf("schema_version = %d, %v after the refused Open", v, err)
+	}
+}
+
+// TestOpenWrongPassword: a wrong password is refused without showing it.
+func TestOpenWrongPassword(t *testing.T) {
+	srv := shared(t)
+	url := strings.Replace(srv.URL(srv.Addr(), "postgres"), srv.Password, "not-the-password", 1)
+	_, err := postgres.Open(context.Background(), url)
+	if err == nil || strings.Contains(err.Error(), "not-the-password") {
+		t.Fatalf("Open with a wrong password = %v, want an error without the password", err)
+	}
+	t.Log(err)
 }

@@ -1,19 +1,15 @@
 package sqlite_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -320,8 +316,7 @@ func TestCloseWithPendingApplies(t *testing.T) {
 // crashDirEnv, when set, makes TestCrashChild the child of TestCrash.
 const crashDirEnv = "RACKPOOL_SQLITE_CRASH_DIR"
 
-// TestCrashChild is the child process of TestCrash: it applies plans from
-// several goroutines until it is killed, printing each acknowledged one.
+// TestCrashChild is the child process of TestCrash.
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashDirEnv)
 	if dir == "" {
@@ -332,56 +327,7 @@ func TestCrashChild(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	var mu sync.Mutex
-	ack := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		os.Stdout.WriteString(fmt.Sprintf(format, args...) + "\n")
-	}
-	ctx := context.Background()
-	fmt.Println("ready")
-	for w := range 8 {
-		go func() {
-			for i := 0; ; i++ {
-				id := fmt.Sprintf("p%d-w%d-%06d", os.Getpid(), w, i)
-				c := comp(id, "h-"+id, "b-"+id)
-				// Half the writers make the first record an intent: an
-				// acknowledged intent must survive the process's crash too.
-				if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Intent: w%2 == 0}); err != nil {
-					ack("error %s: %v", id, err)
-					return
-				}
-				ack("put %s 1", id)
-				c2 := c.Clone()
-				c2.Version = 2
-				c2.Adding = []string{"a-" + id}
-				if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c2}}); err != nil {
-					ack("error %s: %v", id, err)
-					return
-				}
-				ack("put %s 2", id)
-				if i%3 == 0 {
-					if err := s.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: 2}}}); err != nil {
-						ack("error %s: %v", id, err)
-						return
-					}
-					ack("del %s", id)
-				}
-			}
-		}()
-	}
-	go func() {
-		for i := 0; ; i++ {
-			target := fmt.Sprintf("/p%d/%06d", os.Getpid(), i)
-			e, err := s.AppendAudit(ctx, store.AuditEntry{Time: time.Now(), User: "crash", Target: target, Outcome: store.AuditSuccess})
-			if err != nil {
-				ack("error audit %s: %v", target, err)
-				return
-			}
-			ack("audit %d %s", e.ID, target)
-		}
-	}()
-	select {} // until killed
+	storetest.CrashChild(s)
 }
 
 // TestCrash kills a process that is applying plans and checks that every
@@ -391,133 +337,12 @@ func TestCrash(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	dir := t.TempDir()
-	for round := range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashDirEnv+"="+dir)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		type ackState struct {
-			version int64
-			deleted bool
-		}
-		acked := map[string]*ackState{}
-		auditAcked := map[int64]string{} // ID → target
-		lines := make(chan string)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
-		var (
-			kill  <-chan time.Time
-			count int
-		)
-		deadline := time.After(10 * time.Second)
-	read:
-		for {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					break read
-				}
-				f := strings.Fields(line)
-				switch {
-				case len(f) == 1 && f[0] == "ready":
-					kill = time.After(300 * time.Millisecond)
-				case len(f) == 3 && f[0] == "put":
-					v, _ := strconv.ParseInt(f[2], 10, 64)
-					if acked[f[1]] == nil {
-						acked[f[1]] = &ackState{}
-					}
-					acked[f[1]].version = v
-					count++
-				case len(f) == 3 && f[0] == "audit":
-					id, _ := strconv.ParseInt(f[1], 10, 64)
-					auditAcked[id] = f[2]
-					count++
-				case len(f) == 2 && f[0] == "del":
-					acked[f[1]].deleted = true
-					count++
-				case len(f) > 0 && f[0] == "error":
-					t.Errorf("child: %s", line)
-				}
-			case <-kill:
-				cmd.Process.Signal(syscall.SIGKILL)
-				kill = nil
-			case <-deadline:
-				cmd.Process.Signal(syscall.SIGKILL)
-				t.Fatal("child did not start in time")
-			}
-		}
-		err = cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("child exited with %v, want killed", err)
-		}
-		if count == 0 {
-			t.Fatal("child acknowledged nothing")
-		}
-		t.Logf("round %d: %d acknowledged plans", round, count)
-
-		checkConsistent(t, filepath.Join(dir, sqlite.FileName))
-		s := openAt(t, dir)
-		cs, err := s.Compositions(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		audited := map[int64]string{}
-		for q := (store.AuditQuery{Limit: store.MaxAuditLimit}); ; {
-			page, err := s.Audit(context.Background(), q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(page) == 0 {
-				break
-			}
-			for _, e := range page {
-				audited[e.ID] = e.Target
-			}
-			q.AfterID = page[len(page)-1].ID
-		}
-		s.Close()
-		if len(auditAcked) == 0 {
-			t.Error("child acknowledged no audit entry")
-		}
-		for id, target := range auditAcked {
-			if got, ok := audited[id]; !ok || got != target {
-				t.Errorf("audit entry %d (%s) acknowledged, stored %q, %v", id, target, got, ok)
-			}
-		}
-		stored := map[string]int64{}
-		for _, c := range cs {
-			stored[c.ID] = c.Version
-		}
-		for id, a := range acked {
-			v, ok := stored[id]
-			switch {
-			case a.deleted && ok:
-				t.Errorf("%s: deletion acknowledged but stored at version %d", id, v)
-			case a.deleted:
-			case !ok:
-				// Every third composition is deleted after version 2; that
-				// deletion may have committed without being acknowledged.
-				var pid, w, i int
-				fmt.Sscanf(id, "p%d-w%d-%d", &pid, &w, &i)
-				if a.version < 2 || i%3 != 0 {
-					t.Errorf("%s: version %d acknowledged but missing", id, a.version)
-				}
-			case v < a.version:
-				t.Errorf("%s: version %d acknowledged, %d stored", id, a.version, v)
-			}
-		}
-	}
+	storetest.Crash(t, storetest.CrashConfig{
+		ChildTest: "TestCrashChild",
+		Env:       crashDirEnv + "=" + dir,
+		Open:      func(t *testing.T) store.Store { return openAt(t, dir) },
+		Check:     func(t *testing.T) { checkConsistent(t, filepath.Join(dir, sqlite.FileName)) },
+	})
 }
 
 // TestIntentSkipsSync: a batch of intents alone is committed without an
