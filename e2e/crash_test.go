@@ -25,6 +25,12 @@ import (
 // composition that was not being decomposed survived with its blocks.
 func TestKillDuringComposeStorm(t *testing.T) {
 	skipShort(t)
+	killDuringComposeStorm(t)
+}
+
+// killDuringComposeStorm is TestKillDuringComposeStorm with serve's extra
+// flags (another store).
+func killDuringComposeStorm(t *testing.T, flags ...string) {
 	data := t.TempDir()
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
 	// 10 racks of 4 hosts: room for dozens of compositions at once.
@@ -33,7 +39,7 @@ func TestKillDuringComposeStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := 0; round < 2; round++ {
-		srv := start(t, data, env, "--topology", topo)
+		srv := start(t, data, env, append([]string{"--topology", topo}, flags...)...)
 		c := srv.client()
 		var (
 			mu         sync.Mutex
@@ -125,7 +131,7 @@ func TestKillDuringComposeStorm(t *testing.T) {
 		}
 		mu.Unlock()
 
-		srv = start(t, data, env, "--topology", topo)
+		srv = start(t, data, env, append([]string{"--topology", topo}, flags...)...)
 		c = srv.client()
 		t.Logf("round %d: recovery log: %d compositions rolled back", round, strings.Count(srv.stderr.String(), "rolled back"))
 		snap := take(t, c)

@@ -28,7 +28,6 @@ import (
 	"rackpool/internal/metrics"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
-	"rackpool/internal/store/sqlite"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
@@ -37,7 +36,8 @@ import (
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	data := fs.String("data", "./data", "state directory (SQLite database)")
+	data := fs.String("data", "./data", "state directory (SQLite database, TLS CA, fabric state)")
+	storeSpec := fs.String("store", os.Getenv("RACKPOOL_STORE"), "where the state lives: sqlite (the database in --data) or postgres://USER:PASSWORD@HOST:PORT/DATABASE (docs/ha.md); default $RACKPOOL_STORE, else sqlite")
 	topoFile := fs.String("topology", "", "topology file (default: the built-in example rack)")
 	fabricTime := fs.String("fabric-time", "real", "real: emulated fabrics take their modelled reconfiguration time; instant: they answer at once (benchmarks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -134,11 +134,11 @@ func runServe(args []string) error {
 	}
 
 	ctx := context.Background()
-	st, err := sqlite.Open(*data)
+	st, storeDesc, closeStore, err := openStore(ctx, *storeSpec, *data, log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeStore()
 	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD")})
 	if err != nil {
 		return fmt.Errorf("load accounts and sessions: %w", err)
@@ -254,7 +254,7 @@ func runServe(args []string) error {
 	}
 	srv.RegisterOnShutdown(bus.Close) // ends SSE streams
 	log.Info("rackpool serving", "url", scheme+"://"+ln.Addr().String()+"/redfish/v1", "console", scheme+"://"+ln.Addr().String()+console.Prefix, "topology", top.Name,
-		"hosts", len(top.Hosts), "blocks", len(top.Blocks), "data", *data, "fabric_time", *fabricTime,
+		"hosts", len(top.Hosts), "blocks", len(top.Blocks), "data", *data, "store", storeDesc, "fabric_time", *fabricTime,
 		"compositions", len(mgr.List()))
 
 	done := make(chan error, 1)
