@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
 )
 
@@ -97,4 +101,93 @@ func runServe(t *testing.T, data string, env []string, flags ...string) (string,
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestPostgresStandby: a standby replica takes over when the serving one
+// is paused (SIGSTOP) for longer than the lease, and the paused one, once
+// resumed (SIGCONT), commits nothing more and exits: its writes are fenced
+// by the leadership epoch.
+func TestPostgresStandby(t *testing.T) {
+	skipShort(t)
+	_, url := startPostgres(t)
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
+	a := start(t, t.TempDir(), env, "--store", url, "--fabric-time", "instant")
+	ctx := context.Background()
+	sys, err := a.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The standby waits without listening.
+	bAddr := freeAddr(t)
+	bData := t.TempDir()
+	b := &server{t: t, url: "https://" + bAddr, addr: bAddr, data: bData, ca: filepath.Join(bData, "tls", "ca.pem"), stderr: &syncBuffer{}}
+	b.cmd = exec.Command(binary, "serve", "--addr", bAddr, "--data", bData, "--store", url, "--fabric-time", "instant", "--standby")
+	b.cmd.Env = append(os.Environ(), env...)
+	b.cmd.Stderr = b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.kill)
+	waitLog(t, b, "standby: another replica serves this database", 20*time.Second)
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitLog(t, b, "rackpool serving", 30*time.Second)
+	t.Logf("standby took over %s after the SIGSTOP (lease %s)", time.Since(stopped).Round(time.Millisecond), postgres.DefaultLeaseTTL)
+	cfg, err := api.TLSConfig(b.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	if _, err := b.client().System(ctx, sys.ID); err != nil {
+		t.Fatalf("system %s on the replica that took over: %v", sys.ID, err)
+	}
+
+	// The old replica resumes: whatever it tries is refused, and it exits.
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	late, err := a.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
+	if err == nil {
+		t.Errorf("the resumed replica composed %s after another took over", late.ID)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- a.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("resumed replica exited with %v, want exit status 3", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the resumed replica did not exit:\n%s", a.stderr)
+	}
+	systems, err := b.client().Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range systems {
+		if s.SystemType == "Composed" {
+			ids = append(ids, s.ID)
+		}
+	}
+	if len(ids) != 1 || ids[0] != sys.ID {
+		t.Errorf("systems after the takeover: %v, want only %s", ids, sys.ID)
+	}
+	if !strings.Contains(a.stderr.String(), "exiting") {
+		t.Errorf("the resumed replica did not say why it exits:\n%s", a.stderr)
+	}
+}
+
+// waitLog waits until s has logged want.
+func waitLog(t *testing.T, s *server, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(s.stderr.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log within %s:\n%s", want, within, s.stderr)
+		}
+	}
 }

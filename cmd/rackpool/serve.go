@@ -38,6 +38,7 @@ func runServe(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	data := fs.String("data", "./data", "state directory (SQLite database, TLS CA, fabric state)")
 	storeSpec := fs.String("store", os.Getenv("RACKPOOL_STORE"), "where the state lives: sqlite (the database in --data) or postgres://USER:PASSWORD@HOST:PORT/DATABASE (docs/ha.md); default $RACKPOOL_STORE, else sqlite")
+	standby := fs.Bool("standby", false, "with a postgres:// --store: wait while another replica serves the database, and take over when it stops or falls silent (docs/ha.md)")
 	topoFile := fs.String("topology", "", "topology file (default: the built-in example rack)")
 	fabricTime := fs.String("fabric-time", "real", "real: emulated fabrics take their modelled reconfiguration time; instant: they answer at once (benchmarks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -134,7 +135,7 @@ func runServe(args []string) error {
 	}
 
 	ctx := context.Background()
-	st, storeDesc, closeStore, err := openStore(ctx, *storeSpec, *data, log)
+	st, storeDesc, closeStore, err := openStore(ctx, *storeSpec, *data, *standby, log)
 	if err != nil {
 		return err
 	}

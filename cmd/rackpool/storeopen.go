@@ -18,10 +18,15 @@ import (
 // openStore opens the store --store names: "" or "sqlite" for the SQLite
 // database in the data directory, or a postgres:// URL. It returns the
 // store, a description for logs (never a password) and a function that
-// releases the store (and, for PostgreSQL, the serving lock).
-func openStore(ctx context.Context, spec, data string, log *slog.Logger) (store.Store, string, func(), error) {
+// releases the store (and, for PostgreSQL, the lead). With PostgreSQL one
+// replica serves a database at a time; standby waits for it to stop (or
+// to fall silent for a lease) and then takes over.
+func openStore(ctx context.Context, spec, data string, standby bool, log *slog.Logger) (store.Store, string, func(), error) {
 	switch {
 	case spec == "" || spec == "sqlite":
+		if standby {
+			return nil, "", nil, errors.New("--standby needs a postgres:// --store: an SQLite database is served by one process on its own machine")
+		}
 		st, err := sqlite.Open(data)
 		if err != nil {
 			return nil, "", nil, err
@@ -34,18 +39,21 @@ func openStore(ctx context.Context, spec, data string, log *slog.Logger) (store.
 		}
 		host, _ := os.Hostname()
 		who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
-		lock, err := st.TryLock(ctx, postgres.ServeLock, who)
+		lead, err := st.Lead(ctx, serveRole, who, postgres.LeadOptions{Wait: standby, OnWait: func(leader string) {
+			log.Info("standby: another replica serves this database; waiting to take over", "leader", leader, "store", postgres.Redact(spec))
+		}})
 		if err != nil {
 			st.Close()
 			if errors.Is(err, postgres.ErrLocked) {
-				return nil, "", nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); this version serves one database from one replica at a time",
+				return nil, "", nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops",
 					postgres.Redact(spec), err)
 			}
 			return nil, "", nil, fmt.Errorf("--store: %w", err)
 		}
-		var held atomic.Pointer[postgres.SessionLock]
-		held.Store(lock)
-		go keepLock(st, &held, who, spec, log)
+		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
+		var held atomic.Pointer[postgres.Leadership]
+		held.Store(lead)
+		go keepLead(st, &held, who, spec, log)
 		release := func() {
 			if l := held.Swap(nil); l != nil {
 				l.Release()
@@ -58,11 +66,15 @@ func openStore(ctx context.Context, spec, data string, log *slog.Logger) (store.
 	}
 }
 
-// keepLock takes the serving lock again when its connection fails (the
-// database restarted, the network broke): the store's own calls fail
-// meanwhile, and are answered as errors. If another replica took the lock
-// in between, this one exits rather than write beside it.
-func keepLock(st *postgres.Store, held *atomic.Pointer[postgres.SessionLock], who, spec string, log *slog.Logger) {
+// serveRole is the leadership role of the replica serving a database.
+const serveRole = "serve"
+
+// keepLead takes the lead again when its session fails (the database
+// restarted, the network broke): the store's own calls fail meanwhile and
+// are answered as errors. If another replica led in between (the epoch
+// moved by more than one) or leads now, this process's state is stale and
+// it exits: its writes are fenced already.
+func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], who, spec string, log *slog.Logger) {
 	for {
 		l := held.Load()
 		if l == nil {
@@ -70,24 +82,31 @@ func keepLock(st *postgres.Store, held *atomic.Pointer[postgres.SessionLock], wh
 		}
 		<-l.Lost()
 		l.Release()
-		log.Warn("lost the connection holding the store's serving lock; taking it again", "store", postgres.Redact(spec))
-		for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		log.Warn("lost the session holding the lead of the store; taking it again", "store", postgres.Redact(spec), "epoch", l.Epoch)
+		for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 			time.Sleep(delay)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			nl, err := st.TryLock(ctx, postgres.ServeLock, who)
+			nl, err := st.Lead(ctx, serveRole, who, postgres.LeadOptions{})
 			cancel()
 			if errors.Is(err, postgres.ErrLocked) {
-				log.Error("another rackpool serve took the store's serving lock; exiting", "store", postgres.Redact(spec), "err", err)
+				log.Error("another rackpool serve leads the store now; exiting", "store", postgres.Redact(spec), "err", err)
 				os.Exit(3)
 			}
-			if err == nil {
-				if !held.CompareAndSwap(l, nl) {
-					nl.Release() // closed meanwhile
-					return
-				}
-				log.Info("serving lock taken again", "store", postgres.Redact(spec))
-				break
+			if err != nil {
+				continue
 			}
+			if nl.Epoch != l.Epoch+1 {
+				log.Error("another rackpool serve led the store meanwhile; exiting", "store", postgres.Redact(spec),
+					"epoch", l.Epoch, "now", nl.Epoch)
+				nl.Release()
+				os.Exit(3)
+			}
+			if !held.CompareAndSwap(l, nl) {
+				nl.Release() // closed meanwhile
+				return
+			}
+			log.Info("lead of the store taken again", "store", postgres.Redact(spec), "epoch", nl.Epoch)
+			break
 		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,6 +41,10 @@ const (
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  *pgxpool.Config
+
+	// fence, once this process leads (Lead), is the epoch every write
+	// checks.
+	fence atomic.Pointer[fence]
 
 	mu     sync.RWMutex
 	closed bool
@@ -74,6 +80,9 @@ func ParseURL(raw string) (*pgxpool.Config, error) {
 	// server's default: an acknowledged plan survives a crash of the
 	// database too.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// A paused or partitioned replica must not hold row locks (the
+	// leadership epoch's above all) for longer than a lease.
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(DefaultLeaseTTL.Milliseconds(), 10)
 	return cfg, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/inventory"
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
@@ -268,4 +269,89 @@ func TestOpenWrongPassword(t *testing.T) {
 		t.Fatalf("Open with a wrong password = %v, want an error without the password", err)
 	}
 	t.Log(err)
+}
+
+// TestLeadFencing: one session leads a role at a time; when the leader's
+// session ends, the next leader gets the next epoch and the old leader's
+// writes are refused with ErrFenced and change nothing.
+func TestLeadFencing(t *testing.T) {
+	srv := shared(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	ctx := context.Background()
+	a, b := openURL(t, url), openURL(t, url)
+	defer a.Close()
+	defer b.Close()
+	la, err := a.Lead(ctx, "serve", "replica-a", postgres.LeadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la.Epoch != 1 {
+		t.Errorf("first epoch = %d, want 1", la.Epoch)
+	}
+	_, err = b.Lead(ctx, "serve", "replica-b", postgres.LeadOptions{})
+	if !errors.Is(err, postgres.ErrLocked) || !strings.Contains(err.Error(), "replica-a") {
+		t.Fatalf("second Lead = %v, want ErrLocked naming replica-a", err)
+	}
+	if err := a.Apply(ctx, store.Plan{Put: []*inventory.Composition{{ID: "c1", Version: 1, State: inventory.Composed, Blocks: []string{"b1"}}}}); err != nil {
+		t.Fatalf("leader's Apply: %v", err)
+	}
+
+	// The leader's session ends (as the server ends a silent one); b,
+	// waiting, takes over with the next epoch.
+	got := make(chan *postgres.Leadership, 1)
+	go func() {
+		lb, err := b.Lead(ctx, "serve", "replica-b", postgres.LeadOptions{Wait: true, TTL: time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'replica-a'`); err != nil {
+		t.Fatal(err)
+	}
+	var lb *postgres.Leadership
+	select {
+	case lb = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take over")
+	}
+	if lb == nil {
+		t.Fatal("no leadership")
+	}
+	defer lb.Release()
+	if lb.Epoch != 2 {
+		t.Errorf("second epoch = %d, want 2", lb.Epoch)
+	}
+	select {
+	case <-la.Lost():
+	case <-time.After(5 * time.Second):
+		t.Error("the old leader was not told it lost the lead")
+	}
+	for _, err := range []error{
+		a.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: "c1", Version: 1}}}),
+		a.PutSetting(ctx, "k", "v"),
+		a.PutObject(ctx, "k", store.Object{ID: "o"}),
+	} {
+		if !errors.Is(err, postgres.ErrFenced) {
+			t.Errorf("old leader's write = %v, want ErrFenced", err)
+		}
+	}
+	if _, err := a.AppendAudit(ctx, store.AuditEntry{Time: time.Now(), User: "x", Outcome: store.AuditSuccess}); !errors.Is(err, postgres.ErrFenced) {
+		t.Errorf("old leader's AppendAudit = %v, want ErrFenced", err)
+	}
+	cs, err := b.Compositions(ctx)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("compositions after the fenced writes: %v, %v", cs, err)
+	}
+	if _, ok, _ := b.Setting(ctx, "k"); ok {
+		t.Error("a fenced PutSetting was stored")
+	}
+	if err := b.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: "c1", Version: 1}}}); err != nil {
+		t.Errorf("new leader's Apply: %v", err)
+	}
 }

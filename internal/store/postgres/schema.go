@@ -60,6 +60,12 @@ var migrations = []string{
 		at    timestamptz NOT NULL DEFAULT now()
 	);
 	CREATE INDEX changes_by_token ON changes (token);`,
+
+	// 2: leadership epochs (Lead), checked by every write of a leader.
+	`CREATE TABLE fence (
+		name  text COLLATE "C" PRIMARY KEY,
+		epoch bigint NOT NULL CHECK (epoch >= 1)
+	);`,
 }
 
 // migrationLock is the advisory lock key replicas starting together take,

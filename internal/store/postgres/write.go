@@ -77,6 +77,11 @@ func (s *Store) write(ctx context.Context, t txn) error {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback(context.Background())
+	if f := s.fence.Load(); f != nil {
+		if err := checkFence(ctx, tx, f); err != nil {
+			return err
+		}
+	}
 	if len(t.locks) > 0 {
 		// unnest yields the keys in array order, so every transaction takes
 		// its locks in ascending order: no deadlock among them.
