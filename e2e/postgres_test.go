@@ -153,6 +153,8 @@ func TestPostgresStandby(t *testing.T) {
 	late, err := a.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
 	if err == nil {
 		t.Errorf("the resumed replica composed %s after another took over", late.ID)
+	} else {
+		t.Logf("compose at the resumed replica: %v", err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- a.cmd.Wait() }()
@@ -189,5 +191,79 @@ func waitLog(t *testing.T, s *server, want string, within time.Duration) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in the log within %s:\n%s", want, within, s.stderr)
 		}
+	}
+}
+
+// TestPostgresRestart: PostgreSQL crashes (pg_ctl stop -m immediate) and
+// comes back under a serving replica. Requests fail while it is down and
+// change nothing; the replica takes its lead again (the next epoch, nobody
+// led in between) and serves; nothing acknowledged is lost.
+func TestPostgresRestart(t *testing.T) {
+	skipShort(t)
+	pg, url := startPostgres(t)
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
+	srv := start(t, t.TempDir(), env, "--store", url, "--fabric-time", "instant")
+	c := srv.client()
+	ctx := context.Background()
+	need := api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}}
+	before, err := c.Compose(ctx, need)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Stop("immediate"); err != nil {
+		t.Fatal(err)
+	}
+	if sys, err := c.Compose(ctx, need); err == nil {
+		t.Errorf("composed %s with the database down", sys.ID)
+	} else if ae, ok := err.(*api.Error); !ok || ae.Status != http.StatusServiceUnavailable {
+		t.Errorf("compose with the database down = %v, want 503 ServiceTemporarilyUnavailable", err)
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	up := time.Now()
+	var after *api.System
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if after, err = c.Compose(ctx, need); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compose succeeded within 30 s of the database's return: %v\n%s", err, srv.stderr)
+		}
+	}
+	t.Logf("first compose %s after the database came back", time.Since(up).Round(time.Millisecond))
+	waitLog(t, srv, "lead of the store taken again", 10*time.Second)
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range systems {
+		if s.SystemType == "Composed" {
+			got[s.ID] = true
+		}
+	}
+	if len(got) != 2 || !got[before.ID] || !got[after.ID] {
+		t.Errorf("systems after the restart: %v, want %s and %s", got, before.ID, after.ID)
+	}
+	// The replica's state and the store's agree: a fresh replica sees the
+	// same systems.
+	srv.kill()
+	srv = start(t, t.TempDir(), env, "--store", url, "--fabric-time", "instant")
+	systems, err = srv.client().Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range systems {
+		if s.SystemType == "Composed" {
+			n++
+			if !got[s.ID] {
+				t.Errorf("a fresh replica finds %s, which the old one did not have", s.ID)
+			}
+		}
+	}
+	if n != len(got) {
+		t.Errorf("a fresh replica finds %d systems, want %d", n, len(got))
 	}
 }

@@ -167,6 +167,12 @@ func translate(err error) *apiError {
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = err.Error()
 		return e
+	case errors.Is(err, store.ErrUnavailable):
+		// The database is unreachable, or this replica no longer leads:
+		// nothing was changed; a load balancer retries elsewhere.
+		return newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",
+			"The service is temporarily unavailable.  Retry in 1 seconds.", "1").
+			withResolution("The service's database is unreachable, or this replica no longer serves it; nothing was changed. Retry shortly.")
 	case errors.Is(err, store.ErrConflict):
 		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.")

@@ -138,4 +138,8 @@ var (
 	ErrConflict = errors.New("store: conflicting update")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrUnavailable: the store's database cannot be reached, or this
+	// process may no longer write to it (another replica leads); nothing
+	// was changed. Retry, here or at another replica.
+	ErrUnavailable = errors.New("store: unavailable")
 )

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"rackpool/internal/store"
 )
 
 // Errors of leadership.
@@ -16,7 +18,7 @@ var (
 	ErrLocked = errors.New("led by another session")
 	// ErrFenced: a write carried a leadership epoch that is no longer the
 	// current one: another session took the lead since.
-	ErrFenced = errors.New("store: fenced: this process no longer leads")
+	ErrFenced = fmt.Errorf("%w: fenced: this process no longer leads", store.ErrUnavailable)
 )
 
 // DefaultLeaseTTL is how long a leader may be silent (paused, partitioned,

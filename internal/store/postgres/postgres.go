@@ -149,6 +149,9 @@ func (s *Store) readErr(what string, err error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
+	if unreachable(err) {
+		return fmt.Errorf("%s: %v: %w", what, err, store.ErrUnavailable)
+	}
 	return fmt.Errorf("%s: %w", what, err)
 }
 

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,13 +71,13 @@ func (s *Store) write(ctx context.Context, t txn) error {
 
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("store: connect: %w", err)
+		return mapErr("connect", err)
 	}
 	defer conn.Release()
 	pid := conn.Conn().PgConn().PID()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return mapErr("begin", err)
 	}
 	defer tx.Rollback(context.Background())
 	if f := s.fence.Load(); f != nil {
@@ -157,19 +160,38 @@ func (s *Store) resolve(ctx context.Context, pid uint32, token []byte, commitErr
 }
 
 // mapErr turns PostgreSQL's serialization failures and deadlocks into
-// store.ErrConflict (re-read and retry), and wraps other errors.
+// store.ErrConflict (re-read and retry), a server that cannot be reached
+// or is shutting down into store.ErrUnavailable, and wraps other errors.
+// It is used before COMMIT only: there a failure changed nothing.
 func mapErr(what string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "40001", "40P01":
+		switch {
+		case pgErr.Code == "40001", pgErr.Code == "40P01":
 			return fmt.Errorf("store: %s: %s: %w", what, pgErr.Message, store.ErrConflict)
+		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"):
+			// Connection exceptions; admin shutdown, crash shutdown,
+			// cannot connect now.
+			return fmt.Errorf("store: %s: %s: %w", what, pgErr.Message, store.ErrUnavailable)
 		}
+	} else if unreachable(err) {
+		return fmt.Errorf("store: %s: %v: %w", what, err, store.ErrUnavailable)
 	}
 	if what == "" {
 		return err
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// unreachable reports whether err is a failure to reach the server (no
+// answer, a broken connection) rather than an answer.
+func unreachable(err error) bool {
+	var (
+		netErr  net.Error
+		connErr *pgconn.ConnectError
+	)
+	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
 }
 
 // Apply commits p atomically and durably, as store.Store documents, in one
