@@ -21,6 +21,7 @@ test: ui-check ## run every test (unit tests under -race, end-to-end tests incl.
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
 	$(GO) run ./bench/compose -seconds 0.2 > /dev/null
+	$(GO) run ./bench/compose -seconds 0.2 -large=false -store postgres > /dev/null
 	$(GO) build -o build/rackpool ./cmd/rackpool
 	$(GO) run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke \
 		$$(command -v memcached >/dev/null || echo -systems rackpool) > /dev/null

@@ -1,6 +1,6 @@
 // Command compose benchmarks rackpool's control plane: compose+decompose
-// latency and throughput through the Redfish HTTP API with durable SQLite
-// commits, on the example rack, on generated 10,000- and 100,000-block
+// latency and throughput through the Redfish HTTP API with durable
+// commits (SQLite, or PostgreSQL with -store postgres), on the example rack, on generated 10,000- and 100,000-block
 // topologies and on the P4-scale MONet pod (4,096 trays x 24 cards, 8
 // planes: 245,760 blocks); the control plane's start-up time and memory on
 // the large ones; and the pure scheduler's decisions per second. It prints
@@ -8,7 +8,7 @@
 // next to the fabrics' own (P1: 1 ms fastest drive switch; P4: 25 ms
 // optical circuit).
 //
-//	go run ./bench/compose [-seconds 5] [-clients 8] [-large=false]
+//	go run ./bench/compose [-seconds 5] [-clients 8] [-large=false] [-store postgres]
 //	    [-cpuprofile FILE] [-memprofile FILE]
 package main
 
@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"rackpool/api"
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
@@ -44,6 +46,9 @@ import (
 	"rackpool/internal/redfish"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
+	"rackpool/internal/store"
+	"rackpool/internal/store/postgres"
+	"rackpool/internal/store/postgres/pgtest"
 	"rackpool/internal/store/sqlite"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
@@ -56,7 +61,24 @@ func main() {
 	large := flag.Bool("large", true, "also run the 100,000-block and P4-scale topologies")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	memprofile := flag.String("memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
+	flag.StringVar(&storeKind, "store", "sqlite", "the control plane's store: sqlite (a file in a temporary directory) or postgres (a PostgreSQL server this benchmark starts in a temporary directory, one database per run)")
 	flag.Parse()
+	if storeKind != "sqlite" && storeKind != "postgres" {
+		log.Fatalf("-store: want sqlite or postgres, got %q", storeKind)
+	}
+	if storeKind == "postgres" {
+		bin, err := pgtest.Bin()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if pgServer, err = pgtest.New(bin); err != nil {
+			log.Fatal(err)
+		}
+		defer func() {
+			pgServer.Stop("fast")
+			os.RemoveAll(pgServer.Dir)
+		}()
+	}
 	dur := time.Duration(*seconds * float64(time.Second))
 	stopProfiles, err := profiling.Start(*cpuprofile, *memprofile)
 	if err != nil {
@@ -68,7 +90,7 @@ func main() {
 		}
 	}()
 
-	fmt.Printf("# rackpool compose benchmark\n\n%s, %d CPUs, %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
+	fmt.Printf("# rackpool compose benchmark\n\n%s, %d CPUs, %s, store %s\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), storeKind)
 	fmt.Println("| scenario | blocks | clients | pairs/s | compose p50 | compose p99 | decompose p50 | decompose p99 |")
 	fmt.Println("|---|---|---|---|---|---|---|---|")
 	rack := topology.LoadDefault()
@@ -209,10 +231,7 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := sqlite.Open(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
+	st := openStore(ctx, dir)
 	drivers, err := emulated.NewAll(top, clock.Instant{})
 	if err != nil {
 		log.Fatal(err)
@@ -247,6 +266,41 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 		st.Close()
 		os.RemoveAll(dir)
 	}}
+}
+
+// storeKind is -store; pgServer, with -store postgres, the server every
+// run gets a database on.
+var (
+	storeKind string
+	pgServer  *pgtest.Server
+	databases int
+)
+
+// openStore opens the run's store: SQLite in dir, or a new database on
+// pgServer.
+func openStore(ctx context.Context, dir string) store.Store {
+	if storeKind == "sqlite" {
+		st, err := sqlite.Open(dir)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return st
+	}
+	databases++
+	db := fmt.Sprintf("bench_%d", databases)
+	conn, err := pgx.Connect(ctx, pgServer.URL(pgServer.Addr(), "postgres"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		log.Fatal(err)
+	}
+	st, err := postgres.Open(ctx, pgServer.URL(pgServer.Addr(), db))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return st
 }
 
 // runAPI starts a real server (SQLite in a temporary directory, emulated
