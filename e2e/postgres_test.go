@@ -119,17 +119,7 @@ func TestPostgresStandby(t *testing.T) {
 	}
 
 	// The standby waits without listening.
-	bAddr := freeAddr(t)
-	bData := t.TempDir()
-	b := &server{t: t, url: "https://" + bAddr, addr: bAddr, data: bData, ca: filepath.Join(bData, "tls", "ca.pem"), stderr: &syncBuffer{}}
-	b.cmd = exec.Command(binary, "serve", "--addr", bAddr, "--data", bData, "--store", url, "--fabric-time", "instant", "--standby")
-	b.cmd.Env = append(os.Environ(), env...)
-	b.cmd.Stderr = b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.kill)
-	waitLog(t, b, "standby: another replica serves this database", 20*time.Second)
+	b := startStandby(t, url, env)
 
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -137,11 +127,6 @@ func TestPostgresStandby(t *testing.T) {
 	stopped := time.Now()
 	waitLog(t, b, "rackpool serving", 30*time.Second)
 	t.Logf("standby took over %s after the SIGSTOP (lease %s)", time.Since(stopped).Round(time.Millisecond), postgres.DefaultLeaseTTL)
-	cfg, err := api.TLSConfig(b.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
 	if _, err := b.client().System(ctx, sys.ID); err != nil {
 		t.Fatalf("system %s on the replica that took over: %v", sys.ID, err)
 	}
@@ -182,6 +167,40 @@ func TestPostgresStandby(t *testing.T) {
 	if !strings.Contains(a.stderr.String(), "exiting") {
 		t.Errorf("the resumed replica did not say why it exits:\n%s", a.stderr)
 	}
+
+	// kill -9 of the serving replica: the kernel closes its sessions, so a
+	// standby takes over without waiting for the lease.
+	c := startStandby(t, url, env)
+	b.kill()
+	killed := time.Now()
+	waitLog(t, c, "rackpool serving", 30*time.Second)
+	t.Logf("standby took over %s after a kill -9", time.Since(killed).Round(time.Millisecond))
+	if _, err := c.client().System(ctx, sys.ID); err != nil {
+		t.Fatalf("system %s on the third replica: %v", sys.ID, err)
+	}
+}
+
+// startStandby starts serve --standby on url and waits until it says it
+// is waiting. Its client is usable once it logs "rackpool serving".
+func startStandby(t *testing.T, url string, env []string) *server {
+	t.Helper()
+	addr, data := freeAddr(t), t.TempDir()
+	s := &server{t: t, url: "https://" + addr, addr: addr, data: data, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
+	s.cmd = exec.Command(binary, "serve", "--addr", addr, "--data", data, "--store", url, "--fabric-time", "instant", "--standby")
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.kill)
+	waitLog(t, s, "standby: another replica serves this database", 20*time.Second)
+	// Its CA exists from the start (serve makes it before waiting).
+	cfg, err := api.TLSConfig(s.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	return s
 }
 
 // waitLog waits until s has logged want.
