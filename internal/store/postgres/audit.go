@@ -26,11 +26,7 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.Audi
 	e.ID = 0
 	e.Time = e.Time.UTC()
 	var id int64
-	err := s.write(ctx, txn{do: func(ctx context.Context, tx pgx.Tx) error {
-		var err error
-		id, err = insertAudit(ctx, tx, e)
-		return err
-	}})
+	err := s.write(ctx, txn{queue: func(b *pgx.Batch) { queueAudit(b, e, &id) }})
 	if err != nil {
 		return store.AuditEntry{}, err
 	}
@@ -38,16 +34,22 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.Audi
 	return e, nil
 }
 
-// insertAudit inserts e inside tx and returns its ID.
-func insertAudit(ctx context.Context, tx pgx.Tx, e store.AuditEntry) (int64, error) {
-	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
+// queueAudit queues the insertion of e, storing its ID in id if id is not
+// nil.
+func queueAudit(b *pgx.Batch, e store.AuditEntry, id *int64) {
+	b.Queue(`INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-		e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("append audit entry: %w", err)
-	}
-	return id, nil
+		e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail).
+		QueryRow(func(row pgx.Row) error {
+			var n int64
+			if err := row.Scan(&n); err != nil {
+				return fmt.Errorf("append audit entry: %w", err)
+			}
+			if id != nil {
+				*id = n
+			}
+			return nil
+		})
 }
 
 // Audit returns the entries q selects, ordered by ID.

@@ -178,12 +178,12 @@ type fence struct {
 	epoch int64
 }
 
-// checkFence fails with ErrFenced unless the role's epoch is still this
-// store's. It reads the epoch row FOR SHARE: a new leader's increment
-// waits for tx to end.
-func checkFence(ctx context.Context, tx pgx.Tx, f *fence) error {
+// checkFence fails with ErrFenced unless the role's epoch, read from row
+// (SELECT epoch FROM fence … FOR SHARE: a new leader's increment waits
+// for the transaction to end), is still f's.
+func checkFence(row pgx.Row, f *fence) error {
 	var epoch int64
-	if err := tx.QueryRow(ctx, `SELECT epoch FROM fence WHERE name = $1 FOR SHARE`, f.name).Scan(&epoch); err != nil {
+	if err := row.Scan(&epoch); err != nil {
 		return fmt.Errorf("store: read the leadership epoch: %w", err)
 	}
 	if epoch != f.epoch {

@@ -27,13 +27,23 @@ const (
 // NotifyChannel is the channel every commit that changes a record notifies.
 const NotifyChannel = "rackpool_changes"
 
-// txn is one write: the advisory locks it takes first, what it does, and the
-// changes it logs.
+// txn is one write: the advisory locks it takes first, the statements it
+// queues (each with a callback that checks its outcome), and the changes
+// it logs.
 type txn struct {
 	locks   []int64
 	changes [][2]string // kind, id
-	do      func(ctx context.Context, tx pgx.Tx) error
+	queue   func(b *pgx.Batch)
 }
+
+// conflict is a failed version check found by a statement's callback; the
+// message, with the stored version, is written after the rollback.
+type conflict struct {
+	kind, verb, id string
+	version, want  int64 // the version the plan writes, and expected to find (0: none)
+}
+
+func (c *conflict) Error() string { return "version conflict" }
 
 // lockKey is the advisory lock key of a block or an object: 64 bits of FNV-1a
 // over a prefix and the name. Two names that collide share a lock, which
@@ -75,41 +85,45 @@ func (s *Store) write(ctx context.Context, t txn) error {
 	}
 	defer conn.Release()
 	pid := conn.Conn().PgConn().PID()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return mapErr("begin", err)
-	}
-	defer tx.Rollback(context.Background())
+
+	// The whole transaction but COMMIT goes in one pipelined batch: one
+	// round trip, whatever the plan holds. A statement's failure makes the
+	// server skip the rest; a callback's (a version check) only stops the
+	// commit.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	if f := s.fence.Load(); f != nil {
-		if err := checkFence(ctx, tx, f); err != nil {
-			return err
-		}
+		b.Queue(`SELECT epoch FROM fence WHERE name = $1 FOR SHARE`, f.name).QueryRow(func(row pgx.Row) error {
+			return checkFence(row, f)
+		})
 	}
 	if len(t.locks) > 0 {
 		// unnest yields the keys in array order, so every transaction takes
 		// its locks in ascending order: no deadlock among them.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, t.locks); err != nil {
-			return mapErr("lock", err)
-		}
+		b.Queue(`SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k`, t.locks)
 	}
-	if err := t.do(ctx, tx); err != nil {
-		return mapErr("", err)
-	}
+	t.queue(b)
 	if len(t.changes) > 0 {
 		kinds := make([]string, len(t.changes))
 		ids := make([]string, len(t.changes))
 		for i, c := range t.changes {
 			kinds[i], ids[i] = c[0], c[1]
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO changes (kind, id, token) SELECT k, i, $3 FROM unnest($1::text[], $2::text[]) AS u(k, i)`,
-			kinds, ids, token); err != nil {
-			return mapErr("log changes", err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
-			return mapErr("notify", err)
-		}
+		b.Queue(`INSERT INTO changes (kind, id, token) SELECT k, i, $3 FROM unnest($1::text[], $2::text[]) AS u(k, i)`,
+			kinds, ids, token)
+		b.Queue(`SELECT pg_notify($1, '')`, NotifyChannel)
 	}
-	err = tx.Commit(ctx)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(ctx) // in an unknown state: not back to the pool
+		}
+		var c *conflict
+		if errors.As(err, &c) {
+			return s.explain(ctx, c)
+		}
+		return mapErr("", err)
+	}
+	_, err = conn.Exec(ctx, "COMMIT")
 	if err == nil {
 		return nil
 	}
@@ -120,6 +134,34 @@ func (s *Store) write(ctx context.Context, t txn) error {
 	// The connection failed during COMMIT: the server may or may not have
 	// committed. Find out before answering.
 	return s.resolve(ctx, pid, token, err)
+}
+
+// explain turns a failed version check into store.ErrConflict with the
+// version stored now.
+func (s *Store) explain(ctx context.Context, c *conflict) error {
+	var stored int64
+	var err error
+	if c.kind == KindComposition {
+		err = s.pool.QueryRow(ctx, `SELECT COALESCE((SELECT version FROM compositions WHERE id = $1), 0)`, c.id).Scan(&stored)
+	} else {
+		err = s.pool.QueryRow(ctx, `SELECT COALESCE((SELECT version FROM objects WHERE kind = $1 AND id = $2), 0)`, c.kind, c.id).Scan(&stored)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s %s: %w (reading its version: %v)", c.verb, c.kind, c.id, store.ErrConflict, err)
+	}
+	if c.kind != KindComposition {
+		return fmt.Errorf("%s %s %s: stored at version %d, the plan expects %d: %w", c.verb, c.kind, c.id, stored, c.want, store.ErrConflict)
+	}
+	switch {
+	case stored == 0:
+		return fmt.Errorf("%s composition %s version %d: not stored: %w", c.verb, c.id, c.version, store.ErrConflict)
+	case c.want == 0:
+		return fmt.Errorf("%s composition %s version %d: already stored at version %d: %w",
+			c.verb, c.id, c.version, stored, store.ErrConflict)
+	default:
+		return fmt.Errorf("%s composition %s version %d: stored at version %d, want %d: %w",
+			c.verb, c.id, c.version, stored, c.want, store.ErrConflict)
+	}
 }
 
 // resolve decides an in-doubt commit: it ends the backend that ran it (or
@@ -212,7 +254,7 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 	if pp.Empty() {
 		return nil
 	}
-	t := txn{do: func(ctx context.Context, tx pgx.Tx) error { return applyPlan(ctx, tx, pp) }}
+	t := txn{queue: func(b *pgx.Batch) { queuePlan(b, pp) }}
 	for _, op := range pp.Puts {
 		for _, b := range op.Blocks {
 			t.locks = append(t.locks, lockKey("block", b))
@@ -234,13 +276,9 @@ func (s *Store) Apply(ctx context.Context, p store.Plan) error {
 
 // PutSetting stores value under key, replacing any previous value, durably.
 func (s *Store) PutSetting(ctx context.Context, key, value string) error {
-	return s.write(ctx, txn{changes: [][2]string{{KindSetting, key}}, do: func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2)
+	return s.write(ctx, txn{changes: [][2]string{{KindSetting, key}}, queue: func(b *pgx.Batch) {
+		b.Queue(`INSERT INTO settings (key, value) VALUES ($1, $2)
 			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, []byte(value))
-		if err != nil {
-			return fmt.Errorf("put setting %s: %w", key, err)
-		}
-		return nil
 	}})
 }
 
@@ -253,8 +291,8 @@ func (s *Store) PutObject(ctx context.Context, kind string, o store.Object) erro
 	return s.write(ctx, txn{
 		locks:   []int64{lockKey("object", kind, o.ID)},
 		changes: [][2]string{{kind, o.ID}},
-		do: func(ctx context.Context, tx pgx.Tx) error {
-			return changeObject(ctx, tx, store.ObjectChange{Kind: kind, Object: store.Object{ID: o.ID, Data: o.Data}})
+		queue: func(b *pgx.Batch) {
+			queueObject(b, store.ObjectChange{Kind: kind, Object: store.Object{ID: o.ID, Data: o.Data}})
 		},
 	})
 }
@@ -264,200 +302,121 @@ func (s *Store) DeleteObject(ctx context.Context, kind, id string) error {
 	return s.write(ctx, txn{
 		locks:   []int64{lockKey("object", kind, id)},
 		changes: [][2]string{{kind, id}},
-		do: func(ctx context.Context, tx pgx.Tx) error {
-			return changeObject(ctx, tx, store.ObjectChange{Kind: kind, Object: store.Object{ID: id}, Delete: true})
+		queue: func(b *pgx.Batch) {
+			queueObject(b, store.ObjectChange{Kind: kind, Object: store.Object{ID: id}, Delete: true})
 		},
 	})
 }
 
-// applyPlan runs pp's statements inside tx. Every block a put holds is
-// locked (write took the advisory locks), so counting a block's holders
+// rowsAffected returns a callback that fails with c unless a statement
+// changed exactly one row.
+func rowsAffected(c *conflict) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() != 1 {
+			return c
+		}
+		return nil
+	}
+}
+
+// queuePlan queues pp's statements. Every block a put holds is locked
+// (write queued the advisory locks first), so counting a block's holders
 // sees every transaction that added it and committed before.
-func applyPlan(ctx context.Context, tx pgx.Tx, pp *store.PreparedPlan) error {
+func queuePlan(b *pgx.Batch, pp *store.PreparedPlan) {
 	for _, d := range pp.Deletes {
-		tag, err := tx.Exec(ctx, `DELETE FROM compositions WHERE id = $1 AND version = $2`, d.ID, d.Version)
-		if err != nil {
-			return fmt.Errorf("delete composition %s: %w", d.ID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return versionConflict(ctx, tx, "delete", d.ID, d.Version, d.Version)
-		}
+		b.Queue(`DELETE FROM compositions WHERE id = $1 AND version = $2`, d.ID, d.Version).
+			Exec(rowsAffected(&conflict{kind: KindComposition, verb: "delete", id: d.ID, version: d.Version, want: d.Version}))
 	}
 	type allocation struct{ block, comp string }
-	var added []allocation
+	var (
+		added []allocation
+		all   []string
+	)
 	for i := range pp.Puts {
 		op := &pp.Puts[i]
-		var fresh []string
 		if op.Version == 1 {
-			tag, err := tx.Exec(ctx, `INSERT INTO compositions (id, version, state, host, data) VALUES ($1, 1, $2, $3, $4)
-				ON CONFLICT (id) DO NOTHING`, op.ID, op.State, op.Host, op.Data)
-			if err != nil {
-				return fmt.Errorf("insert composition %s: %w", op.ID, err)
-			}
-			if tag.RowsAffected() == 0 {
-				return versionConflict(ctx, tx, "put", op.ID, op.Version, 0)
-			}
-			fresh = op.Blocks
+			b.Queue(`INSERT INTO compositions (id, version, state, host, data) VALUES ($1, 1, $2, $3, $4)
+				ON CONFLICT (id) DO NOTHING`, op.ID, op.State, op.Host, op.Data).
+				Exec(rowsAffected(&conflict{kind: KindComposition, verb: "put", id: op.ID, version: 1}))
 		} else {
-			tag, err := tx.Exec(ctx, `UPDATE compositions SET version = $1, state = $2, host = $3, data = $4
-				WHERE id = $5 AND version = $6`, op.Version, op.State, op.Host, op.Data, op.ID, op.Version-1)
-			if err != nil {
-				return fmt.Errorf("update composition %s: %w", op.ID, err)
-			}
-			if tag.RowsAffected() == 0 {
-				return versionConflict(ctx, tx, "put", op.ID, op.Version, op.Version-1)
-			}
-			// Release what the new version no longer holds; add what it
-			// newly holds.
-			if _, err := tx.Exec(ctx, `DELETE FROM allocations WHERE composition_id = $1 AND NOT (block_id = ANY($2::text[]))`,
-				op.ID, op.Blocks); err != nil {
-				return fmt.Errorf("release blocks of composition %s: %w", op.ID, err)
-			}
-			rows, err := tx.Query(ctx, `SELECT b FROM unnest($2::text[]) AS b
-				WHERE NOT EXISTS (SELECT 1 FROM allocations WHERE composition_id = $1 AND block_id = b)`, op.ID, op.Blocks)
-			if err != nil {
-				return fmt.Errorf("read blocks of composition %s: %w", op.ID, err)
-			}
-			fresh, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return fmt.Errorf("read blocks of composition %s: %w", op.ID, err)
-			}
+			b.Queue(`UPDATE compositions SET version = $1, state = $2, host = $3, data = $4
+				WHERE id = $5 AND version = $6`, op.Version, op.State, op.Host, op.Data, op.ID, op.Version-1).
+				Exec(rowsAffected(&conflict{kind: KindComposition, verb: "put", id: op.ID, version: op.Version, want: op.Version - 1}))
+			// Release what the new version no longer holds.
+			b.Queue(`DELETE FROM allocations WHERE composition_id = $1 AND NOT (block_id = ANY($2::text[]))`, op.ID, op.Blocks)
 		}
-		if len(fresh) > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO allocations (block_id, composition_id) SELECT b, $2 FROM unnest($1::text[]) AS b`,
-				fresh, op.ID); err != nil {
-				return fmt.Errorf("allocate blocks to composition %s: %w", op.ID, err)
+		// Hold what it newly holds; RETURNING names those blocks.
+		id := op.ID
+		b.Queue(`INSERT INTO allocations (block_id, composition_id) SELECT b, $2 FROM unnest($1::text[]) AS b
+			ON CONFLICT DO NOTHING RETURNING block_id`, op.Blocks, op.ID).Query(func(rows pgx.Rows) error {
+			fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, blk := range fresh {
+				added = append(added, allocation{blk, id})
 			}
-		}
-		for _, b := range fresh {
-			added = append(added, allocation{b, op.ID})
-		}
+			return err
+		})
+		all = append(all, op.Blocks...)
 	}
-	if len(added) > 0 {
-		blocks := make([]string, 0, len(added))
-		for _, a := range added {
-			blocks = append(blocks, a.block)
-		}
-		rows, err := tx.Query(ctx, `SELECT block_id, COUNT(*) FROM allocations WHERE block_id = ANY($1::text[]) GROUP BY block_id`, blocks)
-		if err != nil {
-			return fmt.Errorf("count compositions of blocks: %w", err)
-		}
-		counts := map[string]int{}
-		var (
-			b string
-			n int
-		)
-		_, err = pgx.ForEachRow(rows, []any{&b, &n}, func() error { counts[b] = n; return nil })
-		if err != nil {
-			return fmt.Errorf("count compositions of blocks: %w", err)
-		}
-		for _, a := range added {
-			if n, lim := counts[a.block], pp.Limit(a.block); n > lim {
-				return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
-					a.comp, a.block, n, lim, store.ErrConflict)
-			}
-		}
+	if len(all) > 0 {
+		b.Queue(`SELECT block_id, COUNT(*) FROM allocations WHERE block_id = ANY($1::text[]) GROUP BY block_id`, all).
+			Query(func(rows pgx.Rows) error {
+				counts := map[string]int{}
+				var (
+					blk string
+					n   int
+				)
+				if _, err := pgx.ForEachRow(rows, []any{&blk, &n}, func() error { counts[blk] = n; return nil }); err != nil {
+					return fmt.Errorf("count compositions of blocks: %w", err)
+				}
+				for _, a := range added {
+					if n, lim := counts[a.block], pp.Limit(a.block); n > lim {
+						return fmt.Errorf("put composition %s: block %s would be in %d compositions, limit %d: %w",
+							a.comp, a.block, n, lim, store.ErrConflict)
+					}
+				}
+				return nil
+			})
 	}
 	for _, c := range pp.Checks {
-		v, err := objectVersion(ctx, tx, c.Kind, c.ID)
-		if err != nil {
-			return err
-		}
-		if v != c.Version {
-			return fmt.Errorf("%s %s is at version %d, the plan expects %d: %w", c.Kind, c.ID, v, c.Version, store.ErrConflict)
-		}
+		b.Queue(`SELECT COALESCE((SELECT version FROM objects WHERE kind = $1 AND id = $2), 0)`, c.Kind, c.ID).
+			QueryRow(func(row pgx.Row) error {
+				var v int64
+				if err := row.Scan(&v); err != nil {
+					return fmt.Errorf("read version of %s %s: %w", c.Kind, c.ID, err)
+				}
+				if v != c.Version {
+					return fmt.Errorf("%s %s is at version %d, the plan expects %d: %w", c.Kind, c.ID, v, c.Version, store.ErrConflict)
+				}
+				return nil
+			})
 	}
 	for _, o := range pp.Objects {
-		if err := changeObject(ctx, tx, o); err != nil {
-			return err
-		}
+		queueObject(b, o)
 	}
 	for _, e := range pp.Audit {
-		if _, err := insertAudit(ctx, tx, e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// versionConflict explains why a put or delete of id matched no row, as
-// ErrConflict with the stored version. want is the version the plan
-// expected to find stored (0: none).
-func versionConflict(ctx context.Context, tx pgx.Tx, verb, id string, version, want int64) error {
-	var stored int64
-	switch err := tx.QueryRow(ctx, `SELECT version FROM compositions WHERE id = $1`, id).Scan(&stored); {
-	case errors.Is(err, pgx.ErrNoRows):
-		stored = 0
-	case err != nil:
-		return fmt.Errorf("%s composition %s: read version: %w", verb, id, err)
-	}
-	switch {
-	case stored == 0:
-		return fmt.Errorf("%s composition %s version %d: not stored: %w", verb, id, version, store.ErrConflict)
-	case want == 0:
-		return fmt.Errorf("%s composition %s version %d: already stored at version %d: %w",
-			verb, id, version, stored, store.ErrConflict)
-	default:
-		return fmt.Errorf("%s composition %s version %d: stored at version %d, want %d: %w",
-			verb, id, version, stored, want, store.ErrConflict)
+		queueAudit(b, e, nil)
 	}
 }
 
-// objectVersion returns the stored version of an object, 0 if absent.
-func objectVersion(ctx context.Context, tx pgx.Tx, kind, id string) (int64, error) {
-	var v int64
-	switch err := tx.QueryRow(ctx, `SELECT version FROM objects WHERE kind = $1 AND id = $2`, kind, id).Scan(&v); {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, nil
-	case err != nil:
-		return 0, fmt.Errorf("read version of %s %s: %w", kind, id, err)
-	}
-	return v, nil
-}
-
-// changeObject applies one ObjectChange inside tx, as store.ObjectChange
-// documents.
-func changeObject(ctx context.Context, tx pgx.Tx, o store.ObjectChange) error {
+// queueObject queues one ObjectChange, as store.ObjectChange documents.
+func queueObject(b *pgx.Batch, o store.ObjectChange) {
 	kind, ob := o.Kind, o.Object
-	var (
-		tag  pgconn.CommandTag
-		err  error
-		verb string
-		want int64
-	)
 	switch {
 	case o.Delete && ob.Version == 0:
-		if _, err := tx.Exec(ctx, `DELETE FROM objects WHERE kind = $1 AND id = $2`, kind, ob.ID); err != nil {
-			return fmt.Errorf("delete %s %s: %w", kind, ob.ID, err)
-		}
-		return nil
+		b.Queue(`DELETE FROM objects WHERE kind = $1 AND id = $2`, kind, ob.ID)
 	case o.Delete:
-		verb, want = "delete", ob.Version
-		tag, err = tx.Exec(ctx, `DELETE FROM objects WHERE kind = $1 AND id = $2 AND version = $3`, kind, ob.ID, ob.Version)
+		b.Queue(`DELETE FROM objects WHERE kind = $1 AND id = $2 AND version = $3`, kind, ob.ID, ob.Version).
+			Exec(rowsAffected(&conflict{kind: kind, verb: "delete", id: ob.ID, version: ob.Version, want: ob.Version}))
 	case ob.Version == 0:
-		if _, err := tx.Exec(ctx, `INSERT INTO objects (kind, id, data) VALUES ($1, $2, $3)
-			ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data, version = objects.version + 1`, kind, ob.ID, ob.Data); err != nil {
-			return fmt.Errorf("put %s %s: %w", kind, ob.ID, err)
-		}
-		return nil
+		b.Queue(`INSERT INTO objects (kind, id, data) VALUES ($1, $2, $3)
+			ON CONFLICT (kind, id) DO UPDATE SET data = excluded.data, version = objects.version + 1`, kind, ob.ID, ob.Data)
 	case ob.Version == 1:
-		verb, want = "create", 0
-		tag, err = tx.Exec(ctx, `INSERT INTO objects (kind, id, data, version) VALUES ($1, $2, $3, 1)
-			ON CONFLICT (kind, id) DO NOTHING`, kind, ob.ID, ob.Data)
+		b.Queue(`INSERT INTO objects (kind, id, data, version) VALUES ($1, $2, $3, 1)
+			ON CONFLICT (kind, id) DO NOTHING`, kind, ob.ID, ob.Data).
+			Exec(rowsAffected(&conflict{kind: kind, verb: "create", id: ob.ID, version: 1}))
 	default:
-		verb, want = "update", ob.Version-1
-		tag, err = tx.Exec(ctx, `UPDATE objects SET data = $1, version = $2 WHERE kind = $3 AND id = $4 AND version = $5`,
-			ob.Data, ob.Version, kind, ob.ID, ob.Version-1)
+		b.Queue(`UPDATE objects SET data = $1, version = $2 WHERE kind = $3 AND id = $4 AND version = $5`,
+			ob.Data, ob.Version, kind, ob.ID, ob.Version-1).
+			Exec(rowsAffected(&conflict{kind: kind, verb: "update", id: ob.ID, version: ob.Version, want: ob.Version - 1}))
 	}
-	if err != nil {
-		return fmt.Errorf("%s %s %s: %w", verb, kind, ob.ID, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	v, err := objectVersion(ctx, tx, kind, ob.ID)
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("%s %s %s: stored at version %d, the plan expects %d: %w", verb, kind, ob.ID, v, want, store.ErrConflict)
 }
