@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -353,5 +354,99 @@ func TestLeadFencing(t *testing.T) {
 	}
 	if err := b.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: "c1", Version: 1}}}); err != nil {
 		t.Errorf("new leader's Apply: %v", err)
+	}
+}
+
+// TestFeed: the change log names every record a commit changed, once, in
+// sequence order; a change whose transaction took an earlier sequence
+// number but committed later is still delivered (the gap is read again).
+func TestFeed(t *testing.T) {
+	srv := shared(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	ctx := context.Background()
+	s := openURL(t, url)
+	defer s.Close()
+	head, err := s.Head(ctx)
+	if err != nil || head != 0 {
+		t.Fatalf("Head of an empty log = %d, %v", head, err)
+	}
+	feed := s.Feed(head)
+	c1 := &inventory.Composition{ID: "c1", Version: 1, State: inventory.Composed, Blocks: []string{"b1"}}
+	if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{c1},
+		Objects: []store.ObjectChange{{Kind: "lease", Object: store.Object{ID: "l1", Data: []byte("x")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSetting(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	// A refused plan logs nothing.
+	if err := s.Apply(ctx, store.Plan{Put: []*inventory.Composition{{ID: "c2", Version: 1, Blocks: []string{"b1"}}}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("conflicting Apply = %v", err)
+	}
+	got, err := feed.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Kind+"/"+c.ID)
+	}
+	if want := []string{"composition/c1", "lease/l1", "setting/k"}; !slices.Equal(names, want) {
+		t.Fatalf("feed = %v, want %v", names, want)
+	}
+
+	// A transaction takes a sequence number and commits after a later one.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO changes (kind, id, token) VALUES ('composition', 'slow', '\x00')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSetting(ctx, "k", "w"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = feed.Next(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != "k" {
+		t.Fatalf("feed = %v, %v, want setting k alone", got, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = feed.Next(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != "slow" {
+		t.Fatalf("feed after the slow commit = %v, %v, want composition slow", got, err)
+	}
+	if got, _ := feed.Next(ctx); len(got) != 0 {
+		t.Fatalf("feed repeats %v", got)
+	}
+
+	// Follow delivers a commit by notification.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	delivered := make(chan postgres.Change, 16)
+	go s.Follow(fctx, feed.Position(), time.Minute, slog.New(slog.DiscardHandler), func(cs []postgres.Change) {
+		for _, c := range cs {
+			delivered <- c
+		}
+	})
+	time.Sleep(200 * time.Millisecond) // listening
+	start := time.Now()
+	if err := s.PutSetting(ctx, "k", "z"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-delivered:
+		if c.ID != "k" {
+			t.Fatalf("followed %v", c)
+		}
+		t.Logf("delivered %s after the commit (poll interval 1 min)", time.Since(start).Round(time.Microsecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change delivered by notification")
 	}
 }

@@ -1,0 +1,213 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/store"
+)
+
+// Change is one record a committed transaction changed: Kind is
+// KindComposition, KindSetting or an object's kind.
+type Change struct {
+	Seq      int64
+	Kind, ID string
+}
+
+const (
+	// gapTimeout is how long a sequence number missing below a visible
+	// one is looked for again: its transaction may still commit (sequence
+	// numbers are taken at insert, not at commit) for as long as a
+	// transaction may last, txTimeout. After that it belonged to a
+	// transaction that rolled back.
+	gapTimeout = 2 * txTimeout
+	// feedPage is the most changes one read of the log returns.
+	feedPage = 10000
+)
+
+// Head returns the sequence number of the newest change, 0 if none: where
+// a replica that has just read the whole state starts following.
+func (s *Store) Head(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`).Scan(&seq); err != nil {
+		return 0, s.readErr("read the change log", err)
+	}
+	return seq, nil
+}
+
+// Feed reads the change log in order from a sequence number, and again
+// the numbers it found missing below a visible one until they appear or
+// gapTimeout passes: a transaction that took a number commits after one
+// that took a later number, and a reader that only moved forward would
+// miss its change.
+type Feed struct {
+	s     *Store
+	after int64
+	gaps  map[int64]time.Time // missing sequence number → first seen missing
+}
+
+// Feed returns a feed of the changes after seq.
+func (s *Store) Feed(after int64) *Feed {
+	return &Feed{s: s, after: after, gaps: map[int64]time.Time{}}
+}
+
+// Next returns the changes committed since the last call (or since the
+// feed's start), in sequence order, with late ones that filled a gap.
+func (f *Feed) Next(ctx context.Context) ([]Change, error) {
+	gaps := make([]int64, 0, len(f.gaps))
+	for seq := range f.gaps {
+		gaps = append(gaps, seq)
+	}
+	rows, err := f.s.pool.Query(ctx, `SELECT seq, kind, id FROM changes WHERE seq > $1 OR seq = ANY($2::bigint[])
+		ORDER BY seq LIMIT $3`, f.after, gaps, feedPage)
+	if err != nil {
+		return nil, f.s.readErr("read the change log", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Change])
+	if err != nil {
+		return nil, f.s.readErr("read the change log", err)
+	}
+	now := time.Now()
+	for _, c := range out {
+		if _, ok := f.gaps[c.Seq]; ok {
+			delete(f.gaps, c.Seq)
+			continue
+		}
+		for missing := f.after + 1; missing < c.Seq; missing++ {
+			f.gaps[missing] = now
+		}
+		f.after = c.Seq
+	}
+	for seq, since := range f.gaps {
+		if now.Sub(since) > gapTimeout {
+			delete(f.gaps, seq)
+		}
+	}
+	return out, nil
+}
+
+// Position returns the highest sequence number the feed has read.
+func (f *Feed) Position() int64 { return f.after }
+
+// Follow calls fn with every batch of changes after seq until ctx ends:
+// at once when a commit notifies (LISTEN on its own connection), and every
+// poll interval in any case (a notification lost with a connection is
+// caught up by sequence). A failed read or connection is retried with
+// backoff and logged.
+func (s *Store) Follow(ctx context.Context, after int64, poll time.Duration, log *slog.Logger, fn func([]Change)) {
+	feed := s.Feed(after)
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for backoff := 50 * time.Millisecond; ctx.Err() == nil; {
+		if conn == nil {
+			c, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
+			if err == nil {
+				_, err = c.Exec(ctx, "LISTEN "+NotifyChannel)
+				if err != nil {
+					c.Close(ctx)
+				}
+			}
+			if err == nil {
+				conn = c
+			} else if ctx.Err() == nil {
+				log.Warn("change feed: cannot listen; polling", "err", err)
+			}
+		}
+		changes, err := feed.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("change feed: read failed; retrying", "err", err, "in", backoff)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		if len(changes) > 0 {
+			fn(changes)
+			if len(changes) == feedPage {
+				continue // more to read now
+			}
+		}
+		if conn == nil {
+			sleep(ctx, poll)
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, poll)
+		_, err = conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			conn.Close(context.Background()) // listen again on a new one
+			conn = nil
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// CompositionsByID returns the stored compositions with the given IDs;
+// absent ones are missing from the map.
+func (s *Store) CompositionsByID(ctx context.Context, ids []string) (map[string]*inventory.Composition, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version, data FROM compositions WHERE id = ANY($1::text[])`, slices.Compact(slices.Sorted(slices.Values(ids))))
+	if err != nil {
+		return nil, s.readErr("read compositions", err)
+	}
+	out := make(map[string]*inventory.Composition, len(ids))
+	var (
+		version int64
+		data    []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&version, &data}, func() error {
+		c, err := store.DecodeComposition(version, data)
+		if err != nil {
+			return err
+		}
+		out[c.ID] = c
+		return nil
+	})
+	if err != nil {
+		return nil, s.readErr("read compositions", err)
+	}
+	return out, nil
+}
+
+// Versions returns the version of every stored composition, for a replica
+// checking its snapshot against the database.
+func (s *Store) Versions(ctx context.Context) (map[string]int64, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, version FROM compositions`)
+	if err != nil {
+		return nil, s.readErr("read composition versions", err)
+	}
+	out := map[string]int64{}
+	var (
+		id string
+		v  int64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error { out[id] = v; return nil }); err != nil {
+		return nil, fmt.Errorf("read composition versions: %w", err)
+	}
+	return out, nil
+}
