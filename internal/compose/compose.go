@@ -42,6 +42,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/clock"
@@ -98,6 +99,11 @@ type Options struct {
 	// DefaultHostTimeout).
 	Host        Host
 	HostTimeout time.Duration
+	// CatchUp, when set, brings the snapshot up to date with the database
+	// (several replicas: it reads the change log and calls Sync). A
+	// compose that conflicts with another replica's commit calls it and
+	// places again, at most three more times.
+	CatchUp func(ctx context.Context) error
 }
 
 // Change describes a committed change: Old is nil for a new composition,
@@ -201,6 +207,14 @@ type Manager struct {
 	// resume holds compositions recover found waiting on a host step, for
 	// Resume.
 	resume []*inventory.Composition
+
+	// Replicas (replica.go): the versions this manager committed, the
+	// compositions Sync installed from other replicas, and conflicts.
+	committed *committed
+	remote    map[string]bool
+	catchUp   func(ctx context.Context) error
+	conflicts atomic.Int64
+	replans   atomic.Int64
 }
 
 // New builds a Manager, loads the stored compositions and recovers any that
@@ -223,8 +237,9 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.HostTimeout <= 0 {
 		o.HostTimeout = DefaultHostTimeout
 	}
-	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout,
-		top: o.Topology, sched: schedule.New(o.Topology), store: o.Store, drivers: o.Drivers,
+	cm := &committed{v: map[string]int64{}}
+	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp,
+		top: o.Topology, sched: schedule.New(o.Topology), store: recordingStore{Store: o.Store, c: cm}, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
 		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
@@ -288,6 +303,11 @@ func (m *Manager) Plan(req Request) (*schedule.Plan, error) {
 // Compose places and composes a new system, all or nothing.
 func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
+	return m.retryConflicts(ctx, func() (*inventory.Composition, error) { return m.compose(ctx, req) })
+}
+
+// compose is one attempt of Compose.
+func (m *Manager) compose(ctx context.Context, req Request) (*inventory.Composition, error) {
 	m.Expire(ctx)
 	m.mu.Lock()
 	c, err := m.place(req, inventory.Composing, "sys-")
@@ -337,6 +357,9 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check [
 	}
 	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Check: check, Intent: true}); err != nil {
 		abandon()
+		if errors.Is(err, store.ErrConflict) {
+			err = fmt.Errorf("%w: %w", errIntentConflict, err)
+		}
 		return nil, fmt.Errorf("record composition: %w", err)
 	}
 	start := time.Now()
@@ -506,6 +529,15 @@ func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks [
 // after a failed detach may be decomposed again.
 func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64) error {
 	ctx = context.WithoutCancel(ctx)
+	err := m.decomposeOnce(ctx, id, expectVersion)
+	if m.behind(ctx, err) {
+		err = m.decomposeOnce(ctx, id, expectVersion)
+	}
+	return err
+}
+
+// decomposeOnce is one attempt of Decompose.
+func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion int64) error {
 	m.mu.Lock()
 	c := m.comps[id]
 	switch {
@@ -529,6 +561,7 @@ func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64)
 	}
 	m.comps[id] = d
 	m.running[id] = true
+	delete(m.remote, id) // this replica's workflow now
 	m.mu.Unlock()
 
 	if c.State == inventory.Composed {
@@ -594,6 +627,15 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 // (see UpdateRequest).
 func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
+	c, err := m.updateOnce(ctx, id, ur)
+	if m.behind(ctx, err) {
+		c, err = m.updateOnce(ctx, id, ur)
+	}
+	return c, err
+}
+
+// updateOnce is one attempt of Update.
+func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (*inventory.Composition, error) {
 	if ur.Set != nil && len(ur.Blocks)+len(ur.Needs)+len(ur.Remove) > 0 {
 		return nil, fmt.Errorf("%w: an update sets the block list or adds and removes, not both", ErrBadRequest)
 	}
@@ -683,6 +725,7 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 		return c.Clone(), nil
 	}
 	m.comps[id] = u
+	delete(m.remote, id) // this replica's workflow now
 	m.hold(u, u.Adding)
 	m.mu.Unlock()
 
@@ -749,8 +792,22 @@ func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inv
 	return done.Clone(), nil
 }
 
-// Get returns a copy of one composition.
+// Get returns a copy of one composition. With several replicas, one this
+// replica has not yet seen is looked for in the change log first: a client
+// that composed at another replica finds its system here at once.
 func (m *Manager) Get(id string) (*inventory.Composition, error) {
+	c, err := m.get(id)
+	if m.catchUp != nil && errors.Is(err, ErrNotFound) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if m.catchUp(ctx) == nil {
+			c, err = m.get(id)
+		}
+	}
+	return c, err
+}
+
+func (m *Manager) get(id string) (*inventory.Composition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.comps[id]
