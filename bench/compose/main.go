@@ -38,12 +38,14 @@ import (
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
+	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
 	"rackpool/internal/pki"
 	"rackpool/internal/profiling"
 	"rackpool/internal/redfish"
+	"rackpool/internal/replica"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
 	"rackpool/internal/store"
@@ -61,6 +63,7 @@ func main() {
 	large := flag.Bool("large", true, "also run the 100,000-block and P4-scale topologies")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	memprofile := flag.String("memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
+	replicas := flag.String("replicas", "", "with -store postgres: also run the 10,000-block scenario on this many replicas of one database, e.g. 1,2,3")
 	flag.StringVar(&storeKind, "store", "sqlite", "the control plane's store: sqlite (a file in a temporary directory) or postgres (a PostgreSQL server this benchmark starts in a temporary directory, one database per run)")
 	flag.Parse()
 	if storeKind != "sqlite" && storeKind != "postgres" {
@@ -114,6 +117,9 @@ func main() {
 	for _, n := range []int{1, 2, 4, *clients} {
 		report("10,000 blocks, constrained (1 GPU + 1 NVMe + 16 GiB), scheduler picks host", gen, n, dur, constrained)
 	}
+	if storeKind == "postgres" && *replicas != "" {
+		replicaBench(gen, *replicas, *clients, dur)
+	}
 	var big []*topology.Topology
 	if *large {
 		racks := loadTimed("GenerateRacks(1000)", func() []byte { return topology.GenerateRacks(1000) })
@@ -138,6 +144,31 @@ func main() {
 	}
 	fmt.Println()
 	schedulerBench(big)
+}
+
+// replicaBench runs the 10,000-block scenario on 1, 2, 3… replicas of one
+// PostgreSQL database (list: "1,2,3"), clients spread over them, and
+// reports throughput, latency and how often a compose conflicted with
+// another replica's commit.
+func replicaBench(top *topology.Topology, list string, clients int, dur time.Duration) {
+	fmt.Println()
+	fmt.Println("| replicas | blocks | clients | pairs/s | compose p50 | compose p99 | decompose p50 | decompose p99 | composes conflicting | placed again | refused 409 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, f := range strings.Split(list, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n < 1 {
+			log.Fatalf("-replicas: %q is not a number of replicas", f)
+		}
+		cps := startReplicas(top, n)
+		r := runOn(cps, clients, dur, constrained)
+		for _, cp := range cps {
+			cp.close()
+		}
+		composes := int64(len(r.compose)) + r.refused
+		fmt.Printf("| %d | %d | %d | %.0f | %s | %s | %s | %s | %.2f%% | %d | %d |\n", n, len(top.Blocks), clients, r.pairsPerSec,
+			ms(pct(r.compose, 50)), ms(pct(r.compose, 99)), ms(pct(r.decompose, 50)), ms(pct(r.decompose, 99)),
+			100*float64(r.conflicts)/float64(max(composes, 1)), r.replans, r.refused)
+	}
 }
 
 // constrained is the 10,000- and 100,000-block scenarios' request.
@@ -200,6 +231,9 @@ func report(name string, top *topology.Topology, clients int, dur time.Duration,
 type result struct {
 	compose, decompose []time.Duration
 	pairsPerSec        float64
+	// Several replicas: composes that conflicted with another replica's
+	// commit, those placed again, and those refused after the retries.
+	conflicts, replans, refused int64
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
@@ -216,15 +250,17 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // controlPlane is a running server as serve wires it.
 type controlPlane struct {
-	mgr   *compose.Manager
-	url   string
-	tls   *tls.Config // trusts the server's CA
-	close func()
+	mgr     *compose.Manager
+	url     string
+	tls     *tls.Config // trusts the server's CA
+	close   func()
+	catchUp func(context.Context) error // replicas: the follower's
 }
 
 // startControlPlane starts a real server on top: SQLite in a temporary
-// directory, emulated fabrics answering at once, audit log, events and
-// metrics, the Redfish handler on a loopback port.
+// directory (or a database on the benchmark's PostgreSQL server),
+// emulated fabrics answering at once, audit log, events and metrics, the
+// Redfish handler on a loopback port.
 func startControlPlane(top *topology.Topology) *controlPlane {
 	dir, err := os.MkdirTemp("", "rackpool-bench")
 	if err != nil {
@@ -236,15 +272,79 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
-	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
-	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule})
+	cp := newControlPlane(top, st, drivers, dir, nil)
+	closeCP := cp.close
+	cp.close = func() {
+		closeCP()
+		os.RemoveAll(dir)
+	}
+	return cp
+}
+
+// startReplicas starts n replicas on one new database of the benchmark's
+// PostgreSQL server, sharing one set of emulated fabrics (as replicas
+// share the fabric managers) and one TLS certificate, each following the
+// others' changes.
+func startReplicas(top *topology.Topology, n int) []*controlPlane {
+	dir, err := os.MkdirTemp("", "rackpool-bench")
 	if err != nil {
 		log.Fatal(err)
 	}
-	auth, _, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: time.Hour, AdminPassword: "bench"})
+	ctx := context.Background()
+	url := newDatabase(ctx)
+	drivers, err := emulated.NewAll(top, clock.Instant{})
 	if err != nil {
 		log.Fatal(err)
+	}
+	var cps []*controlPlane
+	for range n {
+		st, err := postgres.Open(ctx, url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		head, err := st.Head(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		cps = append(cps, newControlPlane(top, st, drivers, dir, replica.New(st, head, nil)))
+	}
+	cps[0].close = func(close0 func()) func() {
+		return func() { close0(); os.RemoveAll(dir) }
+	}(cps[0].close)
+	return cps
+}
+
+// newControlPlane wires a control plane on st and drivers, with its TLS
+// material in dir/tls; with follow, as one replica of several.
+func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]fabric.Driver, dir string, follow *replica.Follower) *controlPlane {
+	ctx := context.Background()
+	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
+	var catchUp func(context.Context) error
+	if follow != nil {
+		catchUp = follow.CatchUp
+	}
+	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp})
+	if err != nil {
+		log.Fatal(err)
+	}
+	auth, _, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: time.Hour, AdminPassword: "bench", CatchUp: catchUp})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stop := func() {}
+	if follow != nil {
+		follow.Compositions(mgr)
+		for _, kind := range tenancy.Kinds {
+			follow.Handle(kind, func(ctx context.Context, _ []string) {
+				if err := auth.Reload(ctx); err != nil {
+					log.Print(err)
+				}
+			})
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		go follow.Run(fctx, time.Second)
+		stop = cancel
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -261,10 +361,10 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	}
 	srv := &http.Server{Handler: redfish.New(mgr, auth, redfish.Options{Store: st, Observer: obs, AsyncThreshold: -1})}
 	go srv.Serve(tls.NewListener(ln, pki.ServerConfig(m.Certificate)))
-	return &controlPlane{mgr: mgr, url: "https://" + ln.Addr().String(), tls: clientTLS, close: func() {
+	return &controlPlane{mgr: mgr, url: "https://" + ln.Addr().String(), tls: clientTLS, catchUp: catchUp, close: func() {
+		stop()
 		srv.Close()
 		st.Close()
-		os.RemoveAll(dir)
 	}}
 }
 
@@ -286,6 +386,15 @@ func openStore(ctx context.Context, dir string) store.Store {
 		}
 		return st
 	}
+	st, err := postgres.Open(ctx, newDatabase(ctx))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return st
+}
+
+// newDatabase creates a database on pgServer and returns its URL.
+func newDatabase(ctx context.Context) string {
 	databases++
 	db := fmt.Sprintf("bench_%d", databases)
 	conn, err := pgx.Connect(ctx, pgServer.URL(pgServer.Addr(), "postgres"))
@@ -296,11 +405,7 @@ func openStore(ctx context.Context, dir string) store.Store {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		log.Fatal(err)
 	}
-	st, err := postgres.Open(ctx, pgServer.URL(pgServer.Addr(), db))
-	if err != nil {
-		log.Fatal(err)
-	}
-	return st
+	return pgServer.URL(pgServer.Addr(), db)
 }
 
 // runAPI starts a real server (SQLite in a temporary directory, emulated
@@ -309,11 +414,20 @@ func openStore(ctx context.Context, dir string) store.Store {
 func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(int) any) result {
 	cp := startControlPlane(top)
 	defer cp.close()
-	mgr, url := cp.mgr, cp.url
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2, TLSClientConfig: cp.tls}}
+	return runOn([]*controlPlane{cp}, clients, dur, body)
+}
 
-	// One session for all clients, as a real client library would hold.
-	req, _ := http.NewRequest("POST", url+"/redfish/v1/SessionService/Sessions", bytes.NewBufferString(`{"UserName":"Administrator","Password":"bench"}`))
+// runOn drives the control planes cps (replicas of one database, or one)
+// with clients, client c sending to cps[c % len(cps)], and checks that
+// nothing is left composed afterwards. A compose refused with 409 (a
+// conflict with another replica that placing again did not resolve) is
+// counted, not fatal.
+func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) any) result {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2, TLSClientConfig: cps[0].tls}}
+
+	// One session for all clients, as a real client library would hold;
+	// opened at the first replica, valid at every one.
+	req, _ := http.NewRequest("POST", cps[0].url+"/redfish/v1/SessionService/Sessions", bytes.NewBufferString(`{"UserName":"Administrator","Password":"bench"}`))
 	resp, err := hc.Do(req)
 	if err != nil {
 		log.Fatal(err)
@@ -321,7 +435,7 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	resp.Body.Close()
 	token := resp.Header.Get("X-Auth-Token")
 
-	do := func(method, path string, b any) (int, []byte) {
+	do := func(url, method, path string, b any) (int, []byte) {
 		var rd io.Reader
 		if b != nil {
 			data, _ := json.Marshal(b)
@@ -350,15 +464,22 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 			var cs, ds []time.Duration
 			n := 0
 			for i := 0; time.Now().Before(deadline) && i < 1_000_000; i++ {
+				url := cps[c%len(cps)].url
 				t0 := time.Now()
-				status, data := do("POST", "/redfish/v1/Systems", body(c))
+				status, data := do(url, "POST", "/redfish/v1/Systems", body(c))
+				if status == http.StatusConflict && len(cps) > 1 {
+					mu.Lock()
+					res.refused++
+					mu.Unlock()
+					continue
+				}
 				if status != http.StatusCreated {
 					log.Fatalf("compose: %d %s", status, data)
 				}
 				t1 := time.Now()
 				var sys struct{ Id string }
 				_ = json.Unmarshal(data, &sys)
-				if status, data := do("DELETE", "/redfish/v1/Systems/"+sys.Id, nil); status != http.StatusNoContent {
+				if status, data := do(url, "DELETE", "/redfish/v1/Systems/"+sys.Id, nil); status != http.StatusNoContent {
 					log.Fatalf("decompose: %d %s", status, data)
 				}
 				t2 := time.Now()
@@ -373,8 +494,18 @@ func runAPI(top *topology.Topology, clients int, dur time.Duration, body func(in
 	}
 	wg.Wait()
 	res.pairsPerSec = float64(pairs) / time.Since(start).Seconds()
-	if left := mgr.List(); len(left) != 0 {
-		log.Fatalf("%d compositions left after the run", len(left))
+	for _, cp := range cps {
+		if cp.catchUp != nil {
+			if err := cp.catchUp(context.Background()); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if left := cp.mgr.List(); len(left) != 0 {
+			log.Fatalf("%d compositions left after the run", len(left))
+		}
+		c, r := cp.mgr.Conflicts()
+		res.conflicts += c
+		res.replans += r
 	}
 	return res
 }

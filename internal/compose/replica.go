@@ -98,7 +98,7 @@ func (m *Manager) Sync(recs map[string]*inventory.Composition) {
 		if rec != nil {
 			v = rec.Version
 		}
-		if m.mine(id, v, local) {
+		if m.mine(id, v, local) || local == nil && rec == nil {
 			continue
 		}
 		if local != nil && rec != nil && local.Version >= rec.Version {

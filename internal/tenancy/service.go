@@ -34,6 +34,10 @@ type Options struct {
 	// When empty, the stored password stays; with none stored, Open
 	// generates one and returns it so the caller can show it once.
 	AdminPassword string
+	// CatchUp, when set, brings the cache up to date with the database
+	// (several replicas: a session opened at another replica). A session
+	// token this cache does not know calls it once before it is refused.
+	CatchUp func(ctx context.Context) error
 }
 
 // Service holds the accounts, tenants, sessions and lockout policy of the
@@ -57,6 +61,7 @@ type Service struct {
 	failures      map[string]*failures
 	verified      map[[32]byte]time.Time
 	touchInterval time.Duration
+	catchUp       func(ctx context.Context) error
 }
 
 type failures struct {
@@ -103,7 +108,7 @@ func Open(ctx context.Context, st store.Store, o Options) (*Service, string, err
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 30 * time.Minute
 	}
-	s := &Service{st: st, clk: o.Clock, idle: o.IdleTimeout, touchInterval: o.IdleTimeout / 4,
+	s := &Service{st: st, clk: o.Clock, idle: o.IdleTimeout, touchInterval: o.IdleTimeout / 4, catchUp: o.CatchUp,
 		failures: map[string]*failures{}, verified: map[[32]byte]time.Time{}}
 	if err := s.load(ctx); err != nil {
 		return nil, "", err
@@ -124,6 +129,18 @@ func Open(ctx context.Context, st store.Store, o Options) (*Service, string, err
 		return nil, "", err
 	}
 	return s, generated, nil
+}
+
+// Kinds are the store object kinds of the tenancy records: what a replica
+// following another's changes reloads the cache for.
+var Kinds = []string{kindAccount, kindTenant, kindSession, kindPolicy}
+
+// Reload replaces the cache with the store's records: another replica
+// changed one.
+func (s *Service) Reload(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.load(ctx)
 }
 
 // load replaces the cache with the store's records.

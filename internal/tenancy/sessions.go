@@ -128,6 +128,14 @@ func (s *Service) BySessionToken(ctx context.Context, token string) (Principal, 
 	now := s.clk.Now()
 	s.mu.Lock()
 	ss, ok := s.sessions[h]
+	if !ok && s.catchUp != nil {
+		s.mu.Unlock()
+		if s.catchUp(ctx) != nil {
+			return Principal{}, false
+		}
+		s.mu.Lock()
+		ss, ok = s.sessions[h]
+	}
 	if !ok {
 		s.mu.Unlock()
 		return Principal{}, false
