@@ -324,7 +324,7 @@ func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]
 		catchUp = follow.CatchUp
 	}
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp})
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp, Spread: follow != nil})
 	if err != nil {
 		log.Fatal(err)
 	}

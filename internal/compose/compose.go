@@ -104,6 +104,9 @@ type Options struct {
 	// compose that conflicts with another replica's commit calls it and
 	// places again, at most three more times.
 	CatchUp func(ctx context.Context) error
+	// Spread starts the scheduler's search at a random host: replicas
+	// placing at once then rarely choose the same blocks (Scheduler.Start).
+	Spread bool
 }
 
 // Change describes a committed change: Old is nil for a new composition,
@@ -243,6 +246,11 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
 		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+	}
+	if o.Spread && len(o.Topology.Hosts) > 0 {
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		m.sched.Start = int(uint32(r[0])|uint32(r[1])<<8|uint32(r[2])<<16|uint32(r[3])<<24) % len(o.Topology.Hosts)
 	}
 	for _, b := range o.Topology.Blocks {
 		if b.MaxCompositions > 1 {

@@ -59,8 +59,10 @@ func (f *Follower) Handle(kind string, fn func(ctx context.Context, ids []string
 	f.handlers[kind] = fn
 }
 
-// CatchUp reads every change committed so far and applies it: what a
-// manager calls after a conflict, before it places again.
+// CatchUp reads every change committed before it started and applies it:
+// what a manager calls after a conflict, before it places again. (Under
+// load the log never runs dry, so it stops at a short page rather than at
+// an empty one.)
 func (f *Follower) CatchUp(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -69,11 +71,11 @@ func (f *Follower) CatchUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(changes) == 0 {
-			return nil
-		}
 		if err := f.apply(ctx, changes); err != nil {
 			return err
+		}
+		if len(changes) < postgres.FeedPage {
+			return nil
 		}
 	}
 }

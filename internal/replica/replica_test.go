@@ -48,7 +48,7 @@ func startNode(t *testing.T, ctx context.Context, url string, top *topology.Topo
 		t.Fatal(err)
 	}
 	f := replica.New(st, head, nil)
-	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, CatchUp: f.CatchUp})
+	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, CatchUp: f.CatchUp, Spread: true})
 	if err != nil {
 		t.Fatal(err)
 	}

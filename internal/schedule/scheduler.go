@@ -20,6 +20,11 @@ type Scheduler struct {
 	Limit int
 	// Policy chooses among feasible hosts; "" is Locality.
 	Policy Policy
+	// Start is the host index where the Locality policy's search begins
+	// (wrapping around; 0 by default). Among equally good hosts the first
+	// found wins, so replicas placing on one database at once start at
+	// different hosts and rarely choose the same blocks (docs/ha.md).
+	Start int
 
 	top       *topology.Topology
 	kindCount map[inventory.Kind]int
@@ -156,7 +161,12 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
 		clear(sc.alike)
-		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), func(i int) bool {
+		order, start := policy, st.lastHost
+		if policy == Locality && s.Start > 0 {
+			// Index order from Start, wrapping: next-fit's order.
+			order, start = NextFit, s.Start%len(s.top.Hosts)
+		}
+		st.fit.order(order, start, int32(cores), int32(mem), func(i int) bool {
 			h := s.top.Hosts[i]
 			if !s.hostFits(sc, st, &req, h, zone) {
 				return true

@@ -28,8 +28,9 @@ const (
 	// transaction may last, txTimeout. After that it belonged to a
 	// transaction that rolled back.
 	gapTimeout = 2 * txTimeout
-	// feedPage is the most changes one read of the log returns.
-	feedPage = 10000
+	// FeedPage is the most changes one read of the log (Feed.Next)
+	// returns.
+	FeedPage = 10000
 )
 
 // Head returns the sequence number of the newest change, 0 if none: where
@@ -66,7 +67,7 @@ func (f *Feed) Next(ctx context.Context) ([]Change, error) {
 		gaps = append(gaps, seq)
 	}
 	rows, err := f.s.pool.Query(ctx, `SELECT seq, kind, id FROM changes WHERE seq > $1 OR seq = ANY($2::bigint[])
-		ORDER BY seq LIMIT $3`, f.after, gaps, feedPage)
+		ORDER BY seq LIMIT $3`, f.after, gaps, FeedPage)
 	if err != nil {
 		return nil, f.s.readErr("read the change log", err)
 	}
@@ -96,13 +97,12 @@ func (f *Feed) Next(ctx context.Context) ([]Change, error) {
 // Position returns the highest sequence number the feed has read.
 func (f *Feed) Position() int64 { return f.after }
 
-// Follow calls fn with every batch of changes after seq until ctx ends:
-// at once when a commit notifies (LISTEN on its own connection), and every
-// poll interval in any case (a notification lost with a connection is
-// caught up by sequence). A failed read or connection is retried with
-// backoff and logged.
-func (s *Store) Follow(ctx context.Context, after int64, poll time.Duration, log *slog.Logger, fn func([]Change)) {
-	feed := s.Feed(after)
+// Listen calls fn whenever a commit notifies that it changed records
+// (LISTEN on a connection of its own), and every poll interval in any case:
+// a notification lost with a connection is caught up by reading the log by
+// sequence (Feed). A failed connection is opened again with backoff. It
+// returns when ctx ends.
+func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger, fn func()) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -113,42 +113,29 @@ func (s *Store) Follow(ctx context.Context, after int64, poll time.Duration, log
 		if conn == nil {
 			c, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
 			if err == nil {
-				_, err = c.Exec(ctx, "LISTEN "+NotifyChannel)
-				if err != nil {
+				if _, err = c.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 					c.Close(ctx)
 				}
 			}
-			if err == nil {
-				conn = c
-			} else if ctx.Err() == nil {
-				log.Warn("change feed: cannot listen; polling", "err", err)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("change feed: cannot listen; retrying", "err", err, "in", backoff)
+				}
+				fn() // poll meanwhile
+				sleep(ctx, backoff)
+				backoff = min(2*backoff, poll)
+				continue
 			}
-		}
-		changes, err := feed.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn("change feed: read failed; retrying", "err", err, "in", backoff)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, 2*time.Second)
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		if len(changes) > 0 {
-			fn(changes)
-			if len(changes) == feedPage {
-				continue // more to read now
-			}
-		}
-		if conn == nil {
-			sleep(ctx, poll)
-			continue
+			conn, backoff = c, 50*time.Millisecond
+			fn() // what committed while nobody listened
 		}
 		wctx, cancel := context.WithTimeout(ctx, poll)
-		_, err = conn.WaitForNotification(wctx)
+		_, err := conn.WaitForNotification(wctx)
 		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		switch {
+		case err == nil, errors.Is(err, context.DeadlineExceeded):
+			fn()
+		case ctx.Err() == nil:
 			conn.Close(context.Background()) // listen again on a new one
 			conn = nil
 		}

@@ -426,11 +426,15 @@ func TestFeed(t *testing.T) {
 		t.Fatalf("feed repeats %v", got)
 	}
 
-	// Follow delivers a commit by notification.
+	// Listen tells of a commit by notification.
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	delivered := make(chan postgres.Change, 16)
-	go s.Follow(fctx, feed.Position(), time.Minute, slog.New(slog.DiscardHandler), func(cs []postgres.Change) {
+	go s.Listen(fctx, time.Minute, slog.New(slog.DiscardHandler), func() {
+		cs, err := feed.Next(fctx)
+		if err != nil && fctx.Err() == nil {
+			t.Error(err)
+		}
 		for _, c := range cs {
 			delivered <- c
 		}
