@@ -84,7 +84,9 @@ func (f *Follower) CatchUp(ctx context.Context) error {
 func (f *Follower) apply(ctx context.Context, changes []postgres.Change) error {
 	byKind := map[string][]string{}
 	for _, c := range changes {
-		byKind[c.Kind] = append(byKind[c.Kind], c.ID)
+		if !c.Own { // this replica's own commits are in its state already
+			byKind[c.Kind] = append(byKind[c.Kind], c.ID)
+		}
 	}
 	if ids := byKind[postgres.KindComposition]; len(ids) > 0 && f.mgr != nil {
 		if err := f.syncCompositions(ctx, ids); err != nil {

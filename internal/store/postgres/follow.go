@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,10 +16,12 @@ import (
 )
 
 // Change is one record a committed transaction changed: Kind is
-// KindComposition, KindSetting or an object's kind.
+// KindComposition, KindSetting or an object's kind. Own is true for a
+// change this store committed.
 type Change struct {
 	Seq      int64
 	Kind, ID string
+	Own      bool
 }
 
 const (
@@ -66,8 +69,8 @@ func (f *Feed) Next(ctx context.Context) ([]Change, error) {
 	for seq := range f.gaps {
 		gaps = append(gaps, seq)
 	}
-	rows, err := f.s.pool.Query(ctx, `SELECT seq, kind, id FROM changes WHERE seq > $1 OR seq = ANY($2::bigint[])
-		ORDER BY seq LIMIT $3`, f.after, gaps, FeedPage)
+	rows, err := f.s.pool.Query(ctx, `SELECT seq, kind, id, origin = $4 FROM changes WHERE seq > $1 OR seq = ANY($2::bigint[])
+		ORDER BY seq LIMIT $3`, f.after, gaps, FeedPage, f.s.origin)
 	if err != nil {
 		return nil, f.s.readErr("read the change log", err)
 	}
@@ -97,12 +100,14 @@ func (f *Feed) Next(ctx context.Context) ([]Change, error) {
 // Position returns the highest sequence number the feed has read.
 func (f *Feed) Position() int64 { return f.after }
 
-// Listen calls fn whenever a commit notifies that it changed records
-// (LISTEN on a connection of its own), and every poll interval in any case:
-// a notification lost with a connection is caught up by reading the log by
-// sequence (Feed). A failed connection is opened again with backoff. It
-// returns when ctx ends.
+// Listen calls fn whenever another store's commit notifies that it changed
+// records (LISTEN on a connection of its own; this store's own commits are
+// not reported), and every poll interval in any case: a notification lost
+// with a connection is caught up by reading the log by sequence (Feed). A
+// failed connection is opened again with backoff. It returns when ctx
+// ends.
 func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger, fn func()) {
+	own := hex.EncodeToString(s.origin)
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -130,9 +135,10 @@ func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger
 			fn() // what committed while nobody listened
 		}
 		wctx, cancel := context.WithTimeout(ctx, poll)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
+		case err == nil && n.Payload == own:
 		case err == nil, errors.Is(err, context.DeadlineExceeded):
 			fn()
 		case ctx.Err() == nil:

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -41,6 +42,8 @@ const (
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  *pgxpool.Config
+	// origin identifies this store's commits in the change log.
+	origin []byte
 
 	// fence, once this process leads (Lead), is the epoch every write
 	// checks.
@@ -129,7 +132,9 @@ func Open(ctx context.Context, raw string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %s", Redact(raw), redactErr(err, u))
 	}
-	return &Store{pool: pool, cfg: cfg}, nil
+	origin := make([]byte, 16)
+	rand.Read(origin)
+	return &Store{pool: pool, cfg: cfg, origin: origin}, nil
 }
 
 // Pool returns the store's connection pool (for the replica machinery

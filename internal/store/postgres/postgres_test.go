@@ -440,14 +440,17 @@ func TestFeed(t *testing.T) {
 		}
 	})
 	time.Sleep(200 * time.Millisecond) // listening
+	// Another replica's commit: a store is not told of its own.
+	other := openURL(t, url)
+	defer other.Close()
 	start := time.Now()
-	if err := s.PutSetting(ctx, "k", "z"); err != nil {
+	if err := other.PutSetting(ctx, "k", "z"); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case c := <-delivered:
-		if c.ID != "k" {
-			t.Fatalf("followed %v", c)
+		if c.ID != "k" || c.Own {
+			t.Fatalf("followed %+v, want another store's change of k", c)
 		}
 		t.Logf("delivered %s after the commit (poll interval 1 min)", time.Since(start).Round(time.Microsecond))
 	case <-time.After(10 * time.Second):

@@ -66,6 +66,10 @@ var migrations = []string{
 		name  text COLLATE "C" PRIMARY KEY,
 		epoch bigint NOT NULL CHECK (epoch >= 1)
 	);`,
+
+	// 3: which store (replica) committed a change, so that a replica
+	// following the log skips its own.
+	`ALTER TABLE changes ADD COLUMN origin bytea NOT NULL DEFAULT ''::bytea;`,
 }
 
 // migrationLock is the advisory lock key replicas starting together take,

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -109,9 +110,9 @@ func (s *Store) write(ctx context.Context, t txn) error {
 		for i, c := range t.changes {
 			kinds[i], ids[i] = c[0], c[1]
 		}
-		b.Queue(`INSERT INTO changes (kind, id, token) SELECT k, i, $3 FROM unnest($1::text[], $2::text[]) AS u(k, i)`,
-			kinds, ids, token)
-		b.Queue(`SELECT pg_notify($1, '')`, NotifyChannel)
+		b.Queue(`INSERT INTO changes (kind, id, token, origin) SELECT k, i, $3, $4 FROM unnest($1::text[], $2::text[]) AS u(k, i)`,
+			kinds, ids, token, s.origin)
+		b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, hex.EncodeToString(s.origin))
 	}
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
