@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -285,4 +288,180 @@ func TestPostgresRestart(t *testing.T) {
 	if n != len(got) {
 		t.Errorf("a fresh replica finds %d systems, want %d", n, len(got))
 	}
+}
+
+// TestPostgresFabricFencing: a replica cut from the database (through a
+// proxy the test controls) and paused in the middle of a composition,
+// while its fabric manager (fabric-emulator, real modelled time) is
+// attaching, loses its lead; the standby takes over and settles the
+// half-done composition on the fabric with the next epoch. Resumed but
+// still cut off, the old replica cannot learn it lost the lead, and its
+// next fabric change carries its old epoch: the fabric manager refuses it.
+// Nothing of the composition is left on the fabric or in the store, and
+// once the proxy is back the old replica finds another leading and exits.
+func TestPostgresFabricFencing(t *testing.T) {
+	skipShort(t)
+	pg, url := startPostgres(t)
+	proxy := startProxy(t, pg.Addr())
+	viaProxy := strings.Replace(url, pg.Addr(), proxy.addr(), 1)
+	fm := startFabricEmulator(t, "falcon1", "--fabric-time", "real")
+	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = "  - id: falcon1\n    kind: pcie-switch\n"
+	topo := filepath.Join(t.TempDir(), "rack.yaml")
+	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
+	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "FALCON1_PASSWORD=" + fmPassword}
+	a := start(t, t.TempDir(), env, "--store", viaProxy, "--topology", topo, "--fabric-time", "real")
+	bAddr, bData := freeAddr(t), t.TempDir()
+	b := &server{t: t, url: "https://" + bAddr, addr: bAddr, data: bData, ca: filepath.Join(bData, "tls", "ca.pem"), stderr: &syncBuffer{}}
+	b.cmd = exec.Command(binary, "serve", "--addr", bAddr, "--data", bData, "--store", url, "--topology", topo, "--fabric-time", "real", "--standby")
+	b.cmd.Env = append(os.Environ(), env...)
+	b.cmd.Stderr = b.stderr
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.kill)
+	waitLog(t, b, "standby: another replica serves this database", 20*time.Second)
+
+	// Four PCIe devices, attached one after another at 100 ms each.
+	composed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err := a.client().Compose(ctx, api.ComposeRequest{Host: "host1", Blocks: []string{"gpu1", "gpu2", "nvme1", "nic1"}})
+		composed <- err
+	}()
+	time.Sleep(150 * time.Millisecond) // the first attaches are under way
+	proxy.cut()
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, b, "rackpool serving", 30*time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-composed:
+		if err == nil {
+			t.Fatal("the cut-off replica's composition succeeded after another replica took over")
+		}
+		t.Logf("the resumed replica's compose: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the resumed replica never answered its compose")
+	}
+	if !strings.Contains(a.stderr.String(), "stale leadership epoch") {
+		t.Errorf("the resumed replica's fabric changes were not refused for their epoch:\n%s", a.stderr)
+	}
+	if got := fm.zoneMembers(t, "falcon1", "host1-pcie"); len(got) > 1 {
+		t.Errorf("the fabric keeps %v for host1 after the takeover", got)
+	}
+	cfg, err := api.TLSConfig(b.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	systems, err := b.client().Systems(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range systems {
+		if s.SystemType == "Composed" {
+			t.Errorf("system %s (%s) is stored after the takeover", s.ID, s.Status.State)
+		}
+	}
+	// The database is reachable again: the old replica finds another
+	// leading and exits.
+	proxy.restore()
+	exited := make(chan error, 1)
+	go func() { exited <- a.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("the old replica exited with %v, want exit status 3", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the old replica did not exit once it could reach the database:\n%s", a.stderr)
+	}
+}
+
+// tcpProxy forwards loopback connections to a target until cut: then it
+// closes every connection and refuses new ones, until restored.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  map[net.Conn]bool
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) serve(c net.Conn) {
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.down {
+		p.mu.Unlock()
+		c.Close()
+		up.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	go func() { io.Copy(up, c); up.Close() }()
+	io.Copy(c, up)
+	c.Close()
+}
+
+// cut closes every connection and refuses new ones.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// restore forwards new connections again.
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
 }

@@ -135,7 +135,7 @@ func runServe(args []string) error {
 	}
 
 	ctx := context.Background()
-	st, storeDesc, closeStore, err := openStore(ctx, *storeSpec, *data, *standby, log)
+	st, storeDesc, closeStore, epoch, err := openStore(ctx, *storeSpec, *data, *standby, log)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func runServe(args []string) error {
 	defer bus.Close()
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout})
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout, Epoch: epoch})
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--elastic: %w", err)
 	}
-	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease,
+	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease, Epoch: epoch,
 		Spares: *spareDrives, OnEvent: obs.OnDriveEvent,
 		Elastic: drive.Elastic{Mode: elastic, NodeOps: *elasticOps, Hold: *elasticHold, Window: *elasticWindow}})
 	if err != nil {

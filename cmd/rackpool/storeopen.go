@@ -18,24 +18,25 @@ import (
 // openStore opens the store --store names: "" or "sqlite" for the SQLite
 // database in the data directory, or a postgres:// URL. It returns the
 // store, a description for logs (never a password) and a function that
-// releases the store (and, for PostgreSQL, the lead). With PostgreSQL one
+// releases the store (and, for PostgreSQL, the lead), and for PostgreSQL
+// the leadership epoch every fabric change carries. With PostgreSQL one
 // replica serves a database at a time; standby waits for it to stop (or
 // to fall silent for a lease) and then takes over.
-func openStore(ctx context.Context, spec, data string, standby bool, log *slog.Logger) (store.Store, string, func(), error) {
+func openStore(ctx context.Context, spec, data string, standby bool, log *slog.Logger) (store.Store, string, func(), func() int64, error) {
 	switch {
 	case spec == "" || spec == "sqlite":
 		if standby {
-			return nil, "", nil, errors.New("--standby needs a postgres:// --store: an SQLite database is served by one process on its own machine")
+			return nil, "", nil, nil, errors.New("--standby needs a postgres:// --store: an SQLite database is served by one process on its own machine")
 		}
 		st, err := sqlite.Open(data)
 		if err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, nil, err
 		}
-		return st, "sqlite " + st.Path(), func() { st.Close() }, nil
+		return st, "sqlite " + st.Path(), func() { st.Close() }, nil, nil
 	case strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://"):
 		st, err := postgres.Open(ctx, spec)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("--store: %w", err)
+			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
 		}
 		host, _ := os.Hostname()
 		who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
@@ -45,10 +46,10 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 		if err != nil {
 			st.Close()
 			if errors.Is(err, postgres.ErrLocked) {
-				return nil, "", nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops",
+				return nil, "", nil, nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops",
 					postgres.Redact(spec), err)
 			}
-			return nil, "", nil, fmt.Errorf("--store: %w", err)
+			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
 		}
 		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
 		var held atomic.Pointer[postgres.Leadership]
@@ -60,9 +61,15 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 			}
 			st.Close()
 		}
-		return st, "postgres " + postgres.Redact(spec), release, nil
+		epoch := func() int64 {
+			if l := held.Load(); l != nil {
+				return l.Epoch
+			}
+			return 0
+		}
+		return st, "postgres " + postgres.Redact(spec), release, epoch, nil
 	default:
-		return nil, "", nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
+		return nil, "", nil, nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
 	}
 }
 

@@ -104,6 +104,11 @@ type Options struct {
 	// compose that conflicts with another replica's commit calls it and
 	// places again, at most three more times.
 	CatchUp func(ctx context.Context) error
+	// Epoch, when set, returns this control plane's leadership epoch
+	// (docs/ha.md), which every attach, detach and restore carries to the
+	// fabrics: a fabric refuses a change whose epoch is lower than one it
+	// has seen (fabric.ErrFenced).
+	Epoch func() int64
 	// Spread starts the scheduler's search at a random host: replicas
 	// placing at once then rarely choose the same blocks (Scheduler.Start).
 	Spread bool
@@ -216,6 +221,7 @@ type Manager struct {
 	committed *committed
 	remote    map[string]bool
 	catchUp   func(ctx context.Context) error
+	epoch     func() int64
 	conflicts atomic.Int64
 	replans   atomic.Int64
 }
@@ -241,7 +247,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		o.HostTimeout = DefaultHostTimeout
 	}
 	cm := &committed{v: map[string]int64{}}
-	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp,
+	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp, epoch: o.Epoch,
 		top: o.Topology, sched: schedule.New(o.Topology), store: recordingStore{Store: o.Store, c: cm}, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
@@ -504,7 +510,7 @@ func (m *Manager) forEachFabric(byFabric map[string][]fabric.Attachment, fn func
 func (m *Manager) attach(ctx context.Context, c *inventory.Composition, blocks []string) error {
 	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
 		start := time.Now()
-		_, err := d.Attach(ctx, a)
+		_, err := d.Attach(m.fenced(ctx), a)
 		m.fabricOp(a, "attach", start, err)
 		if err != nil {
 			return fmt.Errorf("attach %s to %s/%s: %w", a.Block, a.Host, a.HostPort, err)
@@ -520,7 +526,7 @@ func (m *Manager) attach(ctx context.Context, c *inventory.Composition, blocks [
 func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks []string) error {
 	err := m.forEachFabric(m.attachments(c, blocks), func(d fabric.Driver, a fabric.Attachment) error {
 		start := time.Now()
-		_, err := d.Detach(ctx, a)
+		_, err := d.Detach(m.fenced(ctx), a)
 		m.fabricOp(a, "detach", start, err)
 		if err != nil {
 			return fmt.Errorf("detach %s from %s/%s: %w", a.Block, a.Host, a.HostPort, err)
@@ -962,13 +968,13 @@ func (m *Manager) recover(ctx context.Context) error {
 	for fid, as := range restore {
 		d := m.drivers[fid]
 		if r, ok := d.(fabric.Restorer); ok {
-			if err := r.Restore(ctx, as); err != nil {
+			if err := r.Restore(m.fenced(ctx), as); err != nil {
 				return fmt.Errorf("restore fabric %s: %w", fid, err)
 			}
 			continue
 		}
 		for _, a := range as {
-			if _, err := d.Attach(ctx, a); err != nil {
+			if _, err := d.Attach(m.fenced(ctx), a); err != nil {
 				m.log.Warn("restore attachment", "block", a.Block, "host", a.Host, "err", err)
 			}
 		}
@@ -1012,7 +1018,7 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			if held[a] {
 				continue
 			}
-			if _, err := d.Detach(ctx, a); err != nil {
+			if _, err := d.Detach(m.fenced(ctx), a); err != nil {
 				return fmt.Errorf("detach %s from %s/%s, which no composition holds: %w", a.Block, a.Host, a.HostPort, err)
 			}
 			m.log.Warn("detached an attachment no composition holds", "fabric", fid, "block", a.Block, "host", a.Host, "port", a.HostPort)

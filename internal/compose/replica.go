@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 	"rackpool/internal/store"
 )
@@ -232,4 +233,13 @@ func (m *Manager) retryConflicts(ctx context.Context, compose func() (*inventory
 // commit, and how many of them were placed again.
 func (m *Manager) Conflicts() (conflicts, replans int64) {
 	return m.conflicts.Load(), m.replans.Load()
+}
+
+// fenced returns ctx carrying the leadership epoch (Options.Epoch) for a
+// fabric change.
+func (m *Manager) fenced(ctx context.Context) context.Context {
+	if m.epoch == nil {
+		return ctx
+	}
+	return fabric.WithEpoch(ctx, m.epoch())
 }

@@ -239,6 +239,9 @@ type Options struct {
 	Holders  Holders
 	Clock    clock.Clock
 	Logger   *slog.Logger
+	// Epoch, when set, returns the control plane's leadership epoch, which
+	// every mapping change on the SAS switch carries (fabric.WithEpoch).
+	Epoch func() int64
 	// LeaseTTL is how long a heartbeat answer lets a node serve its drives
 	// (DefaultLeaseTTL); Grace is added before failing a node over
 	// (LeaseTTL/4 by default).
@@ -748,7 +751,7 @@ func (m *Manager) attachTo(ctx context.Context, id, from, to, reason string) err
 	m.mu.Unlock()
 	drv := m.o.Holders.Drivers()[m.o.Topology.Device(id).Fabric.ID]
 	p, _ := m.sasPort(to)
-	res, err := drv.Attach(ctx, fabric.Attachment{Block: id, Device: id, Host: to, HostPort: p.ID})
+	res, err := drv.Attach(m.fenced(ctx), fabric.Attachment{Block: id, Device: id, Host: to, HostPort: p.ID})
 	if err != nil {
 		// The switch refused: back to the pool, and say so.
 		back := next
@@ -794,7 +797,7 @@ func (m *Manager) unmap(ctx context.Context, id, node string) {
 		return
 	}
 	drv := m.o.Holders.Drivers()[m.o.Topology.Device(id).Fabric.ID]
-	if _, err := drv.Detach(ctx, fabric.Attachment{Block: id, Device: id, Host: node, HostPort: p.ID}); err != nil {
+	if _, err := drv.Detach(m.fenced(ctx), fabric.Attachment{Block: id, Device: id, Host: node, HostPort: p.ID}); err != nil {
 		m.o.Logger.Warn("unmap drive", "drive", id, "node", node, "err", err)
 	}
 }
@@ -1039,4 +1042,12 @@ func (m *Manager) nodeInfo(n *Node) NodeInfo {
 	}
 	slices.Sort(out.Drives)
 	return out
+}
+
+// fenced returns ctx carrying the leadership epoch (Options.Epoch).
+func (m *Manager) fenced(ctx context.Context) context.Context {
+	if m.o.Epoch == nil {
+		return ctx
+	}
+	return fabric.WithEpoch(ctx, m.o.Epoch())
 }

@@ -86,6 +86,7 @@ type engine struct {
 	gen    uint64
 	faults fabric.Faults
 	errs   map[string]*errCounters // by device ID
+	fence  fabric.Fence            // the highest leadership epoch seen
 }
 
 type errCounters struct{ correctable, uncorrectable uint64 }
@@ -152,7 +153,7 @@ func (e *engine) Attach(ctx context.Context, a fabric.Attachment) (fabric.Result
 	if err := ctx.Err(); err != nil {
 		return fabric.Result{}, fmt.Errorf("attach %s to %s/%s: %w", a.Block, a.Host, a.HostPort, err)
 	}
-	took, changed, err := e.attach(a)
+	took, changed, err := e.attach(ctx, a)
 	if err != nil {
 		return fabric.Result{}, fmt.Errorf("attach %s to %s/%s: %w", a.Block, a.Host, a.HostPort, err)
 	}
@@ -163,7 +164,7 @@ func (e *engine) Attach(ctx context.Context, a fabric.Attachment) (fabric.Result
 	return fabric.Result{Took: took, Changed: true}, nil
 }
 
-func (e *engine) attach(a fabric.Attachment) (time.Duration, bool, error) {
+func (e *engine) attach(ctx context.Context, a fabric.Attachment) (time.Duration, bool, error) {
 	l, err := e.resolve(a)
 	if err != nil {
 		return 0, false, err
@@ -173,6 +174,9 @@ func (e *engine) attach(a fabric.Attachment) (time.Duration, bool, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.fence.Admit(ctx); err != nil {
+		return 0, false, err
+	}
 	if err := e.faults.Failed(l.dev.ID, l.Host, l.HostPort); err != nil {
 		return 0, false, err
 	}
@@ -203,6 +207,10 @@ func (e *engine) Detach(ctx context.Context, a fabric.Attachment) (fabric.Result
 		return fabric.Result{}, fmt.Errorf("detach %s from %s/%s: %w", a.Block, a.Host, a.HostPort, err)
 	}
 	e.mu.Lock()
+	if err := e.fence.Admit(ctx); err != nil {
+		e.mu.Unlock()
+		return fabric.Result{}, fmt.Errorf("detach %s from %s/%s: %w", a.Block, a.Host, a.HostPort, err)
+	}
 	cur, ok := e.att[l.key()]
 	var took time.Duration
 	if ok {

@@ -29,6 +29,7 @@ const (
 	MsgInUse       = Registry + "BlockInUse"
 	MsgFailed      = Registry + "ElementFailed"
 	MsgInjected    = Registry + "InjectedFault"
+	MsgFenced      = Registry + "StaleEpoch"
 )
 
 // Errors maps each Rackpool registry MessageId to the fabric error it
@@ -41,11 +42,12 @@ var Errors = map[string]error{
 	MsgInUse:       fabric.ErrInUse,
 	MsgFailed:      fabric.ErrFailed,
 	MsgInjected:    fabric.ErrInjected,
+	MsgFenced:      fabric.ErrFenced,
 }
 
 // registryOrder is the order MessageID tests the errors in: the first
 // that err wraps wins.
-var registryOrder = []string{MsgInjected, MsgFailed, MsgUnreachable, MsgDrawerHosts, MsgPortBusy, MsgInUse, MsgUnknown}
+var registryOrder = []string{MsgFenced, MsgInjected, MsgFailed, MsgUnreachable, MsgDrawerHosts, MsgPortBusy, MsgInUse, MsgUnknown}
 
 // MessageID returns the Rackpool registry MessageId of a fabric error, or
 // "" when err wraps none of them.
@@ -186,6 +188,7 @@ var resolutions = map[string]string{
 	MsgInUse:       "Detach the block from the host ports holding it first.",
 	MsgFailed:      "Repair the element (or clear the injected fault) and retry.",
 	MsgInjected:    "Retry, or clear the injected faults.",
+	MsgFenced:      "This control plane no longer leads; the one that does drives the fabric now.",
 }
 
 // errorBody is the Redfish error body of e.

@@ -221,6 +221,15 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
 		}
+		// The sender's leadership epoch (docs/ha.md), for the fabric's
+		// fence: every change this request makes carries it.
+		epoch, err := fabric.ParseEpoch(r.Header.Get(fabric.EpochHeader))
+		if err != nil {
+			writeError(w, newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
+				fmt.Sprintf("The header '%s' is invalid.", fabric.EpochHeader), fabric.EpochHeader))
+			return
+		}
+		r = r.WithContext(fabric.WithEpoch(r.Context(), epoch))
 		if r.ContentLength > MaxBody {
 			_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
 			w.Header().Set("Connection", "close")

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"rackpool/internal/fabric"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,6 +162,9 @@ func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte,
 	}
 	if token != "" {
 		req.Header.Set("X-Auth-Token", token)
+	}
+	if e, ok := fabric.EpochFrom(ctx); ok && method != http.MethodGet {
+		req.Header.Set(fabric.EpochHeader, strconv.FormatInt(e, 10))
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
