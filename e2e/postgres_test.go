@@ -183,13 +183,16 @@ func TestPostgresStandby(t *testing.T) {
 	}
 }
 
-// startStandby starts serve --standby on url and waits until it says it
-// is waiting. Its client is usable once it logs "rackpool serving".
-func startStandby(t *testing.T, url string, env []string) *server {
+// startStandby starts serve --standby on url (with flags, by default
+// --fabric-time instant) and waits until it says it is waiting. Its client is usable once it logs "rackpool serving".
+func startStandby(t *testing.T, url string, env []string, flags ...string) *server {
 	t.Helper()
 	addr, data := freeAddr(t), t.TempDir()
 	s := &server{t: t, url: "https://" + addr, addr: addr, data: data, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
-	s.cmd = exec.Command(binary, "serve", "--addr", addr, "--data", data, "--store", url, "--fabric-time", "instant", "--standby")
+	if len(flags) == 0 {
+		flags = []string{"--fabric-time", "instant"}
+	}
+	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", addr, "--data", data, "--store", url, "--standby"}, flags...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
@@ -317,16 +320,7 @@ func TestPostgresFabricFencing(t *testing.T) {
 	}
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "FALCON1_PASSWORD=" + fmPassword}
 	a := start(t, t.TempDir(), env, "--store", viaProxy, "--topology", topo, "--fabric-time", "real")
-	bAddr, bData := freeAddr(t), t.TempDir()
-	b := &server{t: t, url: "https://" + bAddr, addr: bAddr, data: bData, ca: filepath.Join(bData, "tls", "ca.pem"), stderr: &syncBuffer{}}
-	b.cmd = exec.Command(binary, "serve", "--addr", bAddr, "--data", bData, "--store", url, "--topology", topo, "--fabric-time", "real", "--standby")
-	b.cmd.Env = append(os.Environ(), env...)
-	b.cmd.Stderr = b.stderr
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.kill)
-	waitLog(t, b, "standby: another replica serves this database", 20*time.Second)
+	b := startStandby(t, url, env, "--topology", topo, "--fabric-time", "real")
 
 	// Four PCIe devices, attached one after another at 100 ms each.
 	composed := make(chan error, 1)
@@ -360,11 +354,6 @@ func TestPostgresFabricFencing(t *testing.T) {
 	if got := fm.zoneMembers(t, "falcon1", "host1-pcie"); len(got) > 1 {
 		t.Errorf("the fabric keeps %v for host1 after the takeover", got)
 	}
-	cfg, err := api.TLSConfig(b.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.http = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
 	systems, err := b.client().Systems(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -162,3 +162,40 @@ func ClampNano(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+// Rows is the part of a result set both SQL backends' drivers offer
+// (database/sql and pgx).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanAudit reads every row of a query that selects AuditColumns, times in
+// Unix nanoseconds.
+func ScanAudit(rows Rows) ([]AuditEntry, error) {
+	var out []AuditEntry
+	for rows.Next() {
+		var (
+			e  AuditEntry
+			ns int64
+		)
+		if err := rows.Scan(&e.ID, &ns, &e.User, &e.Tenant, &e.Remote, &e.Method,
+			&e.Target, &e.Action, &e.Outcome, &e.Status, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.Time = time.Unix(0, ns).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ForAppend is e as a backend appends it: validated (an error wrapping
+// ErrInvalidAudit otherwise), its ID cleared and its time in UTC.
+func (e AuditEntry) ForAppend() (AuditEntry, error) {
+	if err := e.Validate(); err != nil {
+		return AuditEntry{}, err
+	}
+	e.ID, e.Time = 0, e.Time.UTC()
+	return e, nil
+}

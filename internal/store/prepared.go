@@ -46,10 +46,10 @@ func Prepare(p Plan) (*PreparedPlan, error) {
 		pp.Objects = append(pp.Objects, o)
 	}
 	for _, e := range p.Audit {
-		if err := e.Validate(); err != nil {
+		e, err := e.ForAppend()
+		if err != nil {
 			return nil, err
 		}
-		e.ID, e.Time = 0, e.Time.UTC()
 		pp.Audit = append(pp.Audit, e)
 	}
 	for _, d := range p.Delete {

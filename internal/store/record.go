@@ -94,3 +94,38 @@ func expiresAt(t *time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// ScanCompositions reads every row of a query that selects a composition's
+// version and EncodeComposition data, in that order.
+func ScanCompositions(rows Rows) ([]*inventory.Composition, error) {
+	var out []*inventory.Composition
+	for rows.Next() {
+		var (
+			version int64
+			data    []byte
+		)
+		if err := rows.Scan(&version, &data); err != nil {
+			return nil, err
+		}
+		c, err := DecodeComposition(version, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ScanObjects reads every row of a query that selects an object's ID, data
+// and version, in that order.
+func ScanObjects(rows Rows) ([]Object, error) {
+	var out []Object
+	for rows.Next() {
+		var o Object
+		if err := rows.Scan(&o.ID, &o.Data, &o.Version); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}

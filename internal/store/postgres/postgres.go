@@ -170,22 +170,8 @@ func (s *Store) Compositions(ctx context.Context) ([]*inventory.Composition, err
 		return nil, s.readErr("read compositions", err)
 	}
 	defer rows.Close()
-	var out []*inventory.Composition
-	for rows.Next() {
-		var (
-			version int64
-			data    []byte
-		)
-		if err := rows.Scan(&version, &data); err != nil {
-			return nil, s.readErr("read compositions", err)
-		}
-		c, err := store.DecodeComposition(version, data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanCompositions(rows)
+	if err != nil {
 		return nil, s.readErr("read compositions", err)
 	}
 	return out, nil
@@ -217,15 +203,8 @@ func (s *Store) Objects(ctx context.Context, kind string) ([]store.Object, error
 		return nil, s.readErr("read "+kind+" objects", err)
 	}
 	defer rows.Close()
-	var out []store.Object
-	for rows.Next() {
-		var o store.Object
-		if err := rows.Scan(&o.ID, &o.Data, &o.Version); err != nil {
-			return nil, s.readErr("read "+kind+" objects", err)
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanObjects(rows)
+	if err != nil {
 		return nil, s.readErr("read "+kind+" objects", err)
 	}
 	return out, nil

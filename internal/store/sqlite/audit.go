@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"rackpool/internal/store"
 )
@@ -18,13 +17,12 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.Audi
 	if s.closed() {
 		return store.AuditEntry{}, store.ErrClosed
 	}
-	if err := e.Validate(); err != nil {
+	e, err := e.ForAppend()
+	if err != nil {
 		return store.AuditEntry{}, err
 	}
-	e.ID = 0
-	e.Time = e.Time.UTC()
 	var id int64
-	err := s.submit(ctx, func(w *writer) error {
+	err = s.submit(ctx, func(w *writer) error {
 		var err error
 		id, err = w.appendAudit(e)
 		return err
@@ -69,20 +67,8 @@ func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEnt
 		return nil, s.readErr("read audit log", err)
 	}
 	defer rows.Close()
-	var out []store.AuditEntry
-	for rows.Next() {
-		var (
-			e  store.AuditEntry
-			ns int64
-		)
-		if err := rows.Scan(&e.ID, &ns, &e.User, &e.Tenant, &e.Remote, &e.Method,
-			&e.Target, &e.Action, &e.Outcome, &e.Status, &e.Detail); err != nil {
-			return nil, s.readErr("read audit log", err)
-		}
-		e.Time = time.Unix(0, ns).UTC()
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := store.ScanAudit(rows)
+	if err != nil {
 		return nil, s.readErr("read audit log", err)
 	}
 	return out, nil
