@@ -55,7 +55,10 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 		var held atomic.Pointer[postgres.Leadership]
 		held.Store(lead)
 		go keepLead(st, &held, who, spec, log)
+		pctx, stopPrune := context.WithCancel(context.Background())
+		go st.PruneLoop(pctx, time.Minute, postgres.ChangeRetention, log)
 		release := func() {
+			stopPrune()
 			if l := held.Swap(nil); l != nil {
 				l.Release()
 			}

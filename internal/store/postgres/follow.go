@@ -204,3 +204,39 @@ func (s *Store) Versions(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// ChangeRetention is how long the change log keeps a change: a replica
+// that was away longer re-reads the compositions whose versions differ
+// (replica.Follower.Check) instead of reading the log.
+const ChangeRetention = 10 * time.Minute
+
+// PruneChanges deletes the changes committed before the retention, and
+// returns how many. The leader calls it periodically.
+func (s *Store) PruneChanges(ctx context.Context, retention time.Duration) (int64, error) {
+	if s.isClosed() {
+		return 0, store.ErrClosed
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM changes WHERE at < now() - make_interval(secs => $1)`, retention.Seconds())
+	if err != nil {
+		return 0, s.readErr("prune the change log", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PruneLoop prunes the change log every interval until ctx ends.
+func (s *Store) PruneLoop(ctx context.Context, every, retention time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.PruneChanges(ctx, retention); err != nil && ctx.Err() == nil {
+			log.Warn("change log: prune failed", "err", err)
+		} else if n > 0 {
+			log.Debug("change log pruned", "changes", n)
+		}
+	}
+}

@@ -457,3 +457,34 @@ func TestFeed(t *testing.T) {
 		t.Fatal("no change delivered by notification")
 	}
 }
+
+// TestPruneChanges: changes older than the retention are deleted, newer
+// ones kept.
+func TestPruneChanges(t *testing.T) {
+	srv := shared(t)
+	url := srv.CreateDatabase(t, pgtest.DatabaseName(t))
+	ctx := context.Background()
+	s := openURL(t, url)
+	defer s.Close()
+	for i := range 3 {
+		if err := s.PutSetting(ctx, fmt.Sprint("k", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE changes SET at = now() - interval '1 hour' WHERE id <> 'k2'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneChanges(ctx, postgres.ChangeRetention)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneChanges = %d, %v, want 2", n, err)
+	}
+	got, err := s.Feed(0).Next(ctx)
+	if err != nil || len(got) != 1 || got[0].ID != "k2" {
+		t.Fatalf("the log after pruning holds %v, %v; want the change of k2", got, err)
+	}
+}
