@@ -74,7 +74,20 @@ func (s *Store) Lead(ctx context.Context, name, who string, opts LeadOptions) (*
 	cfg.RuntimeParams["application_name"] = who
 	cfg.RuntimeParams["idle_session_timeout"] = strconv.FormatInt(opts.TTL.Milliseconds(), 10)
 	for waited := false; ; {
-		l, holder, err := s.tryLead(ctx, cfg, key, name)
+		// A standby, once it has said it waits, blocks in
+		// pg_advisory_lock: it leads the moment the server releases the
+		// lock, not at its next poll.
+		l, holder, err := s.tryLead(ctx, cfg, key, name, waited)
+		if err != nil && waited && ctx.Err() == nil {
+			// The waiting session failed (the server restarted): wait
+			// again on a new one.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(opts.TTL / 5):
+			}
+			continue
+		}
 		if err != nil || l != nil {
 			if l != nil {
 				l.key = key
@@ -91,23 +104,25 @@ func (s *Store) Lead(ctx context.Context, name, who string, opts LeadOptions) (*
 			opts.OnWait(holder)
 		}
 		waited = true
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(opts.TTL / 5):
-		}
 	}
 }
 
 // tryLead makes one attempt: a Leadership, or the leader's description.
-func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, name string) (*Leadership, string, error) {
+// With block it waits in pg_advisory_lock until the lock is free (or ctx
+// ends).
+func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, name string, block bool) (*Leadership, string, error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("lead %s: connect: %w", name, err)
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
-		conn.Close(ctx)
+	ok := true
+	if block {
+		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key)
+	} else {
+		err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok)
+	}
+	if err != nil {
+		conn.Close(context.Background())
 		return nil, "", fmt.Errorf("lead %s: %w", name, err)
 	}
 	if !ok {
