@@ -17,6 +17,7 @@ import (
 	"rackpool/api"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
+	"rackpool/internal/topology"
 )
 
 // startPostgres starts a PostgreSQL server for the test and returns the URL
@@ -73,6 +74,20 @@ func TestPostgresServe(t *testing.T) {
 	}
 	if len(got.Links.ResourceBlocks) != len(sys.Links.ResourceBlocks) {
 		t.Errorf("system %s has %d blocks, had %d", sys.ID, len(got.Links.ResourceBlocks), len(sys.Links.ResourceBlocks))
+	}
+
+	// A standby describing another datacenter is refused at once, naming
+	// both topologies; nothing changes.
+	other := filepath.Join(t.TempDir(), "racks.yaml")
+	if err := os.WriteFile(other, topology.GenerateRacks(2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runServe(t, t.TempDir(), env, "--store", url, "--standby", "--topology", other)
+	if err == nil || !strings.Contains(out, "is not the one the database is served with") || !strings.Contains(out, "example-rack") {
+		t.Errorf("standby with another topology: %v\n%s", err, out)
+	}
+	if _, err := srv.client().System(ctx, sys.ID); err != nil {
+		t.Errorf("system %s after the refused standby: %v", sys.ID, err)
 	}
 	srv.kill()
 

@@ -135,7 +135,7 @@ func runServe(args []string) error {
 	}
 
 	ctx := context.Background()
-	st, storeDesc, closeStore, epoch, err := openStore(ctx, *storeSpec, *data, *standby, log)
+	st, storeDesc, closeStore, epoch, err := openStore(ctx, *storeSpec, *data, *standby, top, log)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/sqlite"
+	"rackpool/internal/topology"
 )
 
 // openStore opens the store --store names: "" or "sqlite" for the SQLite
@@ -22,7 +23,7 @@ import (
 // the leadership epoch every fabric change carries. With PostgreSQL one
 // replica serves a database at a time; standby waits for it to stop (or
 // to fall silent for a lease) and then takes over.
-func openStore(ctx context.Context, spec, data string, standby bool, log *slog.Logger) (store.Store, string, func(), func() int64, error) {
+func openStore(ctx context.Context, spec, data string, standby bool, top *topology.Topology, log *slog.Logger) (store.Store, string, func(), func() int64, error) {
 	switch {
 	case spec == "" || spec == "sqlite":
 		if standby {
@@ -38,6 +39,15 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 		if err != nil {
 			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
 		}
+		digest := topology.Digest(top)
+		if standby {
+			// Refuse at once, not at the takeover: the serving replica
+			// describes another datacenter.
+			if err := sameTopology(ctx, st, top, digest); err != nil {
+				st.Close()
+				return nil, "", nil, nil, err
+			}
+		}
 		host, _ := os.Hostname()
 		who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
 		lead, err := st.Lead(ctx, serveRole, who, postgres.LeadOptions{Wait: standby, OnWait: func(leader string) {
@@ -50,6 +60,11 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 					postgres.Redact(spec), err)
 			}
 			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
+		}
+		if err := recordTopology(ctx, st, top, digest, standby, log); err != nil {
+			lead.Release()
+			st.Close()
+			return nil, "", nil, nil, err
 		}
 		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
 		var held atomic.Pointer[postgres.Leadership]
@@ -74,6 +89,51 @@ func openStore(ctx context.Context, spec, data string, standby bool, log *slog.L
 	default:
 		return nil, "", nil, nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
 	}
+}
+
+// Settings naming the topology the serving replica uses.
+const (
+	topologyDigestKey = "topology/digest"
+	topologyNameKey   = "topology/name"
+)
+
+// sameTopology refuses a replica whose topology is not the one the
+// database was last served with.
+func sameTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string) error {
+	stored, ok, err := st.Setting(ctx, topologyDigestKey)
+	if err != nil || !ok || stored == digest {
+		return err
+	}
+	name, _, _ := st.Setting(ctx, topologyNameKey)
+	return fmt.Errorf("--topology: this replica's topology %q (digest %s) is not the one the database is served with, %q (digest %s): replicas of one database must describe the same datacenter",
+		top.Name, digest, name, stored)
+}
+
+// recordTopology records the leader's topology. A standby refuses to take
+// over with another one; a replica that leads on its own takes the
+// topology as changed (an operator edited it) and records it: the
+// composition manager then refuses stored compositions it cannot hold.
+func recordTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string, standby bool, log *slog.Logger) error {
+	stored, ok, err := st.Setting(ctx, topologyDigestKey)
+	if err != nil {
+		return fmt.Errorf("--store: read the topology digest: %w", err)
+	}
+	if ok && stored == digest {
+		return nil
+	}
+	if ok && standby {
+		return sameTopology(ctx, st, top, digest)
+	}
+	if ok {
+		log.Warn("the topology differs from the one this database was last served with", "topology", top.Name, "digest", digest, "was", stored)
+	}
+	if err := st.PutSetting(ctx, topologyNameKey, top.Name); err != nil {
+		return fmt.Errorf("--store: record the topology: %w", err)
+	}
+	if err := st.PutSetting(ctx, topologyDigestKey, digest); err != nil {
+		return fmt.Errorf("--store: record the topology: %w", err)
+	}
+	return nil
 }
 
 // serveRole is the leadership role of the replica serving a database.
