@@ -129,8 +129,13 @@ func (s *Store) write(ctx context.Context, t txn) error {
 		return nil
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || len(t.changes) == 0 {
+	if errors.As(err, &pgErr) {
 		return mapErr("commit", err)
+	}
+	if len(t.changes) == 0 {
+		// Nothing to look for (an audit entry alone): the outcome stays
+		// unknown, and is not reported as "nothing changed".
+		return fmt.Errorf("store: commit outcome unknown: %w", err)
 	}
 	// The connection failed during COMMIT: the server may or may not have
 	// committed. Find out before answering.
