@@ -247,8 +247,12 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		o.HostTimeout = DefaultHostTimeout
 	}
 	cm := &committed{v: map[string]int64{}}
+	st := o.Store
+	if o.CatchUp != nil { // one replica of several: note its own commits for Sync
+		st = recordingStore{Store: o.Store, c: cm}
+	}
 	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp, epoch: o.Epoch,
-		top: o.Topology, sched: schedule.New(o.Topology), store: recordingStore{Store: o.Store, c: cm}, drivers: o.Drivers,
+		top: o.Topology, sched: schedule.New(o.Topology), store: st, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
 		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,

@@ -183,6 +183,7 @@ func syncReason(old, rec *inventory.Composition) string {
 func (m *Manager) Stale(versions map[string]int64) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetCommitted()
 	var out []string
 	for id, v := range versions {
 		if c := m.comps[id]; c == nil || c.Version != v {
@@ -242,4 +243,20 @@ func (m *Manager) fenced(ctx context.Context) context.Context {
 		return ctx
 	}
 	return fabric.WithEpoch(ctx, m.epoch())
+}
+
+// forgetCommitted drops the versions this manager committed that its
+// snapshot has caught up with: its own changes never come back through the
+// log to be forgotten there. m.mu must be held.
+func (m *Manager) forgetCommitted() {
+	m.committed.mu.Lock()
+	defer m.committed.mu.Unlock()
+	for id, v := range m.committed.v {
+		c := m.comps[id]
+		// Gone from the snapshot (deleted here, or by another replica
+		// since), or caught up with.
+		if c == nil || v != deleted && c.Version >= v {
+			delete(m.committed.v, id)
+		}
+	}
 }
