@@ -309,7 +309,8 @@ func TestPostgresRestart(t *testing.T) {
 }
 
 // TestPostgresFabricFencing: a replica cut from the database (through a
-// proxy the test controls) and paused in the middle of a composition,
+// proxy the test controls) and paused in the middle of a composition (its
+// first device attached, five to go),
 // while its fabric manager (fabric-emulator, real modelled time) is
 // attaching, loses its lead; the standby takes over and settles the
 // half-done composition on the fabric with the next epoch. Resumed but
@@ -337,15 +338,20 @@ func TestPostgresFabricFencing(t *testing.T) {
 	a := start(t, t.TempDir(), env, "--store", viaProxy, "--topology", topo, "--fabric-time", "real")
 	b := startStandby(t, url, env, "--topology", topo, "--fabric-time", "real")
 
-	// Four PCIe devices, attached one after another at 100 ms each.
+	// Six PCIe devices, attached one after another at 100 ms each: cut and
+	// pause the replica once the fabric shows the first.
 	composed := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		_, err := a.client().Compose(ctx, api.ComposeRequest{Host: "host1", Blocks: []string{"gpu1", "gpu2", "nvme1", "nic1"}})
+		_, err := a.client().Compose(ctx, api.ComposeRequest{Host: "host1", Blocks: []string{"gpu1", "gpu2", "gpu3", "gpu4", "nvme1", "nic1"}})
 		composed <- err
 	}()
-	time.Sleep(150 * time.Millisecond) // the first attaches are under way
+	for deadline := time.Now().Add(30 * time.Second); len(fm.zoneMembers(t, "falcon1", "host1-pcie")) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the composition never reached the fabric:\n%s", a.stderr)
+		}
+	}
 	proxy.cut()
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
