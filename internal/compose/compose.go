@@ -74,6 +74,10 @@ var (
 	ErrQuota = errors.New("tenant quota exceeded")
 	// ErrBlockBusy: a block asked for by HoldBlocks is in use.
 	ErrBlockBusy = errors.New("block is in use")
+	// ErrUnfinished: a decompose was recorded but could not be finished
+	// (the database became unreachable); it will be, by a retry or by the
+	// recovery of the replica that serves next.
+	ErrUnfinished = errors.New("decompose recorded but not finished")
 )
 
 // Options configure a Manager. Topology, Store and Drivers are required.
@@ -222,6 +226,8 @@ type Manager struct {
 	remote    map[string]bool
 	catchUp   func(ctx context.Context) error
 	epoch     func() int64
+	// stuck marks compositions whose rollback failed (RetryStuck).
+	stuck map[string]bool
 	conflicts atomic.Int64
 	replans   atomic.Int64
 }
@@ -251,7 +257,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.CatchUp != nil { // one replica of several: note its own commits for Sync
 		st = recordingStore{Store: o.Store, c: cm}
 	}
-	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp, epoch: o.Epoch,
+	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp, epoch: o.Epoch, stuck: map[string]bool{},
 		top: o.Topology, sched: schedule.New(o.Topology), store: st, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
@@ -460,14 +466,68 @@ func (m *Manager) notify(ch Change) {
 // keeps its blocks, which may still be attached and are still recorded.
 func (m *Manager) rollbackCompose(ctx context.Context, c *inventory.Composition) bool {
 	if err := m.detach(ctx, c, c.Blocks); err != nil {
-		m.log.Error("rollback detach failed; recovery will retry at start-up", "id", c.ID, "err", err)
+		m.log.Error("rollback detach failed; retrying every second (RetryStuck) and at start-up", "id", c.ID, "err", err)
+		m.markStuck(c.ID)
 		return false
 	}
 	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
-		m.log.Error("rollback delete failed; recovery will retry at start-up", "id", c.ID, "err", err)
+		m.log.Error("rollback delete failed; retrying every second (RetryStuck) and at start-up", "id", c.ID, "err", err)
+		m.markStuck(c.ID)
 		return false
 	}
 	return true
+}
+
+// markStuck notes a composition whose rollback failed (a fabric or the
+// database was unreachable), for RetryStuck.
+func (m *Manager) markStuck(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stuck[id] = true
+}
+
+// RetryStuck rolls back again the compositions whose rollback failed, and
+// finishes the decomposes recorded but not finished: a control plane that
+// rides out an outage of its database or of a fabric (docs/ha.md) must not
+// keep their blocks until its next restart. ExpireLoop calls it.
+func (m *Manager) RetryStuck(ctx context.Context) {
+	m.mu.Lock()
+	var stuck, decomposing []*inventory.Composition
+	for id := range m.stuck {
+		switch c := m.comps[id]; {
+		case c != nil && c.State == inventory.Composing:
+			stuck = append(stuck, c)
+		case c != nil && c.State == inventory.Decomposing && !m.running[id]:
+			decomposing = append(decomposing, c)
+		default:
+			delete(m.stuck, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range decomposing {
+		m.mu.Lock()
+		delete(m.stuck, c.ID) // marked again if it fails again
+		m.mu.Unlock()
+		if err := m.decomposeOnce(ctx, c.ID, 0); err == nil {
+			m.log.Info("finished a decompose the database's outage had interrupted", "id", c.ID)
+		}
+	}
+	for _, c := range stuck {
+		if err := m.detach(ctx, c, c.Blocks); err != nil {
+			continue
+		}
+		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+			continue
+		}
+		m.mu.Lock()
+		if m.comps[c.ID] == c {
+			m.drop(c, c.Blocks)
+			delete(m.comps, c.ID)
+		}
+		delete(m.stuck, c.ID)
+		m.mu.Unlock()
+		m.log.Info("rolled back a composition whose rollback had failed", "id", c.ID)
+	}
 }
 
 // attachments turns blocks of c into fabric attachments grouped by fabric.
@@ -590,7 +650,15 @@ func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion in
 	} else {
 		d = c // already Decomposing in the store
 	}
-	return m.decompose(ctx, d)
+	err := m.decompose(ctx, d)
+	if errors.Is(err, store.ErrUnavailable) {
+		// The decompose is recorded: it will be finished (RetryStuck,
+		// a retry, or the recovery of whichever replica serves next). Not
+		// "nothing was changed", which the store's error would say.
+		m.markStuck(id)
+		return fmt.Errorf("%w: %s", ErrUnfinished, err.Error())
+	}
+	return err
 }
 
 // restore puts to back as the composition's record in memory and ends its

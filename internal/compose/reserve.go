@@ -155,8 +155,8 @@ func (m *Manager) Expire(ctx context.Context) {
 	}
 }
 
-// ExpireLoop expires reservations every interval of the manager's clock
-// until ctx ends.
+// ExpireLoop expires reservations, and retries the rollbacks that failed
+// (RetryStuck), every interval of the manager's clock until ctx ends.
 func (m *Manager) ExpireLoop(ctx context.Context, every time.Duration) {
 	t := clock.NewTicker(m.clk, every)
 	defer t.Stop()
@@ -166,6 +166,7 @@ func (m *Manager) ExpireLoop(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C():
 			m.Expire(context.WithoutCancel(ctx))
+			m.RetryStuck(context.WithoutCancel(ctx))
 		}
 	}
 }

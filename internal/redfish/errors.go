@@ -167,6 +167,12 @@ func translate(err error) *apiError {
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = err.Error()
 		return e
+	case errors.Is(err, compose.ErrUnfinished):
+		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
+			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
+		e.internal = err
+		e.resolution = "The system is being decomposed and will be: the service could not reach its database to finish. Retry the DELETE; a 404 then means it is done."
+		return e
 	case errors.Is(err, store.ErrUnavailable):
 		// The database is unreachable, or this replica no longer leads:
 		// nothing was changed; a load balancer retries elsewhere.

@@ -20,6 +20,7 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/replica"
+	"rackpool/internal/replica/alloctest"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
@@ -57,84 +58,6 @@ func startNode(t *testing.T, ctx context.Context, url string, top *topology.Topo
 	return &node{st: st, mgr: mgr, f: f}
 }
 
-// op is one operation of the recorded history, for porcupine.
-type op struct {
-	compose bool
-	id      string   // decompose: the system; compose: the system made ("" if refused)
-	blocks  []string // compose: the blocks it got
-}
-
-type result struct {
-	ok bool
-}
-
-// allocationModel: a compose that succeeded took blocks that no system
-// held; a decompose that succeeded freed a system that existed. Refusals
-// (no capacity, a system already gone) change nothing and are always
-// allowed. The state is the set of systems with their blocks, encoded as a
-// sorted string.
-var allocationModel = porcupine.Model{
-	Init: func() any { return map[string][]string{} },
-	Step: func(state, input, output any) (bool, any) {
-		st := state.(map[string][]string)
-		in, out := input.(op), output.(result)
-		if !out.ok {
-			return true, state
-		}
-		if in.compose {
-			held := map[string]bool{}
-			for _, bs := range st {
-				for _, b := range bs {
-					held[b] = true
-				}
-			}
-			for _, b := range in.blocks {
-				if held[b] {
-					return false, state
-				}
-			}
-			if _, ok := st[in.id]; ok {
-				return false, state
-			}
-			next := make(map[string][]string, len(st)+1)
-			for k, v := range st {
-				next[k] = v
-			}
-			next[in.id] = in.blocks
-			return true, next
-		}
-		if _, ok := st[in.id]; !ok {
-			return false, state
-		}
-		next := make(map[string][]string, len(st))
-		for k, v := range st {
-			if k != in.id {
-				next[k] = v
-			}
-		}
-		return true, next
-	},
-	Equal: func(a, b any) bool {
-		sa, sb := a.(map[string][]string), b.(map[string][]string)
-		if len(sa) != len(sb) {
-			return false
-		}
-		for k, v := range sa {
-			if !slices.Equal(v, sb[k]) {
-				return false
-			}
-		}
-		return true
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(op)
-		if in.compose {
-			return fmt.Sprintf("compose -> %s %v (%v)", in.id, in.blocks, output.(result).ok)
-		}
-		return fmt.Sprintf("decompose %s (%v)", in.id, output.(result).ok)
-	},
-}
-
 // TestReplicasStorm: three replicas compose and decompose on one database
 // and one set of fabrics at once, from eight clients each sending to a
 // random replica. Afterwards no block is in two compositions, every
@@ -167,10 +90,10 @@ func TestReplicasStorm(t *testing.T) {
 		history []porcupine.Operation
 		acked   int
 	)
-	record := func(client int, call, ret int64, in op, ok bool) {
+	record := func(client int, call, ret int64, in alloctest.Op, ok bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: result{ok}, Return: ret})
+		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: alloctest.Result{OK: ok}, Return: ret})
 		if ok {
 			acked++
 		}
@@ -195,7 +118,7 @@ func TestReplicasStorm(t *testing.T) {
 					if err != nil && !errors.Is(err, compose.ErrNotFound) {
 						t.Errorf("decompose %s: %v", id, err)
 					}
-					record(c, call, time.Now().UnixNano(), op{id: id}, err == nil)
+					record(c, call, time.Now().UnixNano(), alloctest.Op{ID: id}, err == nil)
 					continue
 				}
 				sys, err := n.mgr.Compose(ctx, compose.Request{Needs: needs[rng.IntN(len(needs))]})
@@ -205,11 +128,11 @@ func TestReplicasStorm(t *testing.T) {
 					if !errors.As(err, &u) && !errors.Is(err, store.ErrConflict) {
 						t.Errorf("compose: %v", err)
 					}
-					record(c, call, ret, op{compose: true}, false)
+					record(c, call, ret, alloctest.Op{Compose: true}, false)
 					continue
 				}
 				mine = append(mine, sys.ID)
-				record(c, call, ret, op{compose: true, id: sys.ID, blocks: sortedBlocks(sys)}, true)
+				record(c, call, ret, alloctest.Op{Compose: true, ID: sys.ID, Blocks: sortedBlocks(sys)}, true)
 			}
 		})
 	}
@@ -270,7 +193,7 @@ func TestReplicasStorm(t *testing.T) {
 	if !slices.Equal(attached, expected) {
 		t.Errorf("fabric attachments %v, the database says %v", attached, expected)
 	}
-	res, info := porcupine.CheckOperationsVerbose(allocationModel, history, 30*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(alloctest.Model, history, 30*time.Second)
 	if res != porcupine.Ok {
 		t.Errorf("history of %d operations is not linearizable on the allocation model (%v)", len(history), res)
 		_ = info
