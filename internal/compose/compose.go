@@ -227,7 +227,7 @@ type Manager struct {
 	catchUp   func(ctx context.Context) error
 	epoch     func() int64
 	// stuck marks compositions whose rollback failed (RetryStuck).
-	stuck map[string]bool
+	stuck     map[string]bool
 	conflicts atomic.Int64
 	replans   atomic.Int64
 }
