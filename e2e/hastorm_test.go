@@ -300,7 +300,7 @@ func TestPostgresFaultStorm(t *testing.T) {
 	// 3. The serving replica cut from the database.
 	l = nl
 	slots[l].proxy.cut()
-	nl = waitLeader(l, "cut from the database")
+	waitLeader(l, "cut from the database")
 	slots[l].proxy.restore()
 	restart(l)
 	pause()
