@@ -488,3 +488,23 @@ func TestPruneChanges(t *testing.T) {
 		t.Fatalf("the log after pruning holds %v, %v; want the change of k2", got, err)
 	}
 }
+
+// TestParseURLHosts: a URL may list the database's hosts (a primary and
+// its standby), as docs/ha.md suggests; the password never appears in
+// errors about a URL.
+func TestParseURLHosts(t *testing.T) {
+	cfg, err := postgres.ParseURL("postgres://u:pw@db1,db2:5433/rackpool?target_session_attrs=read-write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{cfg.ConnConfig.Host}
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		hosts = append(hosts, f.Host)
+	}
+	if !slices.Contains(hosts, "db1") || !slices.Contains(hosts, "db2") {
+		t.Errorf("hosts %v, want db1 and db2", hosts)
+	}
+	if _, err := postgres.ParseURL("postgres://u:s3cret@db1:99999999/x"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad port = %v; want an error without the password", err)
+	}
+}
