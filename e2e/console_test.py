@@ -246,6 +246,9 @@ def console(pw):
     b.shot("decompose-confirm")
     p.click(f"dialog button:text-is('Decompose {mine}')")
     wait_until(lambda: mine not in composed(), "the decompose through the console")
+    # The page goes back to the list once its DELETE has answered; a
+    # navigation of the test's before then would be undone by it.
+    p.wait_for_url(re.compile(r"#/systems$"))
 
     # Export, free everything, preview the import, apply it.
     exported = composed()
