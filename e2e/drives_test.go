@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -300,6 +301,9 @@ func TestDriveFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = victim.cmd.Process.Signal(syscall.SIGCONT) }()
+	// Queue the write only once every thread has stopped: a thread still
+	// running could serve it at once (it did, once, on a loaded machine).
+	waitStopped(t, victim.cmd.Process.Pid)
 	// Queue a write to the paused node: it sits in the socket until the
 	// node runs again.
 	stale := make(chan error, 1)
@@ -435,4 +439,28 @@ func TestElasticLive(t *testing.T) {
 		t.Errorf("no blocknode brought back under load; audit:\n%s", lastLines(audit, 8))
 	}
 	r.waitInService(t, 6)
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc/pid/task/*/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			// The state follows the command name in parentheses.
+			if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop", pid)
+		}
+	}
 }
