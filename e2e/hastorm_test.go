@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -63,16 +61,7 @@ func TestPostgresFaultStorm(t *testing.T) {
 	skipShort(t)
 	pg, url := startPostgres(t)
 	fm := startFabricEmulator(t, "falcon1", "--fabric-time", "instant")
-	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const at = "  - id: falcon1\n    kind: pcie-switch\n"
-	topo := filepath.Join(t.TempDir(), "rack.yaml")
-	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
-	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	topo := redfishRack(t, fm)
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "FALCON1_PASSWORD=" + fmPassword}
 	flags := []string{"--topology", topo, "--fabric-time", "instant"}
 	slots := make([]*haSlot, 3)

@@ -324,16 +324,7 @@ func TestPostgresFabricFencing(t *testing.T) {
 	proxy := startProxy(t, pg.Addr())
 	viaProxy := strings.Replace(url, pg.Addr(), proxy.addr(), 1)
 	fm := startFabricEmulator(t, "falcon1", "--fabric-time", "real")
-	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const at = "  - id: falcon1\n    kind: pcie-switch\n"
-	topo := filepath.Join(t.TempDir(), "rack.yaml")
-	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
-	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	topo := redfishRack(t, fm)
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "FALCON1_PASSWORD=" + fmPassword}
 	a := start(t, t.TempDir(), env, "--store", viaProxy, "--topology", topo, "--fabric-time", "real")
 	b := startStandby(t, url, env, "--topology", topo, "--fabric-time", "real")

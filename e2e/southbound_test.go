@@ -62,6 +62,27 @@ func startFabricEmulator(t *testing.T, fabricID string, flags ...string) *fabric
 	}
 }
 
+// redfishRack writes the example rack with its PCIe fabric (falcon1)
+// driven through the redfish driver by fm, and returns the file's path;
+// serve needs FALCON1_PASSWORD=fmPassword in its environment.
+func redfishRack(t *testing.T, fm *fabricEmulator) string {
+	t.Helper()
+	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = "  - id: falcon1\n    kind: pcie-switch\n"
+	if !strings.Contains(string(rack), at) {
+		t.Fatalf("examples/rack.yaml no longer has %q", at)
+	}
+	topo := filepath.Join(t.TempDir(), "rack.yaml")
+	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
+	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
 // get reads a resource of the emulator as its administrator.
 func (e *fabricEmulator) get(t *testing.T, path string) map[string]any {
 	t.Helper()
@@ -113,19 +134,7 @@ func (e *fabricEmulator) zoneMembers(t *testing.T, fabricID, zone string) []stri
 func TestServeDrivesRedfishManager(t *testing.T) {
 	skipShort(t)
 	fm := startFabricEmulator(t, "falcon1", "--fabric-time", "instant")
-	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const at = "  - id: falcon1\n    kind: pcie-switch\n"
-	if !strings.Contains(string(rack), at) {
-		t.Fatalf("examples/rack.yaml no longer has %q", at)
-	}
-	topo := filepath.Join(t.TempDir(), "rack.yaml")
-	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
-	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	topo := redfishRack(t, fm)
 
 	// Without the password serve refuses to start, naming the variable.
 	cmd := exec.Command(binary, "serve", "--addr", freeAddr(t), "--data", t.TempDir(), "--topology", topo)
