@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rackpool/internal/fabric"
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/sqlite"
@@ -23,7 +24,7 @@ import (
 // the leadership epoch every fabric change carries. With PostgreSQL one
 // replica serves a database at a time; standby waits for it to stop (or
 // to fall silent for a lease) and then takes over.
-func openStore(ctx context.Context, spec, data string, standby bool, top *topology.Topology, log *slog.Logger) (store.Store, string, func(), func() int64, error) {
+func openStore(ctx context.Context, spec, data string, standby bool, top *topology.Topology, log *slog.Logger) (store.Store, string, func(), func() fabric.Epoch, error) {
 	switch {
 	case spec == "" || spec == "sqlite":
 		if standby {
@@ -79,11 +80,11 @@ func openStore(ctx context.Context, spec, data string, standby bool, top *topolo
 			}
 			st.Close()
 		}
-		epoch := func() int64 {
+		epoch := func() fabric.Epoch {
 			if l := held.Load(); l != nil {
-				return l.Epoch
+				return fabric.Epoch{N: l.Epoch}
 			}
-			return 0
+			return fabric.Epoch{}
 		}
 		return st, "postgres " + postgres.Redact(spec), release, epoch, nil
 	default:

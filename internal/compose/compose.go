@@ -112,7 +112,7 @@ type Options struct {
 	// (docs/ha.md), which every attach, detach and restore carries to the
 	// fabrics: a fabric refuses a change whose epoch is lower than one it
 	// has seen (fabric.ErrFenced).
-	Epoch func() int64
+	Epoch func() fabric.Epoch
 	// Spread starts the scheduler's search at a random host: replicas
 	// placing at once then rarely choose the same blocks (Scheduler.Start).
 	Spread bool
@@ -225,7 +225,7 @@ type Manager struct {
 	committed *committed
 	remote    map[string]bool
 	catchUp   func(ctx context.Context) error
-	epoch     func() int64
+	epoch     func() fabric.Epoch
 	// stuck marks compositions whose rollback failed (RetryStuck).
 	stuck     map[string]bool
 	conflicts atomic.Int64

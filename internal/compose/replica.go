@@ -237,9 +237,10 @@ func (m *Manager) Conflicts() (conflicts, replans int64) {
 }
 
 // fenced returns ctx carrying the leadership epoch (Options.Epoch) for a
-// fabric change.
+// fabric change, unless ctx carries one already (the leader settling
+// another replica's work carries that replica's raised epoch).
 func (m *Manager) fenced(ctx context.Context) context.Context {
-	if m.epoch == nil {
+	if _, ok := fabric.EpochFrom(ctx); ok || m.epoch == nil {
 		return ctx
 	}
 	return fabric.WithEpoch(ctx, m.epoch())

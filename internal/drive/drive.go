@@ -241,7 +241,7 @@ type Options struct {
 	Logger   *slog.Logger
 	// Epoch, when set, returns the control plane's leadership epoch, which
 	// every mapping change on the SAS switch carries (fabric.WithEpoch).
-	Epoch func() int64
+	Epoch func() fabric.Epoch
 	// LeaseTTL is how long a heartbeat answer lets a node serve its drives
 	// (DefaultLeaseTTL); Grace is added before failing a node over
 	// (LeaseTTL/4 by default).

@@ -164,7 +164,7 @@ func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte,
 		req.Header.Set("X-Auth-Token", token)
 	}
 	if e, ok := fabric.EpochFrom(ctx); ok && method != http.MethodGet {
-		req.Header.Set(fabric.EpochHeader, strconv.FormatInt(e, 10))
+		req.Header.Set(fabric.EpochHeader, e.String())
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestFencing(t *testing.T) {
 	d, srv := rackDriver(t, 10*time.Second, nil)
 	ctx := context.Background()
-	old, cur := fabric.WithEpoch(ctx, 1), fabric.WithEpoch(ctx, 2)
+	old, cur := fabric.WithEpoch(ctx, fabric.Epoch{N: 1}), fabric.WithEpoch(ctx, fabric.Epoch{N: 2})
 	gpu2 := fabric.Attachment{Block: "gpu2", Device: "gpu2", Host: "host2", HostPort: "pcie"}
 	if _, err := d.Attach(old, gpu1); err != nil {
 		t.Fatalf("attach with epoch 1 before any other: %v", err)
