@@ -58,6 +58,15 @@ type LeadOptions struct {
 	// with the leader's description.
 	Wait   bool
 	OnWait func(leader string)
+	// NoFence: the store's writes are not fenced by this role's epoch (the
+	// leader of several active replicas, whose writes are fenced by its
+	// membership instead).
+	NoFence bool
+	// Shared names a role whose lock the session also takes in shared
+	// mode: several sessions may hold it so, none while another leads it.
+	// Active replicas take "serve" shared, so that a replica serving on its
+	// own and active ones never run on one database together.
+	Shared string
 }
 
 // Lead takes the lead of role name as who (shown to the sessions that find
@@ -77,7 +86,7 @@ func (s *Store) Lead(ctx context.Context, name, who string, opts LeadOptions) (*
 		// A standby, once it has said it waits, blocks in
 		// pg_advisory_lock: it leads the moment the server releases the
 		// lock, not at its next poll.
-		l, holder, err := s.tryLead(ctx, cfg, key, name, waited)
+		l, holder, err := s.tryLead(ctx, cfg, key, name, waited, opts)
 		if err != nil && waited && ctx.Err() == nil {
 			// The waiting session failed (the server restarted): wait
 			// again on a new one.
@@ -110,12 +119,24 @@ func (s *Store) Lead(ctx context.Context, name, who string, opts LeadOptions) (*
 // tryLead makes one attempt: a Leadership, or the leader's description.
 // With block it waits in pg_advisory_lock until the lock is free (or ctx
 // ends).
-func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, name string, block bool) (*Leadership, string, error) {
+func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, name string, block bool, opts LeadOptions) (*Leadership, string, error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("lead %s: connect: %w", name, err)
 	}
 	ok := true
+	if opts.Shared != "" {
+		shared := lockKey("leader", opts.Shared)
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock_shared($1)`, shared).Scan(&ok); err != nil {
+			conn.Close(context.Background())
+			return nil, "", fmt.Errorf("lead %s: %w", name, err)
+		}
+		if !ok {
+			holder := lockHolder(ctx, conn, shared)
+			conn.Close(ctx)
+			return nil, "", fmt.Errorf("%w: %s leads %s", ErrLocked, holder, opts.Shared)
+		}
+	}
 	if block {
 		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, key)
 	} else {
@@ -126,17 +147,7 @@ func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, nam
 		return nil, "", fmt.Errorf("lead %s: %w", name, err)
 	}
 	if !ok {
-		holder := "another session"
-		var (
-			app   string
-			since time.Time
-		)
-		if err := conn.QueryRow(ctx, `SELECT a.application_name, a.backend_start FROM pg_locks l
-			JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-			AND ((l.classid::bigint << 32) | l.objid::bigint) = $1 LIMIT 1`, key).Scan(&app, &since); err == nil {
-			holder = fmt.Sprintf("%s, connected since %s", app, since.UTC().Format(time.RFC3339))
-		}
+		holder := lockHolder(ctx, conn, key)
 		conn.Close(ctx)
 		return nil, holder, nil
 	}
@@ -147,8 +158,25 @@ func (s *Store) tryLead(ctx context.Context, cfg *pgx.ConnConfig, key int64, nam
 		return nil, "", fmt.Errorf("lead %s: new epoch: %w", name, err)
 	}
 	l := &Leadership{Epoch: epoch, store: s, conn: conn, lost: make(chan struct{}), done: make(chan struct{})}
-	s.fence.Store(&fence{name: name, epoch: epoch})
+	if !opts.NoFence {
+		s.fence.Store(&fence{name: name, epoch: epoch})
+	}
 	return l, "", nil
+}
+
+// lockHolder describes the session holding advisory lock key.
+func lockHolder(ctx context.Context, conn *pgx.Conn, key int64) string {
+	var (
+		app   string
+		since time.Time
+	)
+	if err := conn.QueryRow(ctx, `SELECT a.application_name, a.backend_start FROM pg_locks l
+		JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()
+		AND ((l.classid::bigint << 32) | l.objid::bigint) = $1 LIMIT 1`, key).Scan(&app, &since); err != nil {
+		return "another session"
+	}
+	return fmt.Sprintf("%s, connected since %s", app, since.UTC().Format(time.RFC3339))
 }
 
 // watch pings the leader's connection every interval; the first failure
@@ -198,7 +226,11 @@ type fence struct {
 // for the transaction to end), is still f's.
 func checkFence(row pgx.Row, f *fence) error {
 	var epoch int64
-	if err := row.Scan(&epoch); err != nil {
+	if err := row.Scan(&epoch); errors.Is(err, pgx.ErrNoRows) {
+		// The leader removes a replica's row once it has settled that
+		// replica's work (Evict).
+		return fmt.Errorf("%w (%s was evicted)", ErrFenced, f.name)
+	} else if err != nil {
 		return fmt.Errorf("store: read the leadership epoch: %w", err)
 	}
 	if epoch != f.epoch {
