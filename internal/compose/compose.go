@@ -116,6 +116,13 @@ type Options struct {
 	// Spread starts the scheduler's search at a random host: replicas
 	// placing at once then rarely choose the same blocks (Scheduler.Start).
 	Spread bool
+	// Replica, when set, is this active replica's membership (docs/ha.md):
+	// every record the manager writes names it as its Owner, and start-up
+	// neither settles records in transition (they may be other replicas'
+	// workflows under way: the leader settles a dead replica's with
+	// SettleOwner) nor restores or sweeps the fabrics, which the replicas
+	// share and change under way.
+	Replica string
 }
 
 // Change describes a committed change: Old is nil for a new composition,
@@ -208,6 +215,8 @@ type Manager struct {
 	// running marks Decomposing compositions whose decompose is under way
 	// (one left Decomposing by a failed detach may be retried).
 	running map[string]bool
+	// replica is this active replica's membership (Options.Replica).
+	replica string
 	limits  map[string]int // shareable blocks' limits, for the store
 
 	onChange   func(Change)
@@ -254,14 +263,14 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	}
 	cm := &committed{v: map[string]int64{}}
 	st := o.Store
-	if o.CatchUp != nil { // one replica of several: note its own commits for Sync
-		st = recordingStore{Store: o.Store, c: cm}
+	if o.CatchUp != nil || o.Replica != "" { // one replica of several: note its own commits for Sync
+		st = recordingStore{Store: o.Store, c: cm, owner: o.Replica}
 	}
 	m := &Manager{host: o.Host, hostTimeout: o.HostTimeout, committed: cm, remote: map[string]bool{}, catchUp: o.CatchUp, epoch: o.Epoch, stuck: map[string]bool{},
 		top: o.Topology, sched: schedule.New(o.Topology), store: st, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+		running: map[string]bool{}, replica: o.Replica, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	if o.Spread && len(o.Topology.Hosts) > 0 {
 		var r [4]byte
@@ -1027,6 +1036,10 @@ func (m *Manager) recover(ctx context.Context) error {
 		}
 		m.comps[c.ID] = c
 		m.hold(c, c.AllBlocks())
+		if m.replica != "" {
+			m.remote[c.ID] = true // the workflows of others, or of the dead the leader settles
+			continue
+		}
 		if c.State == inventory.Composed || c.State == inventory.Held && c.Host != "" {
 			for f, as := range m.attachments(c, c.Blocks) {
 				restore[f] = append(restore[f], as...)
@@ -1051,8 +1064,12 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 		}
 	}
+	if m.replica != "" {
+		m.log.Info("loaded compositions", "total", len(comps))
+		return nil
+	}
 	for _, c := range settle {
-		if err := m.settle(ctx, c); err != nil {
+		if err := m.settle(ctx, c, func(f func()) { f() }); err != nil {
 			return fmt.Errorf("recover %s (%s): %w", c.ID, c.State, err)
 		}
 	}
@@ -1099,8 +1116,10 @@ func (m *Manager) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// settle finishes or rolls back one composition found in transition.
-func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
+// settle finishes or rolls back one composition found in transition. It
+// changes the snapshot through mut: at start-up at once, at run time under
+// the manager's lock (SettleOwner).
+func (m *Manager) settle(ctx context.Context, c *inventory.Composition, mut func(func())) error {
 	if c.State == inventory.Decomposing && strings.HasPrefix(c.Group, manifestPrefix) {
 		// Part of a manifest that did not finish: the manifest is rolled
 		// back as a whole, so this system stays composed.
@@ -1112,7 +1131,7 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
 		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
 			return err
 		}
-		m.comps[c.ID] = back
+		mut(func() { m.comps[c.ID] = back })
 		m.log.Info("kept a system an unfinished manifest was decomposing", "id", c.ID, "manifest", c.Group)
 		return nil
 	}
@@ -1125,8 +1144,10 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
 		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
 			return err
 		}
-		m.drop(c, c.Blocks)
-		delete(m.comps, c.ID)
+		mut(func() {
+			m.drop(c, c.Blocks)
+			delete(m.comps, c.ID)
+		})
 		m.log.Info("rolled back composition left in transition", "id", c.ID, "state", c.State)
 	case inventory.Updating:
 		if err := m.detach(ctx, c, c.Adding); err != nil {
@@ -1144,8 +1165,10 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition) error {
 		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
 			return err
 		}
-		m.drop(c, c.Adding)
-		m.comps[c.ID] = back
+		mut(func() {
+			m.drop(c, c.Adding)
+			m.comps[c.ID] = back
+		})
 		m.log.Info("rolled back interrupted update", "id", c.ID)
 	default:
 		return fmt.Errorf("unknown state %q", c.State)

@@ -3,6 +3,7 @@ package compose
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -31,13 +32,26 @@ type committed struct {
 const deleted = -1
 
 // recordingStore is the manager's store: it notes every composition the
-// manager's own plans put or delete.
+// manager's own plans put or delete, and names owner (an active replica's
+// membership) as the Owner of every record it puts.
 type recordingStore struct {
 	store.Store
-	c *committed
+	c     *committed
+	owner string
 }
 
 func (r recordingStore) Apply(ctx context.Context, p store.Plan) error {
+	if r.owner != "" {
+		put := make([]*inventory.Composition, len(p.Put))
+		for i, c := range p.Put {
+			put[i] = c
+			if c.Owner != r.owner {
+				put[i] = c.Clone()
+				put[i].Owner = r.owner
+			}
+		}
+		p.Put = put
+	}
 	err := r.Store.Apply(ctx, p)
 	if err != nil {
 		return err
@@ -260,4 +274,70 @@ func (m *Manager) forgetCommitted() {
 			delete(m.committed.v, id)
 		}
 	}
+}
+
+// SettleOwner finishes or rolls back, as start-up recovery does, every
+// stored composition that owner (an active replica's membership, or "" for
+// a replica that served alone) left in a transition: the leader calls it
+// for a replica that died, from postgres.Evict, with ctx carrying that
+// replica's raised epoch (fabric.WithEpoch), so that a late change the dead
+// replica still sends to a fabric this settlement touched is refused. It
+// reads the records from the store, not the snapshot, and returns how many
+// it settled.
+func (m *Manager) SettleOwner(ctx context.Context, owner string) (int, error) {
+	comps, err := m.store.Compositions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range comps {
+		if c.Owner != owner || !system(c) || c.State == inventory.Composed || owner == m.replica && owner != "" {
+			continue
+		}
+		if err := m.settleOne(ctx, c); err != nil {
+			return n, fmt.Errorf("settle %s (%s) of %s: %w", c.ID, c.State, ownerName(owner), err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func ownerName(owner string) string {
+	if owner == "" {
+		return "a replica that served alone"
+	}
+	return owner
+}
+
+// settleOne settles one stored record in transition with the manager's lock
+// held (start-up recovery's settle; Resume does the same).
+func (m *Manager) settleOne(ctx context.Context, c *inventory.Composition) error {
+	ch, err := m.settleLocked(ctx, c)
+	if ch != nil {
+		m.notify(*ch)
+	}
+	return err
+}
+
+func (m *Manager) settleLocked(ctx context.Context, c *inventory.Composition) (*Change, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running[c.ID] {
+		return nil, nil // this replica's own workflow (not a dead one's)
+	}
+	old := m.comps[c.ID]
+	if old != nil {
+		m.drop(old, old.AllBlocks())
+	}
+	m.comps[c.ID] = c
+	m.remote[c.ID] = true
+	m.hold(c, c.AllBlocks())
+	if err := m.settle(ctx, c, func(f func()) { f() }); err != nil {
+		return nil, err
+	}
+	if now := m.comps[c.ID]; now != nil {
+		return &Change{Old: c, New: now, Reason: "updated"}, nil
+	}
+	delete(m.remote, c.ID)
+	return &Change{Old: c, Reason: "decomposed"}, nil
 }

@@ -216,7 +216,7 @@ func (m *Manager) resumeOne(ctx context.Context, c *inventory.Composition) error
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.settle(ctx, c)
+		return m.settle(ctx, c, func(f func()) { f() })
 	}
 	return nil
 }

@@ -429,6 +429,10 @@ type Composition struct {
 	// Step is the saga step a workflow in transition waits on
 	// (compose.StepHostAttach, compose.StepHostDrain); "" otherwise.
 	Step string
+	// Owner is the active replica whose workflow last wrote the record
+	// (its membership, docs/ha.md); "" for a replica serving alone. The
+	// leader settles a record left in transition by a replica that died.
+	Owner string
 }
 
 // Clone returns a deep copy.

@@ -27,6 +27,7 @@ type record struct {
 	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
 	Group       string            `json:"group,omitempty"`
 	Step        string            `json:"step,omitempty"`
+	Owner       string            `json:"owner,omitempty"`
 }
 
 // EncodeComposition returns the JSON a backend stores for c, with its
@@ -53,6 +54,7 @@ func EncodeComposition(c *inventory.Composition) ([]byte, error) {
 		ExpiresAt:   expires,
 		Group:       c.Group,
 		Step:        c.Step,
+		Owner:       c.Owner,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
@@ -85,6 +87,7 @@ func DecodeComposition(version int64, data []byte) (*inventory.Composition, erro
 		ExpiresAt:   expiresAt(r.ExpiresAt),
 		Group:       r.Group,
 		Step:        r.Step,
+		Owner:       r.Owner,
 	}, nil
 }
 
