@@ -308,42 +308,59 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	o.Elastic.defaults()
 	m := &Manager{o: o, start: o.Clock.Now(), nodes: map[string]*Node{}, drives: map[string]*Drive{},
 		ready: map[string]bool{}, kick: make(chan struct{}, 1), handovers: map[string]handover{}}
-	if err := m.loadKey(ctx); err != nil {
+	if err := m.Reload(ctx); err != nil {
 		return nil, err
 	}
-	objs, err := o.Store.Objects(ctx, kindNode)
+	return m, nil
+}
+
+// Reload loads the token key, the blocknodes and the drives from the store
+// again: what New does, and what a replica does when it becomes the leader
+// of several (docs/ha.md), since the previous leader changed them
+// meanwhile. Blocknodes are judged from now on: each has a lease to send
+// its next heartbeat before it is failed over.
+func (m *Manager) Reload(ctx context.Context) error {
+	if err := m.loadKey(ctx); err != nil {
+		return err
+	}
+	start := m.o.Clock.Now()
+	nodes, drives, ready, handovers := map[string]*Node{}, map[string]*Drive{}, map[string]bool{}, map[string]handover{}
+	objs, err := m.o.Store.Objects(ctx, kindNode)
 	if err != nil {
-		return nil, fmt.Errorf("drive: load blocknodes: %w", err)
+		return fmt.Errorf("drive: load blocknodes: %w", err)
 	}
 	for _, ob := range objs {
 		n := &Node{}
 		if err := json.Unmarshal(ob.Data, n); err != nil {
-			return nil, fmt.Errorf("drive: blocknode %s: %w", ob.ID, err)
+			return fmt.Errorf("drive: blocknode %s: %w", ob.ID, err)
 		}
-		m.nodes[n.ID] = n
+		nodes[n.ID] = n
 	}
-	if objs, err = o.Store.Objects(ctx, kindDrive); err != nil {
-		return nil, fmt.Errorf("drive: load drives: %w", err)
+	if objs, err = m.o.Store.Objects(ctx, kindDrive); err != nil {
+		return fmt.Errorf("drive: load drives: %w", err)
 	}
 	for _, ob := range objs {
 		d := &Drive{}
 		if err := json.Unmarshal(ob.Data, d); err != nil {
-			return nil, fmt.Errorf("drive: drive %s: %w", ob.ID, err)
+			return fmt.Errorf("drive: drive %s: %w", ob.ID, err)
 		}
-		if o.Topology.Device(d.ID) == nil {
-			return nil, fmt.Errorf("drive: stored drive %s is not in the topology", d.ID)
+		if m.o.Topology.Device(d.ID) == nil {
+			return fmt.Errorf("drive: stored drive %s is not in the topology", d.ID)
 		}
-		m.drives[d.ID] = d
+		drives[d.ID] = d
 		// The composition manager restored the holder's attachments at
 		// start-up: a drive recorded for a node is mapped to it. One
 		// caught mid-handover waits out a lease first: its old owner may
 		// still be serving it.
-		m.ready[d.ID] = d.Node != "" && d.State == Online
+		ready[d.ID] = d.Node != "" && d.State == Online
 		if d.Node != "" && d.State == Mapping {
-			m.handovers[d.ID] = handover{to: d.Node, since: m.start}
+			handovers[d.ID] = handover{to: d.Node, since: start}
 		}
 	}
-	return m, nil
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.start, m.nodes, m.drives, m.ready, m.handovers = start, nodes, drives, ready, handovers
+	return nil
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {

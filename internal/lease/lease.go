@@ -272,30 +272,45 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		o.Dial = func(ctx context.Context, addr, token string) (Zeroer, error) { return memory.Dial(ctx, addr, token) }
 	}
 	m := &Manager{o: o, nodes: map[string]*Node{}, leases: map[string]*Lease{}, revoked: map[string]map[string]time.Time{}}
-	if err := m.loadKey(ctx); err != nil {
+	if err := m.Reload(ctx); err != nil {
 		return nil, err
 	}
-	objs, err := o.Store.Objects(ctx, kindNode)
+	return m, nil
+}
+
+// Reload loads the token key, the memory nodes and the leases from the
+// store again, and puts right the blocks the leases hold: what New does,
+// and what a replica does when it becomes the leader of several
+// (docs/ha.md), since the previous leader changed them meanwhile.
+func (m *Manager) Reload(ctx context.Context) error {
+	if err := m.loadKey(ctx); err != nil {
+		return err
+	}
+	nodes, leases := map[string]*Node{}, map[string]*Lease{}
+	objs, err := m.o.Store.Objects(ctx, kindNode)
 	if err != nil {
-		return nil, fmt.Errorf("lease: load memory nodes: %w", err)
+		return fmt.Errorf("lease: load memory nodes: %w", err)
 	}
 	for _, ob := range objs {
 		n := &Node{}
 		if err := json.Unmarshal(ob.Data, n); err != nil {
-			return nil, fmt.Errorf("lease: memory node %s: %w", ob.ID, err)
+			return fmt.Errorf("lease: memory node %s: %w", ob.ID, err)
 		}
-		m.nodes[n.ID] = n
+		nodes[n.ID] = n
 	}
-	if objs, err = o.Store.Objects(ctx, kindLease); err != nil {
-		return nil, fmt.Errorf("lease: load leases: %w", err)
+	if objs, err = m.o.Store.Objects(ctx, kindLease); err != nil {
+		return fmt.Errorf("lease: load leases: %w", err)
 	}
 	for _, ob := range objs {
 		l := &Lease{}
 		if err := json.Unmarshal(ob.Data, l); err != nil {
-			return nil, fmt.Errorf("lease: lease %s: %w", ob.ID, err)
+			return fmt.Errorf("lease: lease %s: %w", ob.ID, err)
 		}
-		m.leases[l.ID] = l
+		leases[l.ID] = l
 	}
+	m.mu.Lock()
+	m.nodes, m.leases, m.revoked = nodes, leases, map[string]map[string]time.Time{}
+	m.mu.Unlock()
 	// The holder records must hold what the leases use. They do, unless the
 	// store predates holder records or a crash fell between a lease record
 	// written by itself (PutObject) and its holder: put them right.
@@ -306,11 +321,11 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		want := m.blocksUsed(dev.ID, nil)
 		if !slices.Equal(want, slices.Sorted(slices.Values(m.o.Placement.Held(holderPrefix+dev.ID)))) {
 			if err := m.o.Placement.SetHeld(ctx, holderPrefix+dev.ID, holdOwner, want, nil); err != nil {
-				return nil, fmt.Errorf("lease: hold the blocks the leases of %s use: %w", dev.ID, err)
+				return fmt.Errorf("lease: hold the blocks the leases of %s use: %w", dev.ID, err)
 			}
 		}
 	}
-	return m, nil
+	return nil
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {

@@ -194,18 +194,34 @@ func NewLoop(ctx context.Context, o LoopOptions) (*Loop, error) {
 	if l.dec, err = NewDecider(Predictive, l.o.Rules); err != nil {
 		return nil, err
 	}
-	objs, err := o.Store.Objects(ctx, KindSubscription)
-	if err != nil {
+	if err := l.Reload(ctx); err != nil {
 		return nil, err
 	}
+	return l, nil
+}
+
+// Reload loads the subscriptions from the store again, forgetting the
+// decisions made so far: what a replica does when it becomes the leader of
+// several (docs/ha.md).
+func (l *Loop) Reload(ctx context.Context) error {
+	objs, err := l.o.Store.Objects(ctx, KindSubscription)
+	if err != nil {
+		return err
+	}
+	subs := map[string]*state{}
 	for _, ob := range objs {
 		var s Subscription
 		if err := json.Unmarshal(ob.Data, &s); err != nil {
-			return nil, fmt.Errorf("provision: stored subscription %s: %w", ob.ID, err)
+			return fmt.Errorf("provision: stored subscription %s: %w", ob.ID, err)
 		}
-		l.subs[s.System] = &state{sub: s, version: ob.Version, heldFrom: o.Clock.Now()}
+		subs[s.System] = &state{sub: s, version: ob.Version, heldFrom: l.o.Clock.Now()}
 	}
-	return l, nil
+	l.step.Lock()
+	defer l.step.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.subs = subs
+	return nil
 }
 
 // Mode is the loop's mode.

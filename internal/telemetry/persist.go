@@ -247,6 +247,23 @@ func (s *Store) load(ctx context.Context) error {
 	return nil
 }
 
+// Reload drops the samples in memory and loads the store's checkpoints
+// again: what a replica does when it becomes the leader of several
+// (docs/ha.md), since the previous leader checkpointed meanwhile.
+func (s *Store) Reload(ctx context.Context) error {
+	if s.o.Store == nil {
+		return nil
+	}
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.series, s.segs, s.lastSeg = map[Key]*series{}, nil, 0
+	return s.load(ctx)
+}
+
 // Checkpoint prunes expired samples, then writes every sample appended
 // since the previous checkpoint as one segment and deletes the segments
 // that hold only expired samples, in one store plan committed as an
