@@ -28,6 +28,8 @@ import (
 	"rackpool/internal/metrics"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
+	"rackpool/internal/replica"
+	"rackpool/internal/store/postgres"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
@@ -39,6 +41,8 @@ func runServe(args []string) error {
 	data := fs.String("data", "./data", "state directory (SQLite database, TLS CA, fabric state)")
 	storeSpec := fs.String("store", os.Getenv("RACKPOOL_STORE"), "where the state lives: sqlite (the database in --data) or postgres://USER:PASSWORD@HOST:PORT/DATABASE (docs/ha.md); default $RACKPOOL_STORE, else sqlite")
 	standby := fs.Bool("standby", false, "with a postgres:// --store: wait while another replica serves the database, and take over when it stops or falls silent (docs/ha.md)")
+	activeMode := fs.Bool("active", false, "with a postgres:// --store: serve beside the other --active replicas of the database, every one answering (docs/ha.md)")
+	advertise := fs.String("advertise", "", "with --active: the URL the other replicas reach this one at (default: the scheme and --addr, which must then not be a wildcard address)")
 	topoFile := fs.String("topology", "", "topology file (default: the built-in example rack)")
 	fabricTime := fs.String("fabric-time", "real", "real: emulated fabrics take their modelled reconfiguration time; instant: they answer at once (benchmarks)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -135,12 +139,34 @@ func runServe(args []string) error {
 	}
 
 	ctx := context.Background()
-	st, storeDesc, closeStore, epoch, err := openStore(ctx, *storeSpec, *data, *standby, top, log)
+	if *activeMode {
+		if *importFile != "" {
+			return errors.New("--import applies an allocation on a replica serving alone: run it without --active first")
+		}
+		if *hostAgents != "none" {
+			return errors.New("--host-agents: a host agent's steps wait at the replica that runs the workflow, which --active does not yet route to; run host agents with a replica serving alone")
+		}
+	}
+	opened, err := openStore(ctx, *storeSpec, *data, *standby, *activeMode, top, log)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD")})
+	defer opened.release()
+	st, storeDesc, epoch, act := opened.st, opened.desc, opened.epoch, opened.act
+	// An active replica follows the others' commits from the change log
+	// read from here on (before anything is loaded).
+	var follower *replica.Follower
+	var catchUp func(context.Context) error
+	driveEpoch := epoch
+	if act != nil {
+		head, err := act.pg.Head(ctx)
+		if err != nil {
+			return fmt.Errorf("--store: %w", err)
+		}
+		follower = replica.New(act.pg, head, log)
+		catchUp, driveEpoch = follower.CatchUp, act.leaderEpoch
+	}
+	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD"), CatchUp: catchUp})
 	if err != nil {
 		return fmt.Errorf("load accounts and sessions: %w", err)
 	}
@@ -165,9 +191,20 @@ func runServe(args []string) error {
 	defer bus.Close()
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout, Epoch: epoch})
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout, Epoch: epoch,
+		CatchUp: catchUp, Spread: act != nil, Replica: replicaName(act)})
 	if err != nil {
 		return err
+	}
+	if follower != nil {
+		follower.Compositions(mgr)
+		for _, kind := range tenancy.Kinds {
+			follower.Handle(kind, func(ctx context.Context, _ []string) {
+				if err := auth.Reload(ctx); err != nil {
+					log.Warn("replica: reloading accounts and sessions", "err", err)
+				}
+			})
+		}
 	}
 	leases, err := lease.New(ctx, lease.Options{Store: st, Topology: top, Placement: mgr, Logger: log})
 	if err != nil {
@@ -177,7 +214,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--elastic: %w", err)
 	}
-	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease, Epoch: epoch,
+	drives, err := drive.New(ctx, drive.Options{Store: st, Topology: top, Holders: mgr, Logger: log, LeaseTTL: *driveLease, Epoch: driveEpoch,
 		Spares: *spareDrives, OnEvent: obs.OnDriveEvent,
 		Elastic: drive.Elastic{Mode: elastic, NodeOps: *elasticOps, Hold: *elasticHold, Window: *elasticWindow}})
 	if err != nil {
@@ -209,7 +246,7 @@ func runServe(args []string) error {
 	fabricTel := redfish.NewFabricTelemetry(redfish.FabricTelemetryOptions{Interval: *monitorEvery, Topology: top})
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log, Stats: fabricTel.Record})
 	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
-		Telemetry: tel, Provisioning: prov, Broker: broker})
+		Telemetry: tel, Provisioning: prov, Broker: broker, TaskPrefix: taskPrefix(act)})
 	api.ServeFabricTelemetry(fabricTel)
 	if err := api.Restore(ctx); err != nil {
 		return err
@@ -223,12 +260,21 @@ func runServe(args []string) error {
 	}
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
-	go mgr.ExpireLoop(bg, time.Second)
-	go leases.Run(bg, time.Second)
-	go drives.Run(bg)
+	// The loops of one process: with --active, the leader's alone.
+	singletons := func(ctx context.Context) {
+		go leases.Run(ctx, time.Second)
+		go drives.Run(ctx)
+		go tel.Run(ctx, *telCheckpoint)
+		go prov.Run(ctx)
+	}
+	if act == nil {
+		go mgr.ExpireLoop(bg, time.Second)
+		singletons(bg)
+	} else {
+		go follower.Run(bg, time.Second)
+		go everySecond(bg, mgr.RetryStuck)
+	}
 	go monitor.Run(bg)
-	go tel.Run(bg, *telCheckpoint)
-	go prov.Run(bg)
 	if certs != nil {
 		go certs.run(bg, 6*time.Hour)
 	}
@@ -246,8 +292,46 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}
+	handler := ui.Mount(api)
+	if act != nil {
+		handler = redfish.Forward(handler, act.tag, act)
+		url := *advertise
+		if url == "" {
+			host, _, _ := net.SplitHostPort(*addr)
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				return fmt.Errorf("--advertise: --addr %s is a wildcard address; say which URL the other replicas reach this one at", *addr)
+			}
+			url = scheme + "://" + ln.Addr().String()
+		}
+		ca, err := advertisedCA(certs, *tlsCert == "" && tlsConf != nil, *data)
+		if err != nil {
+			return fmt.Errorf("--advertise: %w", err)
+		}
+		if err := act.advertise(ctx, url, ca); err != nil {
+			return err
+		}
+		go act.runLeader(bg, func(lctx context.Context, _ int64) error {
+			// Take up what the previous leader left: its state, and
+			// the compositions a replica serving alone left unfinished.
+			for _, reload := range []func(context.Context) error{leases.Reload, drives.Reload, tel.Reload, prov.Reload} {
+				if err := reload(lctx); err != nil {
+					return err
+				}
+			}
+			if n, err := mgr.SettleOwner(lctx, ""); err != nil {
+				return err
+			} else if n > 0 {
+				log.Info("settled compositions a replica serving alone left unfinished", "compositions", n)
+			}
+			singletons(lctx)
+			go everySecond(lctx, mgr.Expire)
+			go act.pg.PruneLoop(lctx, time.Minute, postgres.ChangeRetention, log)
+			go act.evictLoop(lctx, mgr)
+			return nil
+		})
+	}
 	srv := &http.Server{
-		Handler:           ui.Mount(api),
+		Handler:           handler,
 		ReadHeaderTimeout: *headerTimeout,
 		ReadTimeout:       max(*bodyTimeout, *headerTimeout),
 		IdleTimeout:       *idleTimeout,
@@ -282,6 +366,36 @@ func runServe(args []string) error {
 		}
 	}
 	return nil
+}
+
+// everySecond calls fn every second until ctx ends.
+func everySecond(ctx context.Context, fn func(context.Context)) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// replicaName is an active replica's membership, "" without --active.
+func replicaName(a *active) string {
+	if a == nil {
+		return ""
+	}
+	return a.member
+}
+
+// taskPrefix begins an active replica's task IDs.
+func taskPrefix(a *active) string {
+	if a == nil {
+		return ""
+	}
+	return a.tag + "-"
 }
 
 // importAllocation applies an export file at start-up.

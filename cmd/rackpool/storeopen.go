@@ -24,21 +24,36 @@ import (
 // the leadership epoch every fabric change carries. With PostgreSQL one
 // replica serves a database at a time; standby waits for it to stop (or
 // to fall silent for a lease) and then takes over.
-func openStore(ctx context.Context, spec, data string, standby bool, top *topology.Topology, log *slog.Logger) (store.Store, string, func(), func() fabric.Epoch, error) {
+func openStore(ctx context.Context, spec, data string, standby, act bool, top *topology.Topology, log *slog.Logger) (*openedStore, error) {
 	switch {
 	case spec == "" || spec == "sqlite":
-		if standby {
-			return nil, "", nil, nil, errors.New("--standby needs a postgres:// --store: an SQLite database is served by one process on its own machine")
+		if standby || act {
+			return nil, errors.New("--standby and --active need a postgres:// --store: an SQLite database is served by one process on its own machine")
 		}
 		st, err := sqlite.Open(data)
 		if err != nil {
-			return nil, "", nil, nil, err
+			return nil, err
 		}
-		return st, "sqlite " + st.Path(), func() { st.Close() }, nil, nil
+		return &openedStore{st: st, desc: "sqlite " + st.Path(), release: func() { st.Close() }}, nil
 	case strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://"):
+		if standby && act {
+			return nil, errors.New("--standby and --active exclude each other: active replicas all serve, a standby waits for a replica serving alone")
+		}
 		st, err := postgres.Open(ctx, spec)
 		if err != nil {
-			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+		if act {
+			a, err := openActive(ctx, st, spec, top, log)
+			if err != nil {
+				st.Close()
+				return nil, err
+			}
+			release := func() {
+				a.release()
+				st.Close()
+			}
+			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.tag + ")", release: release, epoch: a.epoch, act: a}, nil
 		}
 		digest := topology.Digest(top)
 		if standby {
@@ -46,7 +61,7 @@ func openStore(ctx context.Context, spec, data string, standby bool, top *topolo
 			// describes another datacenter.
 			if err := sameTopology(ctx, st, top, digest); err != nil {
 				st.Close()
-				return nil, "", nil, nil, err
+				return nil, err
 			}
 		}
 		host, _ := os.Hostname()
@@ -57,20 +72,20 @@ func openStore(ctx context.Context, spec, data string, standby bool, top *topolo
 		if err != nil {
 			st.Close()
 			if errors.Is(err, postgres.ErrLocked) {
-				return nil, "", nil, nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops",
+				return nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops, or run every replica with --active",
 					postgres.Redact(spec), err)
 			}
-			return nil, "", nil, nil, fmt.Errorf("--store: %w", err)
+			return nil, fmt.Errorf("--store: %w", err)
 		}
 		if err := recordTopology(ctx, st, top, digest, standby, log); err != nil {
 			lead.Release()
 			st.Close()
-			return nil, "", nil, nil, err
+			return nil, err
 		}
 		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
 		var held atomic.Pointer[postgres.Leadership]
 		held.Store(lead)
-		go keepLead(st, &held, who, spec, log)
+		go keepLead(st, &held, serveRole, postgres.LeadOptions{}, who, spec, log)
 		pctx, stopPrune := context.WithCancel(context.Background())
 		go st.PruneLoop(pctx, time.Minute, postgres.ChangeRetention, log)
 		release := func() {
@@ -86,10 +101,22 @@ func openStore(ctx context.Context, spec, data string, standby bool, top *topolo
 			}
 			return fabric.Epoch{}
 		}
-		return st, "postgres " + postgres.Redact(spec), release, epoch, nil
+		return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec), release: release, epoch: epoch}, nil
 	default:
-		return nil, "", nil, nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
+		return nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
 	}
+}
+
+// openedStore is the store serve runs on.
+type openedStore struct {
+	st      store.Store
+	pg      *postgres.Store // nil for SQLite
+	desc    string          // for logs: never a password
+	release func()
+	// epoch is the epoch every composition's fabric change carries (nil
+	// for SQLite).
+	epoch func() fabric.Epoch
+	act   *active // an active replica's membership (--active)
 }
 
 // Settings naming the topology the serving replica uses.
@@ -145,7 +172,7 @@ const serveRole = "serve"
 // are answered as errors. If another replica led in between (the epoch
 // moved by more than one) or leads now, this process's state is stale and
 // it exits: its writes are fenced already.
-func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], who, spec string, log *slog.Logger) {
+func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], role string, opts postgres.LeadOptions, who, spec string, log *slog.Logger) {
 	for {
 		l := held.Load()
 		if l == nil {
@@ -157,7 +184,7 @@ func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], who
 		for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 			time.Sleep(delay)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			nl, err := st.Lead(ctx, serveRole, who, postgres.LeadOptions{})
+			nl, err := st.Lead(ctx, role, who, opts)
 			cancel()
 			if errors.Is(err, postgres.ErrLocked) {
 				log.Error("another rackpool serve leads the store now; exiting", "store", postgres.Redact(spec), "err", err)

@@ -114,6 +114,10 @@ type Options struct {
 	// Broker hands saga steps to host agents (serve --host-agents); nil
 	// disables the host agents' routes.
 	Broker *hostagent.Broker
+	// TaskPrefix begins the ID of every task (an active replica's tag and
+	// a dash, docs/ha.md): the replica that ran a task answers for it, and
+	// the others forward to it (Forward).
+	TaskPrefix string
 }
 
 // HealthSource is a cache of devices' health (events.Monitor).
@@ -138,7 +142,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
-		tasks: taskList{tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
+		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()

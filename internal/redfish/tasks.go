@@ -59,9 +59,16 @@ type task struct {
 }
 
 type taskList struct {
-	mu    sync.Mutex
-	seq   int
-	tasks map[string]*task
+	mu     sync.Mutex
+	seq    int
+	prefix string // Options.TaskPrefix
+	tasks  map[string]*task
+}
+
+// taskSeq is the sequence number a task ID ends with.
+func taskSeq(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
+	return n
 }
 
 // recorder captures a response for a task monitor.
@@ -148,7 +155,7 @@ func (s *Server) newTask(r *http.Request, estimate time.Duration) *task {
 	s.tasks.mu.Lock()
 	defer s.tasks.mu.Unlock()
 	s.tasks.seq++
-	t := &task{id: strconv.Itoa(s.tasks.seq), owner: principal(r), method: r.Method, target: r.URL.Path,
+	t := &task{id: s.tasks.prefix + strconv.Itoa(s.tasks.seq), owner: principal(r), method: r.Method, target: r.URL.Path,
 		started: s.now(), state: "New", estimate: estimate}
 	// Forget finished tasks past retention, and the oldest finished ones
 	// beyond maxTasks.
@@ -241,18 +248,17 @@ func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	s.tasks.mu.Lock()
-	var ids []int
+	var ids []string
 	for id, t := range s.tasks.tasks {
 		if p.Sees(t.owner.Tenant) {
-			n, _ := strconv.Atoi(id)
-			ids = append(ids, n)
+			ids = append(ids, id)
 		}
 	}
 	s.tasks.mu.Unlock()
-	sort.Ints(ids)
+	sort.Slice(ids, func(i, j int) bool { return taskSeq(ids[i]) < taskSeq(ids[j]) })
 	var members []odataID
 	for _, id := range ids {
-		members = append(members, reff("%s%d", tasksPath, id))
+		members = append(members, reff("%s%s", tasksPath, id))
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/TaskService/Tasks", "TaskCollection", "Task Collection", members))
 	return nil
