@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 
 // fabricEmulator is one running `rackpool fabric-emulator`.
 type fabricEmulator struct {
+	fabric  string // the fabric it serves
 	url, ca string
 	http    *http.Client
 	stderr  *syncBuffer
@@ -35,7 +37,7 @@ func startFabricEmulator(t *testing.T, fabricID string, flags ...string) *fabric
 	for try := 1; ; try++ {
 		addr := freeAddr(t)
 		args := append([]string{"fabric-emulator", "--fabric", fabricID, "--addr", addr, "--data", data}, flags...)
-		e := &fabricEmulator{url: "https://" + addr, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
+		e := &fabricEmulator{fabric: fabricID, url: "https://" + addr, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
 		e.cmd = exec.Command(binary, args...)
 		e.cmd.Env = append(os.Environ(), "RACKPOOL_FM_PASSWORD="+fmPassword)
 		e.cmd.Stderr = e.stderr
@@ -62,25 +64,39 @@ func startFabricEmulator(t *testing.T, fabricID string, flags ...string) *fabric
 	}
 }
 
-// redfishRack writes the example rack with its PCIe fabric (falcon1)
-// driven through the redfish driver by fm, and returns the file's path;
-// serve needs FALCON1_PASSWORD=fmPassword in its environment.
-func redfishRack(t *testing.T, fm *fabricEmulator) string {
+// redfishRack writes the example rack with the fabric of each fm (by
+// default only its PCIe fabric, falcon1) driven through the redfish driver
+// by that emulator, and returns the file's path; serve needs fmEnv(fms...)
+// (FALCON1_PASSWORD=fmPassword, …) in its environment.
+func redfishRack(t *testing.T, fms ...*fabricEmulator) string {
 	t.Helper()
 	rack, err := os.ReadFile(filepath.Join("..", "examples", "rack.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const at = "  - id: falcon1\n    kind: pcie-switch\n"
-	if !strings.Contains(string(rack), at) {
-		t.Fatalf("examples/rack.yaml no longer has %q", at)
+	driven := string(rack)
+	for _, fm := range fms {
+		at := regexp.MustCompile(`(?m)^  - id: ` + regexp.QuoteMeta(fm.fabric) + `\n    kind: [a-z-]+\n`).FindString(driven)
+		if at == "" {
+			t.Fatalf("examples/rack.yaml no longer has fabric %s", fm.fabric)
+		}
+		driven = strings.Replace(driven, at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: "+
+			strings.ToUpper(fm.fabric)+"_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
 	}
 	topo := filepath.Join(t.TempDir(), "rack.yaml")
-	driven := strings.Replace(string(rack), at, at+"    driver: redfish\n    manager: {url: \""+fm.url+"\", user: Administrator, password_env: FALCON1_PASSWORD, ca_file: \""+fm.ca+"\"}\n", 1)
 	if err := os.WriteFile(topo, []byte(driven), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return topo
+}
+
+// fmEnv is the environment serve needs for the fabric managers of fms.
+func fmEnv(fms ...*fabricEmulator) []string {
+	var env []string
+	for _, fm := range fms {
+		env = append(env, strings.ToUpper(fm.fabric)+"_PASSWORD="+fmPassword)
+	}
+	return env
 }
 
 // get reads a resource of the emulator as its administrator.

@@ -46,6 +46,9 @@ type Peers interface {
 // ForwardedHeader marks a forwarded request: it is never forwarded again.
 const ForwardedHeader = "Rackpool-Forwarded-By"
 
+// ReplicaHeader names, in every answer, the active replica that made it.
+const ReplicaHeader = "Rackpool-Replica"
+
 // leaderPaths are the resources the leader alone serves.
 var leaderPaths = []string{
 	"/redfish/v1/Oem/Rackpool/MemoryNodes",
@@ -96,6 +99,7 @@ type forwarder struct {
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	forwarded := r.Header.Get(ForwardedHeader) != ""
+	w.Header().Set(ReplicaHeader, f.tag) // a forwarded answer carries the other's
 	if leaderOwned(r.URL.Path) {
 		p, self, err := f.peers.Leader(r.Context())
 		switch {
@@ -145,6 +149,10 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, p Peer) {
 		return
 	}
 	rp := &httputil.ReverseProxy{
+		ModifyResponse: func(res *http.Response) error {
+			w.Header().Del(ReplicaHeader)
+			return nil
+		},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()

@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"rackpool/api"
+	"rackpool/internal/redfish"
+)
+
+// replicaTag returns the tag an active replica logged at start-up.
+func replicaTag(t *testing.T, s *server) string {
+	t.Helper()
+	m := regexp.MustCompile(`active replica of the database.* replica=([0-9a-f]+)`).FindStringSubmatch(s.stderr.String())
+	if m == nil {
+		t.Fatalf("no replica tag in the log:\n%s", s.stderr)
+	}
+	return m[1]
+}
+
+// leads reports whether s has logged that it leads, and not since that it
+// lost the lead.
+func leads(s *server) bool {
+	log := s.stderr.String()
+	return strings.LastIndex(log, "active replica leads") > strings.LastIndex(log, "lost the lead")
+}
+
+// answeredBy sends a GET of path to s and returns the status and the
+// replica that answered.
+func answeredBy(t *testing.T, s *server, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("X-Auth-Token", token)
+	} else {
+		req.SetBasicAuth("Administrator", password)
+	}
+	res, err := s.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode, res.Header.Get(redfish.ReplicaHeader)
+}
+
+// TestPostgresActive: three active replicas of one database and one
+// fabric manager. A system composed at one is read and decomposed at
+// another; a session opened at one is valid at the others; the leader's
+// subsystems are answered by the leader whichever replica is asked. A
+// replica cut from the database and paused mid-composition is evicted by
+// the leader, which settles its half-done composition on the fabric with
+// the replica's raised epoch: resumed, the replica's next attach is
+// refused and it exits. When the leader is killed, another leads. A
+// replica serving alone is refused beside active ones, and --active
+// without what it needs is refused at start-up.
+func TestPostgresActive(t *testing.T) {
+	skipShort(t)
+	pg, url := startPostgres(t)
+	proxy := startProxy(t, pg.Addr())
+	viaProxy := strings.Replace(url, pg.Addr(), proxy.addr(), 1)
+	fms := sharedFabrics(t, "real")
+	fm := fms[0]
+	topo := redfishRack(t, fms...)
+	env := append([]string{"RACKPOOL_ADMIN_PASSWORD=" + password}, fmEnv(fms...)...)
+	flags := []string{"--active", "--topology", topo}
+	a := start(t, t.TempDir(), env, append([]string{"--store", url}, flags...)...)
+	waitLog(t, a, "active replica leads", 20*time.Second)
+	b := start(t, t.TempDir(), env, append([]string{"--store", viaProxy}, flags...)...)
+	c := start(t, t.TempDir(), env, append([]string{"--store", url}, flags...)...)
+	tagA, tagB, tagC := replicaTag(t, a), replicaTag(t, b), replicaTag(t, c)
+	ctx := context.Background()
+
+	// A system composed at a is read and decomposed at c.
+	sys, err := a.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.client().System(ctx, sys.ID); err != nil || got.ID != sys.ID {
+		t.Fatalf("system %s at another replica: %v, %v", sys.ID, got, err)
+	}
+	if err := c.client().Decompose(ctx, sys.ID); err != nil {
+		t.Fatalf("decompose at another replica: %v", err)
+	}
+	if _, err := b.client().System(ctx, sys.ID); err == nil {
+		t.Errorf("system %s still found at a third replica after its decompose", sys.ID)
+	}
+
+	// A session opened at b is valid at a and c.
+	token := login(t, b)
+	for _, s := range []*server{a, c} {
+		if status, _ := answeredBy(t, s, "/redfish/v1/Systems", token); status != http.StatusOK {
+			t.Errorf("b's session at another replica: %d", status)
+		}
+	}
+
+	// The leader (a) answers for its subsystems; each answers for the rest.
+	for _, s := range []*server{a, b, c} {
+		if status, by := answeredBy(t, s, "/redfish/v1/TelemetryService", ""); status != http.StatusOK || by != tagA {
+			t.Errorf("TelemetryService asked at %s: %d answered by %q, want 200 by the leader %s", replicaTag(t, s), status, by, tagA)
+		}
+	}
+	for s, tag := range map[*server]string{a: tagA, b: tagB, c: tagC} {
+		if status, by := answeredBy(t, s, "/redfish/v1/Systems", ""); status != http.StatusOK || by != tag {
+			t.Errorf("Systems asked at %s: %d answered by %q", tag, status, by)
+		}
+	}
+
+	// b, cut from the database and paused mid-composition (six devices,
+	// 100 ms each on the fabric), is evicted by the leader.
+	composed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_, err := b.client().Compose(ctx, api.ComposeRequest{Host: "host1", Blocks: []string{"gpu1", "gpu2", "gpu3", "gpu4", "nvme1", "nic1"}})
+		composed <- err
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(fm.zoneMembers(t, "falcon1", "host1-pcie")) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the composition never reached the fabric:\n%s", b.stderr)
+		}
+	}
+	proxy.cut()
+	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	waitLog(t, a, `msg="evicted a dead replica" replica=member/`+tagB+" settled_compositions=1", 30*time.Second)
+	t.Logf("the leader evicted the replica cut from the database %s after the cut", time.Since(cut).Round(time.Millisecond))
+	if got := fm.zoneMembers(t, "falcon1", "host1-pcie"); len(got) > 1 {
+		t.Errorf("the fabric keeps %v for host1 after the eviction", got)
+	}
+	systems, err := c.client().Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range systems {
+		if s.SystemType == "Composed" {
+			t.Errorf("system %s (%s) is stored after the eviction", s.ID, s.Status.State)
+		}
+	}
+	if err := b.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-composed:
+		if err == nil {
+			t.Fatal("the evicted replica's composition succeeded")
+		}
+		t.Logf("the resumed replica's compose: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the resumed replica never answered its compose")
+	}
+	if !strings.Contains(b.stderr.String(), "stale leadership epoch") {
+		t.Errorf("the resumed replica's fabric changes were not refused for their epoch:\n%s", b.stderr)
+	}
+	if got := fm.zoneMembers(t, "falcon1", "host1-pcie"); len(got) > 1 {
+		t.Errorf("the fabric holds %v for host1 after the evicted replica resumed", got)
+	}
+	proxy.restore()
+	exited := make(chan error, 1)
+	go func() { exited <- b.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("the evicted replica exited with %v, want exit status 3", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("the evicted replica did not exit once it could reach the database:\n%s", b.stderr)
+	}
+
+	// The leader is killed: c leads, and answers for the leader's
+	// subsystems.
+	a.kill()
+	killed := time.Now()
+	for deadline := time.Now().Add(30 * time.Second); !leads(c); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica leads after the leader's kill -9:\n%s", c.stderr)
+		}
+	}
+	t.Logf("a replica leads %s after the leader's kill -9", time.Since(killed).Round(time.Millisecond))
+	if status, by := answeredBy(t, c, "/redfish/v1/TelemetryService", ""); status != http.StatusOK || by != tagC {
+		t.Errorf("TelemetryService after the takeover: %d by %q, want 200 by %s", status, by, tagC)
+	}
+	if _, err := c.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}}); err != nil {
+		t.Errorf("compose at the last replica: %v", err)
+	}
+
+	// A replica serving alone is refused beside active ones.
+	out, err := runServe(t, t.TempDir(), env, "--store", url, "--topology", topo)
+	if err == nil || !strings.Contains(out, "in use by another rackpool serve") {
+		t.Errorf("a replica serving alone beside an active one: %v\n%s", err, out)
+	}
+	// --active without what it needs.
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--active"}, "--active need a postgres:// --store"},
+		{[]string{"--active", "--store", url}, `is driven by "emulated"`},
+		{[]string{"--active", "--standby", "--store", url, "--topology", topo}, "exclude each other"},
+		{[]string{"--active", "--store", url, "--topology", topo, "--host-agents", "all"}, "--host-agents"},
+	} {
+		out, err := runServe(t, t.TempDir(), env, tc.flags...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("serve %v: %v; want an error saying %q:\n%s", tc.flags, err, tc.want, out)
+		}
+	}
+}
+
+// sharedFabrics starts a fabric-emulator for each fabric of the example
+// rack, falcon1 first, with fabric time fabricTime: active replicas share
+// every fabric.
+func sharedFabrics(t *testing.T, fabricTime string) []*fabricEmulator {
+	t.Helper()
+	var fms []*fabricEmulator
+	for _, f := range []string{"falcon1", "sas1", "ocs1", "vlan1"} {
+		fms = append(fms, startFabricEmulator(t, f, "--fabric-time", fabricTime))
+	}
+	return fms
+}
+
+// login opens a session at s and returns its token.
+func login(t *testing.T, s *server) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"UserName": "Administrator", "Password": password})
+	res, err := s.http.Post(s.url+"/redfish/v1/SessionService/Sessions", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	tok := res.Header.Get("X-Auth-Token")
+	if res.StatusCode != http.StatusCreated || tok == "" {
+		t.Fatalf("login: %d", res.StatusCode)
+	}
+	return tok
+}
