@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -57,38 +59,84 @@ func serving(srv *server) bool {
 // system is Composed, no block is in two systems, every acknowledged
 // change is there, the fabric manager holds exactly what the store says,
 // and the history of acknowledged operations is linearizable.
-func TestPostgresFaultStorm(t *testing.T) {
+func TestPostgresFaultStorm(t *testing.T) { faultStorm(t, false) }
+
+// TestPostgresActiveFaultStorm is the same storm on three active replicas,
+// every one answering, on fabric managers for every fabric: the test kills
+// -9 the leader, pauses the next leader until it is evicted, cuts the
+// next from the database until it is evicted, and crashes PostgreSQL; each
+// replica that left is started again, active.
+func TestPostgresActiveFaultStorm(t *testing.T) { faultStorm(t, true) }
+
+func faultStorm(t *testing.T, active bool) {
 	skipShort(t)
 	pg, url := startPostgres(t)
-	fm := startFabricEmulator(t, "falcon1", "--fabric-time", "instant")
-	topo := redfishRack(t, fm)
-	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "FALCON1_PASSWORD=" + fmPassword}
+	fms := []*fabricEmulator{startFabricEmulator(t, "falcon1", "--fabric-time", "instant")}
+	if active {
+		fms = sharedFabrics(t, "instant")
+	}
+	fm := fms[0]
+	topo := redfishRack(t, fms...)
+	env := append([]string{"RACKPOOL_ADMIN_PASSWORD=" + password}, fmEnv(fms...)...)
 	flags := []string{"--topology", topo, "--fabric-time", "instant"}
 	slots := make([]*haSlot, 3)
 	for i := range slots {
 		slots[i] = &haSlot{proxy: startProxy(t, pg.Addr())}
 	}
 	storeOf := func(s *haSlot) string { return strings.Replace(url, pg.Addr(), s.proxy.addr(), 1) }
-	slots[0].set(start(t, t.TempDir(), env, append([]string{"--store", storeOf(slots[0])}, flags...)...))
-	for _, s := range slots[1:] {
-		s.set(startStandby(t, storeOf(s), env, flags...))
-	}
-	leader := func() int {
-		for i, s := range slots {
-			if serving(s.get()) {
-				return i
+	// Every replica's log goes to $RACKPOOL_E2E_LOGS, when set, if the
+	// test fails.
+	var all []*server
+	t.Cleanup(func() {
+		if dir := os.Getenv("RACKPOOL_E2E_LOGS"); dir != "" && t.Failed() {
+			for i, srv := range all {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", t.Name(), i)), []byte(srv.stderr.String()), 0o600)
 			}
 		}
+	})
+	// launchSlot starts slot i's replica: active, or a standby.
+	launchSlot := func(i int) *server {
+		var srv *server
+		if active {
+			srv = start(t, t.TempDir(), env, append([]string{"--store", storeOf(slots[i]), "--active"}, flags...)...)
+		} else {
+			srv = startStandby(t, storeOf(slots[i]), env, flags...)
+		}
+		all = append(all, srv)
+		return srv
+	}
+	if active {
+		for i := range slots {
+			slots[i].set(launchSlot(i))
+		}
+	} else {
+		slots[0].set(start(t, t.TempDir(), env, append([]string{"--store", storeOf(slots[0])}, flags...)...))
+		all = append(all, slots[0].get())
+		for i := range slots[1:] {
+			slots[i+1].set(launchSlot(i + 1))
+		}
+	}
+	// leading: the serving replica, or with active ones the leader.
+	leading := func(srv *server) bool { return serving(srv) && (!active || leads(srv)) }
+	leader := func() int {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for i, s := range slots {
+				if leading(s.get()) {
+					return i
+				}
+			}
+		}
+		t.Fatal("no replica leads")
 		return -1
 	}
-	// waitLeader waits until a replica other than old serves.
+	// waitLeader waits until a replica other than old leads.
 	waitLeader := func(old int, what string) int {
 		t.Helper()
 		start := time.Now()
 		for deadline := start.Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			for i, s := range slots {
-				if i != old && serving(s.get()) {
-					t.Logf("%s: replica %d serves after %s", what, i, time.Since(start).Round(time.Millisecond))
+				if i != old && leading(s.get()) {
+					t.Logf("%s: replica %d leads after %s", what, i, time.Since(start).Round(time.Millisecond))
 					return i
 				}
 			}
@@ -97,14 +145,34 @@ func TestPostgresFaultStorm(t *testing.T) {
 			}
 		}
 	}
-	// restart starts slot i again as a standby once its process is gone.
+	// waitEvicted waits until the leader has evicted slot old's replica.
+	waitEvicted := func(old int, what string) {
+		t.Helper()
+		if !active {
+			return
+		}
+		start := time.Now()
+		want := `msg="evicted a dead replica" replica=member/` + replicaTag(t, slots[old].get())
+		for deadline := start.Add(40 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			for _, s := range slots {
+				if strings.Contains(s.get().stderr.String(), want) {
+					t.Logf("%s: replica %d evicted after %s", what, old, time.Since(start).Round(time.Millisecond))
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: replica %d was not evicted", what, old)
+			}
+		}
+	}
+	// restart starts slot i again once its process is gone.
 	restart := func(i int) {
 		t.Helper()
 		old := slots[i].get()
 		if err := waitExit(old, 30*time.Second); err != nil {
 			t.Fatalf("replica %d: %v", i, err)
 		}
-		slots[i].set(startStandby(t, storeOf(slots[i]), env, flags...))
+		slots[i].set(launchSlot(i))
 	}
 
 	// Clients: each sends to every replica in turn until one answers.
@@ -134,8 +202,10 @@ func TestPostgresFaultStorm(t *testing.T) {
 	}
 	send := func(id string, op func(c *api.Client, ctx context.Context) error) (lost bool, err error) {
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			for i, s := range slots {
-				srv := s.get()
+			first := rand.IntN(len(slots)) // active replicas all answer: spread the load
+			for k := range slots {
+				i := (first + k) % len(slots)
+				srv := slots[i].get()
 				if !serving(srv) {
 					continue
 				}
@@ -268,28 +338,31 @@ func TestPostgresFaultStorm(t *testing.T) {
 
 	pause := func() { time.Sleep(1500 * time.Millisecond) }
 	pause()
-	// 1. kill -9 of the serving replica.
+	// 1. kill -9 of the leader.
 	l := leader()
 	slots[l].get().kill()
 	nl := waitLeader(l, "kill -9")
+	waitEvicted(l, "kill -9")
 	restart(l)
 	pause()
-	// 2. SIGSTOP of the serving replica; resumed, it must exit.
+	// 2. SIGSTOP of the leader; resumed, it must exit.
 	l = nl
 	stopped := slots[l].get()
 	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	nl = waitLeader(l, "SIGSTOP")
+	waitEvicted(l, "SIGSTOP")
 	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	restart(l)
 	pause()
-	// 3. The serving replica cut from the database.
+	// 3. The leader cut from the database.
 	l = nl
 	slots[l].proxy.cut()
 	waitLeader(l, "cut from the database")
+	waitEvicted(l, "cut from the database")
 	slots[l].proxy.restore()
 	restart(l)
 	pause()

@@ -617,7 +617,7 @@ func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks [
 func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64) error {
 	ctx = context.WithoutCancel(ctx)
 	err := m.decomposeOnce(ctx, id, expectVersion)
-	if m.behind(ctx, err) {
+	if m.behind(ctx, &err) {
 		err = m.decomposeOnce(ctx, id, expectVersion)
 	}
 	return err
@@ -723,7 +723,7 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 func (m *Manager) Update(ctx context.Context, id string, ur UpdateRequest) (*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
 	c, err := m.updateOnce(ctx, id, ur)
-	if m.behind(ctx, err) {
+	if m.behind(ctx, &err) {
 		c, err = m.updateOnce(ctx, id, ur)
 	}
 	return c, err
@@ -892,10 +892,10 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 // that composed at another replica finds its system here at once.
 func (m *Manager) Get(id string) (*inventory.Composition, error) {
 	c, err := m.get(id)
-	if m.catchUp != nil && errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if m.catchUp(ctx) == nil {
+		if m.behind(ctx, &err) {
 			c, err = m.get(id)
 		}
 	}

@@ -167,11 +167,17 @@ func (m *Manager) inFlight(c *inventory.Composition) bool {
 // transition another replica has finished, or at an older version than the
 // client read), and if so catches the snapshot up: the caller then tries
 // once more.
-func (m *Manager) behind(ctx context.Context, err error) bool {
-	if m.catchUp == nil || !(errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, ErrVersion)) {
+func (m *Manager) behind(ctx context.Context, err *error) bool {
+	if m.catchUp == nil || !(errors.Is(*err, ErrNotFound) || errors.Is(*err, ErrBusy) || errors.Is(*err, ErrVersion)) {
 		return false
 	}
-	return m.catchUp(ctx) == nil
+	if cerr := m.catchUp(ctx); cerr != nil {
+		// Unknown here may be known to the database, which this replica
+		// cannot read now: not a 404 but "try again".
+		*err = fmt.Errorf("%w: catching up with the other replicas: %v (after: %v)", store.ErrUnavailable, cerr, *err)
+		return false
+	}
+	return true
 }
 
 // syncReason names a change another replica made, for OnChange.
