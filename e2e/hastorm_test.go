@@ -401,6 +401,26 @@ func faultStorm(t *testing.T, active bool) {
 			t.Fatal("no replica serves after the storm")
 		}
 	}
+	// A workflow the database's crash interrupted is finished within
+	// seconds (RetryStuck, every second, once the database is back); one
+	// still in transition after 15 s is stuck.
+	settled := time.Now()
+	for deadline := settled.Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		systems, err := c.Systems(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(systems, func(s api.System) bool {
+			return s.SystemType == "Composed" && s.Oem.Rackpool.CompositionState != "Composed"
+		}) {
+			break
+		}
+	}
+	if d := time.Since(settled); d > 200*time.Millisecond {
+		t.Logf("the systems in transition after the storm settled within %s", d.Round(100*time.Millisecond))
+	}
 	snap := take(t, c)
 	checkConsistent(t, snap, maxCompositions(t, c))
 	for id, blocks := range acked {
