@@ -105,8 +105,10 @@ func TestPostgresActive(t *testing.T) {
 
 	// The leader (a) answers for its subsystems; each answers for the rest.
 	for _, s := range []*server{a, b, c} {
-		if status, by := answeredBy(t, s, "/redfish/v1/TelemetryService", ""); status != http.StatusOK || by != tagA {
-			t.Errorf("TelemetryService asked at %s: %d answered by %q, want 200 by the leader %s", replicaTag(t, s), status, by, tagA)
+		for _, path := range []string{"/redfish/v1/TelemetryService", "/redfish/v1/EventService/Subscriptions"} {
+			if status, by := answeredBy(t, s, path, ""); status != http.StatusOK || by != tagA {
+				t.Errorf("%s asked at %s: %d answered by %q, want 200 by the leader %s", path, replicaTag(t, s), status, by, tagA)
+			}
 		}
 	}
 	for s, tag := range map[*server]string{a: tagA, b: tagB, c: tagC} {

@@ -156,7 +156,9 @@ func runServe(args []string) error {
 	// An active replica follows the others' commits from the change log
 	// read from here on (before anything is loaded).
 	var follower *replica.Follower
-	var catchUp func(context.Context) error
+	// A replica serving alone on PostgreSQL confirms its lead before it
+	// answers "not found": another may have taken over and changed it.
+	catchUp := opened.check
 	driveEpoch := epoch
 	if act != nil {
 		head, err := act.pg.Head(ctx)
@@ -251,6 +253,14 @@ func runServe(args []string) error {
 	if err := api.Restore(ctx); err != nil {
 		return err
 	}
+	if act != nil {
+		api.DropSubscriptions() // the leader delivers them
+		follower.Handle(postgres.KindSetting, func(ctx context.Context, _ []string) {
+			if err := api.ReloadSettings(ctx); err != nil {
+				log.Warn("replica: reloading the composition policy", "err", err)
+			}
+		})
+	}
 	if *importFile != "" {
 		n, err := importAllocation(ctx, api, *importFile)
 		if err != nil {
@@ -323,12 +333,22 @@ func runServe(args []string) error {
 			} else if n > 0 {
 				log.Info("settled compositions a replica serving alone left unfinished", "compositions", n)
 			}
+			if err := api.RestoreSubscriptions(lctx); err != nil {
+				return err
+			}
+			go func() {
+				<-lctx.Done()
+				api.DropSubscriptions()
+			}()
 			singletons(lctx)
 			go everySecond(lctx, mgr.Expire)
 			go act.pg.PruneLoop(lctx, time.Minute, postgres.ChangeRetention, log)
 			go act.evictLoop(lctx, mgr)
 			return nil
 		})
+	}
+	if opened.serving != nil {
+		handler = redfish.Gate(handler, opened.serving)
 	}
 	srv := &http.Server{
 		Handler:           handler,

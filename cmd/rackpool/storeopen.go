@@ -53,7 +53,8 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 				a.release()
 				st.Close()
 			}
-			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.tag + ")", release: release, epoch: a.epoch, act: a}, nil
+			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.tag + ")", release: release, epoch: a.epoch, act: a,
+				serving: func() bool { return holding(&a.held) }}, nil
 		}
 		digest := topology.Digest(top)
 		if standby {
@@ -101,7 +102,14 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 			}
 			return fabric.Epoch{}
 		}
-		return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec), release: release, epoch: epoch}, nil
+		return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec), release: release, epoch: epoch,
+			serving: func() bool { return holding(&held) },
+			check: func(ctx context.Context) error {
+				if l := held.Load(); l != nil {
+					return l.Check(ctx)
+				}
+				return postgres.ErrFenced
+			}}, nil
 	default:
 		return nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
 	}
@@ -117,6 +125,28 @@ type openedStore struct {
 	// for SQLite).
 	epoch func() fabric.Epoch
 	act   *active // an active replica's membership (--active)
+	// serving reports whether this replica holds the database (its lead
+	// or membership, not lost); nil for SQLite.
+	serving func() bool
+	// check confirms that this replica serving alone still holds the
+	// lead (it pings the session that holds it): before it answers that
+	// something does not exist. Nil for SQLite and active replicas.
+	check func(ctx context.Context) error
+}
+
+// holding reports whether held holds a leadership whose session is not
+// lost.
+func holding(held *atomic.Pointer[postgres.Leadership]) bool {
+	l := held.Load()
+	if l == nil {
+		return false
+	}
+	select {
+	case <-l.Lost():
+		return false
+	default:
+		return true
+	}
 }
 
 // Settings naming the topology the serving replica uses.

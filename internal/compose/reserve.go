@@ -217,6 +217,9 @@ func (m *Manager) checkQuota(tenant string, q Quota, blocks []string) error {
 
 // fabricOp reports one driver call to the OnFabricOp hook.
 func (m *Manager) fabricOp(a fabric.Attachment, op string, start time.Time, err error) {
+	if errors.Is(err, fabric.ErrFenced) {
+		m.log.Warn("a fabric refused this replica's change: another replica has taken over its work", "op", op, "block", a.Block, "host", a.Host, "err", err)
+	}
 	if m.onFabricOp == nil {
 		return
 	}

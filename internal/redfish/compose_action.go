@@ -71,6 +71,10 @@ type compositionRecord struct {
 	Note                  string `json:"note,omitempty"`
 }
 
+// ReloadSettings reads the composition policy again (another active
+// replica changed it).
+func (s *Server) ReloadSettings(ctx context.Context) error { return s.loadCompositionSettings(ctx) }
+
 // loadCompositionSettings reads the persisted policy, if any.
 func (s *Server) loadCompositionSettings(ctx context.Context) error {
 	if s.store == nil {

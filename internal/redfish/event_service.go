@@ -233,6 +233,19 @@ func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 }
 
 // restoreSubscriptions re-adds the stored push destinations.
+// RestoreSubscriptions loads the push subscriptions from the store and
+// delivers to them from now on: the leader of several active replicas does
+// (docs/ha.md), the others forward the subscriptions' routes to it.
+func (s *Server) RestoreSubscriptions(ctx context.Context) error { return s.restoreSubscriptions(ctx) }
+
+// DropSubscriptions stops delivering to every push subscription (their
+// records stay): a replica that does not lead.
+func (s *Server) DropSubscriptions() {
+	for _, d := range s.events.Destinations() {
+		s.events.RemoveDestination(d.ID)
+	}
+}
+
 func (s *Server) restoreSubscriptions(ctx context.Context) error {
 	if s.store == nil {
 		return nil

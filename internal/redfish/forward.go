@@ -19,7 +19,8 @@ import (
 // The subsystems whose state lives in one process, memory leases and
 // memory nodes, blocknodes and drives, usage telemetry and predictive
 // provisioning, are served by the leader alone, which also runs their
-// loops; the other replicas forward those requests to it. A task is
+// loops; the other replicas forward those requests to it. So are push
+// event subscriptions: one replica delivers each event once. A task is
 // answered by the replica that runs it, whose tag begins its ID; the
 // others forward to that replica.
 
@@ -57,6 +58,10 @@ var leaderPaths = []string{
 	"/redfish/v1/Oem/Rackpool/Drives",
 	"/redfish/v1/Oem/Rackpool/Provisioning",
 	"/redfish/v1/TelemetryService",
+	// Push subscriptions: the leader delivers them (it sees every
+	// replica's composition changes through the change log).
+	"/redfish/v1/EventService/Subscriptions",
+	"/redfish/v1/EventService/Actions/EventService.SubmitTestEvent",
 }
 
 // leaderOwned reports whether the leader alone serves path.
@@ -192,4 +197,18 @@ func (f *forwarder) transport(ca []byte) (http.RoundTripper, error) {
 	}
 	f.transports[key] = rt
 	return rt, nil
+}
+
+// Gate answers 503 to every request but the service root's while serving
+// reports false: a replica whose hold on the database (its lead, or its
+// membership) is lost until it takes it again, which must not answer from
+// a snapshot that may be stale.
+func Gate(next http.Handler, serving func() bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := strings.TrimSuffix(r.URL.Path, "/"); p != "/redfish/v1" && p != "/redfish" && !serving() {
+			writeError(w, unavailable("This replica has lost its hold on the database and answers nothing until it takes it again (or exits, if another replica took over its work)."))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

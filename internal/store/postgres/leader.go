@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,12 +42,14 @@ type Leadership struct {
 	// previous leader's.
 	Epoch int64
 
-	store  *Store
-	conn   *pgx.Conn
-	key    int64
-	lost   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	store    *Store
+	connMu   sync.Mutex // conn is not safe for concurrent use
+	conn     *pgx.Conn
+	key      int64
+	lost     chan struct{}
+	loseOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // LeadOptions configure Lead.
@@ -191,14 +194,38 @@ func (l *Leadership) watch(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := l.conn.Ping(pctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			close(l.lost)
+		if err := l.ping(ctx, every); err != nil && ctx.Err() == nil {
+			l.lose()
 			return
 		}
 	}
+}
+
+func (l *Leadership) ping(ctx context.Context, within time.Duration) error {
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	return l.conn.Ping(pctx)
+}
+
+func (l *Leadership) lose() { l.loseOnce.Do(func() { close(l.lost) }) }
+
+// Check confirms that the lead is still held: it pings the session that
+// holds it. A replica calls it before answering from its snapshot that
+// something does not exist: the snapshot is the truth only while the lead
+// is. It fails with ErrFenced once the lead is lost.
+func (l *Leadership) Check(ctx context.Context) error {
+	select {
+	case <-l.lost:
+		return ErrFenced
+	default:
+	}
+	if err := l.ping(ctx, time.Second); err != nil {
+		l.lose()
+		return fmt.Errorf("%w: %v", ErrFenced, err)
+	}
+	return nil
 }
 
 // Lost is closed when the leader's session failed: the lead must be taken
@@ -211,6 +238,8 @@ func (l *Leadership) Release() {
 	<-l.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	l.connMu.Lock()
+	defer l.connMu.Unlock()
 	l.conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, l.key)
 	l.conn.Close(ctx)
 }
