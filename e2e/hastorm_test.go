@@ -377,6 +377,16 @@ func faultStorm(t *testing.T, active bool) {
 	pause()
 	close(stop)
 	wg.Wait()
+	if active {
+		// A crash of the database ends every session: each replica
+		// takes its membership again within the grace, and none is
+		// evicted for it.
+		for i, sl := range slots {
+			if log := sl.get().stderr.String(); strings.Contains(log, "exiting") {
+				t.Errorf("replica %d exited after the database's crash:\n%s", i, log)
+			}
+		}
+	}
 	t.Logf("operations: %v", counts)
 	if counts["composed"] == 0 || counts["decomposed"] == 0 {
 		t.Fatal("no compose or decompose was acknowledged: the storm proves nothing")

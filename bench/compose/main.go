@@ -272,7 +272,7 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cp := newControlPlane(top, st, drivers, dir, nil)
+	cp := newControlPlane(top, st, drivers, dir, nil, "")
 	closeCP := cp.close
 	cp.close = func() {
 		closeCP()
@@ -297,16 +297,22 @@ func startReplicas(top *topology.Topology, n int) []*controlPlane {
 		log.Fatal(err)
 	}
 	var cps []*controlPlane
-	for range n {
+	for i := range n {
 		st, err := postgres.Open(ctx, url)
 		if err != nil {
+			log.Fatal(err)
+		}
+		// Each holds a membership, as serve --active does: its writes are
+		// fenced by it and its records name it.
+		member := fmt.Sprintf("%sbench%d", postgres.MemberPrefix, i)
+		if _, err := st.Lead(ctx, member, "bench replica", postgres.LeadOptions{Shared: "serve"}); err != nil {
 			log.Fatal(err)
 		}
 		head, err := st.Head(ctx)
 		if err != nil {
 			log.Fatal(err)
 		}
-		cps = append(cps, newControlPlane(top, st, drivers, dir, replica.New(st, head, nil)))
+		cps = append(cps, newControlPlane(top, st, drivers, dir, replica.New(st, head, nil), member))
 	}
 	cps[0].close = func(close0 func()) func() {
 		return func() { close0(); os.RemoveAll(dir) }
@@ -316,7 +322,7 @@ func startReplicas(top *topology.Topology, n int) []*controlPlane {
 
 // newControlPlane wires a control plane on st and drivers, with its TLS
 // material in dir/tls; with follow, as one replica of several.
-func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]fabric.Driver, dir string, follow *replica.Follower) *controlPlane {
+func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]fabric.Driver, dir string, follow *replica.Follower, member string) *controlPlane {
 	ctx := context.Background()
 	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
 	var catchUp func(context.Context) error
@@ -324,7 +330,7 @@ func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]
 		catchUp = follow.CatchUp
 	}
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp, Spread: follow != nil})
+		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp, Spread: follow != nil, Replica: member})
 	if err != nil {
 		log.Fatal(err)
 	}
