@@ -58,11 +58,10 @@ type active struct {
 }
 
 type peerEntry struct {
-	p    redfish.Peer
-	ok   bool
-	self bool
-	err  error
-	at   time.Time
+	p   redfish.Peer
+	ok  bool
+	err error
+	at  time.Time
 }
 
 // peerCacheTTL bounds how stale a looked-up peer may be.
