@@ -1,0 +1,101 @@
+package redfish
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// peers is a static view of the other replicas.
+type peers struct {
+	leader    Peer
+	self      bool
+	leaderErr error
+	replicas  map[string]Peer
+}
+
+func (p peers) Leader(context.Context) (Peer, bool, error) { return p.leader, p.self, p.leaderErr }
+func (p peers) Replica(_ context.Context, tag string) (Peer, bool, error) {
+	r, ok := p.replicas[tag]
+	return r, ok, nil
+}
+
+// TestForward: the leader's resources go to the leader, a task to the
+// replica whose tag begins its ID, everything else is answered here; a
+// forwarded request is never forwarded again; no leader answers 503 and a
+// stopped replica's task 404; the answer names the replica that made it.
+func TestForward(t *testing.T) {
+	upstream := func(tag string) *httptest.Server {
+		return httptest.NewServer(Forward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, tag+" "+r.Header.Get(ForwardedHeader))
+		}), tag, peers{self: true}))
+	}
+	leader, other := upstream("lead"), upstream("other")
+	defer leader.Close()
+	defer other.Close()
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "here") })
+	h := Forward(local, "me", peers{leader: Peer{URL: leader.URL}, replicas: map[string]Peer{"other": {URL: other.URL}}})
+	for _, c := range []struct {
+		path, forwarded string
+		status          int
+		body, by        string
+	}{
+		{"/redfish/v1/Oem/Rackpool/MemoryLeases/l1", "", 200, "lead me", "lead"},
+		{"/redfish/v1/TelemetryService", "", 200, "lead me", "lead"},
+		{"/redfish/v1/Systems/s1/Actions/Oem/Rackpool.SubmitUsage", "", 200, "lead me", "lead"},
+		{"/redfish/v1/EventService/Subscriptions", "", 200, "lead me", "lead"},
+		{"/redfish/v1/Oem/Rackpool/DrivesX", "", 200, "here", "me"},
+		{"/redfish/v1/Systems/s1", "", 200, "here", "me"},
+		{"/redfish/v1/TaskService/Tasks/other-3", "", 200, "other me", "other"},
+		{"/redfish/v1/TaskService/TaskMonitors/other-3", "", 200, "other me", "other"},
+		{"/redfish/v1/TaskService/Tasks/me-3", "", 200, "here", "me"},
+		{"/redfish/v1/TaskService/Tasks/gone-3", "", 404, "", "me"},
+		{"/redfish/v1/TaskService/Tasks/other-3", "x", 200, "here", "me"},  // forwarded once already
+		{"/redfish/v1/TelemetryService", "x", 503, "", "me"},               // the lead moved meanwhile
+		{"/redfish/v1/TaskService/Tasks/7", "", 200, "here", "me"},         // a replica serving alone's ID
+		{"/redfish/v1/TaskService/Tasks/other-3/x", "", 200, "here", "me"}, // not a task
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.path, nil)
+		if c.forwarded != "" {
+			req.Header.Set(ForwardedHeader, c.forwarded)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.status || c.body != "" && rec.Body.String() != c.body || rec.Header().Get(ReplicaHeader) != c.by || len(rec.Header().Values(ReplicaHeader)) != 1 {
+			t.Errorf("GET %s (forwarded %q): %d %q by %v; want %d %q by %s", c.path, c.forwarded, rec.Code, rec.Body, rec.Header().Values(ReplicaHeader), c.status, c.body, c.by)
+		}
+	}
+
+	// No leader, or one that cannot be reached: 503 with Retry-After.
+	for _, p := range []peers{{leaderErr: errors.New("no replica leads")}, {leader: Peer{URL: "http://127.0.0.1:1"}}} {
+		rec := httptest.NewRecorder()
+		Forward(local, "me", p).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redfish/v1/Oem/Rackpool/Drives", nil))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "ServiceTemporarilyUnavailable") {
+			t.Errorf("no reachable leader: %d %s", rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestGate: a replica that lost its hold answers 503 to everything but the
+// service root.
+func TestGate(t *testing.T) {
+	serving := false
+	h := Gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func() bool { return serving })
+	for path, want := range map[string]int{"/redfish/v1": 200, "/redfish/v1/": 200, "/redfish": 200, "/redfish/v1/odata": 503, "/redfish/v1/Systems": 503} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s while not serving: %d, want %d", path, rec.Code, want)
+		}
+	}
+	serving = true
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redfish/v1/Systems", nil))
+	if rec.Code != 200 {
+		t.Errorf("GET while serving: %d", rec.Code)
+	}
+}
