@@ -116,12 +116,33 @@ func faultStorm(t *testing.T, active bool) {
 			slots[i+1].set(launchSlot(i + 1))
 		}
 	}
+	// With active replicas a fourth one, which the test leaves alone,
+	// is the control plane of a memory node (a memnode heartbeats to one
+	// URL): memory leases are served by the leader, whichever it is.
+	var quiet *server
+	if active {
+		quiet = start(t, t.TempDir(), env, append([]string{"--store", url, "--active"}, flags...)...)
+		all = append(all, quiet)
+		startMemnode(t, quiet, "--capacity", "256MiB", "--heartbeat", "500ms")
+	}
 	// leading: the serving replica, or with active ones the leader.
 	leading := func(srv *server) bool { return serving(srv) && (!active || leads(srv)) }
-	leader := func() int {
+	// replica i: a slot's replica, or (i = len(slots)) the quiet one.
+	replica := func(i int) *server {
+		if i == len(slots) {
+			return quiet
+		}
+		return slots[i].get()
+	}
+	// leader returns the slot whose replica leads, or else (the quiet
+	// replica leads) slot def.
+	leader := func(def int) int {
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			for i, s := range slots {
-				if leading(s.get()) {
+			for i := range len(slots) + 1 {
+				if srv := replica(i); srv != nil && leading(srv) {
+					if i == len(slots) {
+						return def
+					}
 					return i
 				}
 			}
@@ -134,8 +155,8 @@ func faultStorm(t *testing.T, active bool) {
 		t.Helper()
 		start := time.Now()
 		for deadline := start.Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			for i, s := range slots {
-				if i != old && leading(s.get()) {
+			for i := range len(slots) + 1 {
+				if srv := replica(i); srv != nil && i != old && leading(srv) {
 					t.Logf("%s: replica %d leads after %s", what, i, time.Since(start).Round(time.Millisecond))
 					return i
 				}
@@ -154,8 +175,8 @@ func faultStorm(t *testing.T, active bool) {
 		start := time.Now()
 		want := `msg="evicted a dead replica" replica=member/` + replicaTag(t, slots[old].get())
 		for deadline := start.Add(40 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			for _, s := range slots {
-				if strings.Contains(s.get().stderr.String(), want) {
+			for i := range len(slots) + 1 {
+				if srv := replica(i); srv != nil && strings.Contains(srv.stderr.String(), want) {
 					t.Logf("%s: replica %d evicted after %s", what, old, time.Since(start).Round(time.Millisecond))
 					return
 				}
@@ -336,22 +357,107 @@ func faultStorm(t *testing.T, active bool) {
 		})
 	}
 
+	// With active replicas, a client of memory leases and one of accounts
+	// send to random replicas too: the leader serves leases whichever
+	// replica is asked; accounts are every replica's.
+	leases, accounts := map[string]bool{}, map[string]bool{} // acknowledged: live, or released/deleted
+	if active {
+		wg.Go(func() {
+			var mine []string
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if i%3 == 2 && len(mine) > 0 {
+					id := mine[0]
+					lost, err := send("", func(cl *api.Client, ctx context.Context) error { return cl.ReleaseLease(ctx, id) })
+					mu.Lock()
+					switch {
+					case err == nil:
+						leases[id] = false
+						counts["leases released"]++
+						mine = mine[1:]
+					case lost:
+						delete(leases, id) // an unanswered attempt may have released it
+						mine = mine[1:]
+					}
+					mu.Unlock()
+					continue
+				}
+				var l *api.MemoryLease
+				_, err := send("", func(cl *api.Client, ctx context.Context) error {
+					var err error
+					l, err = cl.GetMemory(ctx, api.LeaseRequest{Size: 256 << 10, TTL: time.Hour})
+					return err
+				})
+				if err == nil {
+					mine = append(mine, l.ID)
+					mu.Lock()
+					leases[l.ID] = true
+					counts["leases granted"]++
+					mu.Unlock()
+				}
+			}
+		})
+		wg.Go(func() {
+			var mine []string
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				if i%3 == 2 && len(mine) > 0 {
+					user := mine[0]
+					lost, err := send("", func(cl *api.Client, ctx context.Context) error {
+						_, err := cl.Do(ctx, "DELETE", "/redfish/v1/AccountService/Accounts/"+user, nil, nil)
+						return err
+					})
+					mu.Lock()
+					switch {
+					case err == nil:
+						accounts[user] = false
+						counts["accounts deleted"]++
+						mine = mine[1:]
+					case lost:
+						delete(accounts, user) // an unanswered attempt may have deleted it
+						mine = mine[1:]
+					}
+					mu.Unlock()
+					continue
+				}
+				user := fmt.Sprintf("storm-%d", i)
+				if _, err := send("", func(cl *api.Client, ctx context.Context) error {
+					_, err := cl.Do(ctx, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": user, "Password": "storm-password-1", "RoleId": "Operator"}, nil)
+					return err
+				}); err == nil {
+					mine = append(mine, user)
+					mu.Lock()
+					accounts[user] = true
+					counts["accounts created"]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
 	pause := func() { time.Sleep(1500 * time.Millisecond) }
 	pause()
 	// 1. kill -9 of the leader.
-	l := leader()
+	l := leader(0)
 	slots[l].get().kill()
-	nl := waitLeader(l, "kill -9")
+	waitLeader(l, "kill -9")
 	waitEvicted(l, "kill -9")
 	restart(l)
 	pause()
 	// 2. SIGSTOP of the leader; resumed, it must exit.
-	l = nl
+	l = leader(1)
 	stopped := slots[l].get()
 	if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	nl = waitLeader(l, "SIGSTOP")
+	waitLeader(l, "SIGSTOP")
 	waitEvicted(l, "SIGSTOP")
 	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -359,7 +465,7 @@ func faultStorm(t *testing.T, active bool) {
 	restart(l)
 	pause()
 	// 3. The leader cut from the database.
-	l = nl
+	l = leader(2)
 	slots[l].proxy.cut()
 	waitLeader(l, "cut from the database")
 	waitEvicted(l, "cut from the database")
@@ -433,6 +539,29 @@ func faultStorm(t *testing.T, active bool) {
 	}
 	snap := take(t, c)
 	checkConsistent(t, snap, maxCompositions(t, c))
+	// Every acknowledged lease and account change is there.
+	ctx := context.Background()
+	for id, live := range leases {
+		l, err := c.Lease(ctx, id)
+		switch {
+		case live && (err != nil || l.State != "Active"):
+			t.Errorf("acknowledged lease %s after the storm: %+v, %v", id, l, err)
+		case !live && err == nil && l.State == "Active":
+			t.Errorf("lease %s is Active after its release was acknowledged", id)
+		}
+	}
+	for user, live := range accounts {
+		_, err := c.Do(ctx, "GET", "/redfish/v1/AccountService/Accounts/"+user, nil, nil)
+		if live && err != nil {
+			t.Errorf("acknowledged account %s after the storm: %v", user, err)
+		}
+		if !live && err == nil {
+			t.Errorf("account %s is back after its deletion was acknowledged", user)
+		}
+	}
+	if active && (counts["leases granted"] == 0 || counts["accounts created"] == 0) {
+		t.Errorf("no lease or no account change was acknowledged: %v", counts)
+	}
 	for id, blocks := range acked {
 		if got, ok := snap.systems[id]; !ok {
 			t.Errorf("acknowledged system %s lost; the database says: %s", id, dbSays(t, url, id))
