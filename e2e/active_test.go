@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"regexp"
 	"strings"
 	"syscall"
@@ -169,16 +168,7 @@ func TestPostgresActive(t *testing.T) {
 		t.Errorf("the fabric holds %v for host1 after the evicted replica resumed", got)
 	}
 	proxy.restore()
-	exited := make(chan error, 1)
-	go func() { exited <- b.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-			t.Errorf("the evicted replica exited with %v, want exit status 3", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("the evicted replica did not exit once it could reach the database:\n%s", b.stderr)
-	}
+	expectExit3(t, b, "the evicted replica, once it could reach the database,")
 
 	// The leader is killed: c leads, and answers for the leader's
 	// subsystems.

@@ -159,16 +159,7 @@ func TestPostgresStandby(t *testing.T) {
 	} else {
 		t.Logf("compose at the resumed replica: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- a.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-			t.Errorf("resumed replica exited with %v, want exit status 3", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the resumed replica did not exit:\n%s", a.stderr)
-	}
+	expectExit3(t, a, "the resumed replica")
 	systems, err := b.client().Systems(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -378,16 +369,7 @@ func TestPostgresFabricFencing(t *testing.T) {
 	// The database is reachable again: the old replica finds another
 	// leading and exits.
 	proxy.restore()
-	exited := make(chan error, 1)
-	go func() { exited <- a.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
-			t.Errorf("the old replica exited with %v, want exit status 3", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("the old replica did not exit once it could reach the database:\n%s", a.stderr)
-	}
+	expectExit3(t, a, "the old replica, once it could reach the database,")
 }
 
 // tcpProxy forwards loopback connections to a target until cut: then it
@@ -465,4 +447,20 @@ func (p *tcpProxy) restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
+}
+
+// expectExit3 waits up to 30 s for s, a replica whose place another took
+// (who: how the error names it), to exit with status 3.
+func expectExit3(t *testing.T, s *server, who string) {
+	t.Helper()
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+			t.Errorf("%s exited with %v, want exit status 3", who, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not exit:\n%s", who, s.stderr)
+	}
 }

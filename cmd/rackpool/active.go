@@ -269,44 +269,41 @@ func (a *active) runLeader(ctx context.Context, duties func(ctx context.Context,
 // settling its unfinished compositions with its raised epoch.
 func (a *active) evictLoop(ctx context.Context, mgr *compose.Manager) {
 	deadSince := map[string]time.Time{}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		members, err := a.pg.Members(ctx)
-		if err != nil {
+	everySecond(ctx, func(ctx context.Context) { a.evict(ctx, mgr, deadSince) })
+}
+
+// evict makes one pass of evictLoop; deadSince remembers since when each
+// dead member has been seen dead.
+func (a *active) evict(ctx context.Context, mgr *compose.Manager, deadSince map[string]time.Time) {
+	members, err := a.pg.Members(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, m := range members {
+		if m.Alive || m.Name == a.member {
+			delete(deadSince, m.Name)
 			continue
 		}
-		now := time.Now()
-		for _, m := range members {
-			if m.Alive || m.Name == a.member {
-				delete(deadSince, m.Name)
-				continue
-			}
-			if _, ok := deadSince[m.Name]; !ok {
-				deadSince[m.Name] = now
-			}
-			if now.Sub(deadSince[m.Name]) < evictGrace {
-				continue
-			}
-			settled := 0
-			err := a.pg.Evict(ctx, m.Name, func(ctx context.Context, epoch int64) error {
-				n, err := mgr.SettleOwner(fabric.WithEpoch(ctx, fabric.Epoch{Domain: m.Name, N: epoch}), m.Name)
-				settled = n
-				return err
-			})
-			switch {
-			case errors.Is(err, postgres.ErrAlive):
-			case err != nil:
-				a.log.Warn("active replica: evicting a dead replica", "replica", m.Name, "err", err)
-			default:
-				delete(deadSince, m.Name)
-				a.log.Info("evicted a dead replica", "replica", m.Name, "settled_compositions", settled)
-			}
+		if _, ok := deadSince[m.Name]; !ok {
+			deadSince[m.Name] = now
+		}
+		if now.Sub(deadSince[m.Name]) < evictGrace {
+			continue
+		}
+		settled := 0
+		err := a.pg.Evict(ctx, m.Name, func(ctx context.Context, epoch int64) error {
+			n, err := mgr.SettleOwner(fabric.WithEpoch(ctx, fabric.Epoch{Domain: m.Name, N: epoch}), m.Name)
+			settled = n
+			return err
+		})
+		switch {
+		case errors.Is(err, postgres.ErrAlive):
+		case err != nil:
+			a.log.Warn("active replica: evicting a dead replica", "replica", m.Name, "err", err)
+		default:
+			delete(deadSince, m.Name)
+			a.log.Info("evicted a dead replica", "replica", m.Name, "settled_compositions", settled)
 		}
 	}
 }
