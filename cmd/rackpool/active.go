@@ -50,8 +50,9 @@ type active struct {
 	who    string
 	log    *slog.Logger
 
-	held atomic.Pointer[postgres.Leadership] // the membership
-	lead atomic.Pointer[postgres.Leadership] // the leader role, while held
+	held      atomic.Pointer[postgres.Leadership] // the membership
+	lead      atomic.Pointer[postgres.Leadership] // the leader role, while held
+	leadEpoch atomic.Int64                        // the leader role's epoch last held
 
 	mu     sync.Mutex
 	cached map[string]peerEntry // by tag; "" is the leader
@@ -119,12 +120,11 @@ func (a *active) epoch() fabric.Epoch {
 }
 
 // leaderEpoch is the leader role's epoch, which the drive manager's SAS
-// changes carry (it runs on the leader alone).
+// changes carry (it runs on the leader alone). Once the role is lost it
+// stays the last one held: a change still under way then is refused by a
+// fabric the next leader has changed.
 func (a *active) leaderEpoch() fabric.Epoch {
-	if l := a.lead.Load(); l != nil {
-		return fabric.Epoch{Domain: leaderRole, N: l.Epoch}
-	}
-	return fabric.Epoch{}
+	return fabric.Epoch{Domain: leaderRole, N: a.leadEpoch.Load()}
 }
 
 // leads reports whether this replica leads now.
@@ -240,6 +240,7 @@ func (a *active) runLeader(ctx context.Context, duties func(ctx context.Context,
 			}
 			continue
 		}
+		a.leadEpoch.Store(l.Epoch)
 		a.lead.Store(l)
 		dctx, cancel := context.WithCancel(ctx)
 		err = duties(dctx, l.Epoch)

@@ -217,14 +217,14 @@ func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], rol
 			nl, err := st.Lead(ctx, role, who, opts)
 			cancel()
 			if errors.Is(err, postgres.ErrLocked) {
-				log.Error("another rackpool serve leads the store now; exiting", "store", postgres.Redact(spec), "err", err)
+				log.Error("another rackpool serve holds this replica's role now; exiting", "role", role, "store", postgres.Redact(spec), "err", err)
 				os.Exit(3)
 			}
 			if err != nil {
 				continue
 			}
 			if nl.Epoch != l.Epoch+1 {
-				log.Error("another rackpool serve led the store meanwhile; exiting", "store", postgres.Redact(spec),
+				log.Error("another rackpool serve took this replica's role meanwhile (for an active replica: the leader evicted it); exiting", "role", role, "store", postgres.Redact(spec),
 					"epoch", l.Epoch, "now", nl.Epoch)
 				nl.Release()
 				os.Exit(3)
