@@ -326,3 +326,25 @@ func TestCredentialsOnlyOverTLS(t *testing.T) {
 	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, admin) // the old password still works
 	s.must(http.StatusNotFound, "GET", "/redfish/v1/AccountService/Accounts/eve", nil, admin)
 }
+
+// TestPropertyDuplicate: a body that repeats a member name is refused with
+// PropertyDuplicate naming it, and changes nothing: an account whose
+// RoleId says ReadOnly and then Administrator is not created.
+func TestPropertyDuplicate(t *testing.T) {
+	s := newService(t)
+	for _, c := range []struct{ path, body, prop string }{
+		{"/redfish/v1/AccountService/Accounts", `{"UserName": "u", "Password": "a-Password-1", "RoleId": "ReadOnly", "RoleId": "Administrator"}`, "/RoleId"},
+		{"/redfish/v1/Systems", `{"Name": "x", "Links": {"ResourceBlocks": [{"@odata.id": "/redfish/v1/CompositionService/ResourceBlocks/host1", "@odata.id": "/redfish/v1/CompositionService/ResourceBlocks/host2"}]}}`, "/Links/ResourceBlocks/0/@odata.id"},
+	} {
+		r := s.do("POST", c.path, c.body, admin)
+		if r.status != http.StatusBadRequest || r.errorCode(t) != "Base.1.22.PropertyDuplicate" || !strings.Contains(string(r.body), c.prop) {
+			t.Errorf("POST %s with a duplicate: %d %s", c.path, r.status, r.body)
+		}
+	}
+	if r := s.do("GET", "/redfish/v1/AccountService/Accounts/u", nil, admin); r.status != http.StatusNotFound {
+		t.Errorf("the account of the refused request: %d", r.status)
+	}
+	if ids := s.systemIDs(); len(ids) != 0 {
+		t.Errorf("systems after the refused compose: %v", ids)
+	}
+}

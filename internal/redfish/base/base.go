@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"rackpool/internal/inventory"
@@ -94,6 +95,18 @@ func PropertyUnknown(prop string) *Problem {
 		fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", prop), prop).about(prop)
 }
 
+// PropertyDuplicate: the request names member path (a JSON pointer
+// without its "#", e.g. "/Oem/Rackpool/Tenant") twice in one object.
+// Accepting it would let the last one win while a reader of the first (a
+// proxy, an audit filter, a reviewer) sees another request than the one
+// carried out.
+func PropertyDuplicate(path string) *Problem {
+	p := New(http.StatusBadRequest, Registry+"PropertyDuplicate",
+		fmt.Sprintf("The property %s was duplicated in the request.", path), path)
+	p.Related = []string{"#" + path}
+	return p
+}
+
 // PropertyMissing: the required property prop is missing.
 func PropertyMissing(prop string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyMissing",
@@ -140,6 +153,9 @@ func Decode(r *http.Request, v any, limit int64) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Malformed("The request body is empty.")
 	}
+	if dup := duplicateMember(data); dup != "" {
+		return PropertyDuplicate(dup)
+	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
 		var te *json.UnmarshalTypeError
@@ -175,6 +191,57 @@ func Decode(r *http.Request, v any, limit int64) error {
 		return Malformed(err.Error())
 	}
 	return nil
+}
+
+// duplicateMember returns the JSON pointer (without "#") of the first
+// member name that an object of data repeats, "" if none does (or data is
+// not well-formed JSON: the decoder says so next). Its work is linear in
+// the body, which the caller has bounded.
+func duplicateMember(data []byte) string {
+	type frame struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool            // an object's next token is a member name
+		key     string          // an object's member being read
+		index   int             // an array's next element
+		path    string
+	}
+	escape := strings.NewReplacer("~", "~0", "/", "~1")
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		var path string
+		if len(stack) > 0 {
+			top := stack[len(stack)-1]
+			switch {
+			case top.keys != nil && top.wantKey:
+				key, _ := tok.(string)
+				if top.keys[key] {
+					return top.path + "/" + escape.Replace(key)
+				}
+				top.keys[key], top.key, top.wantKey = true, key, false
+				continue
+			case top.keys != nil:
+				path, top.wantKey = top.path+"/"+escape.Replace(top.key), true
+			default:
+				path = top.path + "/" + strconv.Itoa(top.index)
+				top.index++
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, wantKey: true, path: path})
+		case json.Delim('['):
+			stack = append(stack, &frame{path: path})
+		}
+	}
 }
 
 // FabricTypes is the Redfish FabricType (Protocol) of each fabric kind:
