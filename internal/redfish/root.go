@@ -204,7 +204,7 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyMissing("Password")
 	}
 	noteAudit(r).user = *req.UserName
-	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password)
+	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password, clientAddr(r))
 	if errors.Is(err, tenancy.ErrNoAccount) || errors.Is(err, tenancy.ErrLocked) {
 		s.denied(r, tenancy.Principal{User: *req.UserName}, "login failed: "+err.Error())
 		e := errNoSession()

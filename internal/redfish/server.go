@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"rackpool/internal/fabric"
 	"rackpool/internal/hostagent"
@@ -342,7 +343,7 @@ func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 		return p, nil
 	}
 	if user, pass, ok := r.BasicAuth(); ok {
-		p, err := s.auth.Authenticate(user, pass)
+		p, err := s.auth.Authenticate(user, pass, clientAddr(r))
 		if err != nil {
 			return tenancy.Principal{User: user}, fmt.Errorf("basic authentication of %q failed: %w", user, err)
 		}
@@ -368,6 +369,17 @@ func principal(r *http.Request) tenancy.Principal {
 // part of reason.
 func (s *Server) denied(r *http.Request, p tenancy.Principal, reason string) {
 	s.log.Warn("request refused", "method", r.Method, "path", r.URL.Path, "user", p.User, "remote", r.RemoteAddr, "reason", reason)
+}
+
+// clientAddr is the address of r's client, which failed logins count by
+// (the connection's peer: a forwarding header is the client's to write,
+// so it is not trusted).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // decode reads a JSON object body into v strictly (base.Decode).

@@ -38,13 +38,29 @@ func (s *Service) Account(user string) (Account, bool) {
 	return *a, true
 }
 
-// Locked reports whether user is locked out now.
+// Locked reports whether user is locked out now for at least one source
+// address (the others may still log in).
 func (s *Service) Locked(user string) bool {
 	now := s.clk.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.failures[user]
-	return f != nil && now.Before(f.lockedUntil)
+	for k, f := range s.failures {
+		if k.user == user && now.Before(f.lockedUntil) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetFailures drops user's failure counts (a reset password unlocks).
+// s.mu must be held.
+func (s *Service) forgetFailuresLocked(user string) {
+	for k := range s.failures {
+		if k.user == user {
+			delete(s.failures, k)
+		}
+	}
+	delete(s.spread, user)
 }
 
 // checkAccountLocked validates role, tenant and host. s.mu must be held.
@@ -234,7 +250,7 @@ func (s *Service) UpdateAccount(ctx context.Context, user string, ch AccountChan
 		s.dropSessionsOfLocked(user)
 	}
 	if hash != "" {
-		delete(s.failures, user) // a reset password unlocks
+		s.forgetFailuresLocked(user) // a reset password unlocks
 	}
 	s.mu.Unlock()
 	return next, nil
@@ -260,7 +276,7 @@ func (s *Service) DeleteAccount(ctx context.Context, user string) error {
 	s.mu.Lock()
 	delete(s.accounts, user)
 	s.dropSessionsOfLocked(user)
-	delete(s.failures, user)
+	s.forgetFailuresLocked(user)
 	s.mu.Unlock()
 	return nil
 }

@@ -58,11 +58,15 @@ type Service struct {
 	lockout       LockoutPolicy
 	lockoutVer    int64
 	sessions      map[[32]byte]*session // by SHA-256 of the token
-	failures      map[string]*failures
+	failures      map[failureKey]*failures // per account and source
+	spread        map[string]*failures     // per account, from every source
 	verified      map[[32]byte]time.Time
 	touchInterval time.Duration
 	catchUp       func(ctx context.Context) error
 }
+
+// failureKey counts an account's failed logins from one source address.
+type failureKey struct{ user, source string }
 
 type failures struct {
 	count       int
@@ -109,7 +113,7 @@ func Open(ctx context.Context, st store.Store, o Options) (*Service, string, err
 		o.IdleTimeout = 30 * time.Minute
 	}
 	s := &Service{st: st, clk: o.Clock, idle: o.IdleTimeout, touchInterval: o.IdleTimeout / 4, catchUp: o.CatchUp,
-		failures: map[string]*failures{}, verified: map[[32]byte]time.Time{}}
+		failures: map[failureKey]*failures{}, spread: map[string]*failures{}, verified: map[[32]byte]time.Time{}}
 	if err := s.load(ctx); err != nil {
 		return nil, "", err
 	}

@@ -22,13 +22,21 @@ func hexDecode(s string) ([]byte, error) { return hex.DecodeString(s) }
 // IdleTimeout is how long a session may go unused.
 func (s *Service) IdleTimeout() time.Duration { return s.idle }
 
-// Authenticate checks a user name and password. Successful checks are
-// remembered for a minute by a digest of the credentials, so Basic-auth
-// clients do not pay for Argon2 on every request. Repeated failures lock
-// the account (ErrLocked) even for the right password; a wrong name, a
-// wrong password and a disabled account all answer ErrNoAccount.
-func (s *Service) Authenticate(user, password string) (Principal, error) {
+// Authenticate checks a user name and password sent from source (the
+// client's address). Successful checks are remembered for a minute by a
+// digest of the credentials, so Basic-auth clients do not pay for Argon2 on
+// every request.
+//
+// Failures count per account and source: the lockout policy's threshold of
+// them locks the account for that source only (ErrLocked, even for the
+// right password), so a client guessing a password cannot lock anyone
+// else out. Failures from every source together slow the account's checks
+// down instead (Delay: a growing, bounded wait before each), so an attack
+// spread over many addresses gains little. A wrong name, a wrong password
+// and a disabled account all answer ErrNoAccount.
+func (s *Service) Authenticate(user, password, source string) (Principal, error) {
 	digest := sha256.Sum256([]byte(user + "\x00" + password))
+	key := failureKey{user, source}
 	now := s.clk.Now()
 	s.mu.Lock()
 	acc, ok := s.accounts[user]
@@ -37,7 +45,7 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 		CheckPassword(HashPassword("x"), password)
 		return Principal{}, ErrNoAccount
 	}
-	if f := s.failures[user]; ok && f != nil && now.Before(f.lockedUntil) {
+	if f := s.failures[key]; ok && f != nil && now.Before(f.lockedUntil) {
 		s.mu.Unlock()
 		return Principal{}, ErrLocked
 	}
@@ -50,12 +58,16 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 	if ok {
 		hash = acc.Hash
 	}
+	delay := s.delayLocked(user, now)
 	s.mu.Unlock()
 	if !ok {
 		// Spend the same time as a real check so timing does not reveal
 		// which accounts exist.
 		CheckPassword(HashPassword("x"), password)
 		return Principal{}, ErrNoAccount
+	}
+	if delay > 0 {
+		time.Sleep(delay)
 	}
 	good := CheckPassword(hash, password)
 	s.mu.Lock()
@@ -65,10 +77,19 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 		return Principal{}, ErrNoAccount // changed meanwhile
 	}
 	if !good {
-		f := s.failures[user]
+		sp := s.spread[user]
+		if sp == nil || now.Sub(sp.first) > s.lockout.ResetAfter {
+			sp = &failures{first: now}
+			s.spread[user] = sp
+		}
+		sp.count++
+		f := s.failures[key]
 		if f == nil || now.Sub(f.first) > s.lockout.ResetAfter {
+			if len(s.failures) >= maxFailureKeys {
+				s.pruneFailuresLocked(now)
+			}
 			f = &failures{first: now}
-			s.failures[user] = f
+			s.failures[key] = f
 		}
 		f.count++
 		if s.lockout.Threshold > 0 && f.count >= s.lockout.Threshold {
@@ -78,7 +99,7 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 		}
 		return Principal{}, ErrNoAccount
 	}
-	delete(s.failures, user)
+	delete(s.failures, key)
 	if len(s.verified) > 1024 {
 		s.verified = map[[32]byte]time.Time{}
 	}
@@ -86,11 +107,65 @@ func (s *Service) Authenticate(user, password string) (Principal, error) {
 	return Principal{User: user, Role: acc.Role, Tenant: acc.Tenant, Host: acc.Host}, nil
 }
 
-// Login checks the credentials and opens a session, stored before Login
+// Bounds of the slowdown of an account under a spread attack.
+const (
+	delayStep = 100 * time.Millisecond
+	MaxDelay  = 3 * time.Second
+	// maxFailureKeys bounds the (account, source) counts kept; beyond it
+	// the expired ones are dropped, then the oldest.
+	maxFailureKeys = 100000
+)
+
+// Delay is how long a password check of user waits now: nothing until the
+// account's failures from every source within the policy's reset window
+// pass twice its threshold, then a tenth of a second more per failure
+// beyond, up to MaxDelay.
+func (s *Service) Delay(user string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delayLocked(user, s.clk.Now())
+}
+
+func (s *Service) delayLocked(user string, now time.Time) time.Duration {
+	sp := s.spread[user]
+	if sp == nil || s.lockout.Threshold <= 0 || now.Sub(sp.first) > s.lockout.ResetAfter {
+		return 0
+	}
+	over := sp.count - 2*s.lockout.Threshold
+	if over <= 0 {
+		return 0
+	}
+	return min(time.Duration(over)*delayStep, MaxDelay)
+}
+
+// pruneFailuresLocked drops expired failure counts, and if that is not
+// enough the oldest half. s.mu must be held.
+func (s *Service) pruneFailuresLocked(now time.Time) {
+	var firsts []time.Time
+	for k, f := range s.failures {
+		if now.Sub(f.first) > s.lockout.ResetAfter && !now.Before(f.lockedUntil) {
+			delete(s.failures, k)
+			continue
+		}
+		firsts = append(firsts, f.first)
+	}
+	if len(s.failures) < maxFailureKeys {
+		return
+	}
+	sort.Slice(firsts, func(i, j int) bool { return firsts[i].Before(firsts[j]) })
+	cut := firsts[len(firsts)/2]
+	for k, f := range s.failures {
+		if f.first.Before(cut) && !now.Before(f.lockedUntil) {
+			delete(s.failures, k)
+		}
+	}
+}
+
+// Login checks the credentials sent from source and opens a session, stored before Login
 // returns. The token is returned once and never kept: the store and the
 // cache know only its SHA-256.
-func (s *Service) Login(ctx context.Context, user, password string) (Session, string, error) {
-	if _, err := s.Authenticate(user, password); err != nil {
+func (s *Service) Login(ctx context.Context, user, password, source string) (Session, string, error) {
+	if _, err := s.Authenticate(user, password, source); err != nil {
 		return Session{}, "", err
 	}
 	now := s.clk.Now()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func TestAdministratorPassword(t *testing.T) {
 	if len(generated) < 12 {
 		t.Fatalf("generated password %q", generated)
 	}
-	if p, err := s.Authenticate(tenancy.AdminUser, generated); err != nil || p.Role != tenancy.RoleAdministrator {
+	if p, err := s.Authenticate(tenancy.AdminUser, generated, "192.0.2.1"); err != nil || p.Role != tenancy.RoleAdministrator {
 		t.Fatalf("Authenticate with the generated password: %+v %v", p, err)
 	}
 	// A restart without a password keeps the stored one and generates none.
@@ -76,15 +77,15 @@ func TestAdministratorPassword(t *testing.T) {
 	if err != nil || again != "" {
 		t.Fatalf("reopen: generated %q, %v", again, err)
 	}
-	if _, err := s.Authenticate(tenancy.AdminUser, generated); err != nil {
+	if _, err := s.Authenticate(tenancy.AdminUser, generated, "192.0.2.1"); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
 	// A password given at start replaces it.
 	s = f.open(adminPassword)
-	if _, err := s.Authenticate(tenancy.AdminUser, generated); !errors.Is(err, tenancy.ErrNoAccount) {
+	if _, err := s.Authenticate(tenancy.AdminUser, generated, "192.0.2.1"); !errors.Is(err, tenancy.ErrNoAccount) {
 		t.Fatalf("old password after reset: %v", err)
 	}
-	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword); err != nil {
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,11 +94,11 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	s := f.open(adminPassword)
-	sess, token, err := s.Login(ctx, tenancy.AdminUser, adminPassword)
+	sess, token, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, other, err := s.Login(ctx, tenancy.AdminUser, adminPassword)
+	_, other, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestSessionLastUseIsWrittenBack(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	s := f.open(adminPassword)
-	_, token, err := s.Login(ctx, tenancy.AdminUser, adminPassword)
+	_, token, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestAccountsAndTenantsPersist(t *testing.T) {
 	if !ok || got.Role != tenancy.RoleReadOnly || got.Tenant != "blue" || got.Version != 2 {
 		t.Fatalf("ann after restart: %+v %v", got, ok)
 	}
-	if p, err := s.Authenticate("ann", "ann-password"); err != nil || p.Tenant != "blue" || p.Has(tenancy.ConfigureComponents) {
+	if p, err := s.Authenticate("ann", "ann-password", "192.0.2.1"); err != nil || p.Tenant != "blue" || p.Has(tenancy.ConfigureComponents) {
 		t.Fatalf("ann authenticates as %+v, %v", p, err)
 	}
 	if tn, ok := s.Tenant("blue"); !ok || tn.Quotas["gpu"] != 2 {
@@ -382,18 +383,29 @@ func TestLockout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := s.Authenticate(tenancy.AdminUser, "wrong"); !errors.Is(err, tenancy.ErrNoAccount) {
+		if _, err := s.Authenticate(tenancy.AdminUser, "wrong", "192.0.2.1"); !errors.Is(err, tenancy.ErrNoAccount) {
 			t.Fatalf("failure %d: %v", i, err)
 		}
 	}
-	if _, err := s.Authenticate(tenancy.AdminUser, "wrong"); !errors.Is(err, tenancy.ErrLocked) {
+	if _, err := s.Authenticate(tenancy.AdminUser, "wrong", "192.0.2.1"); !errors.Is(err, tenancy.ErrLocked) {
 		t.Fatalf("third failure: %v", err)
 	}
-	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword); !errors.Is(err, tenancy.ErrLocked) || !s.Locked(tenancy.AdminUser) {
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.1"); !errors.Is(err, tenancy.ErrLocked) || !s.Locked(tenancy.AdminUser) {
 		t.Fatalf("right password while locked: %v", err)
 	}
+	// Locked for that source only: another logs in, with Basic or a
+	// session, and its failures count apart.
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.2"); err != nil {
+		t.Fatalf("right password from another source: %v", err)
+	}
+	if _, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.3"); err != nil {
+		t.Fatalf("login from another source: %v", err)
+	}
+	if _, err := s.Authenticate(tenancy.AdminUser, "wrong", "192.0.2.2"); !errors.Is(err, tenancy.ErrNoAccount) {
+		t.Fatalf("first failure from another source: %v", err)
+	}
 	f.clk.Advance(61 * time.Second)
-	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword); err != nil {
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
 		t.Fatalf("after the lockout: %v", err)
 	}
 }
@@ -416,10 +428,10 @@ func TestImportLegacySettings(t *testing.T) {
 	if err != nil || generated != "" {
 		t.Fatalf("Open: %q %v", generated, err)
 	}
-	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword); err != nil {
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
 		t.Fatal(err)
 	}
-	if p, err := s.Authenticate("old", "old-password"); err != nil || p.Tenant != "t1" {
+	if p, err := s.Authenticate("old", "old-password", "192.0.2.1"); err != nil || p.Tenant != "t1" {
 		t.Fatalf("old: %+v %v", p, err)
 	}
 	if tn, _ := s.Tenant("t1"); tn.Quotas["gpu"] != 3 {
@@ -435,5 +447,40 @@ func TestImportLegacySettings(t *testing.T) {
 	s = f.open("")
 	if _, ok := s.Account("old"); ok {
 		t.Fatal("the legacy account was imported again")
+	}
+}
+
+// TestSpreadAttack: failures from many sources lock none of them out of
+// an account they have not failed three times from, and slow the
+// account's checks by a growing, bounded delay instead; a password reset
+// clears it.
+func TestSpreadAttack(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	s := f.open(adminPassword)
+	if err := s.SetLockout(ctx, tenancy.LockoutPolicy{Threshold: 3, Duration: time.Minute, ResetAfter: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Duration
+	for i := range 12 {
+		src := fmt.Sprintf("198.51.100.%d", i)
+		if _, err := s.Authenticate(tenancy.AdminUser, "wrong", src); !errors.Is(err, tenancy.ErrNoAccount) {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+		d := s.Delay(tenancy.AdminUser)
+		if i < 6 && d != 0 || i >= 6 && d <= last || d > tenancy.MaxDelay {
+			t.Errorf("after %d failures from as many sources the delay is %v (before: %v)", i+1, d, last)
+		}
+		last = d
+	}
+	if s.Locked(tenancy.AdminUser) {
+		t.Error("a spread attack locked the account")
+	}
+	if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, "192.0.2.9"); err != nil {
+		t.Errorf("the right password during a spread attack: %v", err)
+	}
+	f.clk.Advance(61 * time.Second)
+	if d := s.Delay(tenancy.AdminUser); d != 0 {
+		t.Errorf("delay after the reset window: %v", d)
 	}
 }
