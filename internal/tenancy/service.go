@@ -57,7 +57,7 @@ type Service struct {
 	tenants       map[string]*Tenant
 	lockout       LockoutPolicy
 	lockoutVer    int64
-	sessions      map[[32]byte]*session // by SHA-256 of the token
+	sessions      map[[32]byte]*session    // by SHA-256 of the token
 	failures      map[failureKey]*failures // per account and source
 	spread        map[string]*failures     // per account, from every source
 	verified      map[[32]byte]time.Time
