@@ -75,6 +75,7 @@ func runServe(args []string) error {
 	provHorizon := fs.Int("provisioning-horizon", 0, "prediction window in steps: growth is provisioned for its forecast peak (default 2)")
 	provQuantile := fs.Float64("provisioning-quantile", 0, "upper quantile of the forecast peak (default 0.99)")
 	hostAgents := fs.String("host-agents", "none", "hosts whose compositions wait for their agent to rescan and confirm after an attach and to drain before a detach (docs/southbound.md): none, all, or host IDs separated by commas")
+	maxSessions := fs.Int("max-sessions", tenancy.DefaultMaxSessions, "live sessions one account may hold; a login beyond answers SessionLimitExceeded")
 	hostTimeout := fs.Duration("host-agent-timeout", compose.DefaultHostTimeout, "how long a host agent has to confirm a step before the composition rolls back")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -86,6 +87,9 @@ func runServe(args []string) error {
 		if d <= 0 {
 			return fmt.Errorf("%s must be positive, not %v", name, d)
 		}
+	}
+	if *maxSessions < 1 {
+		return fmt.Errorf("--max-sessions must be at least 1, not %d", *maxSessions)
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("--max-connections must be at least 1, not %d", *maxConns)
@@ -168,7 +172,7 @@ func runServe(args []string) error {
 		follower = replica.New(act.pg, head, log)
 		catchUp, driveEpoch = follower.CatchUp, act.leaderEpoch
 	}
-	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD"), CatchUp: catchUp})
+	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, MaxSessions: *maxSessions, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD"), CatchUp: catchUp})
 	if err != nil {
 		return fmt.Errorf("load accounts and sessions: %w", err)
 	}

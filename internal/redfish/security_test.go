@@ -348,3 +348,21 @@ func TestPropertyDuplicate(t *testing.T) {
 		t.Errorf("systems after the refused compose: %v", ids)
 	}
 }
+
+// TestSessionLimitExceeded: beyond tenancy.DefaultMaxSessions live
+// sessions of one account, a login answers 503 SessionLimitExceeded and
+// opens nothing.
+func TestSessionLimitExceeded(t *testing.T) {
+	s := newService(t)
+	login := map[string]any{"UserName": tenancy.AdminUser, "Password": password}
+	for range tenancy.DefaultMaxSessions {
+		s.must(http.StatusCreated, "POST", "/redfish/v1/SessionService/Sessions", login, cred{})
+	}
+	r := s.do("POST", "/redfish/v1/SessionService/Sessions", login, cred{})
+	if r.status != http.StatusServiceUnavailable || r.errorCode(t) != "Base.1.22.SessionLimitExceeded" || r.header.Get("X-Auth-Token") != "" {
+		t.Errorf("a login beyond the limit: %d %s", r.status, r.body)
+	}
+	if n := len(list(t, s.get("/redfish/v1/SessionService/Sessions")["Members"])); n != tenancy.DefaultMaxSessions {
+		t.Errorf("%d sessions listed, want %d", n, tenancy.DefaultMaxSessions)
+	}
+}

@@ -140,6 +140,10 @@ func translateTenancy(err error) (*apiError, bool) {
 			"The delete request failed because the resource requested cannot be deleted."), true
 	case errors.Is(err, tenancy.ErrNoAccount), errors.Is(err, tenancy.ErrLocked):
 		return errNoSession(), true
+	case errors.Is(err, tenancy.ErrSessionLimit):
+		return newError(http.StatusServiceUnavailable, baseRegistry+"SessionLimitExceeded",
+			"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.").
+			withResolution("The account holds as many sessions as it may (serve --max-sessions): " + err.Error() + "."), true
 	}
 	return nil, false
 }

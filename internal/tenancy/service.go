@@ -29,6 +29,10 @@ type Options struct {
 	Clock clock.Clock
 	// IdleTimeout ends sessions unused for longer (30 minutes when 0).
 	IdleTimeout time.Duration
+	// MaxSessions caps the live sessions of one account
+	// (DefaultMaxSessions when 0); a login beyond fails with
+	// ErrSessionLimit.
+	MaxSessions int
 	// AdminPassword, when set, becomes the built-in Administrator's
 	// password (ending the Administrator's sessions if it changed it).
 	// When empty, the stored password stays; with none stored, Open
@@ -62,6 +66,7 @@ type Service struct {
 	spread        map[string]*failures     // per account, from every source
 	verified      map[[32]byte]time.Time
 	touchInterval time.Duration
+	maxSessions   int
 	catchUp       func(ctx context.Context) error
 }
 
@@ -101,6 +106,11 @@ type sessionRecord struct {
 	LastUsed  time.Time `json:"last_used"`
 }
 
+// DefaultMaxSessions is how many live sessions one account may hold: far
+// more than people and tools open, few enough that a client looping on
+// logins cannot fill the store.
+const DefaultMaxSessions = 64
+
 // Open loads the tenancy records from st (importing a store's legacy
 // settings once), makes sure the built-in Administrator has a password and
 // drops sessions that expired while the service was down. It returns the
@@ -112,7 +122,10 @@ func Open(ctx context.Context, st store.Store, o Options) (*Service, string, err
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 30 * time.Minute
 	}
-	s := &Service{st: st, clk: o.Clock, idle: o.IdleTimeout, touchInterval: o.IdleTimeout / 4, catchUp: o.CatchUp,
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	s := &Service{st: st, clk: o.Clock, idle: o.IdleTimeout, maxSessions: o.MaxSessions, touchInterval: o.IdleTimeout / 4, catchUp: o.CatchUp,
 		failures: map[failureKey]*failures{}, spread: map[string]*failures{}, verified: map[[32]byte]time.Time{}}
 	if err := s.load(ctx); err != nil {
 		return nil, "", err

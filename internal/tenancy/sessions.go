@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	"fmt"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -176,9 +177,18 @@ func (s *Service) Login(ctx context.Context, user, password, source string) (Ses
 	defer s.wmu.Unlock()
 	s.mu.Lock()
 	_, ok := s.accounts[user]
+	live := 0
+	for _, o := range s.sessions {
+		if o.User == user && now.Sub(o.LastUsed) <= s.idle {
+			live++
+		}
+	}
 	s.mu.Unlock()
 	if !ok {
 		return Session{}, "", ErrNoAccount // deleted meanwhile
+	}
+	if live >= s.maxSessions {
+		return Session{}, "", fmt.Errorf("%w (%d): delete one of its sessions, or wait until one is idle for %v", ErrSessionLimit, s.maxSessions, s.idle)
 	}
 	if err := s.commit(ctx, store.Plan{Objects: []store.ObjectChange{sessionChange(ss)}}); err != nil {
 		return Session{}, "", err

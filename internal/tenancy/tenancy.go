@@ -180,6 +180,9 @@ var (
 	ErrNoAccount = errors.New("invalid credentials")
 	// ErrLocked: the account is locked out after repeated failures.
 	ErrLocked = errors.New("account locked")
+	// ErrSessionLimit: the account holds as many sessions as it may
+	// (Options.MaxSessions); it must log out of one first.
+	ErrSessionLimit = errors.New("the account holds as many sessions as it may")
 	// ErrBuiltIn: the built-in Administrator cannot be deleted.
 	ErrBuiltIn = errors.New("the built-in Administrator account cannot be deleted")
 )

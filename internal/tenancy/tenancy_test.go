@@ -484,3 +484,39 @@ func TestSpreadAttack(t *testing.T) {
 		t.Errorf("delay after the reset window: %v", d)
 	}
 }
+
+// TestSessionLimit: an account holds at most MaxSessions live sessions; a
+// login beyond fails with ErrSessionLimit and stores nothing; logging out
+// of one, or one going idle, makes room.
+func TestSessionLimit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	s, _, err := tenancy.Open(ctx, f.st, tenancy.Options{Clock: f.clk, IdleTimeout: 30 * time.Minute, AdminPassword: adminPassword, MaxSessions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		sess, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sess.ID)
+	}
+	if _, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1"); !errors.Is(err, tenancy.ErrSessionLimit) {
+		t.Fatalf("a fourth session: %v, want ErrSessionLimit", err)
+	}
+	if n := s.ActiveSessions(ctx); n != 3 {
+		t.Errorf("%d sessions after the refused login, want 3", n)
+	}
+	if err := s.Logout(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
+		t.Fatalf("a login after a logout: %v", err)
+	}
+	f.clk.Advance(31 * time.Minute)
+	if _, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
+		t.Fatalf("a login once the others went idle: %v", err)
+	}
+}
