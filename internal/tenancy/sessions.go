@@ -2,10 +2,10 @@ package tenancy
 
 import (
 	"context"
-	"fmt"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"time"
 
