@@ -640,6 +640,12 @@ func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion in
 	case m.running[id]:
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s is already being decomposed", ErrBusy, id)
+	case c.State == inventory.Decomposing && m.remote[id]:
+		// Another replica's decompose, under way or to be settled by
+		// the leader if that replica died: taking it over would run two
+		// workflows on one record.
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is being decomposed by another replica; a 404 will say it is done", ErrBusy, id)
 	}
 	d := c.Clone()
 	d.State, d.Version, d.UpdatedAt = inventory.Decomposing, c.Version+1, m.clk.Now().UTC()
@@ -706,6 +712,13 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 	}
 	if err := m.commitOutcome(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}, "decomposed "+id); err != nil {
 		m.restore(d)
+		if errors.Is(err, store.ErrConflict) {
+			// Another replica moved the record (the leader settled it):
+			// the snapshot takes the stored one from the log.
+			m.mu.Lock()
+			m.remote[id] = true
+			m.mu.Unlock()
+		}
 		return fmt.Errorf("delete composition: %w", err)
 	}
 	m.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
-	"rackpool/internal/fabric"
 	"rackpool/internal/redfish/base"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
@@ -174,7 +173,7 @@ func translate(err error) *apiError {
 		e.internal = err
 		e.resolution = "The system is being decomposed and will be: the service could not reach its database to finish. Retry the DELETE; a 404 then means it is done."
 		return e
-	case errors.Is(err, store.ErrUnavailable) || errors.Is(err, fabric.ErrFenced):
+	case errors.Is(err, store.ErrUnavailable):
 		// The database is unreachable, or this replica no longer leads:
 		// nothing was changed; a load balancer retries elsewhere.
 		return newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",
