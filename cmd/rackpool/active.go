@@ -158,7 +158,7 @@ func (a *active) Leader(ctx context.Context) (redfish.Peer, bool, error) {
 	if a.leads() {
 		return redfish.Peer{}, true, nil
 	}
-	e := a.lookup(ctx, "", func() peerEntry {
+	e := a.lookup("", func() peerEntry {
 		tag, ok, err := a.pg.Setting(ctx, leaderKey)
 		switch {
 		case err != nil:
@@ -177,7 +177,7 @@ func (a *active) Leader(ctx context.Context) (redfish.Peer, bool, error) {
 
 // Replica implements redfish.Peers.
 func (a *active) Replica(ctx context.Context, tag string) (redfish.Peer, bool, error) {
-	e := a.lookup(ctx, tag, func() peerEntry {
+	e := a.lookup(tag, func() peerEntry {
 		p, ok, err := a.peer(ctx, tag)
 		return peerEntry{p: p, ok: ok, err: err}
 	})
@@ -185,7 +185,7 @@ func (a *active) Replica(ctx context.Context, tag string) (redfish.Peer, bool, e
 }
 
 // lookup returns the cached entry for key, or a fresh one from find.
-func (a *active) lookup(_ context.Context, key string, find func() peerEntry) peerEntry {
+func (a *active) lookup(key string, find func() peerEntry) peerEntry {
 	a.mu.Lock()
 	e, ok := a.cached[key]
 	a.mu.Unlock()
