@@ -230,7 +230,7 @@ func (a *active) peer(ctx context.Context, tag string) (redfish.Peer, bool, erro
 // runLeader waits for the leader role and, while it holds it, runs duties
 // (which starts the leader's loops under the context it gets and returns;
 // the context ends when the role is lost). It returns when ctx ends.
-func (a *active) runLeader(ctx context.Context, duties func(ctx context.Context, epoch int64) error) {
+func (a *active) runLeader(ctx context.Context, duties func(ctx context.Context) error) {
 	for ctx.Err() == nil {
 		l, err := a.pg.Lead(ctx, leaderRole, a.who, postgres.LeadOptions{Wait: true, NoFence: true})
 		if err != nil {
@@ -243,7 +243,7 @@ func (a *active) runLeader(ctx context.Context, duties func(ctx context.Context,
 		a.leadEpoch.Store(l.Epoch)
 		a.lead.Store(l)
 		dctx, cancel := context.WithCancel(ctx)
-		err = duties(dctx, l.Epoch)
+		err = duties(dctx)
 		if err == nil {
 			err = a.pg.PutSetting(ctx, leaderKey, a.tag)
 		}

@@ -324,7 +324,7 @@ func runServe(args []string) error {
 		if err := act.advertise(ctx, url, ca); err != nil {
 			return err
 		}
-		go act.runLeader(bg, func(lctx context.Context, _ int64) error {
+		go act.runLeader(bg, func(lctx context.Context) error {
 			// Take up what the previous leader left: its state, and
 			// the compositions a replica serving alone left unfinished.
 			for _, reload := range []func(context.Context) error{leases.Reload, drives.Reload, tel.Reload, prov.Reload} {
