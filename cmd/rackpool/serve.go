@@ -252,7 +252,7 @@ func runServe(args []string) error {
 	fabricTel := redfish.NewFabricTelemetry(redfish.FabricTelemetryOptions{Interval: *monitorEvery, Topology: top})
 	monitor := events.NewMonitor(bus, drivers, events.MonitorOptions{Interval: *monitorEvery, Logger: log, Stats: fabricTel.Record})
 	api := redfish.New(mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: *asyncThreshold, Leases: leases, Drives: drives, Health: monitor,
-		Telemetry: tel, Provisioning: prov, Broker: broker, TaskPrefix: taskPrefix(act)})
+		Telemetry: tel, Provisioning: prov, Broker: broker, TaskPrefix: taskPrefix(act), Listen: *addr})
 	api.ServeFabricTelemetry(fabricTel)
 	if err := api.Restore(ctx); err != nil {
 		return err

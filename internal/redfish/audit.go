@@ -12,7 +12,8 @@ import (
 	"rackpool/internal/store"
 )
 
-// logRoutes are the routes of Managers and their LogServices (audit, events) (routes.go).
+// logRoutes are the routes of Managers, their LogServices (audit, events)
+// and their network resources (routes.go).
 var logRoutes = []route{
 	{"GET /redfish/v1/Managers", login, (*Server).getManagers},
 	{"GET /redfish/v1/Managers/rackpool", login, (*Server).getManager},
@@ -23,6 +24,10 @@ var logRoutes = []route{
 	{"GET /redfish/v1/Managers/rackpool/LogServices/Events", login, (*Server).getEventLogService},
 	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries", login, (*Server).getEventEntries},
 	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}", login, (*Server).getEventEntry},
+	// The Manager's own network (manager_net.go).
+	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces", login, (*Server).getEthernetInterfaces},
+	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces/{id}", login, (*Server).getEthernetInterface},
+	{"GET /redfish/v1/Managers/rackpool/NetworkProtocol", login, (*Server).getNetworkProtocol},
 }
 
 // Audit log: every request that could change something (every method but
@@ -155,6 +160,8 @@ func (s *Server) getManager(w http.ResponseWriter, r *http.Request) error {
 		"DateTime":              time.Now().UTC().Format(time.RFC3339),
 		"Status":                map[string]string{"State": "Enabled", "Health": "OK"},
 		"LogServices":           ref(managerPath + "/LogServices"),
+		"EthernetInterfaces":    ref(ethernetPath),
+		"NetworkProtocol":       ref(networkProtocolPath),
 	})
 	return nil
 }

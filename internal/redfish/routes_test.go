@@ -145,6 +145,11 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Managers/rackpool/LogServices/Events":              {valid: []string{logs + "Events"}},
 		"/redfish/v1/Managers/rackpool/LogServices/Events/Entries":      {valid: []string{logs + "Events/Entries"}},
 		"/redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}": {valid: []string{logs + "Events/Entries/" + eventEntry}, unknown: []string{logs + "Events/Entries/99999999999", logs + "Events/Entries/x"}},
+		// The harness's server listens on 127.0.0.1: its interfaces are
+		// loopback's alone (TestManagerNetwork).
+		"/redfish/v1/Managers/rackpool/EthernetInterfaces":      {valid: []string{"/redfish/v1/Managers/rackpool/EthernetInterfaces"}},
+		"/redfish/v1/Managers/rackpool/EthernetInterfaces/{id}": {valid: []string{"/redfish/v1/Managers/rackpool/EthernetInterfaces/" + loopbackName(t)}, unknown: []string{"/redfish/v1/Managers/rackpool/EthernetInterfaces/nope0"}},
+		"/redfish/v1/Managers/rackpool/NetworkProtocol":         {valid: []string{"/redfish/v1/Managers/rackpool/NetworkProtocol"}},
 		"/redfish":                            {valid: []string{"/redfish"}},
 		"/redfish/v1":                         {valid: []string{"/redfish/v1"}},
 		"/redfish/v1/{$}":                     {valid: []string{"/redfish/v1/"}},

@@ -83,6 +83,7 @@ type Server struct {
 	prov           *provision.Loop   // nil: no provisioning routes
 	fabricTel      *FabricTelemetry  // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
+	listen         string            // Options.Listen
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -119,6 +120,12 @@ type Options struct {
 	// a dash, docs/ha.md): the replica that ran a task answers for it, and
 	// the others forward to it (Forward).
 	TaskPrefix string
+	// Listen is the address the service listens on, as net.Listen takes
+	// it ("127.0.0.1:8443", ":8443"): the Manager's EthernetInterfaces
+	// and NetworkProtocol report it (manager_net.go). What it leaves open
+	// (port 0, a host name, no Listen) is read from each request's
+	// connection.
+	Listen string
 }
 
 // HealthSource is a cache of devices' health (events.Monitor).
@@ -143,7 +150,8 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
-		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
+		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
+		listen: o.Listen}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
