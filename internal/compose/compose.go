@@ -123,12 +123,16 @@ type Options struct {
 	// SettleOwner) nor restores or sweeps the fabrics, which the replicas
 	// share and change under way.
 	Replica string
+	// Power, when set, returns the power driver of a host (its BMC's);
+	// nil, or a nil driver, means the model (ModelPower on Clock).
+	Power func(*inventory.Host) PowerDriver
 }
 
 // Change describes a committed change: Old is nil for a new composition,
 // New is nil for one that is gone. Reason says why ("composed",
 // "updated", "decomposed", "reserved", "released", "expired",
-// "failed").
+// "failed", "power"). A free host's power change ("power") comes as a
+// composition with the host's ID and no state.
 type Change struct {
 	Old, New *inventory.Composition
 	Reason   string
@@ -215,6 +219,12 @@ type Manager struct {
 	// running marks Decomposing compositions whose decompose is under way
 	// (one left Decomposing by a failed detach may be retried).
 	running map[string]bool
+	// powering marks hosts whose reset or boot change is under way;
+	// hostPow is the free hosts' power objects as last read or written
+	// (power.go).
+	powering map[string]bool
+	hostPow  map[string]hostPow
+	power    func(*inventory.Host) PowerDriver
 	// replica is this active replica's membership (Options.Replica).
 	replica string
 	limits  map[string]int // shareable blocks' limits, for the store
@@ -270,7 +280,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: st, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, replica: o.Replica, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+		running: map[string]bool{}, powering: map[string]bool{}, hostPow: map[string]hostPow{}, power: o.Power, replica: o.Replica, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	if o.Spread && len(o.Topology.Hosts) > 0 {
 		var r [4]byte
@@ -348,10 +358,28 @@ func (m *Manager) compose(ctx context.Context, req Request) (*inventory.Composit
 		m.mu.Unlock()
 		return nil, err
 	}
+	// The host's power comes with it (power.go): the record takes it, and
+	// its free-host object goes in the same commit, which checks that
+	// object is as this snapshot knows it.
+	hp := m.hostPow[c.Host]
+	if m.powering[c.Host] {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: a reset of host %s is under way", ErrBusy, c.Host)
+	}
+	if err := m.checkHotPlug(c.Host, hp.power, c.Blocks); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	c.Power = hp.power
 	m.comps[c.ID] = c
 	m.hold(c, c.Blocks)
 	m.mu.Unlock()
-	return m.realize(ctx, c, req.Check)
+	check := append(slices.Clone(req.Check), store.ObjectRef{Kind: HostPowerKind, ID: c.Host, Version: hp.version})
+	var objs []store.ObjectChange
+	if hp.version != 0 {
+		objs = append(objs, store.ObjectChange{Kind: HostPowerKind, Object: store.Object{ID: c.Host, Version: hp.version}, Delete: true})
+	}
+	return m.realize(ctx, c, check, objs)
 }
 
 // place schedules req and returns the composition it would make, checking
@@ -381,16 +409,17 @@ func (m *Manager) place(req Request, state inventory.State, prefix string) (*inv
 
 // realize records c (held in memory, state Composing), attaches its
 // devices and records it Composed; on any failure it rolls back.
-func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check []store.ObjectRef) (*inventory.Composition, error) {
+func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check []store.ObjectRef, objs []store.ObjectChange) (*inventory.Composition, error) {
 	abandon := func() {
 		m.mu.Lock()
 		m.drop(c, c.Blocks)
 		delete(m.comps, c.ID)
 		m.mu.Unlock()
 	}
-	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Check: check, Intent: true}); err != nil {
+	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Check: check, Objects: objs, Intent: true}); err != nil {
 		abandon()
 		if errors.Is(err, store.ErrConflict) {
+			m.loadHostPower(ctx) // the free host's power may be what changed
 			err = fmt.Errorf("%w: %w", errIntentConflict, err)
 		}
 		return nil, fmt.Errorf("record composition: %w", err)
@@ -479,11 +508,15 @@ func (m *Manager) rollbackCompose(ctx context.Context, c *inventory.Composition)
 		m.markStuck(c.ID)
 		return false
 	}
-	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+	oc, hp := freePower(c)
+	if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}, Objects: []store.ObjectChange{oc}}); err != nil {
 		m.log.Error("rollback delete failed; retrying every second (RetryStuck) and at start-up", "id", c.ID, "err", err)
 		m.markStuck(c.ID)
 		return false
 	}
+	m.mu.Lock()
+	m.freed(c, hp)
+	m.mu.Unlock()
 	return true
 }
 
@@ -525,7 +558,8 @@ func (m *Manager) RetryStuck(ctx context.Context) {
 		if err := m.detach(ctx, c, c.Blocks); err != nil {
 			continue
 		}
-		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+		oc, hp := freePower(c)
+		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}, Objects: []store.ObjectChange{oc}}); err != nil {
 			continue
 		}
 		m.mu.Lock()
@@ -533,6 +567,7 @@ func (m *Manager) RetryStuck(ctx context.Context) {
 			m.drop(c, c.Blocks)
 			delete(m.comps, c.ID)
 		}
+		m.freed(c, hp)
 		delete(m.stuck, c.ID)
 		m.mu.Unlock()
 		m.log.Info("rolled back a composition whose rollback had failed", "id", c.ID)
@@ -616,7 +651,11 @@ func (m *Manager) detach(ctx context.Context, c *inventory.Composition, blocks [
 // after a failed detach may be decomposed again.
 func (m *Manager) Decompose(ctx context.Context, id string, expectVersion int64) error {
 	ctx = context.WithoutCancel(ctx)
-	err := m.decomposeOnce(ctx, id, expectVersion)
+	ctx, expectVersion, err := m.offBeforeDecompose(ctx, id, expectVersion)
+	if err != nil {
+		return err
+	}
+	err = m.decomposeOnce(ctx, id, expectVersion)
 	if m.behind(ctx, &err) {
 		err = m.decomposeOnce(ctx, id, expectVersion)
 	}
@@ -640,6 +679,10 @@ func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion in
 	case m.running[id]:
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s is already being decomposed", ErrBusy, id)
+	case c.State == inventory.Composed && (m.powering[c.Host] || !c.Power.IsOff()):
+		// offBeforeDecompose powered it off, or a reset began since.
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is %s; a reset is under way", ErrBusy, id, c.Power.State)
 	case c.State == inventory.Decomposing && m.remote[id]:
 		// Another replica's decompose, under way or to be settled by
 		// the leader if that replica died: taking it over would run two
@@ -710,7 +753,8 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 		m.restore(d)
 		return &StepError{Step: StepFabricDetach, Composition: id, Err: err}
 	}
-	if err := m.commitOutcome(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}}, "decomposed "+id); err != nil {
+	oc, hp := freePower(d)
+	if err := m.commitOutcome(ctx, store.Plan{Delete: []store.Deletion{{ID: id, Version: d.Version}}, Objects: []store.ObjectChange{oc}}, strings.TrimSpace("decomposed "+id+" "+poweredOff(ctx))); err != nil {
 		m.restore(d)
 		if errors.Is(err, store.ErrConflict) {
 			// Another replica moved the record (the leader settled it):
@@ -725,6 +769,7 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 	m.drop(d, d.Blocks)
 	delete(m.comps, id)
 	delete(m.running, id)
+	m.freed(d, hp)
 	m.mu.Unlock()
 	m.log.Info("decomposed", "id", id)
 	m.notify(Change{Old: d, Reason: "decomposed"})
@@ -760,6 +805,10 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 	if c.State != inventory.Composed {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State)
+	}
+	if m.powering[c.Host] || !c.Power.IsOff() && c.Power.State != inventory.PowerOn {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s is resetting", ErrBusy, id)
 	}
 	remove := ur.Remove
 	add := schedule.Request{Blocks: ur.Blocks, Needs: ur.Needs, Affinity: ur.Affinity}
@@ -831,6 +880,10 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 	if len(u.Adding)+len(u.Removing) == 0 {
 		m.mu.Unlock()
 		return c.Clone(), nil
+	}
+	if err := m.checkHotPlug(id, c.Power, slices.Concat(u.Adding, u.Removing)); err != nil {
+		m.mu.Unlock()
+		return nil, err
 	}
 	m.comps[id] = u
 	delete(m.remote, id) // this replica's workflow now
@@ -1077,9 +1130,20 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 		}
 	}
+	m.loadHostPower(ctx)
 	if m.replica != "" {
 		m.log.Info("loaded compositions", "total", len(comps))
 		return nil
+	}
+	for _, c := range comps {
+		if c.State == inventory.Composed && inTransition(c.Power) {
+			if err := m.settlePower(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.settleHostPowers(ctx); err != nil {
+		return err
 	}
 	for _, c := range settle {
 		if err := m.settle(ctx, c, func(f func()) { f() }); err != nil {
@@ -1154,12 +1218,14 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition, mut func
 		if err := m.detach(ctx, c, c.Blocks); err != nil {
 			return err
 		}
-		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}}); err != nil {
+		oc, hp := freePower(c)
+		if err := m.store.Apply(ctx, store.Plan{Delete: []store.Deletion{{ID: c.ID, Version: c.Version}}, Objects: []store.ObjectChange{oc}}); err != nil {
 			return err
 		}
 		mut(func() {
 			m.drop(c, c.Blocks)
 			delete(m.comps, c.ID)
+			m.freed(c, hp)
 		})
 		m.log.Info("rolled back composition left in transition", "id", c.ID, "state", c.State)
 	case inventory.Updating:

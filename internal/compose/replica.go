@@ -297,6 +297,13 @@ func (m *Manager) SettleOwner(ctx context.Context, owner string) (int, error) {
 	}
 	n := 0
 	for _, c := range comps {
+		if c.Owner == owner && c.State == inventory.Composed && inTransition(c.Power) && (owner != m.replica || owner == "") {
+			if err := m.settlePower(ctx, c); err != nil {
+				return n, err
+			}
+			n++
+			continue
+		}
 		if c.Owner != owner || !system(c) || c.State == inventory.Composed || owner == m.replica && owner != "" {
 			continue
 		}

@@ -133,6 +133,23 @@ type Host struct {
 	MemoryGiB int
 	Ports     []*HostPort
 	Block     *Block // the host's Compute resource block
+	// PowerOn and Shutdown are the modelled times of an emulated host
+	// (docs/redfish.md, "Power and boot"): from power applied to
+	// PowerState On, and of an operating system's graceful shutdown.
+	PowerOn, Shutdown time.Duration
+	// BMC, when set, is the host's baseboard management controller: power
+	// and boot go to it (internal/bmc) instead of the model.
+	BMC *BMC
+}
+
+// BMC is where a host's BMC serves Redfish and how to log in; the
+// password comes from the environment variable PasswordEnv.
+type BMC struct {
+	URL         string // base URL; the service root is URL/redfish/v1
+	System      string // the ComputerSystem's path or Id ("": the BMC's only one)
+	CAFile      string // PEM trust for its certificate ("": the system's)
+	User        string
+	PasswordEnv string
 }
 
 // HostPort is a host adapter cabled to a fabric switch port.
@@ -433,6 +450,41 @@ type Composition struct {
 	// (its membership, docs/ha.md); "" for a replica serving alone. The
 	// leader settles a record left in transition by a replica that died.
 	Owner string
+	// Power is the system's power state and boot override.
+	Power Power
+}
+
+// Power states (Redfish ComputerSystem PowerState).
+const (
+	PowerOff         = "Off"
+	PowerOn          = "On"
+	PowerPoweringOn  = "PoweringOn"
+	PowerPoweringOff = "PoweringOff"
+)
+
+// Power is a system's power state and boot override: part of its record,
+// so it survives a restart. The zero value is a system that is Off with no
+// override.
+type Power struct {
+	// State is PowerOff (also ""), PowerOn, or PoweringOn or PoweringOff
+	// while a reset runs.
+	State string
+	// Reset is the ResetType under way while State is in transition.
+	Reset string
+	// Since is when the transition began.
+	Since time.Time
+	Boot  Boot
+}
+
+// IsOff reports whether the system is Off (the zero state).
+func (p Power) IsOff() bool { return p.State == "" || p.State == PowerOff }
+
+// Boot is a boot source override (Redfish ComputerSystem Boot).
+type Boot struct {
+	Enabled    string // Disabled (also ""), Once, Continuous
+	Target     string // None (also ""), Pxe, Hdd, Cd, UefiHttp, UefiTarget, BiosSetup
+	Mode       string // UEFI (also ""), Legacy
+	UefiTarget string // the UEFI device path when Target is UefiTarget
 }
 
 // Clone returns a deep copy.

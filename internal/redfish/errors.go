@@ -184,6 +184,19 @@ func translate(err error) *apiError {
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = "Another request changed what this one was decided on; read the resource again and retry."
 		return e
+	case errors.Is(err, compose.ErrPowerState), errors.Is(err, compose.ErrPowered):
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.")
+		e.resolution = err.Error()
+		return e
+	case errors.Is(err, compose.ErrPowerValue):
+		return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
+			withResolution("Use one of the values the system's @Redfish.AllowableValues list.")
+	case errors.Is(err, compose.ErrPowerHost):
+		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
+			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
+		e.resolution = err.Error() + "; GET the system for its power state and retry."
+		return e
 	case errors.Is(err, compose.ErrVersion):
 		e := newError(http.StatusPreconditionFailed, baseRegistry+"PreconditionFailed",
 			"The ETag supplied did not match the ETag required to change this resource.")

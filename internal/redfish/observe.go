@@ -110,6 +110,20 @@ func (o *Observer) OnChange(ch compose.Change) {
 		ev.MessageID, ev.Message = "ResourceEvent.1.4.ResourceRemoved", "The resource has been removed successfully."
 	case "updated":
 		ev.MessageID, ev.Message = "ResourceEvent.1.4.ResourceChanged", "One or more resource properties have changed."
+	case "power":
+		ev.Oem["Rackpool"].(map[string]any)["PowerState"] = c.Power.State
+		switch {
+		case ch.Old != nil && ch.Old.Power.State == c.Power.State || c.Power.IsOff() && ch.Old != nil && ch.Old.Power.IsOff():
+			ev.MessageID, ev.Message = "ResourceEvent.1.4.ResourceChanged", "One or more resource properties have changed."
+		case c.Power.State == inventory.PowerPoweringOn:
+			ev.MessageID, ev.Message, ev.Args = "ResourceEvent.1.4.ResourcePoweringOn", fmt.Sprintf("The resource '%s' is powering on.", c.ID), []string{c.ID}
+		case c.Power.State == inventory.PowerOn:
+			ev.MessageID, ev.Message, ev.Args = "ResourceEvent.1.4.ResourcePoweredOn", fmt.Sprintf("The resource '%s' has powered on.", c.ID), []string{c.ID}
+		case c.Power.State == inventory.PowerPoweringOff:
+			ev.MessageID, ev.Message, ev.Args = "ResourceEvent.1.4.ResourcePoweringOff", fmt.Sprintf("The resource '%s' is powering off.", c.ID), []string{c.ID}
+		default:
+			ev.MessageID, ev.Message, ev.Args = "ResourceEvent.1.4.ResourcePoweredOff", fmt.Sprintf("The resource '%s' has powered off.", c.ID), []string{c.ID}
+		}
 	case "failed":
 		ev.Type, ev.Severity = events.TypeAlert, events.SeverityWarning
 		ev.MessageID = "Composition.1.1.ResourceBlockCompositionStateChanged"

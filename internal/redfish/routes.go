@@ -37,7 +37,7 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family.
-var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, systemRoutes, blockRoutes, composeRoutes,
+var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes, blockRoutes, composeRoutes,
 	configRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
 	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes, hostAgentRoutes)
 

@@ -10,6 +10,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
+	"rackpool/internal/store"
 	"rackpool/internal/units"
 )
 
@@ -262,8 +263,7 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 		}
 		noteAudit(r).detail = "composed " + c.ID
 		w.Header().Set("Location", "/redfish/v1/Systems/"+c.ID)
-		w.Header().Set("ETag", etag(c.Version))
-		writeJSON(w, http.StatusCreated, s.systemBody(c))
+		s.writeSystem(w, r, http.StatusCreated, c)
 		return nil
 	})
 }
@@ -324,20 +324,32 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusOK, s.systemBody(c))
+	s.writeSystem(w, r, http.StatusOK, c)
 	return nil
+}
+
+// writeSystem answers with composition c's body: the record as the
+// manager holds it now, with its power state.
+func (s *Server) writeSystem(w http.ResponseWriter, r *http.Request, status int, c *inventory.Composition) {
+	if now, err := s.mgr.Get(c.ID); err == nil && now.Version >= c.Version {
+		c = now // a reset or boot change may have moved it on
+	}
+	w.Header().Set("ETag", etag(c.Version))
+	body := s.systemBody(c)
+	ps, _ := s.powerOf(r.Context(), c.ID)
+	ps.Power = c.Power
+	addPower(body, c.ID, ps)
+	writeJSON(w, status, body)
 }
 
 func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 	st := s.mgr.BlockStatus(h.ID)
-	return map[string]any{
+	body := map[string]any{
 		"@odata.id":        "/redfish/v1/Systems/" + h.ID,
 		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
 		"Id":               h.ID,
 		"Name":             "Host " + h.ID,
 		"SystemType":       "Physical",
-		"PowerState":       "On",
 		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
 		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1},
 		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": h.MemoryGiB},
@@ -347,6 +359,10 @@ func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 		},
 		"Oem": rackpoolOem("ComputerSystem", map[string]any{"ComposedInto": nonNil(s.visibleSystems(principal(r), st.Compositions))}),
 	}
+	if ps, ok := s.powerOf(r.Context(), h.ID); ok {
+		addPower(body, h.ID, ps)
+	}
+	return body
 }
 
 func (s *Server) systemBody(c *inventory.Composition) map[string]any {
@@ -388,7 +404,6 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 		"Name":             c.Name,
 		"Description":      c.Description,
 		"SystemType":       "Composed",
-		"PowerState":       "On",
 		"Status":           map[string]string{"State": state, "Health": "OK"},
 		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1 + counts[inventory.GPU] + counts[inventory.FPGA]},
 		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(h.MemoryGiB) + float64(pooled)/float64(units.GiB)},
@@ -417,46 +432,71 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if s.top.Host(id) != nil {
-		return errPropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
-	}
-	if _, err := s.systemVisible(r, id); err != nil {
-		return err
-	}
-	want, err := ifMatch(r)
-	if err != nil {
+	if err := s.powerSystem(r, id); err != nil {
 		return err
 	}
 	var body struct {
 		Links *struct {
 			ResourceBlocks *[]odataID
 		}
+		Boot *bootPatch
 	}
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	if body.Links == nil || body.Links.ResourceBlocks == nil {
+	host := s.top.Host(id)
+	if host != nil && body.Links != nil {
+		return errPropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
+	}
+	if body.Boot == nil && (body.Links == nil || body.Links.ResourceBlocks == nil) {
 		return errPropertyMissing("Links.ResourceBlocks")
 	}
-	blocks := []string{} // not nil: an empty list asks to remove every block
-	for i, l := range *body.Links.ResourceBlocks {
-		bid, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
-		if err != nil {
+	want := s.versionFor(r, id)
+	var blocks []string
+	if body.Links != nil {
+		if body.Links.ResourceBlocks == nil {
+			return errPropertyMissing("Links.ResourceBlocks")
+		}
+		blocks = []string{} // not nil: an empty list asks to remove every block
+		for i, l := range *body.Links.ResourceBlocks {
+			bid, err := blockIDFromRef(l, fmt.Sprintf("Links.ResourceBlocks[%d]", i))
+			if err != nil {
+				return err
+			}
+			if s.top.Block(bid) == nil {
+				return translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
+			}
+			blocks = append(blocks, bid)
+		}
+	}
+	if body.Boot != nil {
+		if err := s.setBoot(r, id, body.Boot, want); err != nil {
 			return err
 		}
-		if s.top.Block(bid) == nil {
-			return translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
-		}
-		blocks = append(blocks, bid)
+		noteAudit(r).detail = "boot override of " + id
+		want = 0 // the If-Match guard checked it; the boot change moved the version on
 	}
-	ur := compose.UpdateRequest{Version: want, Set: blocks}
-	ur.Quota, ur.Check = s.quotaOf(r)
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), id, ur)
+	if host != nil {
+		writeJSON(w, http.StatusOK, s.hostBody(r, host))
+		return nil
+	}
+	var c *inventory.Composition
+	var err error
+	if blocks != nil {
+		ur := compose.UpdateRequest{Version: want, Set: blocks}
+		ur.Quota, ur.Check = s.quotaOf(r)
+		ctx := s.auditInCommit(r, http.StatusOK)
+		if body.Boot != nil {
+			ctx = store.WithPendingAudit(r.Context(), nil) // the boot change's commit recorded the request
+		}
+		c, err = s.mgr.Update(ctx, id, ur)
+	} else {
+		c, err = s.mgr.Get(id)
+	}
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusOK, s.systemBody(c))
+	s.writeSystem(w, r, http.StatusOK, c)
 	return nil
 }
 
@@ -526,8 +566,7 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusOK, s.systemBody(c))
+	s.writeSystem(w, r, http.StatusOK, c)
 	return nil
 }
 
@@ -540,8 +579,7 @@ func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusOK, s.systemBody(c))
+	s.writeSystem(w, r, http.StatusOK, c)
 	return nil
 }
 
@@ -574,7 +612,6 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(c.Version))
-	writeJSON(w, http.StatusOK, s.systemBody(c))
+	s.writeSystem(w, r, http.StatusOK, c)
 	return nil
 }

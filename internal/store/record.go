@@ -28,6 +28,40 @@ type record struct {
 	Group       string            `json:"group,omitempty"`
 	Step        string            `json:"step,omitempty"`
 	Owner       string            `json:"owner,omitempty"`
+	Power       *powerRecord      `json:"power,omitempty"`
+}
+
+// powerRecord is a composition's power state and boot override; absent
+// for a system that is Off with no override.
+type powerRecord struct {
+	State          string     `json:"state,omitempty"`
+	Reset          string     `json:"reset,omitempty"`
+	Since          *time.Time `json:"since,omitempty"`
+	BootEnabled    string     `json:"boot_enabled,omitempty"`
+	BootTarget     string     `json:"boot_target,omitempty"`
+	BootMode       string     `json:"boot_mode,omitempty"`
+	BootUefiTarget string     `json:"boot_uefi_target,omitempty"`
+}
+
+func encodePower(p inventory.Power) *powerRecord {
+	if p == (inventory.Power{}) {
+		return nil
+	}
+	r := &powerRecord{State: p.State, Reset: p.Reset, BootEnabled: p.Boot.Enabled, BootTarget: p.Boot.Target,
+		BootMode: p.Boot.Mode, BootUefiTarget: p.Boot.UefiTarget}
+	if !p.Since.IsZero() {
+		t := p.Since.UTC()
+		r.Since = &t
+	}
+	return r
+}
+
+func decodePower(r *powerRecord) inventory.Power {
+	if r == nil {
+		return inventory.Power{}
+	}
+	return inventory.Power{State: r.State, Reset: r.Reset, Since: expiresAt(r.Since),
+		Boot: inventory.Boot{Enabled: r.BootEnabled, Target: r.BootTarget, Mode: r.BootMode, UefiTarget: r.BootUefiTarget}}
 }
 
 // EncodeComposition returns the JSON a backend stores for c, with its
@@ -55,6 +89,7 @@ func EncodeComposition(c *inventory.Composition) ([]byte, error) {
 		Group:       c.Group,
 		Step:        c.Step,
 		Owner:       c.Owner,
+		Power:       encodePower(c.Power),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode composition %s: %w", c.ID, err)
@@ -88,6 +123,7 @@ func DecodeComposition(version int64, data []byte) (*inventory.Composition, erro
 		Group:       r.Group,
 		Step:        r.Step,
 		Owner:       r.Owner,
+		Power:       decodePower(r.Power),
 	}, nil
 }
 

@@ -54,6 +54,12 @@ const (
 	// DefaultCXLReleaseTimeout is how long a host has to acknowledge a
 	// release before the fabric manager forces it (an assumption too).
 	DefaultCXLReleaseTimeout = 5 * time.Second
+	// DefaultHostPowerOn is an emulated host's time from power applied to
+	// PowerState On, and DefaultHostShutdown its operating system's
+	// graceful shutdown: assumptions of the order of a server's BMC
+	// reporting power-on and a Linux shutdown; a topology sets its own.
+	DefaultHostPowerOn  = 5 * time.Second
+	DefaultHostShutdown = 20 * time.Second
 )
 
 // Error is a validation error at a place in a topology file.
@@ -152,6 +158,8 @@ type builder struct {
 	inv      *inventory.Inventory
 	ports    map[string]string // "fabric/switch/port" -> who uses it
 	switches map[*inventory.Fabric]map[string]*inventory.Switch
+	// powerOn and shutdown are the defaults' host power times.
+	powerOn, shutdown time.Duration
 }
 
 // emptyf reports an empty entry of the list under key of the mapping at p.
@@ -205,13 +213,15 @@ func (b *builder) build(spec *Spec) error {
 	defs := map[string]*time.Duration{}
 	pcie, sasRemap, sasOnline, vlan, ocs := DefaultPCIeHotplug, DefaultSASRemap, DefaultSASDriveOnline, DefaultVLANChange, DefaultOCSReconfig
 	cxl, cxlRelease := DefaultCXLReconfig, DefaultCXLReleaseTimeout
+	b.powerOn, b.shutdown = DefaultHostPowerOn, DefaultHostShutdown
 	for _, x := range []struct {
 		field string
 		val   string
 		dst   *time.Duration
 	}{{"pcie_hotplug", d.PCIeHotplug, &pcie}, {"sas_remap", d.SASRemap, &sasRemap}, {"sas_drive_online", d.SASDriveOnline, &sasOnline},
 		{"vlan_change", d.VLANChange, &vlan}, {"ocs_reconfig", d.OCSReconfig, &ocs},
-		{"cxl_reconfig", d.CXLReconfig, &cxl}, {"cxl_release_timeout", d.CXLReleaseTimeout, &cxlRelease}} {
+		{"cxl_reconfig", d.CXLReconfig, &cxl}, {"cxl_release_timeout", d.CXLReleaseTimeout, &cxlRelease},
+		{"host_power_on", d.HostPowerOn, &b.powerOn}, {"host_shutdown", d.HostShutdown, &b.shutdown}} {
 		if *x.dst, err = parseDuration(x.val, *x.dst); err != nil {
 			return b.errf(d.pos, x.field, "defaults", "%v", err)
 		}
@@ -840,6 +850,17 @@ func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map
 		}
 		return b.errf(hs.pos, "memory", path, "%v", err)
 	}
+	powerOn, err := parseDuration(hs.PowerOn, b.powerOn)
+	if err != nil {
+		return b.errf(hs.pos, "power_on", path, "%v", err)
+	}
+	shutdown, err := parseDuration(hs.Shutdown, b.shutdown)
+	if err != nil {
+		return b.errf(hs.pos, "shutdown", path, "%v", err)
+	}
+	if count > 1 && hs.BMC != nil && !strings.Contains(hs.BMC.URL+hs.BMC.System, "{") {
+		return b.errf(hs.BMC.pos, "url", path+".bmc", "count %d needs {n} in the BMC's url or system: each host has its own", count)
+	}
 	for n := 1; n <= count; n++ {
 		id := expand(hs.ID, n, hs.Per)
 		if id == "" {
@@ -848,7 +869,12 @@ func (b *builder) buildHosts(rack string, hs *HostSpec, path string, fabByID map
 		if hostByID[id] != nil {
 			return b.errf(hs.pos, "id", path, "duplicate host id %q", id)
 		}
-		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / units.GiB)}
+		h := &inventory.Host{ID: id, Rack: rack, Cores: hs.Cores, MemoryGiB: int(mem / units.GiB), PowerOn: powerOn, Shutdown: shutdown}
+		if hs.BMC != nil {
+			if h.BMC, err = b.buildBMC(hs.BMC, n, hs.Per, path+".bmc"); err != nil {
+				return err
+			}
+		}
 		for pi, ps := range hs.Ports {
 			ppath := fmt.Sprintf("%s.ports[%d]", path, pi)
 			if ps == nil {
@@ -906,6 +932,23 @@ const (
 	DriverRedfish  = "redfish"
 	DriverNetns    = "netns"
 )
+
+// buildBMC checks a host's BMC and expands its templates for copy n.
+func (b *builder) buildBMC(m *BMCSpec, n, per int, path string) (*inventory.BMC, error) {
+	raw := expand(m.URL, n, per)
+	u, err := url.Parse(raw)
+	switch {
+	case m.URL == "":
+		return nil, b.errf(m.pos, "url", path, "missing the BMC's URL")
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/"):
+		return nil, b.errf(m.pos, "url", path, "want https://HOST[:PORT] (the service root is URL/redfish/v1), got %q", raw)
+	case u.User != nil:
+		return nil, b.errf(m.pos, "url", path, "credentials do not belong in the URL: use user and password_env")
+	case m.User == "" || m.PasswordEnv == "":
+		return nil, b.errf(m.pos, "user", path, "a BMC needs user and password_env (the variable holding its password)")
+	}
+	return &inventory.BMC{URL: strings.TrimSuffix(raw, "/"), System: expand(m.System, n, per), CAFile: m.CAFile, User: m.User, PasswordEnv: m.PasswordEnv}, nil
+}
 
 // buildDriver checks and records how fabric f is driven.
 func (b *builder) buildDriver(f *inventory.Fabric, fs *FabricSpec, path string) error {

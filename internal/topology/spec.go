@@ -58,6 +58,10 @@ type DefaultsSpec struct {
 	// CXLReleaseTimeout is how long a host may take to acknowledge a
 	// release before the fabric manager forces it.
 	CXLReleaseTimeout string `yaml:"cxl_release_timeout,omitempty"`
+	// HostPowerOn and HostShutdown are an emulated host's modelled power
+	// times (a host's power_on and shutdown override them).
+	HostPowerOn  string `yaml:"host_power_on,omitempty"`
+	HostShutdown string `yaml:"host_shutdown,omitempty"`
 }
 
 // RackSpec is a rack of hosts.
@@ -78,6 +82,24 @@ type HostSpec struct {
 	Cores  int             `yaml:"cores,omitempty"`
 	Memory string          `yaml:"memory,omitempty"` // a size: "256GiB"
 	Ports  []*HostPortSpec `yaml:"ports,omitempty"`
+	// PowerOn and Shutdown override defaults.host_power_on and
+	// defaults.host_shutdown.
+	PowerOn  string `yaml:"power_on,omitempty"`
+	Shutdown string `yaml:"shutdown,omitempty"`
+	// BMC, when set, manages the host's power and boot through Redfish.
+	BMC *BMCSpec `yaml:"bmc,omitempty"`
+}
+
+// BMCSpec is where a host's BMC is and how to log in; URL and System are
+// templates like the host's id. The password comes from the environment
+// variable PasswordEnv, never from the file.
+type BMCSpec struct {
+	pos         `yaml:"-"`
+	URL         string `yaml:"url,omitempty"`
+	System      string `yaml:"system,omitempty"`
+	CAFile      string `yaml:"ca_file,omitempty"`
+	User        string `yaml:"user,omitempty"`
+	PasswordEnv string `yaml:"password_env,omitempty"`
 }
 
 // HostPortSpec cables a host to a port of a fabric's switch (Switch may be
@@ -270,6 +292,14 @@ func (s *HostSpec) UnmarshalYAML(n *yaml.Node) error {
 	var a alias
 	err := decodeStrict(n, &a, &a.pos, "host")
 	*s = HostSpec(a)
+	return err
+}
+
+func (s *BMCSpec) UnmarshalYAML(n *yaml.Node) error {
+	type alias BMCSpec
+	var a alias
+	err := decodeStrict(n, &a, &a.pos, "bmc")
+	*s = BMCSpec(a)
 	return err
 }
 

@@ -149,6 +149,9 @@ func diff(got, want *inventory.Composition) string {
 	if got.Description != want.Description {
 		f("Description", got.Description, want.Description)
 	}
+	if gp, wp := got.Power, want.Power; gp.State != wp.State || gp.Reset != wp.Reset || gp.Boot != wp.Boot || !gp.Since.Equal(wp.Since) {
+		f("Power", gp, wp)
+	}
 	for _, l := range []struct {
 		name      string
 		got, want []string
@@ -220,6 +223,8 @@ func testRoundTrip(t *testing.T, open OpenFunc) {
 		CreatedAt:   t0,
 		UpdatedAt:   t0.Add(time.Hour + 123456789),
 		Description: "all fields — ünïcode, \"quotes\", 'apostrophes'",
+		Power: inventory.Power{State: inventory.PowerPoweringOn, Reset: "On", Since: t0.Add(time.Minute),
+			Boot: inventory.Boot{Enabled: "Once", Target: "UefiTarget", Mode: "UEFI", UefiTarget: "/0x31/0x33/0x01/0x01"}},
 	}
 	bare := &inventory.Composition{ID: "c-a", State: inventory.Composing, Version: 1}
 	apply(t, s, put(full, bare))

@@ -1,0 +1,180 @@
+package redfish
+
+// Power and boot of systems: ComputerSystem.Reset, PowerState and Boot
+// (compose/power.go has the rules; docs/redfish.md, "Power and boot").
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
+)
+
+// powerRoutes are the routes of power and boot (routes.go); Boot is set
+// with PATCH /redfish/v1/Systems/{id} (systems.go).
+var powerRoutes = []route{
+	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", configureComponents, (*Server).resetSystem},
+}
+
+const resetAction = "#ComputerSystem.Reset"
+
+// powerOf returns system id's power, with a bounded wait for a BMC.
+func (s *Server) powerOf(ctx context.Context, id string) (compose.PowerState, bool) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ps, err := s.mgr.Power(ctx, id)
+	if err != nil {
+		s.log.Warn("power state", "system", id, "err", err)
+		return ps, false
+	}
+	return ps, true
+}
+
+// addPower adds PowerState, Boot and the Reset action to a system's body.
+func addPower(body map[string]any, id string, ps compose.PowerState) {
+	state := ps.State
+	if ps.IsOff() {
+		state = inventory.PowerOff
+	}
+	body["PowerState"] = state
+	b := ps.Boot
+	boot := map[string]any{
+		"BootSourceOverrideEnabled":                         orDefault(b.Enabled, "Disabled"),
+		"BootSourceOverrideEnabled@Redfish.AllowableValues": compose.BootEnabledValues,
+		"BootSourceOverrideTarget":                          orDefault(b.Target, "None"),
+		"BootSourceOverrideTarget@Redfish.AllowableValues":  nonNil(ps.Caps.BootTargets),
+		"BootSourceOverrideMode":                            orDefault(b.Mode, "UEFI"),
+		"BootSourceOverrideMode@Redfish.AllowableValues":    compose.BootModeValues,
+	}
+	if b.UefiTarget != "" {
+		boot["UefiTargetBootSourceOverride"] = b.UefiTarget
+	}
+	body["Boot"] = boot
+	actions, _ := body["Actions"].(map[string]any)
+	if actions == nil {
+		actions = map[string]any{}
+		body["Actions"] = actions
+	}
+	actions[resetAction] = map[string]any{
+		"target":                            "/redfish/v1/Systems/" + id + "/Actions/ComputerSystem.Reset",
+		"ResetType@Redfish.AllowableValues": nonNil(ps.Caps.ResetTypes),
+	}
+}
+
+// powerSystem resolves the system a power request names and checks the
+// client may act on it: a composition it sees, or a host. A tenant acts on
+// a host only through its own composed system.
+func (s *Server) powerSystem(r *http.Request, id string) error {
+	if h := s.top.Host(id); h != nil {
+		p := principal(r)
+		if !s.visibleBlock(p, h.Block) {
+			return s.hide(r, "ComputerSystem", id)
+		}
+		if p.Tenant != "" {
+			e := errPrivilege()
+			e.resolution = "A tenant resets its composed system, not the physical host " + id + "."
+			return e
+		}
+		return nil
+	}
+	_, err := s.systemVisible(r, id)
+	return err
+}
+
+// versionFor is the composition version an If-Match asks for (0 for a
+// host, whose ETag the If-Match guard has already checked).
+func (s *Server) versionFor(r *http.Request, id string) int64 {
+	if s.top.Host(id) != nil {
+		return 0
+	}
+	want, _ := ifMatch(r)
+	return want
+}
+
+func (s *Server) resetSystem(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := s.powerSystem(r, id); err != nil {
+		return err
+	}
+	var body struct{ ResetType *string }
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.ResetType == nil {
+		return newError(http.StatusBadRequest, baseRegistry+"ActionParameterMissing",
+			"The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.", "ComputerSystem.Reset", "ResetType").
+			withResolution("Give a ResetType from the system's ResetType@Redfish.AllowableValues, e.g. {\"ResetType\": \"On\"}.")
+	}
+	t := *body.ResetType
+	ps, ok := s.powerOf(r.Context(), id)
+	if ok && !slices.Contains(ps.Caps.ResetTypes, t) {
+		return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
+			"The value '"+t+"' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values.",
+			t, "ResetType", "ComputerSystem.Reset").
+			withResolution("Use one of the system's ResetType@Redfish.AllowableValues: " + strings.Join(ps.Caps.ResetTypes, ", ") + ".")
+	}
+	want := s.versionFor(r, id)
+	estimate := s.mgr.EstimateReset(r.Context(), id, t)
+	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
+		after, err := s.mgr.Reset(s.auditInCommit(r, http.StatusNoContent), id, t, want)
+		if err != nil {
+			return err
+		}
+		noteAudit(r).detail = "reset " + id + " " + t + ": " + after.State
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+// bootPatch is the Boot property of a PATCH.
+type bootPatch struct {
+	BootSourceOverrideEnabled    *string
+	BootSourceOverrideTarget     *string
+	BootSourceOverrideMode       *string
+	UefiTargetBootSourceOverride *string
+}
+
+// setBoot applies a PATCH of Boot to system id.
+func (s *Server) setBoot(r *http.Request, id string, bp *bootPatch, want int64) error {
+	ps, _ := s.powerOf(r.Context(), id)
+	var b inventory.Boot
+	for _, f := range []struct {
+		name    string
+		v       *string
+		allowed []string
+		dst     *string
+	}{{"Boot/BootSourceOverrideEnabled", bp.BootSourceOverrideEnabled, compose.BootEnabledValues, &b.Enabled},
+		{"Boot/BootSourceOverrideTarget", bp.BootSourceOverrideTarget, ps.Caps.BootTargets, &b.Target},
+		{"Boot/BootSourceOverrideMode", bp.BootSourceOverrideMode, compose.BootModeValues, &b.Mode}} {
+		if f.v == nil {
+			continue
+		}
+		if !slices.Contains(f.allowed, *f.v) {
+			return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
+				"The value '"+*f.v+"' for the property "+f.name+" is not in the list of acceptable values.", *f.v, f.name).
+				withResolution("Use one of " + strings.Join(f.allowed, ", ") + ".")
+		}
+		*f.dst = *f.v
+	}
+	if bp.UefiTargetBootSourceOverride != nil {
+		if *bp.UefiTargetBootSourceOverride == "" {
+			return errPropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
+		}
+		b.UefiTarget = *bp.UefiTargetBootSourceOverride
+	}
+	if b == (inventory.Boot{}) {
+		return errPropertyMissing("Boot/BootSourceOverrideTarget")
+	}
+	_, err := s.mgr.SetBoot(s.auditInCommit(r, http.StatusOK), id, b, want)
+	if errors.Is(err, compose.ErrPowerValue) && b.Target == "UefiTarget" {
+		return newError(http.StatusBadRequest, baseRegistry+"PropertyValueConflict",
+			"The property 'BootSourceOverrideTarget' could not be written because its value would conflict with the value of the 'UefiTargetBootSourceOverride' property.",
+			"BootSourceOverrideTarget", "UefiTargetBootSourceOverride").withResolution("Give UefiTargetBootSourceOverride with BootSourceOverrideTarget UefiTarget.")
+	}
+	return err
+}

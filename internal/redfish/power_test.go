@@ -1,0 +1,243 @@
+package redfish_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"rackpool/internal/store"
+)
+
+func reset(s *service, id, t string) reply {
+	s.t.Helper()
+	return s.do("POST", "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": t}, admin)
+}
+
+func powerState(s *service, id string) string {
+	s.t.Helper()
+	p, _ := s.get("/redfish/v1/Systems/" + id)["PowerState"].(string)
+	return p
+}
+
+// TestResetComposedSystem walks a composed system through the reset types
+// and checks the rules: each change is stored and audited, a reset that
+// does not apply is refused and changes nothing.
+func TestResetComposedSystem(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host1", "gpu1", "nvme1"))
+	sys := s.get("/redfish/v1/Systems/" + id)
+	if sys["PowerState"] != "Off" {
+		t.Fatalf("a new composition is %v, want Off", sys["PowerState"])
+	}
+	act, _ := dig(t, sys, "Actions", "#ComputerSystem.Reset").(map[string]any)
+	if act["target"] != "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.Reset" {
+		t.Fatalf("Reset action: %v", act)
+	}
+	var types []string
+	for _, v := range list(t, act["ResetType@Redfish.AllowableValues"]) {
+		types = append(types, v.(string))
+	}
+	for _, want := range []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("ResetType@Redfish.AllowableValues %v lacks %s", types, want)
+		}
+	}
+	etag0 := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag")
+
+	// Bad input changes nothing.
+	for _, c := range []struct {
+		body any
+		code string
+	}{
+		{map[string]any{"ResetType": "Explode"}, "ActionParameterValueNotInList"},
+		{map[string]any{}, "ActionParameterMissing"},
+		{map[string]any{"ResetType": 3}, "PropertyValueTypeError"},
+		{map[string]any{"ResetType": "On", "Extra": 1}, "PropertyUnknown"},
+		{`{"ResetType": "On", "ResetType": "ForceOff"}`, "PropertyDuplicate"},
+	} {
+		r := s.do("POST", "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.Reset", c.body, admin)
+		if r.status != http.StatusBadRequest || !strings.HasSuffix(r.errorCode(t), c.code) {
+			t.Errorf("reset with %v: %d %s, want 400 %s", c.body, r.status, r.errorCode(t), c.code)
+		}
+	}
+	if r := reset(s, id, "GracefulRestart"); r.status != http.StatusConflict {
+		t.Errorf("GracefulRestart of a system that is Off: %d, want 409: %s", r.status, r.body)
+	}
+	if got := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag"); got != etag0 {
+		t.Errorf("refused resets changed the ETag: %s → %s", etag0, got)
+	}
+
+	for _, step := range []struct{ reset, want string }{
+		{"On", "On"}, {"On", "On"}, {"GracefulRestart", "On"}, {"ForceRestart", "On"}, {"Nmi", "On"},
+		{"GracefulShutdown", "Off"}, {"ForceOff", "Off"}, {"PowerCycle", "On"}, {"ForceOff", "Off"},
+	} {
+		if r := reset(s, id, step.reset); r.status != http.StatusNoContent {
+			t.Fatalf("reset %s: %d %s", step.reset, r.status, r.body)
+		}
+		if got := powerState(s, id); got != step.want {
+			t.Fatalf("after %s: PowerState %s, want %s", step.reset, got, step.want)
+		}
+	}
+	// Every reset that ran is in the audit log, with what it did.
+	entries, err := s.store.Audit(t.Context(), store.AuditQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Target, "/Actions/ComputerSystem.Reset") && e.Outcome == store.AuditSuccess {
+			resets++
+			if !strings.HasPrefix(e.Detail, "reset "+id) {
+				t.Errorf("audit detail %q", e.Detail)
+			}
+		}
+	}
+	if resets != 9 {
+		t.Errorf("%d successful resets audited, want 9", resets)
+	}
+}
+
+// TestResetHost resets a host that no composition holds, and checks that
+// a composition takes the host's power with it and a decompose powers the
+// system off first, saying so in the audit log.
+func TestResetHost(t *testing.T) {
+	s := newService(t)
+	if got := powerState(s, "host2"); got != "Off" {
+		t.Fatalf("a free host is %s, want Off", got)
+	}
+	if r := reset(s, "host2", "On"); r.status != http.StatusNoContent {
+		t.Fatalf("reset host2 On: %d %s", r.status, r.body)
+	}
+	if got := powerState(s, "host2"); got != "On" {
+		t.Fatalf("host2 after On: %s", got)
+	}
+	// A GPU cannot be hot-plugged into a running host.
+	r := s.do("POST", "/redfish/v1/Systems", specificBody("host2", "gpu2"), admin)
+	if r.status != http.StatusConflict || !strings.Contains(r.resolution(t), "hot-plug") {
+		t.Fatalf("compose a GPU onto a running host: %d %s", r.status, r.body)
+	}
+	// A drive can; the system is On, as its host was.
+	id := s.compose(specificBody("host2", "ssd1"))
+	if got := powerState(s, id); got != "On" {
+		t.Fatalf("composed onto a running host: %s, want On", got)
+	}
+	if got := powerState(s, "host2"); got != "On" {
+		t.Fatalf("the host of a running system: %s, want On", got)
+	}
+	// Expanding a running system: drives yes, GPUs no.
+	r = s.do("POST", "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.AddResourceBlock", map[string]any{"ResourceBlock": blockRef("gpu3")}, admin)
+	if r.status != http.StatusConflict || !strings.Contains(r.resolution(t), "ForceOff") {
+		t.Fatalf("add a GPU to a running system: %d %s", r.status, r.body)
+	}
+	s.must(http.StatusOK, "POST", "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.AddResourceBlock", map[string]any{"ResourceBlock": blockRef("ssd2")}, admin)
+
+	// Resetting the host acts on the system that holds it.
+	if r := reset(s, "host2", "ForceRestart"); r.status != http.StatusNoContent {
+		t.Fatalf("reset a composed host: %d %s", r.status, r.body)
+	}
+	s.must(http.StatusNoContent, "DELETE", "/redfish/v1/Systems/"+id, nil, admin)
+	if got := powerState(s, "host2"); got != "Off" {
+		t.Errorf("host2 after the decompose of its running system: %s, want Off", got)
+	}
+	entries, err := s.store.Audit(t.Context(), store.AuditQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range entries {
+		if e.Method == "DELETE" && strings.Contains(e.Detail, "powered off first (GracefulShutdown)") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no audit entry says the decompose powered the system off first")
+	}
+}
+
+// TestBootOverride sets a one-time PXE boot with If-Match, checks it is
+// used up by the next boot, and that bad values change nothing.
+func TestBootOverride(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host3", "nvme1"))
+	sys := s.get("/redfish/v1/Systems/" + id)
+	boot, _ := sys["Boot"].(map[string]any)
+	if boot["BootSourceOverrideEnabled"] != "Disabled" || boot["BootSourceOverrideTarget"] != "None" {
+		t.Fatalf("Boot of a new system: %v", boot)
+	}
+	for _, k := range []string{"BootSourceOverrideEnabled", "BootSourceOverrideTarget", "BootSourceOverrideMode"} {
+		if len(list(t, boot[k+"@Redfish.AllowableValues"])) == 0 {
+			t.Errorf("Boot lacks %s@Redfish.AllowableValues", k)
+		}
+	}
+	tag := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag")
+	pxe := map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Pxe"}}
+	for _, bad := range []any{
+		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Floppy"}},
+		map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Sometimes"}},
+		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "UefiTarget"}},
+		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": 7}},
+	} {
+		if r := s.do("PATCH", "/redfish/v1/Systems/"+id, bad, admin); r.status != http.StatusBadRequest {
+			t.Errorf("PATCH %v: %d, want 400: %s", bad, r.status, r.body)
+		}
+	}
+	if r := s.do("PATCH", "/redfish/v1/Systems/"+id, pxe, cred{basic: true, hdr: map[string]string{"If-Match": `W/"999"`}}); r.status != http.StatusPreconditionFailed {
+		t.Fatalf("PATCH with a stale If-Match: %d %s", r.status, r.body)
+	}
+	if got := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag"); got != tag {
+		t.Fatalf("refused PATCHes changed the system: %s → %s", tag, got)
+	}
+	r := s.must(http.StatusOK, "PATCH", "/redfish/v1/Systems/"+id, pxe, cred{basic: true, hdr: map[string]string{"If-Match": tag}})
+	boot, _ = r.json(t)["Boot"].(map[string]any)
+	if boot["BootSourceOverrideEnabled"] != "Once" || boot["BootSourceOverrideTarget"] != "Pxe" {
+		t.Fatalf("Boot after PATCH: %v", boot)
+	}
+	if r.header.Get("ETag") == tag {
+		t.Errorf("the ETag did not change with the boot override")
+	}
+	if r := reset(s, id, "On"); r.status != http.StatusNoContent {
+		t.Fatalf("reset On: %d %s", r.status, r.body)
+	}
+	boot, _ = s.get("/redfish/v1/Systems/" + id)["Boot"].(map[string]any)
+	if boot["BootSourceOverrideEnabled"] != "Disabled" || boot["BootSourceOverrideTarget"] != "None" {
+		t.Errorf("a Once override was not used up by the boot: %v", boot)
+	}
+	// Continuous stays.
+	s.must(http.StatusOK, "PATCH", "/redfish/v1/Systems/"+id, map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Continuous", "BootSourceOverrideTarget": "Hdd"}}, admin)
+	if r := reset(s, id, "ForceRestart"); r.status != http.StatusNoContent {
+		t.Fatalf("reset ForceRestart: %d %s", r.status, r.body)
+	}
+	boot, _ = s.get("/redfish/v1/Systems/" + id)["Boot"].(map[string]any)
+	if boot["BootSourceOverrideEnabled"] != "Continuous" || boot["BootSourceOverrideTarget"] != "Hdd" {
+		t.Errorf("a Continuous override did not stay: %v", boot)
+	}
+}
+
+// TestResetAsync: a reset whose modelled time exceeds the threshold
+// answers 202 with a task monitor, and the system shows PoweringOn until
+// it is done.
+func TestResetAsync(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host4"))
+	r := s.do("POST", "/redfish/v1/Systems/"+id+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"},
+		cred{basic: true, hdr: map[string]string{"Prefer": "respond-async"}})
+	if r.status != http.StatusAccepted || r.header.Get("Location") == "" {
+		t.Fatalf("async reset: %d %v %s", r.status, r.header, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := s.do("GET", r.header.Get("Location"), nil, admin)
+		if m.status == http.StatusNoContent {
+			break
+		}
+		if m.status != http.StatusAccepted || time.Now().After(deadline) {
+			t.Fatalf("task monitor: %d %s", m.status, m.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := powerState(s, id); got != "On" {
+		t.Errorf("after the task: %s, want On", got)
+	}
+}
