@@ -1,0 +1,199 @@
+package compose_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
+	"rackpool/internal/store"
+)
+
+// TestPowerSurvivesRestart: a system's power state and boot override are
+// part of its record, and a free host's are kept too.
+func TestPowerSurvivesRestart(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	c := e.compose(specific("host1", "nvme1"))
+	if _, err := e.m.SetBoot(ctx, c.ID, inventory.Boot{Enabled: "Continuous", Target: "Pxe"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Reset(ctx, "host2", compose.ResetOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.m = e.manager(e.drivers)
+	ps, err := e.m.Power(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.State != inventory.PowerOn || ps.Boot.Enabled != "Continuous" || ps.Boot.Target != "Pxe" {
+		t.Errorf("after a restart the system is %+v", ps.Power)
+	}
+	if ps, _ := e.m.Power(ctx, "host2"); ps.State != inventory.PowerOn {
+		t.Errorf("after a restart the free host2 is %q, want On", ps.State)
+	}
+	// host1 answers with the system that holds it.
+	if ps, _ := e.m.Power(ctx, "host1"); ps.State != inventory.PowerOn {
+		t.Errorf("host1 is %q", ps.State)
+	}
+}
+
+// TestPowerSettlesAfterCrash: a reset a crash left in transition is
+// finished at start-up, as the host reports it (the model: done), with a
+// Once override used up by the boot; a free host's too.
+func TestPowerSettlesAfterCrash(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	c := e.compose(specific("host1", "gpu1"))
+	crashed := c.Clone()
+	crashed.Version++
+	crashed.Power = inventory.Power{State: inventory.PowerPoweringOn, Reset: compose.ResetOn, Since: e.clk.Now(),
+		Boot: inventory.Boot{Enabled: "Once", Target: "Pxe"}}
+	e.put(crashed)
+	if err := e.store.Apply(ctx, store.Plan{Objects: []store.ObjectChange{{Kind: compose.HostPowerKind,
+		Object: store.Object{ID: "host3", Data: []byte(`{"state":"PoweringOff","reset":"GracefulShutdown","boot":{}}`)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.m = e.manager(e.drivers)
+	ps, err := e.m.Power(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.State != inventory.PowerOn || ps.Reset != "" || ps.Boot.Enabled != "Disabled" {
+		t.Errorf("settled system: %+v", ps.Power)
+	}
+	if got := e.stored()[0]; got.Power.State != inventory.PowerOn || got.Version != crashed.Version+1 {
+		t.Errorf("stored after settling: %+v at version %d", got.Power, got.Version)
+	}
+	if ps, _ := e.m.Power(ctx, "host3"); ps.State != "" && ps.State != inventory.PowerOff {
+		t.Errorf("settled free host3: %q, want Off", ps.State)
+	}
+}
+
+// TestPowerRules: what a running system may not do, and that a refused
+// change leaves it as it was.
+func TestPowerRules(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	c := e.compose(specific("host1", "nvme1"))
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetGracefulRestart, 0); !errors.Is(err, compose.ErrPowerState) {
+		t.Errorf("GracefulRestart of an Off system: %v", err)
+	}
+	if _, err := e.m.Reset(ctx, c.ID, "Hibernate", 0); !errors.Is(err, compose.ErrPowerValue) {
+		t.Errorf("unknown reset type: %v", err)
+	}
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetOn, c.Version+5); !errors.Is(err, compose.ErrVersion) {
+		t.Errorf("stale version: %v", err)
+	}
+	on, err := e.m.Reset(ctx, c.ID, compose.ResetOn, c.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Version != c.Version+2 {
+		t.Errorf("a reset wrote versions %d → %d, want two records (the transition and its outcome)", c.Version, on.Version)
+	}
+	// GPUs and FPGAs need the host Off; drives, NICs and CXL memory do not.
+	for _, b := range []string{"gpu2", "fpga1"} {
+		if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{b}}); !errors.Is(err, compose.ErrPowered) {
+			t.Errorf("add %s to a running system: %v", b, err)
+		}
+	}
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"hdd1", "essd1"}}); err != nil {
+		t.Errorf("add drives to a running system: %v", err)
+	}
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Remove: []string{"nvme1"}}); err != nil {
+		t.Errorf("remove an NVMe drive from a running system: %v", err)
+	}
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetForceOff, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"gpu2"}}); err != nil {
+		t.Errorf("add a GPU to a system that is Off: %v", err)
+	}
+	e.checkConsistent()
+}
+
+// TestPowerBusy: while a reset runs, the system answers ErrBusy to a
+// second reset, an update and a decompose, and shows PoweringOn.
+func TestPowerBusy(t *testing.T) {
+	top := loadRack(t)
+	e := newEnv(t, top)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	m, err := compose.New(ctx, compose.Options{Topology: top, Store: e.store, Drivers: e.drivers, Clock: e.clk,
+		Power: func(*inventory.Host) compose.PowerDriver { return gatedPower{gate: gate, entered: entered} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Compose(ctx, specific("host2", "ssd1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := m.Reset(ctx, c.ID, compose.ResetOn, 0); err != nil {
+			t.Errorf("reset: %v", err)
+		}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reset did not reach the host")
+	}
+	if ps, _ := m.Power(ctx, c.ID); ps.State != inventory.PowerPoweringOn {
+		t.Errorf("during the reset: %q, want PoweringOn", ps.State)
+	}
+	if _, err := m.Reset(ctx, c.ID, compose.ResetForceOff, 0); !errors.Is(err, compose.ErrBusy) {
+		t.Errorf("a second reset: %v", err)
+	}
+	if _, err := m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"ssd2"}}); !errors.Is(err, compose.ErrBusy) {
+		t.Errorf("an update: %v", err)
+	}
+	if err := m.Decompose(ctx, c.ID, 0); !errors.Is(err, compose.ErrBusy) {
+		t.Errorf("a decompose: %v", err)
+	}
+	close(gate)
+	wg.Wait()
+	if ps, _ := m.Power(ctx, c.ID); ps.State != inventory.PowerOn {
+		t.Errorf("after the reset: %q", ps.State)
+	}
+	if err := m.Decompose(ctx, c.ID, 0); err != nil {
+		t.Fatalf("decompose a running system: %v", err)
+	}
+	if ps, _ := m.Power(ctx, "host2"); !ps.IsOff() {
+		t.Errorf("host2 after the decompose: %q, want Off", ps.State)
+	}
+}
+
+// gatedPower is the model, whose resets wait for gate.
+type gatedPower struct {
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (g gatedPower) Caps(ctx context.Context, h *inventory.Host) (compose.PowerCaps, error) {
+	return compose.ModelPower{}.Caps(ctx, h)
+}
+
+func (g gatedPower) Reset(ctx context.Context, h *inventory.Host, cur inventory.Power, t string) (inventory.Power, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.gate
+	return compose.ModelPower{Clock: nil}.State(ctx, h, inventory.Power{State: map[bool]string{true: inventory.PowerPoweringOn, false: inventory.PowerPoweringOff}[t != compose.ResetForceOff && t != compose.ResetGracefulShutdown], Boot: cur.Boot})
+}
+
+func (g gatedPower) SetBoot(ctx context.Context, h *inventory.Host, cur inventory.Power, b inventory.Boot) (inventory.Power, error) {
+	cur.Boot = b
+	return cur, nil
+}
+
+func (g gatedPower) State(ctx context.Context, h *inventory.Host, cur inventory.Power) (inventory.Power, error) {
+	return compose.ModelPower{}.State(ctx, h, cur)
+}
