@@ -113,8 +113,9 @@ var sseEventFilters = []string{"EventTypes", "MessageIds", "RegistryPrefixes", "
 
 // sseFilter reads the SSE filter query: EventTypes, MessageIds,
 // RegistryPrefixes and OriginResources, each comma-separated (DSP0266's
-// $filter form "EventType eq 'Alert'" is not supported and answers 501
-// like every other $filter).
+// $filter form "EventType eq 'Alert'" is not supported: $filter selects
+// members of collections, query.go, and on the stream sseFormat answers it
+// 400 QueryNotSupportedOnResource).
 func sseFilter(r *http.Request) (events.Destination, []string) {
 	q := r.URL.Query()
 	return events.Destination{EventTypes: sseList(q, "EventTypes"), RegistryPrefixes: sseList(q, "RegistryPrefixes"),
@@ -134,6 +135,9 @@ func errQueryInvalid(param, resolution string) *apiError {
 // MetricReport). It reports whether the stream is of metric reports.
 func (s *Server) sseFormat(r *http.Request) (bool, error) {
 	q := r.URL.Query()
+	if q.Has("$filter") {
+		return false, errSSEFilter()
+	}
 	formats, defs := sseList(q, "EventFormatType"), sseList(q, "MetricReportDefinition")
 	known := s.eventFormats()
 	switch {

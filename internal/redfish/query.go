@@ -12,7 +12,10 @@ package redfish
 //
 //	only          a collection of exactly one member answers with that member
 //	ETag          the handler's, else W/"<hash of the body>" (etag.go)
-//	If-None-Match 304 when the ETag matches (not for $expand, see etag.go)
+//	If-None-Match 304 when the ETag matches (not for $expand or $filter,
+//	              see etag.go)
+//	$filter       the Members that match (filter.go); Members@odata.count
+//	              is their number
 //	$skip, $top   a page of Members; Members@odata.count stays the total,
 //	              Members@odata.nextLink addresses the next page
 //	$expand       . subordinate references (not under Links), ~ those under
@@ -31,7 +34,10 @@ package redfish
 // credentials are then not tried again and again, which would count
 // towards account lockout).
 //
-// Every other $-parameter ($filter, $orderby, ...) is 501 QueryNotSupported;
+// $filter reads every member it tests the same way, so a member the client
+// may not read is left out.
+//
+// Every other $-parameter ($orderby, $count, ...) is 501 QueryNotSupported;
 // a value a supported one cannot take is 400; parameters without $ that no
 // handler uses are ignored, as DSP0266 requires.
 
@@ -74,6 +80,7 @@ type query struct {
 	expand    expandKind
 	levels    int
 	sel       *selection // nil: every property
+	filter    *filter    // nil: every member
 	params    []queryParam
 }
 
@@ -83,7 +90,8 @@ type queryParam struct{ key, raw string }
 func newQuery() *query { return &query{top: -1, skip: -1} }
 
 // supportedParams are the $-parameters the service implements.
-var supportedParams = map[string]bool{"$select": true, "$expand": true, "$levels": true, "$top": true, "$skip": true}
+var supportedParams = map[string]bool{"$select": true, "$expand": true, "$levels": true, "$top": true, "$skip": true,
+	"$filter": true}
 
 // parseQuery parses a raw query string. Parameters without $ other than
 // only are ignored. An unsupported $-parameter is a 501 even when another
@@ -163,6 +171,11 @@ func parseQuery(raw string) (*query, *apiError) {
 	}
 	if v, ok := vals["$select"]; ok {
 		if q.sel, err = parseSelect(v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := vals["$filter"]; ok {
+		if q.filter, err = parseFilter(v); err != nil {
 			return nil, err
 		}
 	}
@@ -504,16 +517,16 @@ func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bo
 	}
 	path := r.URL.Path
 	_, isCollection := body["Members"].([]any)
-	if q.only {
-		if !isCollection {
-			h.Del("ETag")
-			e := newError(http.StatusBadRequest, baseRegistry+"QueryNotSupportedOnResource",
-				"Querying is not supported on the requested resource.")
-			e.severity = "Warning"
-			e.resolution = "only applies to resource collections; remove it."
-			writeError(w, e)
-			return nil, true
+	if (q.only || q.filter != nil) && !isCollection {
+		h.Del("ETag")
+		why := "only applies to resource collections; remove it."
+		if q.filter != nil {
+			why = "$filter applies to resource collections (resources with Members); remove it."
 		}
+		writeError(w, errQueryNotOnResource(why))
+		return nil, true
+	}
+	if q.only {
 		if members := body["Members"].([]any); len(members) == 1 {
 			if m, ok := members[0].(map[string]any); ok {
 				if id, ok := refTarget(m); ok {
@@ -530,19 +543,27 @@ func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bo
 			}
 		}
 	}
-	// A response with $expand also depends on the resources it inlines,
-	// which the ETag does not cover: never 304 it.
-	if q.expand == expandNone {
+	// A response with $expand or $filter also depends on the resources it
+	// inlines or tests, which the ETag does not cover: never 304 it.
+	if q.expand == expandNone && q.filter == nil {
 		if inm := strings.Join(r.Header.Values("If-None-Match"), ","); inm != "" && etagMatches(inm, h.Get("ETag")) {
 			h.Del("Content-Type")
 			w.WriteHeader(http.StatusNotModified)
 			return nil, true
 		}
 	}
+	// The members $filter reads stay in the cache for $expand.
+	x := &expander{s: rec.srv, orig: r, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
+	if q.filter != nil {
+		if e := q.filter.members(body, x); e != nil {
+			h.Del("ETag")
+			writeError(w, e)
+			return nil, true
+		}
+	}
 	q.page(body, path)
 	out = body
 	if q.expand != expandNone {
-		x := &expander{s: rec.srv, orig: r, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
 		if out, err = x.value(body, q.levels, false); err != nil {
 			h.Del("ETag")
 			e := errQueryRange(r.URL.Query().Get("$expand"), "$expand", fmt.Sprintf("(at most %d MiB of expanded resources)", maxExpandBytes>>20))
@@ -589,7 +610,7 @@ func errQueryUnsupported(param string) *apiError {
 	e := newError(http.StatusNotImplemented, baseRegistry+"QueryNotSupported",
 		"Querying is not supported by the implementation.")
 	e.severity = "Warning"
-	e.resolution = fmt.Sprintf("The query parameter %s is not supported; remove it and resubmit the request. Supported: $select, $expand, $top, $skip, only.", param)
+	e.resolution = fmt.Sprintf("The query parameter %s is not supported; remove it and resubmit the request. Supported: $select, $expand, $filter, $top, $skip, only.", param)
 	return e
 }
 
@@ -605,6 +626,21 @@ func errQueryRange(value, param, valid string) *apiError {
 		fmt.Sprintf("The value '%s' for the query parameter %s is out of range %s.", value, param, valid), value, param, valid)
 	e.severity = "Warning"
 	return e
+}
+
+func errQueryNotOnResource(why string) *apiError {
+	e := newError(http.StatusBadRequest, baseRegistry+"QueryNotSupportedOnResource",
+		"Querying is not supported on the requested resource.")
+	e.severity = "Warning"
+	e.resolution = why
+	return e
+}
+
+// errSSEFilter answers $filter on the SSE stream, which is no collection
+// and takes its filters as parameters of their own.
+func errSSEFilter() *apiError {
+	return errQueryNotOnResource("$filter applies to resource collections; filter the SSE stream with EventFormatType, " +
+		"MetricReportDefinition, EventTypes, MessageIds, RegistryPrefixes or OriginResources.")
 }
 
 func errQueryCombination(why string) *apiError {

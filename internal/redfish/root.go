@@ -51,7 +51,7 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 			"ExcerptQuery": false, "OnlyMemberQuery": true, "SelectQuery": true,
 			"ExpandQuery": map[string]any{"ExpandAll": true, "Levels": true, "Links": true, "NoLinks": true,
 				"MaxLevels": maxExpandLevels},
-			"FilterQuery": false, "TopSkipQuery": true,
+			"FilterQuery": true, "FilterQueryComparisonOperations": true, "FilterQueryCompoundOperations": true, "TopSkipQuery": true,
 		},
 		"Oem": rackpoolOem("ServiceRoot", map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}),
 	}
