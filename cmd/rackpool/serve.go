@@ -196,7 +196,11 @@ func runServe(args []string) error {
 	bus := events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
 	defer bus.Close()
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
-	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log,
+	power, err := powerDrivers(top, fabricClock, log)
+	if err != nil {
+		return err
+	}
+	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log, Power: power,
 		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: *hostTimeout, Epoch: epoch,
 		CatchUp: catchUp, Spread: act != nil, Replica: replicaName(act)})
 	if err != nil {

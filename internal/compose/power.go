@@ -251,10 +251,12 @@ func (m *Manager) Power(ctx context.Context, id string) (PowerState, error) {
 	if err != nil {
 		return PowerState{}, err
 	}
-	caps, err := m.powerDriver(t.host).Caps(ctx, t.host)
+	d := m.powerDriver(t.host)
+	caps, err := d.Caps(ctx, t.host)
 	if err != nil {
 		m.log.Warn("power capabilities", "host", t.host.ID, "err", err)
 	}
+	m.live(ctx, d, t)
 	ps := PowerState{Power: t.current(), Caps: caps, Version: t.version}
 	if t.comp != nil {
 		ps.Version = t.comp.Version
@@ -283,6 +285,27 @@ func (m *Manager) powerTarget(ctx context.Context, id string) (*powerTarget, err
 		return nil, err
 	}
 	return &powerTarget{host: h, power: p, version: v}, nil
+}
+
+// live replaces the target's recorded power state and boot override with
+// what its host reports (a BMC may have been used directly; the model
+// reports what is recorded). A transition under way, and a host that
+// cannot be read, keep the record's.
+func (m *Manager) live(ctx context.Context, d PowerDriver, t *powerTarget) {
+	cur := t.current()
+	if inTransition(cur) {
+		return
+	}
+	p, err := d.State(ctx, t.host, cur)
+	if err != nil {
+		m.log.Warn("power state of host", "host", t.host.ID, "err", err)
+		return
+	}
+	if t.comp != nil {
+		t.comp.Power.State, t.comp.Power.Boot = p.State, p.Boot
+	} else {
+		t.power.State, t.power.Boot = p.State, p.Boot
+	}
 }
 
 // holderOf returns the composition holding host h's compute block, nil
@@ -368,6 +391,7 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 	if !slices.Contains(caps.ResetTypes, t) {
 		return PowerState{}, fmt.Errorf("%w: reset type %q (the host offers %v)", ErrPowerValue, t, caps.ResetTypes)
 	}
+	m.live(ctx, d, pt)
 	cur := pt.current()
 	tr, err := plan(pt.host, cur, t)
 	if err != nil {
@@ -402,6 +426,7 @@ func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want
 	if err != nil {
 		return PowerState{}, err
 	}
+	m.live(ctx, d, pt)
 	cur := pt.current()
 	if !cur.IsOff() && cur.State != inventory.PowerOn {
 		return PowerState{}, fmt.Errorf("%w: the system is %s", ErrBusy, cur.State)
