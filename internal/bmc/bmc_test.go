@@ -1,41 +1,11 @@
 package bmc
 
-// The tests run the real sushy-emulator (sushy-tools, from .venv-rf, which
-// scripts/pyenv.sh creates) with its fake driver, HTTP Basic authentication
-// and, in TestTLS, HTTPS; every change is checked against the emulator's
-// own state by a direct GET of its system, not through the Client.
-//
-// What the fake driver does (sushy-tools 2.2.0, fakedriver.py), and where
-// it differs from a real BMC:
-//
-//   - A power change is not immediate: Reset records a pending state that
-//     applies 1 to 11 s later (a random whole second), when the system is
-//     next read. On and ForceOn go to On, ForceOff and GracefulShutdown to
-//     Off; GracefulRestart and ForceRestart set Off at once and On later.
-//     A Reset to the state the system is already in changes nothing.
-//   - Nmi is listed in ResetType@Redfish.AllowableValues but refused with
-//     501 Base.1.0.GeneralError ("Power state Nmi is not supported"); so is
-//     any type it does not know (PowerCycle, PushPowerButton, ...), where a
-//     real BMC answers 400. The Client refuses unlisted types itself.
-//   - BootSourceOverrideEnabled is always reported "Continuous": a PATCH of
-//     Enabled is ignored, so Once never clears after a boot (the fake does
-//     not boot). A PATCH with Enabled alone is refused with 400 and a plain
-//     text body, not a Redfish error.
-//   - Any BootSourceOverrideTarget is stored, even one outside its
-//     AllowableValues (a real BMC answers 400 PropertyValueNotInList); the
-//     Client refuses those itself. The allowable targets lose UefiHttp
-//     when the mode is not UEFI.
-//   - No ETag, no @odata.etag, and If-Match is ignored.
-//   - The service root is readable without authentication; everything
-//     else answers 401 with a Base.1.0.GeneralError body.
-//   - A system addressed by its Name is redirected (307) to its UUID.
-//   - It has no SessionService: only Basic authentication.
+// The tests run the real sushy-emulator with its fake driver through
+// bmctest, whose package doc lists where the fake differs from a real BMC.
 
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +15,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -54,254 +23,13 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
-	"rackpool/internal/pki"
+	"rackpool/internal/bmc/bmctest"
 )
 
-// repoRoot is the repository, from this package's directory.
-const repoRoot = "../.."
-
-// The emulator's account. The password must never appear in an error.
-const (
-	emuUser     = "rackpool"
-	emuPassword = "s3cret-Pa55word"
-)
-
-// powerWithin bounds a fake power transition (1 to 11 s) with room to spare.
-const powerWithin = 25 * time.Second
-
-// need skips the test for a missing tool, or fails it under RACKPOOL_E2E=1
-// (where everything must run).
-func need(t *testing.T, format string, args ...any) {
+// client is a Client of the emulator's system (as Options.System).
+func client(t *testing.T, e *bmctest.Emulator, system string) *Client {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("RACKPOOL_E2E") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}
-
-// sushyEmulator is .venv-rf's sushy-emulator (scripts/pyenv.sh installs it).
-func sushyEmulator(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("RACKPOOL_SUSHY_EMULATOR")
-	if p == "" {
-		p = filepath.Join(repoRoot, ".venv-rf", "bin", "sushy-emulator")
-	}
-	if _, err := os.Stat(p); err != nil {
-		need(t, "sushy-emulator not found at %s: run scripts/pyenv.sh (or set RACKPOOL_SUSHY_EMULATOR)", p)
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// fakeSystem is one of SUSHY_EMULATOR_FAKE_SYSTEMS.
-type fakeSystem struct {
-	UUID, Name, Power string
-}
-
-func (s fakeSystem) path() string { return "/redfish/v1/Systems/" + s.UUID }
-
-// emulator is a running sushy-emulator.
-type emulator struct {
-	URL string
-	hc  *http.Client // trusts its certificate, when it has one
-	tls *tls.Config  // nil for http
-	bin string
-}
-
-// startEmulator runs sushy-emulator with the fake driver on systems,
-// Basic authentication (emuUser, emuPassword) and, when tlsDir is not "",
-// HTTPS with pki's certificate in tlsDir. The process is killed when the
-// test ends.
-func startEmulator(t *testing.T, systems []fakeSystem, tlsDir string) *emulator {
-	t.Helper()
-	bin := sushyEmulator(t)
-	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte(emuPassword), bcrypt.MinCost) // the emulator checks it on every request
-	if err != nil {
-		t.Fatal(err)
-	}
-	htpasswd := filepath.Join(dir, "htpasswd")
-	if err := os.WriteFile(htpasswd, []byte(emuUser+":"+string(hash)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The config is Python; a JSON string is a Python string literal.
-	py := func(v string) string { b, _ := json.Marshal(v); return string(b) }
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "SUSHY_EMULATOR_FAKE_DRIVER = True\n")
-	// The fake driver keeps its systems in SQLite there (default: a
-	// directory in the system temporary directory, shared by every emulator).
-	fmt.Fprintf(&cfg, "SUSHY_EMULATOR_STATE_DIR = %s\n", py(filepath.Join(dir, "state")))
-	fmt.Fprintf(&cfg, "SUSHY_EMULATOR_AUTH_FILE = %s\n", py(htpasswd))
-	fmt.Fprintf(&cfg, "SUSHY_EMULATOR_FAKE_SYSTEMS = [\n")
-	for i, s := range systems {
-		fmt.Fprintf(&cfg, "    {'uuid': %s, 'name': %s, 'power_state': %s, 'nics': [{'mac': '00:5c:52:31:3a:%02x', 'ip': '172.22.0.%d'}]},\n",
-			py(s.UUID), py(s.Name), py(s.Power), i, 100+i)
-	}
-	fmt.Fprintf(&cfg, "]\n")
-	e := &emulator{bin: bin, hc: &http.Client{Timeout: 10 * time.Second}}
-	scheme := "http"
-	if tlsDir != "" {
-		m, err := pki.Ensure(tlsDir, []string{"127.0.0.1"}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(&cfg, "SUSHY_EMULATOR_SSL_CERT = %s\n", py(filepath.Join(tlsDir, "server.pem")))
-		fmt.Fprintf(&cfg, "SUSHY_EMULATOR_SSL_KEY = %s\n", py(filepath.Join(tlsDir, "server-key.pem")))
-		e.tls = &tls.Config{RootCAs: caPool(t, m.CAFile)}
-		e.hc.Transport = &http.Transport{TLSClientConfig: e.tls}
-		scheme = "https"
-	}
-	conf := filepath.Join(dir, "emulator.conf")
-	if err := os.WriteFile(conf, []byte(cfg.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "--config", conf, "--interface", "127.0.0.1", "--port", fmt.Sprint(port))
-	// SUSHY_EMULATOR_CONFIG would load another config first.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SUSHY_EMULATOR_CONFIG=") })
-	var log syncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("sushy-emulator's log:\n%s", log.String())
-		}
-	})
-	e.URL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// The service root needs no authentication; the Systems
-		// collection proves the account and the fake driver work.
-		resp, err := e.get(e.URL + "/redfish/v1/Systems")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return e
-			}
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("sushy-emulator exited: %v\n%s", err, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sushy-emulator did not answer on %s within 30s (last: %v)\n%s", e.URL, err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer for a process's output and a test's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-func caPool(t *testing.T, file string) *x509.CertPool {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		t.Fatalf("%s holds no certificate", file)
-	}
-	return pool
-}
-
-func (e *emulator) get(u string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.SetBasicAuth(emuUser, emuPassword)
-	return e.hc.Do(req)
-}
-
-// emuSystem is what the emulator itself says of a system.
-type emuSystem struct {
-	PowerState string
-	Boot       struct {
-		BootSourceOverrideEnabled string
-		BootSourceOverrideTarget  string
-		BootSourceOverrideMode    string
-	}
-}
-
-// system GETs the system from the emulator directly.
-func (e *emulator) system(t *testing.T, s fakeSystem) emuSystem {
-	t.Helper()
-	resp, err := e.get(e.URL + s.path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", s.path(), resp.StatusCode, body)
-	}
-	var out emuSystem
-	if err := json.Unmarshal(body, &out); err != nil {
-		t.Fatalf("GET %s: %v", s.path(), err)
-	}
-	return out
-}
-
-// waitPower polls the emulator until the system's PowerState is want.
-func (e *emulator) waitPower(t *testing.T, s fakeSystem, want string) time.Duration {
-	t.Helper()
-	began := time.Now()
-	for {
-		got := e.system(t, s).PowerState
-		if got == want {
-			return time.Since(began)
-		}
-		if time.Since(began) > powerWithin {
-			t.Fatalf("%s: PowerState still %s after %s, want %s", s.Name, got, powerWithin, want)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-// client is a Client of the emulator's system s.
-func (e *emulator) client(t *testing.T, system string) *Client {
-	t.Helper()
-	c, err := New(context.Background(), Options{URL: e.URL, System: system, User: emuUser, Password: emuPassword, TLS: e.tls})
+	c, err := New(context.Background(), Options{URL: e.URL, System: system, User: bmctest.User, Password: bmctest.Password, TLS: e.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,25 +45,25 @@ func localError(t *testing.T, err error, id string) {
 	}
 }
 
-func sys(n int, name, power string) fakeSystem {
-	return fakeSystem{UUID: fmt.Sprintf("%08d-0000-4000-8000-000000000000", n), Name: name, Power: power}
+func sys(n int, name, power string) bmctest.System {
+	return bmctest.System{UUID: fmt.Sprintf("%08d-0000-4000-8000-000000000000", n), Name: name, Power: power}
 }
 
 func TestNew(t *testing.T) {
 	a, b := sys(1, "host-a", "Off"), sys(2, "host-b", "On")
-	e := startEmulator(t, []fakeSystem{a, b}, "")
+	e := bmctest.Start(t, []bmctest.System{a, b}, "")
 	ctx := context.Background()
 
 	for _, tc := range []struct{ name, system string }{
 		{"by Id", a.UUID},
-		{"by path", a.path()},
-		{"by path with a slash", a.path() + "/"},
+		{"by path", a.Path()},
+		{"by path with a slash", a.Path() + "/"},
 		{"by Name, redirected to the UUID", a.Name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := e.client(t, tc.system)
-			if c.Path() != a.path() {
-				t.Fatalf("Path() = %s, want %s", c.Path(), a.path())
+			c := client(t, e, tc.system)
+			if c.Path() != a.Path() {
+				t.Fatalf("Path() = %s, want %s", c.Path(), a.Path())
 			}
 			st, err := c.State(ctx)
 			if err != nil {
@@ -348,20 +76,20 @@ func TestNew(t *testing.T) {
 	}
 
 	t.Run("no system named, two on the BMC", func(t *testing.T) {
-		_, err := New(ctx, Options{URL: e.URL, User: emuUser, Password: emuPassword})
-		if err == nil || !strings.Contains(err.Error(), "has 2 systems") || !strings.Contains(err.Error(), a.path()) {
+		_, err := New(ctx, Options{URL: e.URL, User: bmctest.User, Password: bmctest.Password})
+		if err == nil || !strings.Contains(err.Error(), "has 2 systems") || !strings.Contains(err.Error(), a.Path()) {
 			t.Fatalf("err = %v, want one saying the BMC has 2 systems and naming them", err)
 		}
 		t.Log(err)
 	})
 
 	t.Run("unknown system", func(t *testing.T) {
-		_, err := New(ctx, Options{URL: e.URL, System: "no-such-host", User: emuUser, Password: emuPassword})
+		_, err := New(ctx, Options{URL: e.URL, System: "no-such-host", User: bmctest.User, Password: bmctest.Password})
 		var be *Error
 		if !errors.As(err, &be) || be.Status != http.StatusNotFound {
 			t.Fatalf("err = %v, want a 404 *Error", err)
 		}
-		for _, want := range []string{`no ComputerSystem "no-such-host"`, e.URL, a.path(), b.path()} {
+		for _, want := range []string{`no ComputerSystem "no-such-host"`, e.URL, a.Path(), b.Path()} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %q", err, want)
 			}
@@ -370,7 +98,7 @@ func TestNew(t *testing.T) {
 	})
 
 	t.Run("not a ComputerSystem", func(t *testing.T) {
-		_, err := New(ctx, Options{URL: e.URL, System: "/redfish/v1/Chassis", User: emuUser, Password: emuPassword})
+		_, err := New(ctx, Options{URL: e.URL, System: "/redfish/v1/Chassis", User: bmctest.User, Password: bmctest.Password})
 		if err == nil || !strings.Contains(err.Error(), "not a ComputerSystem") {
 			t.Fatalf("err = %v", err)
 		}
@@ -379,17 +107,17 @@ func TestNew(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	only := sys(1, "only", "Off")
-	e := startEmulator(t, []fakeSystem{only}, "")
+	e := bmctest.Start(t, []bmctest.System{only}, "")
 	ctx := context.Background()
 
-	c := e.client(t, "") // the only member of Systems
-	if c.Path() != only.path() {
-		t.Fatalf("Path() = %s, want %s", c.Path(), only.path())
+	c := client(t, e, "") // the only member of Systems
+	if c.Path() != only.Path() {
+		t.Fatalf("Path() = %s, want %s", c.Path(), only.Path())
 	}
 
 	for _, tc := range []struct{ name, user, password string }{
-		{"wrong password", emuUser, "not-" + emuPassword},
-		{"unknown user", "mallory", emuPassword},
+		{"wrong password", bmctest.User, "not-" + bmctest.Password},
+		{"unknown user", "mallory", bmctest.Password},
 		{"no credentials", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,70 +142,70 @@ func TestAuth(t *testing.T) {
 }
 
 func TestPower(t *testing.T) {
-	systems := []fakeSystem{
+	systems := []bmctest.System{
 		sys(1, "on-then-off", "Off"),
 		sys(2, "force-on", "Off"),
 		sys(3, "graceful-shutdown", "On"),
 		sys(4, "force-restart", "On"),
 		sys(5, "graceful-restart", "On"),
 	}
-	e := startEmulator(t, systems, "")
+	e := bmctest.Start(t, systems, "")
 	ctx := context.Background()
 
 	// Each walks one system; the transitions take seconds, so in parallel.
 	t.Run("On then ForceOff", func(t *testing.T) {
 		t.Parallel()
 		s := systems[0]
-		c := e.client(t, s.UUID)
+		c := client(t, e, s.UUID)
 		if err := c.Reset(ctx, "On"); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("On took %s", e.waitPower(t, s, "On"))
+		t.Logf("On took %s", e.WaitPower(t, s, "On"))
 		if st, err := c.State(ctx); err != nil || st.PowerState != "On" {
 			t.Fatalf("State() = %+v, %v; want On", st, err)
 		}
 		if err := c.Reset(ctx, "ForceOff"); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("ForceOff took %s", e.waitPower(t, s, "Off"))
+		t.Logf("ForceOff took %s", e.WaitPower(t, s, "Off"))
 	})
 	t.Run("ForceOn", func(t *testing.T) {
 		t.Parallel()
 		s := systems[1]
-		if err := e.client(t, s.UUID).Reset(ctx, "ForceOn"); err != nil {
+		if err := client(t, e, s.UUID).Reset(ctx, "ForceOn"); err != nil {
 			t.Fatal(err)
 		}
-		e.waitPower(t, s, "On")
+		e.WaitPower(t, s, "On")
 	})
 	t.Run("GracefulShutdown", func(t *testing.T) {
 		t.Parallel()
 		s := systems[2]
-		if err := e.client(t, s.UUID).Reset(ctx, "GracefulShutdown"); err != nil {
+		if err := client(t, e, s.UUID).Reset(ctx, "GracefulShutdown"); err != nil {
 			t.Fatal(err)
 		}
-		e.waitPower(t, s, "Off")
+		e.WaitPower(t, s, "Off")
 	})
 	for _, s := range systems[3:] {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			rt := map[string]string{"force-restart": "ForceRestart", "graceful-restart": "GracefulRestart"}[s.Name]
-			if err := e.client(t, s.UUID).Reset(ctx, rt); err != nil {
+			if err := client(t, e, s.UUID).Reset(ctx, rt); err != nil {
 				t.Fatal(err)
 			}
 			// The fake goes Off at once and On later.
-			if got := e.system(t, s).PowerState; got != "Off" {
+			if got := e.System(t, s).PowerState; got != "Off" {
 				t.Errorf("right after %s PowerState is %s, want Off", rt, got)
 			}
-			e.waitPower(t, s, "On")
+			e.WaitPower(t, s, "On")
 		})
 	}
 }
 
 func TestResetRefused(t *testing.T) {
 	s := sys(1, "host", "On")
-	e := startEmulator(t, []fakeSystem{s}, "")
+	e := bmctest.Start(t, []bmctest.System{s}, "")
 	ctx := context.Background()
-	c := e.client(t, s.UUID)
+	c := client(t, e, s.UUID)
 
 	st, err := c.State(ctx)
 	if err != nil {
@@ -492,7 +220,7 @@ func TestResetRefused(t *testing.T) {
 	err = c.Reset(ctx, "Nmi")
 	var be *Error
 	if !errors.As(err, &be) || be.Local || be.Status != http.StatusNotImplemented || be.MessageID != "Base.1.0.GeneralError" ||
-		!strings.Contains(be.Message, "Nmi is not supported") || !strings.HasSuffix(be.URL, s.path()+"/Actions/ComputerSystem.Reset") {
+		!strings.Contains(be.Message, "Nmi is not supported") || !strings.HasSuffix(be.URL, s.Path()+"/Actions/ComputerSystem.Reset") {
 		t.Fatalf("Reset(Nmi) = %v, want the emulator's 501 Base.1.0.GeneralError", err)
 	}
 	t.Log(err)
@@ -501,7 +229,7 @@ func TestResetRefused(t *testing.T) {
 	localError(t, c.Reset(ctx, "PowerCycle"), MsgActionParameterValueNotInList)
 	localError(t, c.Reset(ctx, ""), MsgPropertyMissing)
 
-	if got := e.system(t, s).PowerState; got != "On" {
+	if got := e.System(t, s).PowerState; got != "On" {
 		t.Fatalf("PowerState %s after refused resets, want On", got)
 	}
 }
@@ -550,10 +278,10 @@ func (r *recorder) take() []recorded {
 
 func TestBoot(t *testing.T) {
 	s := sys(1, "host", "Off")
-	e := startEmulator(t, []fakeSystem{s}, "")
+	e := bmctest.Start(t, []bmctest.System{s}, "")
 	ctx := context.Background()
 	var rec recorder
-	c, err := New(ctx, Options{URL: rec.start(t, e.URL), System: s.UUID, User: emuUser, Password: emuPassword})
+	c, err := New(ctx, Options{URL: rec.start(t, e.URL), System: s.UUID, User: bmctest.User, Password: bmctest.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,17 +301,17 @@ func TestBoot(t *testing.T) {
 	if err := c.SetBoot(ctx, Boot{Enabled: "Once", Target: "Pxe"}); err != nil {
 		t.Fatal(err)
 	}
-	got := e.system(t, s).Boot
+	got := e.System(t, s).Boot
 	if got.BootSourceOverrideTarget != "Pxe" || got.BootSourceOverrideMode != "UEFI" {
 		t.Fatalf("emulator's Boot = %+v, want target Pxe, mode UEFI", got)
 	}
 	if got.BootSourceOverrideEnabled != "Continuous" {
-		t.Logf("the fake driver now keeps BootSourceOverrideEnabled (%s): update the note at the top", got.BootSourceOverrideEnabled)
+		t.Logf("the fake driver now keeps BootSourceOverrideEnabled (%s): update the note in bmctest's package doc", got.BootSourceOverrideEnabled)
 	}
 	reqs := rec.take()
 	wantPatch := map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Pxe"}}
-	if len(reqs) != 1 || reqs[0].method != http.MethodPatch || reqs[0].path != s.path() || reqs[0].ifMatch != "" || !jsonEqual(reqs[0].body, wantPatch) {
-		t.Fatalf("sent %+v, want one PATCH %s of %v without If-Match (the emulator gives no ETag)", reqs, s.path(), wantPatch)
+	if len(reqs) != 1 || reqs[0].method != http.MethodPatch || reqs[0].path != s.Path() || reqs[0].ifMatch != "" || !jsonEqual(reqs[0].body, wantPatch) {
+		t.Fatalf("sent %+v, want one PATCH %s of %v without If-Match (the emulator gives no ETag)", reqs, s.Path(), wantPatch)
 	}
 
 	// Legacy mode: only the mode is sent, and the BMC's allowable targets
@@ -591,7 +319,7 @@ func TestBoot(t *testing.T) {
 	if err := c.SetBoot(ctx, Boot{Mode: "Legacy"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.system(t, s).Boot; got.BootSourceOverrideMode != "Legacy" || got.BootSourceOverrideTarget != "Pxe" {
+	if got := e.System(t, s).Boot; got.BootSourceOverrideMode != "Legacy" || got.BootSourceOverrideTarget != "Pxe" {
 		t.Fatalf("emulator's Boot = %+v, want mode Legacy, target still Pxe", got)
 	}
 	if reqs := rec.take(); len(reqs) != 1 || !jsonEqual(reqs[0].body, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}}) {
@@ -606,7 +334,7 @@ func TestBoot(t *testing.T) {
 	if reqs := rec.take(); len(reqs) != 0 {
 		t.Fatalf("refused SetBoots sent %+v", reqs)
 	}
-	if got := e.system(t, s).Boot.BootSourceOverrideTarget; got != "Pxe" {
+	if got := e.System(t, s).Boot.BootSourceOverrideTarget; got != "Pxe" {
 		t.Fatalf("emulator's target %s after refused SetBoots, want Pxe", got)
 	}
 
@@ -629,24 +357,24 @@ func jsonEqual(a, b any) bool {
 func TestTLS(t *testing.T) {
 	s := sys(1, "host", "Off")
 	tlsDir := t.TempDir()
-	e := startEmulator(t, []fakeSystem{s}, tlsDir)
+	e := bmctest.Start(t, []bmctest.System{s}, tlsDir)
 	ctx := context.Background()
 
-	c := e.client(t, "")
+	c := client(t, e, "")
 	if err := c.SetBoot(ctx, Boot{Target: "Cd"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.system(t, s).Boot.BootSourceOverrideTarget; got != "Cd" {
+	if got := e.System(t, s).Boot.BootSourceOverrideTarget; got != "Cd" {
 		t.Fatalf("emulator's target %s, want Cd", got)
 	}
 
 	// The system's roots do not trust pki's CA.
-	_, err := New(ctx, Options{URL: e.URL, User: emuUser, Password: emuPassword})
+	_, err := New(ctx, Options{URL: e.URL, User: bmctest.User, Password: bmctest.Password})
 	var te *TransportError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "certificate is not trusted") || !strings.Contains(err.Error(), e.URL) {
 		t.Fatalf("err = %v, want a *TransportError saying the certificate is not trusted", err)
 	}
-	if strings.Contains(err.Error(), emuPassword) {
+	if strings.Contains(err.Error(), bmctest.Password) {
 		t.Fatalf("error %q shows the password", err)
 	}
 	t.Log(err)
@@ -656,15 +384,15 @@ func TestTLS(t *testing.T) {
 // emulator (testdata/sushy_smoke.py), so that a later end-to-end test can
 // use it.
 func TestSushyLibrary(t *testing.T) {
-	python := filepath.Join(filepath.Dir(sushyEmulator(t)), "python")
+	python := filepath.Join(filepath.Dir(bmctest.Binary(t)), "python")
 	if out, err := exec.Command(python, "-c", "import sushy").CombinedOutput(); err != nil {
-		need(t, "%s cannot import sushy (run scripts/pyenv.sh): %v\n%s", python, err, out)
+		bmctest.Need(t, "%s cannot import sushy (run scripts/pyenv.sh): %v\n%s", python, err, out)
 	}
 	s := sys(1, "host", "Off")
-	e := startEmulator(t, []fakeSystem{s}, "")
+	e := bmctest.Start(t, []bmctest.System{s}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "sushy_smoke.py"), e.URL, emuUser, emuPassword, s.path())
+	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "sushy_smoke.py"), e.URL, bmctest.User, bmctest.Password, s.Path())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -682,10 +410,10 @@ func TestSushyLibrary(t *testing.T) {
 	if got.Identity != s.UUID || got.PowerStateBefore != "Off" || !slices.Contains(got.AllowedReset, "On") {
 		t.Fatalf("sushy read %+v", got)
 	}
-	if boot := e.system(t, s).Boot; boot.BootSourceOverrideTarget != "Pxe" {
+	if boot := e.System(t, s).Boot; boot.BootSourceOverrideTarget != "Pxe" {
 		t.Fatalf("emulator's Boot after sushy = %+v, want target Pxe", boot)
 	}
-	e.waitPower(t, s, "On")
+	e.WaitPower(t, s, "On")
 }
 
 // fakeBMC is a BMC in-process with what the emulator lacks: ETags (and a
@@ -703,7 +431,7 @@ type fakeBMC struct {
 func (f *fakeBMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if u, p, ok := r.BasicAuth(); !ok || u != emuUser || p != emuPassword {
+	if u, p, ok := r.BasicAuth(); !ok || u != bmctest.User || p != bmctest.Password {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
@@ -775,7 +503,7 @@ func TestFakeBMC(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	ctx := context.Background()
-	c, err := New(ctx, Options{URL: srv.URL + "/redfish/v1/", User: emuUser, Password: emuPassword})
+	c, err := New(ctx, Options{URL: srv.URL + "/redfish/v1/", User: bmctest.User, Password: bmctest.Password})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,14 +552,14 @@ func TestFakeBMC(t *testing.T) {
 	})
 
 	t.Run("an oversized answer", func(t *testing.T) {
-		_, err := New(ctx, Options{URL: srv.URL, System: "/redfish/v1/Systems/big", User: emuUser, Password: emuPassword})
+		_, err := New(ctx, Options{URL: srv.URL, System: "/redfish/v1/Systems/big", User: bmctest.User, Password: bmctest.Password})
 		if err == nil || !strings.Contains(err.Error(), "larger than 4 MiB") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 
 	t.Run("a redirect to another host", func(t *testing.T) {
-		_, err := New(ctx, Options{URL: srv.URL, System: "away", User: emuUser, Password: emuPassword})
+		_, err := New(ctx, Options{URL: srv.URL, System: "away", User: bmctest.User, Password: bmctest.Password})
 		if err == nil || !strings.Contains(err.Error(), "refusing redirect") {
 			t.Fatalf("err = %v", err)
 		}
@@ -842,17 +570,17 @@ func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ name, url, want string }{
 		{"plain http elsewhere", "http://192.0.2.7", "refusing to send credentials over plain http"},
-		{"an account in the URL", "https://root:" + emuPassword + "@192.0.2.7", "not the URL"},
+		{"an account in the URL", "https://root:" + bmctest.Password + "@192.0.2.7", "not the URL"},
 		{"a path", "https://192.0.2.7/redfish/v1/Systems/1", "not a path"},
 		{"no host", "https:///redfish/v1", "want http(s)://host[:port]"},
 		{"another scheme", "ftp://192.0.2.7", "want http(s)://host[:port]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(ctx, Options{URL: tc.url, User: emuUser, Password: emuPassword})
+			_, err := New(ctx, Options{URL: tc.url, User: bmctest.User, Password: bmctest.Password})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
-			if strings.Contains(err.Error(), emuPassword) {
+			if strings.Contains(err.Error(), bmctest.Password) {
 				t.Fatalf("error %q shows the password", err)
 			}
 		})
@@ -860,10 +588,20 @@ func TestOptions(t *testing.T) {
 
 	t.Run("nothing listening", func(t *testing.T) {
 		u := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-		_, err := New(ctx, Options{URL: u, User: emuUser, Password: emuPassword, Timeout: 2 * time.Second})
+		_, err := New(ctx, Options{URL: u, User: bmctest.User, Password: bmctest.Password, Timeout: 2 * time.Second})
 		var te *TransportError
-		if !errors.As(err, &te) || !strings.Contains(err.Error(), u+"/redfish/v1/") || strings.Contains(err.Error(), emuPassword) {
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), u+"/redfish/v1/") || strings.Contains(err.Error(), bmctest.Password) {
 			t.Fatalf("err = %v, want a *TransportError naming %s", err, u)
 		}
 	})
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
