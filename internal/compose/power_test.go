@@ -113,6 +113,25 @@ func TestPowerRules(t *testing.T) {
 	if _, err := e.m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"gpu2"}}); err != nil {
 		t.Errorf("add a GPU to a system that is Off: %v", err)
 	}
+	// A system in transition (a decompose whose detach failed) takes no
+	// reset and no boot change, and stays as it was.
+	e.faulty["falcon1"].FailNextDetaches(1)
+	if err := e.m.Decompose(ctx, c.ID, 0); err == nil {
+		t.Fatal("the decompose did not fail")
+	}
+	before, _ := e.m.Get(c.ID)
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetOn, 0); !errors.Is(err, compose.ErrBusy) {
+		t.Errorf("reset of a Decomposing system: %v", err)
+	}
+	if _, err := e.m.SetBoot(ctx, c.ID, inventory.Boot{Enabled: "Once", Target: "Pxe"}, 0); !errors.Is(err, compose.ErrBusy) {
+		t.Errorf("boot change of a Decomposing system: %v", err)
+	}
+	if after, _ := e.m.Get(c.ID); after.Version != before.Version || after.Power != before.Power {
+		t.Errorf("refused changes moved the system: %+v → %+v", before.Power, after.Power)
+	}
+	if err := e.m.Decompose(ctx, c.ID, 0); err != nil {
+		t.Fatalf("retry the decompose: %v", err)
+	}
 	e.checkConsistent()
 }
 

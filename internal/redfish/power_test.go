@@ -80,6 +80,13 @@ func TestResetComposedSystem(t *testing.T) {
 			t.Fatalf("after %s: PowerState %s, want %s", step.reset, got, step.want)
 		}
 	}
+	// The event log has the power changes, with the system as origin.
+	events := string(s.must(http.StatusOK, "GET", "/redfish/v1/Managers/rackpool/LogServices/Events/Entries", nil, admin).body)
+	for _, id := range []string{"ResourcePoweringOn", "ResourcePoweredOn", "ResourcePoweringOff", "ResourcePoweredOff"} {
+		if !strings.Contains(events, "ResourceEvent.1.4."+id) {
+			t.Errorf("no %s event", id)
+		}
+	}
 	// Every reset that ran is in the audit log, with what it did.
 	entries, err := s.store.Audit(t.Context(), store.AuditQuery{Limit: 1000})
 	if err != nil {
