@@ -1142,7 +1142,7 @@ func (m *Manager) recover(ctx context.Context) error {
 			}
 		}
 	}
-	if err := m.settleHostPowers(ctx); err != nil {
+	if _, err := m.settleHostPowers(ctx, true, ""); err != nil {
 		return err
 	}
 	for _, c := range settle {

@@ -328,6 +328,9 @@ type hostPowerRecord struct {
 	Reset string         `json:"reset,omitempty"`
 	Since time.Time      `json:"since,omitzero"`
 	Boot  inventory.Boot `json:"boot"`
+	// Owner is the active replica that wrote the object (a reset it runs
+	// leaves it in transition), "" for a replica serving alone.
+	Owner string `json:"owner,omitempty"`
 }
 
 // hostPower reads free host id's power object.
@@ -351,11 +354,11 @@ func (m *Manager) hostPower(ctx context.Context, id string) (inventory.Power, in
 
 // hostPowerChange is the object change that stores p for free host id at
 // version v+1 (a delete when p is the zero state).
-func hostPowerChange(id string, p inventory.Power, v int64) store.ObjectChange {
+func hostPowerChange(id string, p inventory.Power, v int64, owner string) store.ObjectChange {
 	if p == (inventory.Power{}) || p.IsOff() && p.Boot == (inventory.Boot{}) {
 		return store.ObjectChange{Kind: HostPowerKind, Object: store.Object{ID: id, Version: v}, Delete: true}
 	}
-	data, _ := json.Marshal(hostPowerRecord{State: p.State, Reset: p.Reset, Since: p.Since, Boot: p.Boot})
+	data, _ := json.Marshal(hostPowerRecord{State: p.State, Reset: p.Reset, Since: p.Since, Boot: p.Boot, Owner: owner})
 	return store.ObjectChange{Kind: HostPowerKind, Object: store.Object{ID: id, Data: data, Version: v + 1}}
 }
 
@@ -531,7 +534,7 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 			m.notify(Change{Old: old, New: n.Clone(), Reason: "power"})
 			return nil
 		}
-		plan := store.Plan{Objects: []store.ObjectChange{hostPowerChange(key, p, pt.version)}, Intent: intent}
+		plan := store.Plan{Objects: []store.ObjectChange{hostPowerChange(key, p, pt.version, m.replica)}, Intent: intent}
 		var err error
 		if intent {
 			err = m.store.Apply(ctx, plan)
@@ -666,6 +669,7 @@ func (m *Manager) checkHotPlug(id string, p inventory.Power, blocks []string) er
 type hostPow struct {
 	power   inventory.Power
 	version int64 // 0: absent
+	owner   string
 }
 
 // loadHostPower reads every free host's power object into the snapshot.
@@ -682,7 +686,7 @@ func (m *Manager) loadHostPower(ctx context.Context) {
 			m.log.Warn("host power object", "host", o.ID, "err", err)
 			continue
 		}
-		all[o.ID] = hostPow{power: inventory.Power{State: r.State, Reset: r.Reset, Since: r.Since, Boot: r.Boot}, version: o.Version}
+		all[o.ID] = hostPow{power: inventory.Power{State: r.State, Reset: r.Reset, Since: r.Since, Boot: r.Boot}, version: o.Version, owner: r.Owner}
 	}
 	m.mu.Lock()
 	m.hostPow = all
@@ -780,12 +784,14 @@ func (m *Manager) settlePower(ctx context.Context, c *inventory.Composition) err
 }
 
 // settleHostPowers finishes the power transitions a crash left in free
-// hosts' objects.
-func (m *Manager) settleHostPowers(ctx context.Context) error {
+// hosts' objects: every one (start-up of a replica serving alone), or
+// those of one owner (the leader, for a dead replica). It returns how many
+// it settled.
+func (m *Manager) settleHostPowers(ctx context.Context, all bool, owner string) (int, error) {
 	m.mu.Lock()
 	var left []string
 	for id, hp := range m.hostPow {
-		if inTransition(hp.power) {
+		if inTransition(hp.power) && (all || hp.owner == owner) {
 			left = append(left, id)
 		}
 	}
@@ -800,12 +806,12 @@ func (m *Manager) settleHostPowers(ctx context.Context) error {
 		m.mu.Unlock()
 		p, err := m.powerDriver(h).State(ctx, h, hp.power)
 		if err != nil {
-			return fmt.Errorf("power state of host %s: %w", id, err)
+			return len(left), fmt.Errorf("power state of host %s: %w", id, err)
 		}
 		p.Reset, p.Since = "", time.Time{}
-		oc := hostPowerChange(id, p, hp.version)
+		oc := hostPowerChange(id, p, hp.version, m.replica)
 		if err := m.store.Apply(ctx, store.Plan{Objects: []store.ObjectChange{oc}}); err != nil {
-			return fmt.Errorf("record power state of host %s: %w", id, err)
+			return len(left), fmt.Errorf("record power state of host %s: %w", id, err)
 		}
 		m.mu.Lock()
 		if oc.Delete {
@@ -815,5 +821,5 @@ func (m *Manager) settleHostPowers(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 	}
-	return nil
+	return len(left), nil
 }

@@ -216,3 +216,27 @@ func (g gatedPower) SetBoot(ctx context.Context, h *inventory.Host, cur inventor
 func (g gatedPower) State(ctx context.Context, h *inventory.Host, cur inventory.Power) (inventory.Power, error) {
 	return compose.ModelPower{}.State(ctx, h, cur)
 }
+
+// TestSettleOwnerHostPower: the leader finishes a dead replica's free-host
+// reset, and leaves a live replica's alone.
+func TestSettleOwnerHostPower(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	put := func(host, owner string) {
+		data := []byte(`{"state":"PoweringOn","reset":"On","boot":{"Enabled":"Once","Target":"Pxe"},"owner":"` + owner + `"}`)
+		if err := e.store.Apply(ctx, store.Plan{Objects: []store.ObjectChange{{Kind: compose.HostPowerKind, Object: store.Object{ID: host, Data: data}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("host2", "member/dead")
+	put("host3", "member/alive")
+	n, err := e.m.SettleOwner(ctx, "member/dead")
+	if err != nil || n != 1 {
+		t.Fatalf("SettleOwner: %d, %v", n, err)
+	}
+	if ps, _ := e.m.Power(ctx, "host2"); ps.State != inventory.PowerOn || ps.Boot.Enabled != "Disabled" {
+		t.Errorf("the dead replica's host2: %+v", ps.Power)
+	}
+	if ps, _ := e.m.Power(ctx, "host3"); ps.State != inventory.PowerPoweringOn {
+		t.Errorf("the live replica's host3: %+v", ps.Power)
+	}
+}

@@ -312,7 +312,13 @@ func (m *Manager) SettleOwner(ctx context.Context, owner string) (int, error) {
 		}
 		n++
 	}
-	return n, nil
+	if owner == m.replica && owner != "" {
+		return n, nil
+	}
+	// Free hosts whose reset the owner left in transition.
+	m.loadHostPower(ctx)
+	hosts, err := m.settleHostPowers(ctx, false, owner)
+	return n + hosts, err
 }
 
 func ownerName(owner string) string {
