@@ -213,9 +213,6 @@ type powerTarget struct {
 	version int64
 }
 
-// free reports whether the target is a free host.
-func (t *powerTarget) free() bool { return t.comp == nil }
-
 // current returns the target's power state.
 func (t *powerTarget) current() inventory.Power {
 	if t.comp != nil {
