@@ -213,6 +213,14 @@ type powerTarget struct {
 	version int64
 }
 
+// versionOf is the composition's version, or the free host's object's.
+func (t *powerTarget) versionOf() int64 {
+	if t.comp != nil {
+		return t.comp.Version
+	}
+	return t.version
+}
+
 // current returns the target's power state.
 func (t *powerTarget) current() inventory.Power {
 	if t.comp != nil {
@@ -254,11 +262,7 @@ func (m *Manager) Power(ctx context.Context, id string) (PowerState, error) {
 		m.log.Warn("power capabilities", "host", t.host.ID, "err", err)
 	}
 	m.live(ctx, d, t)
-	ps := PowerState{Power: t.current(), Caps: caps, Version: t.version}
-	if t.comp != nil {
-		ps.Version = t.comp.Version
-	}
-	return ps, nil
+	return PowerState{Power: t.current(), Caps: caps, Version: t.versionOf()}, nil
 }
 
 // powerTarget finds system id.
@@ -373,34 +377,41 @@ func (m *Manager) EstimateReset(ctx context.Context, id, t string) time.Duration
 	return tr.took
 }
 
+// prepare finds system id, its host's driver and what the host offers,
+// with the host's live state (live).
+func (m *Manager) prepare(ctx context.Context, id string) (*powerTarget, PowerDriver, PowerCaps, error) {
+	pt, err := m.powerTarget(ctx, id)
+	if err != nil {
+		return nil, nil, PowerCaps{}, err
+	}
+	d := m.powerDriver(pt.host)
+	caps, err := d.Caps(ctx, pt.host)
+	if err != nil {
+		return nil, nil, PowerCaps{}, err
+	}
+	m.live(ctx, d, pt)
+	return pt, d, caps, nil
+}
+
 // Reset runs reset t on system id (a composition or a host); want, when
 // not 0, is the version the caller read. It returns the power state after
 // it. A reset that changes nothing (On of a system that is On) returns at
 // once and writes nothing.
 func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerState, error) {
 	ctx = context.WithoutCancel(ctx)
-	pt, err := m.powerTarget(ctx, id)
-	if err != nil {
-		return PowerState{}, err
-	}
-	d := m.powerDriver(pt.host)
-	caps, err := d.Caps(ctx, pt.host)
+	pt, d, caps, err := m.prepare(ctx, id)
 	if err != nil {
 		return PowerState{}, err
 	}
 	if !slices.Contains(caps.ResetTypes, t) {
 		return PowerState{}, fmt.Errorf("%w: reset type %q (the host offers %v)", ErrPowerValue, t, caps.ResetTypes)
 	}
-	m.live(ctx, d, pt)
 	cur := pt.current()
 	tr, err := plan(pt.host, cur, t)
 	if err != nil {
 		return PowerState{}, err
 	}
-	version := pt.version
-	if pt.comp != nil {
-		version = pt.comp.Version
-	}
+	version := pt.versionOf()
 	if want != 0 && want != version {
 		return PowerState{}, fmt.Errorf("%w: %s is at version %d", ErrVersion, id, version)
 	}
@@ -417,16 +428,10 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 // the caller read. Empty fields of b keep their value.
 func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want int64) (PowerState, error) {
 	ctx = context.WithoutCancel(ctx)
-	pt, err := m.powerTarget(ctx, id)
+	pt, d, caps, err := m.prepare(ctx, id)
 	if err != nil {
 		return PowerState{}, err
 	}
-	d := m.powerDriver(pt.host)
-	caps, err := d.Caps(ctx, pt.host)
-	if err != nil {
-		return PowerState{}, err
-	}
-	m.live(ctx, d, pt)
 	cur := pt.current()
 	if !cur.IsOff() && cur.State != inventory.PowerOn {
 		return PowerState{}, fmt.Errorf("%w: the system is %s", ErrBusy, cur.State)
@@ -454,10 +459,7 @@ func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want
 	if nb.Target == "UefiTarget" && nb.UefiTarget == "" {
 		return PowerState{}, fmt.Errorf("%w: BootSourceOverrideTarget UefiTarget needs UefiTargetBootSourceOverride", ErrPowerValue)
 	}
-	version := pt.version
-	if pt.comp != nil {
-		version = pt.comp.Version
-	}
+	version := pt.versionOf()
 	if want != 0 && want != version {
 		return PowerState{}, fmt.Errorf("%w: %s is at version %d", ErrVersion, id, version)
 	}
@@ -580,10 +582,7 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 		m.log.Error("record power outcome; start-up settles it", "system", key, "err", serr)
 		return next, 0, errors.Join(err, fmt.Errorf("record power state: %w", serr))
 	}
-	v := pt.version
-	if pt.comp != nil {
-		v = pt.comp.Version
-	}
+	v := pt.versionOf()
 	if err == nil {
 		m.log.Info("power", "system", key, "op", detail, "state", next.State)
 	}
