@@ -509,20 +509,22 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 	}()
 
 	cur := pt.current()
+	// commit applies an intent, or the outcome with the request's audit
+	// entry.
+	commit := func(p store.Plan, intent bool, detail string) error {
+		if intent {
+			p.Intent = true
+			return m.store.Apply(ctx, p)
+		}
+		return m.commitOutcome(ctx, p, detail)
+	}
 	// save commits p: the composition's next version, or the host's
 	// object.
 	save := func(ctx context.Context, p inventory.Power, intent bool, detail string) error {
 		if pt.comp != nil {
 			n := pt.comp.Clone()
 			n.Power, n.Version, n.UpdatedAt = p, pt.comp.Version+1, m.clk.Now().UTC()
-			plan := store.Plan{Put: []*inventory.Composition{n}, Limits: m.limits, Intent: intent}
-			var err error
-			if intent {
-				err = m.store.Apply(ctx, plan)
-			} else {
-				err = m.commitOutcome(ctx, plan, detail)
-			}
-			if err != nil {
+			if err := commit(store.Plan{Put: []*inventory.Composition{n}, Limits: m.limits}, intent, detail); err != nil {
 				return err
 			}
 			m.mu.Lock()
@@ -533,14 +535,8 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 			m.notify(Change{Old: old, New: n.Clone(), Reason: "power"})
 			return nil
 		}
-		plan := store.Plan{Objects: []store.ObjectChange{hostPowerChange(key, p, pt.version, m.replica)}, Intent: intent}
-		var err error
-		if intent {
-			err = m.store.Apply(ctx, plan)
-		} else {
-			err = m.commitOutcome(ctx, plan, detail)
-		}
-		if err != nil {
+		plan := store.Plan{Objects: []store.ObjectChange{hostPowerChange(key, p, pt.version, m.replica)}}
+		if err := commit(plan, intent, detail); err != nil {
 			return err
 		}
 		old := &inventory.Composition{ID: key, Host: key, Power: pt.power}
