@@ -4,7 +4,7 @@ BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-console ui ui-check e2e clean conformance
+.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-power bench-console ui ui-check e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,10 @@ bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio,
 bench-southbound: ## the redfish driver against fabric-emulator beside the DMTF Python Redfish library (docs/benchmarks.md)
 	scripts/pyenv.sh
 	$(GO) run ./bench/southbound -out build/bench-southbound
+
+bench-power: ## ComputerSystem.Reset, Boot PATCH and GET through serve beside sushy-emulator's fake driver, 1 and 4 clients (docs/benchmarks.md)
+	scripts/pyenv.sh
+	$(GO) run ./bench/power
 
 bench-provision: ## provisioning policies on the synthetic and recorded traces, forecast cost against statsmodels (docs/provisioning.md)
 	scripts/pyenv.sh
