@@ -370,6 +370,11 @@ func (m *Manager) EstimateReset(ctx context.Context, id, t string) time.Duration
 	if err != nil {
 		return 0
 	}
+	if mp, ok := m.powerDriver(pt.host).(ModelPower); ok {
+		if _, instant := mp.Clock.(clock.Instant); instant {
+			return 0 // the model on --fabric-time instant takes no time
+		}
+	}
 	tr, err := plan(pt.host, pt.current(), t)
 	if err != nil {
 		return 0

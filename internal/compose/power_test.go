@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/store"
@@ -238,5 +239,23 @@ func TestSettleOwnerHostPower(t *testing.T) {
 	}
 	if ps, _ := e.m.Power(ctx, "host3"); ps.State != inventory.PowerPoweringOn {
 		t.Errorf("the live replica's host3: %+v", ps.Power)
+	}
+}
+
+// TestEstimateReset: the model's time, none on an instant clock.
+func TestEstimateReset(t *testing.T) {
+	top := loadRack(t)
+	e := newEnv(t, top)
+	h := top.Host("host1")
+	if got := e.m.EstimateReset(ctx, "host1", compose.ResetOn); got != h.PowerOn || got == 0 {
+		t.Errorf("estimate of On: %v, want the host's power_on %v", got, h.PowerOn)
+	}
+	m, err := compose.New(ctx, compose.Options{Topology: top, Store: e.store, Drivers: e.drivers, Clock: e.clk,
+		Power: func(*inventory.Host) compose.PowerDriver { return compose.ModelPower{Clock: clock.Instant{}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.EstimateReset(ctx, "host1", compose.ResetOn); got != 0 {
+		t.Errorf("estimate of On on an instant clock: %v, want 0", got)
 	}
 }
