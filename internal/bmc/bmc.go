@@ -1,17 +1,15 @@
 package bmc
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
+	"rackpool/internal/redfish/rfhttp"
 	"slices"
 	"strings"
 	"sync"
@@ -23,9 +21,6 @@ const DefaultTimeout = 10 * time.Second
 
 // maxBody is the largest answer the client reads.
 const maxBody = 4 << 20
-
-// maxRedirects bounds a chain of same-origin redirects.
-const maxRedirects = 5
 
 // maxPreconditionRetries bounds SetBoot's reads again after a 412.
 const maxPreconditionRetries = 2
@@ -108,20 +103,9 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
-	c.hc = &http.Client{
-		Transport: tr,
-		// Follow redirects only within the BMC: the credentials must
-		// never reach another host, nor travel over another scheme.
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if req.URL.Scheme != c.base.Scheme || req.URL.Host != c.base.Host {
-				return &redirectError{fmt.Sprintf("refusing redirect from %s to %s: not the BMC %s", via[len(via)-1].URL, req.URL.Redacted(), c.base)}
-			}
-			if len(via) > maxRedirects {
-				return &redirectError{fmt.Sprintf("more than %d redirects from %s", maxRedirects, via[0].URL)}
-			}
-			return nil
-		},
-	}
+	// Follow redirects only within the BMC: the credentials must never
+	// reach another host, nor travel over another scheme.
+	c.hc = &http.Client{Transport: tr, CheckRedirect: rfhttp.SameHost(base, "the BMC")}
 	if err := c.resolve(ctx, o.System); err != nil {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("bmc %s: %w", c.base, err)
@@ -147,19 +131,10 @@ func parseBase(o Options) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("bmc URL %s: no query or fragment, please", u.Redacted())
 	}
-	if u.Scheme == "http" && (o.User != "" || o.Password != "") && !loopback(u.Hostname()) {
+	if u.Scheme == "http" && (o.User != "" || o.Password != "") && !rfhttp.Loopback(u.Hostname()) {
 		return nil, fmt.Errorf("bmc URL %s: refusing to send credentials over plain http to a host other than this one: use https", u.Redacted())
 	}
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
-}
-
-// loopback reports whether host names this machine.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Path is the system's path on the BMC, as its @odata.id says (a name the
@@ -201,19 +176,19 @@ func (c *Client) resolve(ctx context.Context, system string) error {
 		return err
 	}
 	if !strings.HasPrefix(sys.ODataType, "#ComputerSystem.") {
-		return fmt.Errorf("GET %s: @odata.type is %q, not a ComputerSystem", r.url, sys.ODataType)
+		return fmt.Errorf("GET %s: @odata.type is %q, not a ComputerSystem", r.URL, sys.ODataType)
 	}
 	a := sys.Actions.Reset
 	if a == nil || a.Target == "" {
-		return fmt.Errorf("GET %s: the system has no #ComputerSystem.Reset action with a target", r.url)
+		return fmt.Errorf("GET %s: the system has no #ComputerSystem.Reset action with a target", r.URL)
 	}
 	if _, err := c.url(a.Target); err != nil {
-		return fmt.Errorf("GET %s: #ComputerSystem.Reset target: %w", r.url, err)
+		return fmt.Errorf("GET %s: #ComputerSystem.Reset target: %w", r.URL, err)
 	}
 	c.path = path
 	if id := norm(sys.ODataID); strings.HasPrefix(id, "/") {
 		c.path = id
-	} else if u, err := url.Parse(r.url); err == nil && u.Path != "" {
+	} else if u, err := url.Parse(r.URL); err == nil && u.Path != "" {
 		c.path = u.Path // after a redirect
 	}
 	c.action = a.Target
@@ -260,7 +235,7 @@ func (c *Client) systems(ctx context.Context) (members []string, coll string, er
 	}
 	for i, m := range col.Members {
 		if m.ID == "" {
-			return nil, "", fmt.Errorf("GET %s: Members[%d] has no @odata.id", r.url, i)
+			return nil, "", fmt.Errorf("GET %s: Members[%d] has no @odata.id", r.URL, i)
 		}
 		members = append(members, norm(m.ID))
 	}
@@ -340,7 +315,7 @@ func (c *Client) Reset(ctx context.Context, resetType string) error {
 	if err != nil {
 		return fmt.Errorf("bmc %s: %w", c.base, err)
 	}
-	if !success(r.status) {
+	if !success(r.Status) {
 		return fmt.Errorf("bmc %s: %w", c.base, statusError(r))
 	}
 	return nil
@@ -374,7 +349,7 @@ func (c *Client) SetBoot(ctx context.Context, b Boot) error {
 			return fmt.Errorf("bmc %s: %w", c.base, err)
 		}
 		if sys.Boot == nil {
-			return fmt.Errorf("bmc %s: GET %s: the system has no Boot property", c.base, r.url)
+			return fmt.Errorf("bmc %s: GET %s: the system has no Boot property", c.base, r.URL)
 		}
 		for _, p := range []struct {
 			name, v string
@@ -399,9 +374,9 @@ func (c *Client) SetBoot(ctx context.Context, b Boot) error {
 			return fmt.Errorf("bmc %s: %w", c.base, err)
 		}
 		switch {
-		case success(pr.status):
+		case success(pr.Status):
 			return nil
-		case pr.status == http.StatusPreconditionFailed && hdr != nil && attempt < maxPreconditionRetries:
+		case pr.Status == http.StatusPreconditionFailed && hdr != nil && attempt < maxPreconditionRetries:
 			continue // someone changed the system since it was read
 		}
 		return fmt.Errorf("bmc %s: %w", c.base, statusError(pr))
@@ -414,7 +389,7 @@ func success(s int) bool {
 }
 
 // readSystem GETs the system.
-func (c *Client) readSystem(ctx context.Context, path string) (*reply, *systemRes, error) {
+func (c *Client) readSystem(ctx context.Context, path string) (*rfhttp.Reply, *systemRes, error) {
 	var sys systemRes
 	r, err := c.get(ctx, path, &sys)
 	if err != nil {
@@ -464,8 +439,8 @@ func norm(ref string) string {
 }
 
 // etagOf is the answer's ETag header, else the system's @odata.etag.
-func etagOf(r *reply, sys *systemRes) string {
-	if e := r.header.Get("ETag"); e != "" {
+func etagOf(r *rfhttp.Reply, sys *systemRes) string {
+	if e := r.Header.Get("ETag"); e != "" {
 		return e
 	}
 	return sys.ODataETag
@@ -474,84 +449,41 @@ func etagOf(r *reply, sys *systemRes) string {
 // url resolves a path or link of the BMC's to an absolute URL, and refuses
 // one that points elsewhere.
 func (c *Client) url(ref string) (string, error) {
-	u, err := url.Parse(ref)
-	if err != nil {
-		return "", fmt.Errorf("bad link %q: %w", ref, err)
-	}
-	if u.IsAbs() || u.Host != "" {
-		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
-			return "", fmt.Errorf("link %s points to another host than the BMC", u.Redacted())
-		}
-		return u.String(), nil
-	}
-	if !strings.HasPrefix(u.Path, "/") {
-		return "", fmt.Errorf("link %q is not an absolute path", ref)
-	}
-	return c.base.String() + ref, nil
-}
-
-// reply is one answer, read whole.
-type reply struct {
-	method string
-	url    string
-	status int
-	header http.Header
-	body   []byte
+	return rfhttp.Resolve(c.base, ref, "the BMC")
 }
 
 // do makes one request with Basic authentication under the request
 // timeout and reads the whole answer, capped at maxBody.
-func (c *Client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*reply, error) {
+func (c *Client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rfhttp.Reply, error) {
 	u, err := c.url(ref)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, ref, err)
 	}
-	var rd io.Reader
+	var data []byte
 	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
+		if data, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("%s %s: encode body: %w", method, u, err)
 		}
-		rd = bytes.NewReader(data)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, u, rd)
+	req, err := rfhttp.NewRequest(rctx, method, u, data, hdr)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("OData-Version", "4.0")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
+		return nil, err
 	}
 	if c.user != "" || c.password != "" {
 		req.SetBasicAuth(c.user, c.password)
 	}
-	resp, err := c.hc.Do(req)
+	r, err := rfhttp.Send(c.hc, req, u, maxBody, func(err error) error { return c.failed(ctx, method, u, err) })
 	if err != nil {
-		return nil, c.failed(ctx, method, u, err)
+		return nil, err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, c.failed(ctx, method, u, fmt.Errorf("reading the answer (%d): %w", resp.StatusCode, err))
-	}
-	if len(data) > maxBody {
-		return nil, fmt.Errorf("%s %s: answer larger than %d MiB", method, u, maxBody>>20)
-	}
-	if resp.Request != nil && resp.Request.URL != nil {
-		u = resp.Request.URL.String() // after same-origin redirects
-	}
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		e := statusError(&reply{method: method, url: u, status: resp.StatusCode, body: data})
+	if r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+		e := statusError(r)
 		e.Message = fmt.Sprintf("as user %q: %s", c.user, e.Message)
 		return nil, e
 	}
-	return &reply{method: method, url: u, status: resp.StatusCode, header: resp.Header, body: data}, nil
+	return r, nil
 }
 
 // failed is the error of a request that got no answer: the caller's own
@@ -575,12 +507,12 @@ const (
 
 // get reads ref into out. Transport failures and busy answers are retried
 // (readRetries); another status that is not 200 is an *Error.
-func (c *Client) get(ctx context.Context, ref string, out any) (*reply, error) {
+func (c *Client) get(ctx context.Context, ref string, out any) (*rfhttp.Reply, error) {
 	wait := readBackoff
 	for attempt := 0; ; attempt++ {
 		r, err := c.do(ctx, http.MethodGet, ref, nil, nil)
 		var te *TransportError
-		retry := attempt < readRetries && (errors.As(err, &te) && !te.untrusted || err == nil && busy(r.status))
+		retry := attempt < readRetries && (errors.As(err, &te) && !te.untrusted || err == nil && rfhttp.Busy(r.Status))
 		if retry {
 			t := time.NewTimer(wait)
 			select {
@@ -598,63 +530,14 @@ func (c *Client) get(ctx context.Context, ref string, out any) (*reply, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.status != http.StatusOK {
+		if r.Status != http.StatusOK {
 			return r, statusError(r)
 		}
 		if out != nil {
-			if err := decode(r, out); err != nil {
+			if err := r.Decode(out); err != nil {
 				return r, err
 			}
 		}
 		return r, nil
 	}
-}
-
-// busy reports statuses that say the BMC did not act and may later.
-func busy(code int) bool {
-	switch code {
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
-// decode parses the JSON answer r into out. A syntax error or a property
-// of the wrong type fails with the URL and the property's path.
-func decode(r *reply, out any) error {
-	if len(r.body) == 0 {
-		return fmt.Errorf("%s %s: %d with an empty body, want JSON", r.method, r.url, r.status)
-	}
-	err := json.Unmarshal(r.body, out)
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &se):
-		return fmt.Errorf("%s %s: malformed JSON at byte %d: %v", r.method, r.url, se.Offset, se)
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			field = "(the document)"
-		}
-		return fmt.Errorf("%s %s: property %s is a JSON %s, want %s", r.method, r.url, field, te.Value, jsonKind(te.Type.Kind().String()))
-	default:
-		return fmt.Errorf("%s %s: bad JSON: %v", r.method, r.url, err)
-	}
-}
-
-// jsonKind names a Go kind the way JSON does.
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "a string"
-	case "slice", "array":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	case "bool":
-		return "a boolean"
-	}
-	return "a number"
 }

@@ -2,14 +2,11 @@ package bmc
 
 import (
 	"cmp"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
+	"rackpool/internal/redfish/rfhttp"
 )
 
 // ErrAuth is what an *Error of status 401 or 403 unwraps to: the BMC
@@ -42,19 +39,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
+	head := fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
 	if e.Local {
-		fmt.Fprintf(&b, "%s %s: refused before sending (%d %s)", e.Method, e.URL, e.Status, http.StatusText(e.Status))
-	} else {
-		fmt.Fprintf(&b, "%s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status))
+		head = fmt.Sprintf("%s %s: refused before sending (%d %s)", e.Method, e.URL, e.Status, http.StatusText(e.Status))
 	}
-	if e.MessageID != "" {
-		fmt.Fprintf(&b, " (%s)", e.MessageID)
-	}
-	if e.Message != "" {
-		b.WriteString(": " + e.Message)
-	}
-	return b.String()
+	return rfhttp.ErrorText(head, e.MessageID, e.Message)
 }
 
 // Unwrap returns ErrAuth for a 401 or 403, else nil.
@@ -78,52 +67,27 @@ type TransportError struct {
 func (e *TransportError) Error() string { return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err) }
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// redfishError is the body of a Redfish error answer.
-type redfishError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Info    []struct {
-			MessageID string `json:"MessageId"`
-			Message   string `json:"Message"`
-		} `json:"@Message.ExtendedInfo"`
-	} `json:"error"`
-}
-
-// statusError makes the Error of an answer that is not a success. A body
-// that is not a Redfish error is quoted (shortened), never trusted.
-func statusError(r *reply) *Error {
-	e := &Error{Method: r.method, URL: r.url, Status: r.status}
-	var body redfishError
-	if json.Unmarshal(r.body, &body) == nil && (body.Error.Code != "" || len(body.Error.Info) > 0) {
-		e.MessageID, e.Message = body.Error.Code, body.Error.Message
-		if len(body.Error.Info) > 0 {
-			m := body.Error.Info[0]
+// statusError makes the Error of an answer that is not a success: the
+// first @Message.ExtendedInfo entry's MessageId and Message, each else the
+// error's code and message. A body that is not a Redfish error is quoted
+// (shortened), never trusted.
+func statusError(r *rfhttp.Reply) *Error {
+	e := &Error{Method: r.Method, URL: r.URL, Status: r.Status}
+	if body, ok := rfhttp.ParseError(r.Body); ok {
+		e.MessageID, e.Message = body.Code, body.Message
+		if len(body.Info) > 0 {
+			m := body.Info[0]
 			e.MessageID = cmp.Or(m.MessageID, e.MessageID)
 			e.Message = cmp.Or(m.Message, e.Message)
 		}
-	} else if s := strings.TrimSpace(string(r.body)); s != "" {
-		e.Message = "body: " + quote(s)
+	} else {
+		e.Message = rfhttp.QuoteBody(r.Body)
 	}
 	if e.Unwrap() == ErrAuth && e.Message == "" {
 		e.Message = "check the account and password"
 	}
 	return e
 }
-
-// quote shortens s for an error message.
-func quote(s string) string {
-	const n = 200
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return fmt.Sprintf("%q", s)
-}
-
-// redirectError is a redirect the client refuses to follow.
-type redirectError struct{ msg string }
-
-func (e *redirectError) Error() string { return e.msg }
 
 // transportError wraps a failed request, with a hint for an untrusted
 // certificate. A refused redirect is not a transport failure.
@@ -132,15 +96,11 @@ func transportError(method, u string, err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	var re *redirectError
+	var re *rfhttp.RedirectError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%s %s: %w", method, u, re)
 	}
-	var cve *tls.CertificateVerificationError
-	var hostErr x509.HostnameError
-	var uae x509.UnknownAuthorityError
-	var cie x509.CertificateInvalidError
-	if errors.As(err, &cve) || errors.As(err, &hostErr) || errors.As(err, &uae) || errors.As(err, &cie) {
+	if rfhttp.Untrusted(err) {
 		return &TransportError{Method: method, URL: u, Err: fmt.Errorf("the BMC's certificate is not trusted (give its CA): %w", err), untrusted: true}
 	}
 	return &TransportError{Method: method, URL: u, Err: err}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/redfish/rfhttp"
 )
 
 var gpu1 = fabric.Attachment{Block: "gpu1", Device: "gpu1", Host: "host1", HostPort: "pcie"}
@@ -343,18 +344,18 @@ func FuzzAnswer(f *testing.F) {
 		f.Add([]byte(seed), 409)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, status int) {
-		r := &reply{method: "GET", url: "https://fm.test/redfish/v1/x", status: status, header: http.Header{}, body: body}
-		if e := statusError(r); !strings.Contains(e.Error(), r.url) {
+		r := &rfhttp.Reply{Method: "GET", URL: "https://fm.test/redfish/v1/x", Status: status, Header: http.Header{}, Body: body}
+		if e := statusError(r); !strings.Contains(e.Error(), r.URL) {
 			t.Errorf("statusError %q does not name the URL", e)
 		}
 		for _, out := range []any{&collection{}, &endpointRes{}, &zoneRes{}, &connectionRes{}, &fabricRes{}} {
-			if err := decode(r, out); err != nil && !strings.Contains(err.Error(), r.url) {
+			if err := r.Decode(out); err != nil && !strings.Contains(err.Error(), r.URL) {
 				t.Errorf("decode error %q does not name the URL", err)
 			}
 		}
 		_, _, _ = taskResult(r)
 		var e endpointRes
-		if decode(r, &e) == nil {
+		if r.Decode(&e) == nil {
 			_, _ = e.Status.health()
 		}
 	})

@@ -1,21 +1,17 @@
 package rfdriver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"rackpool/internal/fabric"
+	"rackpool/internal/redfish/rfhttp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +27,6 @@ const (
 	backoffMin = 10 * time.Millisecond
 	backoffMax = time.Second
 )
-
-// maxRedirects bounds a chain of same-origin redirects.
-const maxRedirects = 5
 
 // sessionsPath is where the driver logs in.
 const sessionsPath = "/redfish/v1/SessionService/Sessions"
@@ -61,7 +54,7 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("manager URL %q: want http(s)://host[:port]", rawURL)
 	}
-	if u.Scheme == "http" && !loopback(u.Hostname()) {
+	if u.Scheme == "http" && !rfhttp.Loopback(u.Hostname()) {
 		return nil, fmt.Errorf("manager URL %s: refusing to send credentials over plain http to a host other than this one: use https", u.Redacted())
 	}
 	if u.User != nil {
@@ -74,55 +67,21 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 		requestTimeout: requestTimeout,
 		log:            log,
 	}
-	c.hc = &http.Client{
-		Transport: transport,
-		// Follow redirects only within the manager: a token must never
-		// reach another host, nor travel over another scheme.
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if req.URL.Scheme != c.base.Scheme || req.URL.Host != c.base.Host {
-				return &redirectError{fmt.Sprintf("refusing redirect from %s to %s: not the manager %s", via[len(via)-1].URL, req.URL.Redacted(), c.base)}
-			}
-			if len(via) > maxRedirects {
-				return &redirectError{fmt.Sprintf("more than %d redirects from %s", maxRedirects, via[0].URL)}
-			}
-			return nil
-		},
-	}
+	// Follow redirects only within the manager: a token must never reach
+	// another host, nor travel over another scheme.
+	c.hc = &http.Client{Transport: transport, CheckRedirect: rfhttp.SameHost(c.base, "the manager")}
 	return c, nil
 }
 
 // url resolves a path or link of the manager's to an absolute URL, and
 // refuses one that points elsewhere.
 func (c *client) url(ref string) (string, error) {
-	u, err := url.Parse(ref)
+	u, err := rfhttp.Resolve(c.base, ref, "the manager")
 	if err != nil {
-		return "", fmt.Errorf("manager %s: bad link %q: %w", c.base, ref, err)
+		return "", fmt.Errorf("manager %s: %w", c.base, err)
 	}
-	if u.IsAbs() || u.Host != "" {
-		if u.Scheme != c.base.Scheme || u.Host != c.base.Host {
-			return "", fmt.Errorf("manager %s: link %s points to another host", c.base, u.Redacted())
-		}
-		return u.String(), nil
-	}
-	if !strings.HasPrefix(u.Path, "/") {
-		return "", fmt.Errorf("manager %s: link %q is not an absolute path", c.base, ref)
-	}
-	return c.base.Scheme + "://" + c.base.Host + ref, nil
+	return u, nil
 }
-
-// reply is one answer, read whole.
-type reply struct {
-	method string
-	url    string
-	status int
-	header http.Header
-	body   []byte
-}
-
-// redirectError is a redirect the driver refuses to follow.
-type redirectError struct{ msg string }
-
-func (e *redirectError) Error() string { return e.msg }
 
 // transientError is a request that may not have reached the manager, or
 // whose answer was lost: a connection refused or reset, a request
@@ -137,28 +96,16 @@ func (e *transientError) Unwrap() error { return e.err }
 
 // roundTrip makes one request under the request deadline and reads the
 // whole answer, capped at maxBody. It never retries.
-func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte, hdr http.Header, token string) (*reply, error) {
+func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte, hdr http.Header, token string) (*rfhttp.Reply, error) {
 	u, err := c.url(ref)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(rctx, method, u, rd)
+	req, err := rfhttp.NewRequest(rctx, method, u, body, hdr)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("OData-Version", "4.0")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
+		return nil, err
 	}
 	if token != "" {
 		req.Header.Set("X-Auth-Token", token)
@@ -166,22 +113,7 @@ func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte,
 	if e, ok := fabric.EpochFrom(ctx); ok && method != http.MethodGet {
 		req.Header.Set(fabric.EpochHeader, e.String())
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, c.classify(ctx, method, u, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, c.classify(ctx, method, u, fmt.Errorf("reading the answer (%d): %w", resp.StatusCode, err))
-	}
-	if len(data) > maxBody {
-		return nil, fmt.Errorf("%s %s: answer larger than %d MiB", method, u, maxBody>>20)
-	}
-	if resp.Request != nil && resp.Request.URL != nil {
-		u = resp.Request.URL.String() // after same-origin redirects
-	}
-	return &reply{method: method, url: u, status: resp.StatusCode, header: resp.Header, body: data}, nil
+	return rfhttp.Send(c.hc, req, u, maxBody, func(err error) error { return c.classify(ctx, method, u, err) })
 }
 
 // classify turns a failed request into the operation's error when the
@@ -191,15 +123,11 @@ func (c *client) classify(ctx context.Context, method, u string, err error) erro
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: %w (%v)", method, u, ctx.Err(), err)
 	}
-	var re *redirectError
+	var re *rfhttp.RedirectError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%s %s: %w", method, u, re)
 	}
-	var cve *tls.CertificateVerificationError
-	var hostErr x509.HostnameError
-	var uae x509.UnknownAuthorityError
-	var cie x509.CertificateInvalidError
-	if errors.As(err, &cve) || errors.As(err, &hostErr) || errors.As(err, &uae) || errors.As(err, &cie) {
+	if rfhttp.Untrusted(err) {
 		return fmt.Errorf("%s %s: the manager's certificate is not trusted (set the manager's CA): %w", method, u, unwrapURLError(err))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -220,7 +148,7 @@ func unwrapURLError(err error) error {
 // there is no session and again once when the manager answers 401 (the
 // session expired or the manager restarted). Transient failures are
 // returned, not retried: the caller knows whether repeating is safe.
-func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*reply, error) {
+func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rfhttp.Reply, error) {
 	var data []byte
 	if body != nil {
 		var err error
@@ -237,13 +165,13 @@ func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.
 		if err != nil {
 			return nil, err
 		}
-		if r.status != http.StatusUnauthorized || attempt > 0 {
-			if r.status == http.StatusUnauthorized {
-				return nil, fmt.Errorf("%s %s: 401 Unauthorized right after logging in as %s", method, r.url, c.user)
+		if r.Status != http.StatusUnauthorized || attempt > 0 {
+			if r.Status == http.StatusUnauthorized {
+				return nil, fmt.Errorf("%s %s: 401 Unauthorized right after logging in as %s", method, r.URL, c.user)
 			}
 			return r, nil
 		}
-		c.log.Debug("session refused, logging in again", "url", r.url)
+		c.log.Debug("session refused, logging in again", "url", r.URL)
 		if err := c.relogin(ctx, token); err != nil {
 			return nil, err
 		}
@@ -302,19 +230,19 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 			continue
 		case err != nil:
 			return "", "", fmt.Errorf("log in to %s: %w", c.base, err)
-		case retryableStatus(r.status):
+		case rfhttp.Busy(r.Status):
 			last = statusError(r)
 			continue
-		case r.status == http.StatusUnauthorized || r.status == http.StatusForbidden:
-			return "", "", fmt.Errorf("log in to %s as %s: refused (%d): check the account and password", c.base, c.user, r.status)
-		case r.status != http.StatusCreated && r.status != http.StatusOK:
+		case r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden:
+			return "", "", fmt.Errorf("log in to %s as %s: refused (%d): check the account and password", c.base, c.user, r.Status)
+		case r.Status != http.StatusCreated && r.Status != http.StatusOK:
 			return "", "", fmt.Errorf("log in to %s as %s: %w", c.base, c.user, statusError(r))
 		}
-		token = r.header.Get("X-Auth-Token")
+		token = r.Header.Get("X-Auth-Token")
 		if token == "" {
-			return "", "", fmt.Errorf("log in to %s: POST %s answered %d without X-Auth-Token", c.base, r.url, r.status)
+			return "", "", fmt.Errorf("log in to %s: POST %s answered %d without X-Auth-Token", c.base, r.URL, r.Status)
 		}
-		location = r.header.Get("Location")
+		location = r.Header.Get("Location")
 		if location != "" {
 			if _, err := c.url(location); err != nil {
 				c.log.Warn("session Location unusable; the session will not be deleted on close", "err", err)
@@ -339,25 +267,15 @@ func (c *client) logout(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
-	if r.status >= 300 && r.status != http.StatusNotFound && r.status != http.StatusUnauthorized {
+	if r.Status >= 300 && r.Status != http.StatusNotFound && r.Status != http.StatusUnauthorized {
 		return fmt.Errorf("delete session: %w", statusError(r))
 	}
 	return nil
 }
 
-// retryableStatus reports statuses that say the manager did not act and
-// may later: busy, overloaded, a gateway in between.
-func retryableStatus(code int) bool {
-	switch code {
-	case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusGatewayTimeout:
-		return true
-	}
-	return false
-}
-
 // get reads ref into out, retrying transient failures and busy answers
 // with backoff until ctx ends. A 404 is errNotFound.
-func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
+func (c *client) get(ctx context.Context, ref string, out any) (*rfhttp.Reply, error) {
 	var last error
 	var wait time.Duration // Retry-After of the last answer
 	for attempt := 0; ; attempt++ {
@@ -376,16 +294,16 @@ func (c *client) get(ctx context.Context, ref string, out any) (*reply, error) {
 			continue
 		case err != nil:
 			return nil, err
-		case retryableStatus(r.status):
-			last, wait = statusError(r), retryAfter(r.header)
+		case rfhttp.Busy(r.Status):
+			last, wait = statusError(r), retryAfter(r.Header)
 			continue
-		case r.status == http.StatusNotFound:
-			return r, &notFoundError{url: r.url}
-		case r.status != http.StatusOK:
+		case r.Status == http.StatusNotFound:
+			return r, &notFoundError{url: r.URL}
+		case r.Status != http.StatusOK:
 			return r, statusError(r)
 		}
 		if out != nil {
-			if err := decode(r, out); err != nil {
+			if err := r.Decode(out); err != nil {
 				return r, err
 			}
 		}
@@ -452,13 +370,4 @@ func sleep(ctx context.Context, d time.Duration, last error) error {
 func isTransient(err error) bool {
 	var te *transientError
 	return errors.As(err, &te)
-}
-
-// loopback reports whether host names this machine.
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -647,7 +647,7 @@ func (d *Driver) systemHealth(ctx context.Context, eps []member[endpointRes]) (m
 		}
 		h, err := sys.Status.health()
 		if err != nil {
-			return fmt.Errorf("GET %s: %w", r.url, err)
+			return fmt.Errorf("GET %s: %w", r.URL, err)
 		}
 		mu.Lock()
 		out[host] = h

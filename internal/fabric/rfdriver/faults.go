@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/redfish/rfhttp"
 )
 
 // The manager's OEM fault-injection actions on the Fabric (fabric-emulator
@@ -58,10 +59,10 @@ func (d *Driver) action(name string, body any) error {
 			continue
 		case err != nil:
 			return fmt.Errorf("fabric %s: %w", d.fab.ID, err)
-		case retryableStatus(r.status):
+		case rfhttp.Busy(r.Status):
 			last = statusError(r)
 			continue
-		case r.status >= 300:
+		case r.Status >= 300:
 			return fmt.Errorf("fabric %s: %w", d.fab.ID, statusError(r))
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"rackpool/internal/redfish/rfhttp"
 	"sync"
 )
 
@@ -37,7 +38,7 @@ func listAll(ctx context.Context, c *client, ref string) ([]link, error) {
 		}
 		for i, m := range coll.Members {
 			if m.ID == "" {
-				return nil, fmt.Errorf("GET %s: Members[%d] has no @odata.id", r.url, i)
+				return nil, fmt.Errorf("GET %s: Members[%d] has no @odata.id", r.URL, i)
 			}
 		}
 		out = append(out, coll.Members...)
@@ -69,7 +70,7 @@ func fetchAll[T any](ctx context.Context, c *client, ref string) ([]member[T], e
 		case err != nil:
 			return err
 		default:
-			out[i].url, out[i].etag = r.url, etagOf(r)
+			out[i].url, out[i].etag = r.URL, etagOf(r)
 		}
 		return nil
 	})
@@ -86,14 +87,14 @@ func fetchAll[T any](ctx context.Context, c *client, ref string) ([]member[T], e
 }
 
 // etagOf is the answer's ETag header, or its @odata.etag property.
-func etagOf(r *reply) string {
-	if e := r.header.Get("ETag"); e != "" {
+func etagOf(r *rfhttp.Reply) string {
+	if e := r.Header.Get("ETag"); e != "" {
 		return e
 	}
 	var body struct {
 		ETag string `json:"@odata.etag"`
 	}
-	if decode(r, &body) == nil {
+	if r.Decode(&body) == nil {
 		return body.ETag
 	}
 	return ""

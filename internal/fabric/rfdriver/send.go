@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"rackpool/internal/redfish/rfhttp"
 	"strings"
 	"time"
 )
@@ -47,51 +48,51 @@ func (d *Driver) send(ctx context.Context, ch *change) (outcome, error) {
 		}
 		return refused, err
 	}
-	if r.status == http.StatusAccepted {
+	if r.Status == http.StatusAccepted {
 		return d.await(ctx, r)
 	}
 	return judge(r)
 }
 
 // judge classifies a change's final answer.
-func judge(r *reply) (outcome, error) {
-	switch s := r.status; {
+func judge(r *rfhttp.Reply) (outcome, error) {
+	switch s := r.Status; {
 	case s == http.StatusOK || s == http.StatusCreated || s == http.StatusNoContent:
 		return applied, nil
 	case s >= 400 && s < 500 && statusError(r).mapped != nil:
 		return refused, statusError(r) // a fabric refusal (fabric-emulator says 409 or 400)
 	case s == http.StatusPreconditionFailed || s == http.StatusConflict || s == http.StatusNotFound:
 		return conflict, statusError(r)
-	case s >= 500 || retryableStatus(s):
+	case s >= 500 || rfhttp.Busy(s):
 		return unclear, statusError(r)
 	case s >= 400:
 		return refused, statusError(r)
 	default:
-		return refused, fmt.Errorf("%s %s: unexpected status %d", r.method, r.url, s)
+		return refused, fmt.Errorf("%s %s: unexpected status %d", r.Method, r.URL, s)
 	}
 }
 
 // await polls the task monitor of a 202 answer until the task ends, the
 // monitor disappears, or ctx ends. Retry-After is honoured (within ctx).
-func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
-	monitor := accepted.header.Get("Location")
+func (d *Driver) await(ctx context.Context, accepted *rfhttp.Reply) (outcome, error) {
+	monitor := accepted.Header.Get("Location")
 	if monitor == "" {
 		var t struct {
 			ID string `json:"@odata.id"`
 		}
-		if len(accepted.body) > 0 && decode(accepted, &t) == nil {
+		if len(accepted.Body) > 0 && accepted.Decode(&t) == nil {
 			monitor = t.ID
 		}
 	}
 	if monitor == "" {
-		return unclear, fmt.Errorf("%s %s: 202 Accepted without a task monitor", accepted.method, accepted.url)
+		return unclear, fmt.Errorf("%s %s: 202 Accepted without a task monitor", accepted.Method, accepted.URL)
 	}
 	if _, err := d.c.url(monitor); err != nil {
-		return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.method, accepted.url, err)
+		return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.Method, accepted.URL, err)
 	}
 	// A monitor's Retry-After is obeyed as given, 0 included (the task
 	// is done: ask now); without one, polls back off from pollMin.
-	wait, given := retryAfterGiven(accepted.header)
+	wait, given := retryAfterGiven(accepted.Header)
 	began := time.Now()
 	for n := 1; ; n++ {
 		if !given {
@@ -99,7 +100,7 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 		}
 		if err := sleep(ctx, wait, nil); err != nil {
 			d.cancelTask(ctx, monitor)
-			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.method, accepted.url, time.Since(began).Round(time.Millisecond), err)
+			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.Method, accepted.URL, time.Since(began).Round(time.Millisecond), err)
 		}
 		wait, given = 0, false // unless a 202 of the monitor says when
 		r, err := d.c.do(ctx, http.MethodGet, monitor, nil, nil)
@@ -109,26 +110,26 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 			continue
 		case err != nil && ctx.Err() != nil:
 			d.cancelTask(ctx, monitor)
-			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.method, accepted.url, time.Since(began).Round(time.Millisecond), ctx.Err())
+			return unclear, fmt.Errorf("task monitor %s of %s %s still running after %s: %w", monitor, accepted.Method, accepted.URL, time.Since(began).Round(time.Millisecond), ctx.Err())
 		case err != nil:
 			d.cancelTask(ctx, monitor)
-			return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.method, accepted.url, err)
+			return unclear, fmt.Errorf("task monitor of %s %s: %w", accepted.Method, accepted.URL, err)
 		}
 		switch {
-		case r.status == http.StatusAccepted:
-			wait, given = retryAfterGiven(r.header)
+		case r.Status == http.StatusAccepted:
+			wait, given = retryAfterGiven(r.Header)
 			continue
-		case r.status == http.StatusNotFound || r.status == http.StatusGone:
-			return unclear, fmt.Errorf("task monitor %s of %s %s is gone (%d; the manager may have restarted)", r.url, accepted.method, accepted.url, r.status)
-		case retryableStatus(r.status):
-			wait = retryAfter(r.header)
+		case r.Status == http.StatusNotFound || r.Status == http.StatusGone:
+			return unclear, fmt.Errorf("task monitor %s of %s %s is gone (%d; the manager may have restarted)", r.URL, accepted.Method, accepted.URL, r.Status)
+		case rfhttp.Busy(r.Status):
+			wait = retryAfter(r.Header)
 			given = wait > 0
 			continue
-		case r.status == http.StatusOK:
+		case r.Status == http.StatusOK:
 			if out, done, err := taskResult(r); done {
 				return out, err
 			}
-			wait = retryAfter(r.header)
+			wait = retryAfter(r.Header)
 			given = wait > 0
 			continue
 		}
@@ -139,9 +140,9 @@ func (d *Driver) await(ctx context.Context, accepted *reply) (outcome, error) {
 // taskResult reads a 200 from a task monitor: the operation's own answer
 // (done and applied), or a Task resource, done when its TaskState is
 // final.
-func taskResult(r *reply) (outcome, bool, error) {
+func taskResult(r *rfhttp.Reply) (outcome, bool, error) {
 	var t taskRes
-	if len(r.body) == 0 || decode(r, &t) != nil || !strings.HasPrefix(t.ODataType, "#Task.") || t.TaskState == "" {
+	if len(r.Body) == 0 || r.Decode(&t) != nil || !strings.HasPrefix(t.ODataType, "#Task.") || t.TaskState == "" {
 		return applied, true, nil
 	}
 	switch t.TaskState {
@@ -167,7 +168,7 @@ func (d *Driver) cancelTask(ctx context.Context, monitor string) {
 	defer cancel()
 	if r, err := d.c.do(cctx, http.MethodDelete, monitor, nil, nil); err != nil {
 		d.log.Debug("cancel task", "monitor", monitor, "err", err)
-	} else if r.status >= 300 {
-		d.log.Debug("cancel task refused", "monitor", monitor, "status", r.status)
+	} else if r.Status >= 300 {
+		d.log.Debug("cancel task refused", "monitor", monitor, "status", r.Status)
 	}
 }
