@@ -179,6 +179,9 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 			if err != nil {
 				return t, fail(err)
 			}
+			if err := m.hostOff(c.Host); err != nil {
+				return t, fail(err)
+			}
 			c.Group = group
 			m.comps[c.ID] = c
 			m.hold(c, c.Blocks)
@@ -187,6 +190,9 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 			r := m.comps[st.Reserved]
 			if r == nil || r.State != inventory.Reserved || m.running[r.ID] {
 				return t, fail(fmt.Errorf("%w: reservation %s", ErrNotFound, st.Reserved))
+			}
+			if err := m.hostOff(r.Host); err != nil {
+				return t, fail(err)
 			}
 			c := r.Clone()
 			c.ID, c.State, c.Version, c.CreatedAt, c.UpdatedAt, c.ExpiresAt, c.Group = newID("sys-"), inventory.Composing, 1, now, now, time.Time{}, group
@@ -205,8 +211,12 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 			switch {
 			case !system(c):
 				return t, fail(fmt.Errorf("%w: %s", ErrNotFound, id))
-			case c.State != inventory.Composed || m.running[id]:
+			case c.State != inventory.Composed || m.running[id] || m.powering[c.Host]:
 				return t, fail(fmt.Errorf("%w: %s is %s", ErrBusy, id, c.State))
+			case !c.Power.IsOff():
+				// A manifest is all or nothing: it does not power systems
+				// off on the way (a DELETE does).
+				return t, fail(fmt.Errorf("%w: %s is %s; power it off (ComputerSystem.Reset ForceOff or GracefulShutdown) or DELETE it, which powers it off first", ErrPowered, id, c.Power.State))
 			}
 			d := c.Clone()
 			d.State, d.Version, d.UpdatedAt, d.Group = inventory.Decomposing, c.Version+1, now, group

@@ -648,6 +648,19 @@ func (m *Manager) hotPluggable(id string) (bool, string) {
 	return false, fmt.Sprintf("%s (%s on %s) cannot be hot-plugged", id, b.Kind, b.Device.Fabric.Kind)
 }
 
+// hostOff refuses a manifest's composition on a host that is not Off or
+// is being reset: a manifest does not carry a host's power into its
+// records. m.mu must be held.
+func (m *Manager) hostOff(host string) error {
+	if m.powering[host] {
+		return fmt.Errorf("%w: a reset of host %s is under way", ErrBusy, host)
+	}
+	if p := m.hostPow[host].power; !p.IsOff() {
+		return fmt.Errorf("%w: host %s is %s; power it off (ComputerSystem.Reset ForceOff) or compose it with POST /redfish/v1/Systems", ErrPowered, host, p.State)
+	}
+	return nil
+}
+
 // checkHotPlug refuses a change of blocks on a system that is not Off
 // unless every block hot-plugs.
 func (m *Manager) checkHotPlug(id string, p inventory.Power, blocks []string) error {

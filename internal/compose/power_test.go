@@ -259,3 +259,26 @@ func TestEstimateReset(t *testing.T) {
 		t.Errorf("estimate of On on an instant clock: %v, want 0", got)
 	}
 }
+
+// TestManifestPower: a manifest neither decomposes a running system nor
+// composes on a running host; it changes nothing then.
+func TestManifestPower(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	c := e.compose(specific("host1", "nvme1"))
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Apply(ctx, compose.Manifest{Stanzas: []compose.Stanza{{Decompose: c.ID}}}); !errors.Is(err, compose.ErrPowered) {
+		t.Errorf("manifest decompose of a running system: %v", err)
+	}
+	if _, err := e.m.Reset(ctx, "host2", compose.ResetOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Apply(ctx, compose.Manifest{Stanzas: []compose.Stanza{{Compose: &compose.Request{Host: "host2"}}}}); !errors.Is(err, compose.ErrPowered) {
+		t.Errorf("manifest compose on a running host: %v", err)
+	}
+	if got := len(e.stored()); got != 1 {
+		t.Errorf("the store holds %d compositions, want 1", got)
+	}
+	e.checkConsistent()
+}
