@@ -70,6 +70,19 @@ var (
 	ErrPowerHost = errors.New("the host's BMC failed")
 )
 
+// ResetTypeError is a reset type the host does not offer; it wraps
+// ErrPowerValue.
+type ResetTypeError struct {
+	Type    string
+	Allowed []string
+}
+
+func (e *ResetTypeError) Error() string {
+	return fmt.Sprintf("%v: reset type %q (the host offers %v)", ErrPowerValue, e.Type, e.Allowed)
+}
+
+func (e *ResetTypeError) Unwrap() error { return ErrPowerValue }
+
 // PowerCaps are what a host offers.
 type PowerCaps struct {
 	ResetTypes  []string
@@ -409,7 +422,7 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 		return PowerState{}, err
 	}
 	if !slices.Contains(caps.ResetTypes, t) {
-		return PowerState{}, fmt.Errorf("%w: reset type %q (the host offers %v)", ErrPowerValue, t, caps.ResetTypes)
+		return PowerState{}, &ResetTypeError{Type: t, Allowed: caps.ResetTypes}
 	}
 	cur := pt.current()
 	tr, err := plan(pt.host, cur, t)

@@ -111,17 +111,19 @@ func (s *Server) resetSystem(w http.ResponseWriter, r *http.Request) error {
 			withResolution("Give a ResetType from the system's ResetType@Redfish.AllowableValues, e.g. {\"ResetType\": \"On\"}.")
 	}
 	t := *body.ResetType
-	ps, ok := s.powerOf(r.Context(), id)
-	if ok && !slices.Contains(ps.Caps.ResetTypes, t) {
-		return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
-			"The value '"+t+"' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values.",
-			t, "ResetType", "ComputerSystem.Reset").
-			withResolution("Use one of the system's ResetType@Redfish.AllowableValues: " + strings.Join(ps.Caps.ResetTypes, ", ") + ".")
-	}
 	want := s.versionFor(r, id)
+	// An unknown type is estimated at no time: it is refused at once, by
+	// the manager, which checks it against what the host offers.
 	estimate := s.mgr.EstimateReset(r.Context(), id, t)
 	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
 		after, err := s.mgr.Reset(s.auditInCommit(r, http.StatusNoContent), id, t, want)
+		var rt *compose.ResetTypeError
+		if errors.As(err, &rt) {
+			return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
+				"The value '"+t+"' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values.",
+				t, "ResetType", "ComputerSystem.Reset").
+				withResolution("Use one of the system's ResetType@Redfish.AllowableValues: " + strings.Join(rt.Allowed, ", ") + ".")
+		}
 		if err != nil {
 			return err
 		}
