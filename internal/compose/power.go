@@ -83,6 +83,23 @@ func (e *ResetTypeError) Error() string {
 
 func (e *ResetTypeError) Unwrap() error { return ErrPowerValue }
 
+// ValueError is a boot property whose value the host does not offer
+// (Allowed), or, with no Allowed, a missing UefiTargetBootSourceOverride
+// for the target UefiTarget; it wraps ErrPowerValue.
+type ValueError struct {
+	Property, Value string
+	Allowed         []string
+}
+
+func (e *ValueError) Error() string {
+	if e.Allowed == nil {
+		return fmt.Sprintf("%v: BootSourceOverrideTarget UefiTarget needs %s", ErrPowerValue, e.Property)
+	}
+	return fmt.Sprintf("%v: %s %q (allowed: %v)", ErrPowerValue, e.Property, e.Value, e.Allowed)
+}
+
+func (e *ValueError) Unwrap() error { return ErrPowerValue }
+
 // PowerCaps are what a host offers.
 type PowerCaps struct {
 	ResetTypes  []string
@@ -467,7 +484,7 @@ func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want
 			continue
 		}
 		if !slices.Contains(f.allowed, f.v) {
-			return PowerState{}, fmt.Errorf("%w: %s %q (allowed: %v)", ErrPowerValue, f.name, f.v, f.allowed)
+			return PowerState{}, &ValueError{Property: f.name, Value: f.v, Allowed: f.allowed}
 		}
 		*f.dst = f.v
 	}
@@ -475,7 +492,7 @@ func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want
 		nb.UefiTarget = b.UefiTarget
 	}
 	if nb.Target == "UefiTarget" && nb.UefiTarget == "" {
-		return PowerState{}, fmt.Errorf("%w: BootSourceOverrideTarget UefiTarget needs UefiTargetBootSourceOverride", ErrPowerValue)
+		return PowerState{}, &ValueError{Property: "UefiTargetBootSourceOverride"}
 	}
 	version := pt.versionOf()
 	if want != 0 && want != version {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -143,40 +142,43 @@ type bootPatch struct {
 
 // setBoot applies a PATCH of Boot to system id.
 func (s *Server) setBoot(r *http.Request, id string, bp *bootPatch, want int64) error {
-	ps, _ := s.powerOf(r.Context(), id)
 	var b inventory.Boot
 	for _, f := range []struct {
-		name    string
-		v       *string
-		allowed []string
-		dst     *string
-	}{{"Boot/BootSourceOverrideEnabled", bp.BootSourceOverrideEnabled, compose.BootEnabledValues, &b.Enabled},
-		{"Boot/BootSourceOverrideTarget", bp.BootSourceOverrideTarget, ps.Caps.BootTargets, &b.Target},
-		{"Boot/BootSourceOverrideMode", bp.BootSourceOverrideMode, compose.BootModeValues, &b.Mode}} {
-		if f.v == nil {
-			continue
+		v   *string
+		dst *string
+	}{{bp.BootSourceOverrideEnabled, &b.Enabled}, {bp.BootSourceOverrideTarget, &b.Target},
+		{bp.BootSourceOverrideMode, &b.Mode}, {bp.UefiTargetBootSourceOverride, &b.UefiTarget}} {
+		if f.v != nil {
+			*f.dst = *f.v
 		}
-		if !slices.Contains(f.allowed, *f.v) {
-			return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
-				"The value '"+*f.v+"' for the property "+f.name+" is not in the list of acceptable values.", *f.v, f.name).
-				withResolution("Use one of " + strings.Join(f.allowed, ", ") + ".")
-		}
-		*f.dst = *f.v
 	}
-	if bp.UefiTargetBootSourceOverride != nil {
-		if *bp.UefiTargetBootSourceOverride == "" {
-			return errPropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
+	if bp.UefiTargetBootSourceOverride != nil && b.UefiTarget == "" {
+		return errPropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
+	}
+	for name, v := range map[string]*string{"Boot/BootSourceOverrideEnabled": bp.BootSourceOverrideEnabled,
+		"Boot/BootSourceOverrideTarget": bp.BootSourceOverrideTarget, "Boot/BootSourceOverrideMode": bp.BootSourceOverrideMode} {
+		if v != nil && *v == "" { // the manager reads "" as "keep"
+			return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
+				"The value '' for the property "+name+" is not in the list of acceptable values.", "", name).
+				withResolution("Use one of the values in " + name + "@Redfish.AllowableValues.")
 		}
-		b.UefiTarget = *bp.UefiTargetBootSourceOverride
 	}
 	if b == (inventory.Boot{}) {
 		return errPropertyMissing("Boot/BootSourceOverrideTarget")
 	}
+	// The manager checks each value against what the host offers.
 	_, err := s.mgr.SetBoot(s.auditInCommit(r, http.StatusOK), id, b, want)
-	if errors.Is(err, compose.ErrPowerValue) && b.Target == "UefiTarget" {
+	var ve *compose.ValueError
+	switch {
+	case errors.As(err, &ve) && ve.Allowed == nil:
 		return newError(http.StatusBadRequest, baseRegistry+"PropertyValueConflict",
 			"The property 'BootSourceOverrideTarget' could not be written because its value would conflict with the value of the 'UefiTargetBootSourceOverride' property.",
 			"BootSourceOverrideTarget", "UefiTargetBootSourceOverride").withResolution("Give UefiTargetBootSourceOverride with BootSourceOverrideTarget UefiTarget.")
+	case errors.As(err, &ve):
+		name := "Boot/" + ve.Property
+		return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
+			"The value '"+ve.Value+"' for the property "+name+" is not in the list of acceptable values.", ve.Value, name).
+			withResolution("Use one of " + strings.Join(ve.Allowed, ", ") + ".")
 	}
 	return err
 }

@@ -180,14 +180,20 @@ func TestBootOverride(t *testing.T) {
 	}
 	tag := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag")
 	pxe := map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Pxe"}}
-	for _, bad := range []any{
-		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Floppy"}},
-		map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Sometimes"}},
-		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "UefiTarget"}},
-		map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": 7}},
+	for _, bad := range []struct {
+		body any
+		code string
+	}{
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Floppy"}}, "PropertyValueNotInList"},
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": ""}}, "PropertyValueNotInList"},
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Sometimes"}}, "PropertyValueNotInList"},
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "BIOS"}}, "PropertyValueNotInList"},
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "UefiTarget"}}, "PropertyValueConflict"},
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": 7}}, "PropertyValueTypeError"},
+		{map[string]any{"Boot": map[string]any{}}, "PropertyMissing"},
 	} {
-		if r := s.do("PATCH", "/redfish/v1/Systems/"+id, bad, admin); r.status != http.StatusBadRequest {
-			t.Errorf("PATCH %v: %d, want 400: %s", bad, r.status, r.body)
+		if r := s.do("PATCH", "/redfish/v1/Systems/"+id, bad.body, admin); r.status != http.StatusBadRequest || !strings.HasSuffix(r.errorCode(t), bad.code) {
+			t.Errorf("PATCH %v: %d %s, want 400 %s: %s", bad.body, r.status, r.errorCode(t), bad.code, r.body)
 		}
 	}
 	if r := s.do("PATCH", "/redfish/v1/Systems/"+id, pxe, cred{basic: true, hdr: map[string]string{"If-Match": `W/"999"`}}); r.status != http.StatusPreconditionFailed {
