@@ -328,16 +328,15 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// writeSystem answers with composition c's body: the record as the
-// manager holds it now, with its power state.
+// writeSystem answers with composition c's body and its power state (a
+// BMC's live word where the host has one).
 func (s *Server) writeSystem(w http.ResponseWriter, r *http.Request, status int, c *inventory.Composition) {
-	if now, err := s.mgr.Get(c.ID); err == nil && now.Version >= c.Version {
-		c = now // a reset or boot change may have moved it on
-	}
 	w.Header().Set("ETag", etag(c.Version))
 	body := s.systemBody(c)
-	ps, _ := s.powerOf(r.Context(), c.ID)
-	ps.Power = c.Power
+	ps, ok := s.powerOf(r.Context(), c.ID)
+	if !ok {
+		ps.Power = c.Power
+	}
 	addPower(body, c.ID, ps)
 	writeJSON(w, status, body)
 }
