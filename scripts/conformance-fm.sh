@@ -5,7 +5,7 @@
 # examples/cxl-rack.yaml, serves it over HTTPS (its own CA) with an instant
 # fabric clock on a free port, attaches something so zones, connections and
 # tasks exist, and runs rf_service_validator against it offline (DSP8010
-# CSDL from ../shared/redfish-dmtf/csdl + the OEM schema the emulator
+# CSDL from testdata/redfish-dmtf/csdl + the OEM schema the emulator
 # serves).
 #
 # Usage: scripts/conformance-fm.sh [FABRIC...]   (default: all five)

@@ -1,21 +1,20 @@
 # Shared set-up of scripts/conformance.sh and scripts/conformance-fm.sh,
 # sourced by both: the repository root as the working directory, the DMTF
-# CSDL from the shared directory, the .venv-rf Python environment with the
+# CSDL the repository carries (testdata/redfish-dmtf), the .venv-rf Python environment with the
 # pinned validators (scripts/pyenv.sh), and bin/rackpool built once (a
 # caller that already built it exports CONFORMANCE_BUILT=1).
-# Defines: root shared csdl venv py helper GO, log().
+# Defines: root csdl venv py helper GO, log().
 
 root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 cd "$root"
-shared=${RACKPOOL_SHARED:-$root/../shared}
-csdl=$shared/redfish-dmtf/csdl
+csdl=$root/testdata/redfish-dmtf/csdl
 venv=.venv-rf
 GO=${GO:-go}
 
 log() { printf '\n== %s\n' "$*"; }
 
 if [[ ! -f $csdl/ServiceRoot_v1.xml ]]; then
-	echo "DMTF CSDL not found in $csdl (set RACKPOOL_SHARED to the shared directory)" >&2
+	echo "DMTF CSDL missing from the repository ($csdl)" >&2
 	exit 2
 fi
 

@@ -5,7 +5,7 @@
 # then runs the three DMTF validators:
 #
 #   service   rf_service_validator  schema conformance of every GET (DSP8010
-#             CSDL from ../shared/redfish-dmtf/csdl + the OEM schema the
+#             CSDL from testdata/redfish-dmtf/csdl + the OEM schema the
 #             service serves)
 #   protocol  rf_protocol_validator DSP0266 protocol rules
 #   interop   rf_interop_validator  conformance/rackpool-composability.json

@@ -32,12 +32,13 @@ var untypedOemAllowed = []string{}
 // here.
 var untypedResourceAllowed = []string{}
 
-// dmtfCSDL is the DMTF schema directory of the shared checkout, "" when
-// this checkout has none (then versions are not checked against it).
-func dmtfCSDL() string {
-	dir := filepath.Join("..", "..", "..", "shared", "redfish-dmtf", "csdl")
+// dmtfCSDL is the DMTF schema directory the repository carries
+// (testdata/redfish-dmtf/csdl); a checkout without it fails the test.
+func dmtfCSDL(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "redfish-dmtf", "csdl")
 	if _, err := os.Stat(filepath.Join(dir, "ServiceRoot_v1.xml")); err != nil {
-		return ""
+		t.Fatalf("DMTF CSDL missing from the repository: %v", err)
 	}
 	return dir
 }
@@ -174,10 +175,7 @@ func TestSchemaConformance(t *testing.T) {
 		t.Errorf("OEM schema Content-Type %q", ct)
 	}
 	oem := loadOEMSchema(t, schemaReply.body)
-	csdl := dmtfCSDL()
-	if csdl == "" {
-		t.Log("no DMTF CSDL in ../shared: @odata.type versions are not checked against it")
-	}
+	csdl := dmtfCSDL(t)
 
 	types := map[string]string{} // @odata.type -> first path
 	queue, seen := []string{"/redfish/v1"}, map[string]bool{"/redfish/v1": true}

@@ -676,7 +676,7 @@ func TestFabricTelemetryMonitorHook(t *testing.T) {
 // TestFabricTelemetryResources: the report definition, the metric
 // definitions and the report are listed in the TelemetryService, the
 // EventService advertises the MetricReport format, and every property is
-// one the DMTF schemas declare (when ../shared has them).
+// one the DMTF schemas declare (testdata/redfish-dmtf/csdl).
 func TestFabricTelemetryResources(t *testing.T) {
 	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{Interval: 1500 * time.Millisecond})
 	ft.Record(t0, map[string][]fabric.DeviceStats{"falcon1": {{Device: "gpu1", UtilisationPercent: 12.5, TemperatureC: 51, LinkWidth: 16}}})
@@ -737,11 +737,7 @@ func TestFabricTelemetryResources(t *testing.T) {
 // date or duration the DMTF validator's patterns refuse.
 func schemaCheck(t *testing.T, typ string, body map[string]any) {
 	t.Helper()
-	dir := dmtfCSDL()
-	if dir == "" {
-		t.Log("no DMTF CSDL in ../shared: properties are not checked against it")
-		return
-	}
+	dir := dmtfCSDL(t)
 	props, members := map[string]bool{}, map[string]bool{}
 	for _, f := range []string{typ, "Resource", "Schedule"} {
 		data, err := os.ReadFile(filepath.Join(dir, f+"_v1.xml"))

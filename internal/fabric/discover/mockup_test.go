@@ -33,16 +33,12 @@ func need(t *testing.T, format string, args ...any) {
 	t.Skip(msg)
 }
 
-// mockupsDir is the DMTF mockups: $RACKPOOL_SHARED or the repository's
-// ../shared, as scripts/conformance.sh finds them.
+// mockupsDir is the DMTF mockups the repository carries
+// (testdata/redfish-dmtf/mockups); a checkout without them fails the test.
 func mockupsDir(t *testing.T) string {
-	shared := os.Getenv("RACKPOOL_SHARED")
-	if shared == "" {
-		shared = filepath.Join(repoRoot, "..", "shared")
-	}
-	dir := filepath.Join(shared, "redfish-dmtf", "mockups")
+	dir := filepath.Join(repoRoot, "testdata", "redfish-dmtf", "mockups")
 	if _, err := os.Stat(filepath.Join(dir, "public-cxl", "index.json")); err != nil {
-		need(t, "DMTF mockups not found in %s (set RACKPOOL_SHARED to the shared directory)", dir)
+		t.Fatalf("DMTF mockups missing from the repository: %v", err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
