@@ -3,8 +3,10 @@ GO      ?= go
 BIN     := bin/rackpool
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# go.mod names the Go version; an older installed Go fetches it.
+export GOTOOLCHAIN ?= auto
 
-.PHONY: help build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-power bench-console ui ui-check e2e clean conformance
+.PHONY: help setup build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-power bench-console ui ui-check e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -15,8 +17,10 @@ build: ## build bin/rackpool
 run: build ## build and serve the built-in example rack with SQLite state in ./data
 	./$(BIN) serve --addr 127.0.0.1:8080 --data ./data
 
-test: ui-check ## run every test (unit tests under -race, end-to-end tests incl. the console in Chromium, benchmarks once, DMTF conformance)
-	scripts/pyenv.sh
+setup: ## install what the tests need, once (Debian packages, Go modules, the Python and npm tools); make test runs it
+	scripts/setup.sh
+
+test: setup ui-check ## set up, then run every test (unit tests under -race, end-to-end tests incl. the console in Chromium, benchmarks once, DMTF conformance)
 	$(GO) vet ./...
 	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
@@ -75,8 +79,13 @@ bench-pager: ## paging to pooled memory: sort and random table at 100/75/50/25% 
 bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/scaling -out docs
 
-ui: ## rebuild the web console (ui/ -> internal/console/dist, committed) with the pinned npm packages
-	cd ui && npm ci --no-audit --no-fund && node build.mjs
+ui: ui/node_modules/.rackpool-lock ## rebuild the web console (ui/ -> internal/console/dist, committed) with the pinned npm packages
+	cd ui && node build.mjs
+
+# npm ci only when ui/package-lock.json changed since the last install.
+ui/node_modules/.rackpool-lock: ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund --loglevel=error
+	cp ui/package-lock.json $@
 
 ui-check: ui ## rebuild the console and fail if the committed bundle differs from its sources
 	@git diff --exit-code --stat internal/console/dist || { echo "internal/console/dist is stale: run make ui and commit it"; exit 1; }

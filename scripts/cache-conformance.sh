@@ -10,17 +10,14 @@
 # 1. memccapable (libmemcached-tools): the text (ASCII) and binary protocol
 #    tests. Set MEMCCAPABLE_FLAGS=-a to run the ASCII tests only.
 # 2. pymemcache's integration tests (pymemcache/test/test_integration.py from
-#    the pinned sdist) with pytest, in the virtual environment
-#    build/pyenv-cache (gitignored).
+#    the pinned sdist) with pytest, in the project's environment .venv-rf.
 #
-# Both suites flush the server. Missing tools are installed: memccapable
-# with apt-get (as root, or with sudo), pytest and the pymemcache sdist from
-# PyPI. Prints "memccapable: N passed, M failed" and pytest's summary, and
-# exits non-zero if either suite failed.
+# Both suites flush the server. scripts/setup.sh installs both (memccapable
+# from Debian, pytest and pymemcache's tests into .venv-rf); this script
+# installs nothing and stops when one is missing. Prints "memccapable: N
+# passed, M failed" and pytest's summary, and exits non-zero if either suite
+# failed.
 set -euo pipefail
-
-PYMEMCACHE_VERSION=4.0.0
-PYTEST_VERSION=7.4.4
 
 if [[ $# -lt 1 ]]; then
 	echo "usage: $0 HOST:PORT | BIN [ARGS...]" >&2
@@ -30,12 +27,25 @@ fi
 root=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
 cd "$root"
 
+venv=.venv-rf
+pymemcache=4.0.0
+src=$venv/src/pymemcache-$pymemcache
+missing() {
+	echo "cache-conformance: $1 is missing: run scripts/setup.sh (make test runs it)" >&2
+	exit 2
+}
+command -v memccapable >/dev/null || missing "memccapable (Debian's libmemcached-tools)"
+[[ -x $venv/bin/pytest ]] || missing "pytest in $venv"
+[[ -f $src/pymemcache/test/test_integration.py ]] || missing "pymemcache's integration tests in $src"
+
 server_pid=
+mc_log=
 cleanup() {
 	if [[ -n $server_pid ]]; then
 		kill "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
+	if [[ -n $mc_log ]]; then rm -f "$mc_log"; fi
 }
 trap cleanup EXIT
 
@@ -49,28 +59,26 @@ fi
 host=${addr%:*}
 port=${addr##*:}
 
-# Wait until the server answers (at most 10 s).
-for _ in $(seq 100); do
+# Wait until the server answers (at most 60 s, for a loaded machine).
+up=
+for _ in $(seq 600); do
 	if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+		up=1
+		break
+	fi
+	if [[ -n $server_pid ]] && ! kill -0 "$server_pid" 2>/dev/null; then
 		break
 	fi
 	sleep 0.1
 done
-
-sudo=
-if [[ $(id -u) -ne 0 ]]; then sudo=sudo; fi
-apt_install() {
-	$sudo apt-get update -q >/dev/null
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$@" >/dev/null
-}
+if [[ -z $up ]]; then
+	echo "cache-conformance: nothing answers on $host:$port" >&2
+	exit 2
+fi
 
 status=0
 
 # --- memccapable -------------------------------------------------------------
-if ! command -v memccapable >/dev/null; then
-	echo "cache-conformance: installing libmemcached-tools (memccapable)"
-	apt_install libmemcached-tools
-fi
 mc_log=$(mktemp)
 # shellcheck disable=SC2086 # MEMCCAPABLE_FLAGS is a list of flags
 if memccapable -t 10 ${MEMCCAPABLE_FLAGS:-} -h "$host" -p "$port" >"$mc_log" 2>&1; then :; else status=1; fi
@@ -79,30 +87,8 @@ passed=$(grep -ci '\[pass\]' "$mc_log" || true)
 failed=$(grep -ci '\[fail\]' "$mc_log" || true)
 echo "memccapable: $passed passed, $failed failed"
 if [[ $failed -ne 0 || $passed -eq 0 ]]; then status=1; fi
-rm -f "$mc_log"
 
 # --- pymemcache integration tests ------------------------------------------
-venv=build/pyenv-cache
-if [[ ! -x $venv/bin/python ]]; then
-	echo "cache-conformance: creating $venv"
-	rm -rf "$venv"
-	if ! python3 -m venv "$venv" >/dev/null 2>&1; then
-		rm -rf "$venv"
-		apt_install python3 python3-venv
-		python3 -m venv "$venv"
-	fi
-fi
-if [[ ! -f $venv/.installed-$PYMEMCACHE_VERSION ]]; then
-	"$venv/bin/pip" install --disable-pip-version-check -q "pytest==$PYTEST_VERSION"
-	rm -rf "$venv/src"
-	mkdir -p "$venv/src"
-	# The integration tests ship in the sdist only.
-	"$venv/bin/pip" download --disable-pip-version-check -q --no-deps --no-binary :all: \
-		"pymemcache==$PYMEMCACHE_VERSION" -d "$venv/src"
-	tar -xzf "$venv/src/pymemcache-$PYMEMCACHE_VERSION.tar.gz" -C "$venv/src"
-	touch "$venv/.installed-$PYMEMCACHE_VERSION"
-fi
-src=$venv/src/pymemcache-$PYMEMCACHE_VERSION
 # The test file comes first so that pytest loads its conftest.py (which adds
 # --server and --port) before parsing them; -o addopts= drops the sdist's
 # coverage options (pytest-cov is not needed); -m integration selects the

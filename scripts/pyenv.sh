@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Creates the Python environment .venv-rf (gitignored) with the pinned DMTF
-# Redfish validators and the `redfish` client library
-# (scripts/conformance-requirements.txt), which scripts/conformance.sh and
-# the e2e test driving rackpool with the `redfish` library use. Idempotent:
+# Creates the project's one Python environment, .venv-rf (gitignored), with
+# the pinned test-only tools of scripts/conformance-requirements.txt (the
+# DMTF Redfish validators, the `redfish` and sushy clients, statsmodels,
+# pytest) and pymemcache's integration tests, which ship in its sdist only
+# (unpacked into .venv-rf/src for scripts/cache-conformance.sh). Idempotent:
 # reinstalls only when the requirements file changed. When `python3 -m venv`
 # is unavailable (Debian without python3-venv) it apt-get installs it.
 set -euo pipefail
@@ -30,4 +31,17 @@ if ! cmp -s "$req" "$venv/.requirements"; then
 	echo "pyenv: installing $req"
 	"$venv/bin/pip" install --disable-pip-version-check -q -r "$req"
 	cp "$req" "$venv/.requirements"
+fi
+
+# pymemcache's integration tests: the sdist, unpacked (never installed: the
+# tests import the package from the unpacked tree).
+pymemcache=4.0.0
+if [[ ! -f $venv/src/pymemcache-$pymemcache/pymemcache/test/test_integration.py ]]; then
+	echo "pyenv: fetching pymemcache $pymemcache's integration tests"
+	rm -rf "$venv/src"
+	mkdir -p "$venv/src"
+	"$venv/bin/pip" download --disable-pip-version-check -q --no-deps --no-binary :all: \
+		"pymemcache==$pymemcache" -d "$venv/src"
+	tar -xzf "$venv/src/pymemcache-$pymemcache.tar.gz" -C "$venv/src"
+	rm -f "$venv/src/pymemcache-$pymemcache.tar.gz"
 fi
