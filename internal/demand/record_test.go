@@ -26,21 +26,27 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runHelper runs the helper named h:
-//   - steps: allocate 64 MiB, then 128 MiB, then start a child holding
-//     128 MiB more, wait for it and exit;
-//   - child: hold 128 MiB for a second;
-//   - exit3: exit with status 3 after 300 ms;
+// runHelper runs the helper named h. The test paces steps and exit3
+// through their standard input, one line a step, once its samples have
+// seen the step before (never by sleeping):
+//   - steps: after a line allocate 64 MiB, after the next 64 MiB more,
+//     after the next start a child holding 128 MiB more, wait for it and
+//     exit;
+//   - child: hold 128 MiB until a line arrives on the standard input it
+//     shares with steps;
+//   - exit3: exit with status 3 after a line;
 //   - sleeper: start a child sleeper, write its PID to $DEMAND_TEST_PIDFILE
 //     and sleep a minute (the child just sleeps).
 func runHelper(h string) int {
 	switch h {
 	case "steps":
+		readLine()
 		a := touch(64 << 20)
-		time.Sleep(700 * time.Millisecond)
+		readLine()
 		b := touch(64 << 20)
-		time.Sleep(700 * time.Millisecond)
+		readLine()
 		c := helperCmd("child")
+		c.Stdin = os.Stdin
 		if err := c.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1
@@ -49,10 +55,10 @@ func runHelper(h string) int {
 		runtime.KeepAlive(b)
 	case "child":
 		c := touch(128 << 20)
-		time.Sleep(time.Second)
+		readLine()
 		runtime.KeepAlive(c)
 	case "exit3":
-		time.Sleep(300 * time.Millisecond)
+		readLine()
 		return 3
 	case "sleeper":
 		if f := os.Getenv("DEMAND_TEST_PIDFILE"); f != "" {
@@ -72,6 +78,36 @@ func runHelper(h string) int {
 	}
 	return 0
 }
+
+// readLine reads one line from the standard input a byte at a time, so that
+// nothing meant for a child sharing it is buffered here.
+func readLine() {
+	var b [1]byte
+	for {
+		if n, err := os.Stdin.Read(b[:]); err != nil || (n == 1 && b[0] == '\n') {
+			return
+		}
+	}
+}
+
+// pacer feeds a helper's standard input: next writes the line that lets it
+// take its next step.
+type pacer struct{ w *os.File }
+
+// pace gives cmd a pipe as its standard input; the test's cleanup closes it
+// (a helper still waiting then goes on).
+func pace(t *testing.T, cmd *exec.Cmd) *pacer {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = r
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return &pacer{w}
+}
+
+func (p *pacer) next() { fmt.Fprintln(p.w) }
 
 // touch allocates n bytes and writes every page, so they are resident.
 func touch(n int) []byte {
@@ -98,14 +134,40 @@ func skipUnlessLinux(t *testing.T) {
 
 func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	skipUnlessLinux(t)
+	const mib = 1 << 20
 	var samples []Sample
-	r, err := Record(context.Background(), helperCmd("steps"), RecordOptions{
+	cmd := helperCmd("steps")
+	p := pace(t, cmd)
+	// The helper takes each step once a sample has seen the one before:
+	// the start, 64 MiB grown, 128 MiB grown, and the child's 128 MiB on
+	// top (then both exit).
+	stage, base := 0, int64(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Record(ctx, cmd, RecordOptions{
 		Interval: 50 * time.Millisecond,
 		Entity:   "steps",
-		OnSample: func(s Sample) { samples = append(samples, s) },
+		OnSample: func(s Sample) {
+			samples = append(samples, s)
+			if s.Interpolated {
+				return
+			}
+			grown := s.RSSBytes - base
+			switch {
+			case stage == 0:
+				base = s.RSSBytes
+			case stage == 1 && grown > 60*mib:
+			case stage == 2 && grown > 125*mib:
+			case stage == 3 && grown > 240*mib && s.Processes >= 2:
+			default:
+				return
+			}
+			stage++
+			p.next()
+		},
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v, after %d samples waiting for step %d (1: the start, 2: 64 MiB grown, 3: 128 MiB, 4: the child's 128 MiB more)", err, len(samples), stage+1)
 	}
 	if code := r.State.ExitCode(); code != 0 {
 		t.Fatalf("exit status %d", code)
@@ -118,37 +180,37 @@ func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	if s.Entity != "steps" || s.Start != 0 || tr.Interval != 0.05 {
 		t.Fatalf("entity %q start %v interval %v", s.Entity, s.Start, tr.Interval)
 	}
-	const mib = 1.0 / 1024
+	const gmib = 1.0 / 1024
 	first, peak := s.MemoryGiB[0], slices.Max(s.MemoryGiB)
 	t.Logf("%d samples over %.1f s, first %.0f MiB, peak %.0f MiB, %d processes at most, %d interpolated",
-		s.Len(), tr.End(&s), first/mib, peak/mib, r.PeakProcesses, r.Interpolated)
-	if first > 60*mib {
-		t.Errorf("first sample %.0f MiB: taken after the allocation?", first/mib)
+		s.Len(), tr.End(&s), first/gmib, peak/gmib, r.PeakProcesses, r.Interpolated)
+	if first > 60*gmib {
+		t.Errorf("first sample %.0f MiB: taken after the allocation?", first/gmib)
 	}
 	// Parent 128 MiB and child 128 MiB at once: only the whole tree
 	// reaches 250 MiB.
-	if peak < 250*mib {
-		t.Errorf("peak %.0f MiB, want the tree's 256 MiB and more", peak/mib)
+	if peak < 250*gmib {
+		t.Errorf("peak %.0f MiB, want the tree's 256 MiB and more", peak/gmib)
 	}
 	if r.PeakProcesses < 2 {
 		t.Errorf("at most %d processes in the tree, want the child counted", r.PeakProcesses)
 	}
-	// The steps in order: some sample between 64 and 128 MiB above the
-	// start, then some between 128 and 256, then the peak.
-	stage := 0
+	// The steps in order in the trace: some sample between 64 and 128 MiB
+	// above the start, then some between 128 and 256, then the peak.
+	seen := 0
 	for _, v := range s.MemoryGiB {
 		grown := v - first
 		switch {
-		case stage == 0 && grown > 60*mib && grown < 120*mib:
-			stage = 1
-		case stage == 1 && grown > 125*mib && grown < 200*mib:
-			stage = 2
-		case stage == 2 && grown > 240*mib:
-			stage = 3
+		case seen == 0 && grown > 60*gmib && grown < 120*gmib:
+			seen = 1
+		case seen == 1 && grown > 125*gmib && grown < 200*gmib:
+			seen = 2
+		case seen == 2 && grown > 240*gmib:
+			seen = 3
 		}
 	}
-	if stage != 3 {
-		t.Errorf("steps of 64, 128 and 256 MiB not seen in order (reached stage %d)", stage)
+	if seen != 3 {
+		t.Errorf("steps of 64, 128 and 256 MiB not seen in order in the trace (reached %d)", seen)
 	}
 	if len(samples) != s.Len() {
 		t.Errorf("OnSample called %d times for %d samples", len(samples), s.Len())
@@ -160,14 +222,29 @@ func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	}
 }
 
+// TestRecordDoesNotDrift: samples are placed by the clock, one per interval
+// elapsed, however late a tick is served: never more samples than
+// intervals elapsed, and the command, kept running until a sample at index
+// 15 or later was taken, has at least 16.
 func TestRecordDoesNotDrift(t *testing.T) {
 	skipUnlessLinux(t)
+	const interval = 20 * time.Millisecond
+	cmd := helperCmd("exit3")
+	p := pace(t, cmd)
+	released := false
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	start := time.Now()
-	r, err := Record(context.Background(), helperCmd("exit3"), RecordOptions{Interval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, err := Record(ctx, cmd, RecordOptions{Interval: interval, OnSample: func(s Sample) {
+		if !released && s.Elapsed >= 15*interval {
+			released = true
+			p.next()
+		}
+	}})
 	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("%v (released: %v)", err, released)
+	}
 	if code := r.State.ExitCode(); code != 3 {
 		t.Fatalf("exit status %d, want 3", code)
 	}
@@ -175,11 +252,10 @@ func TestRecordDoesNotDrift(t *testing.T) {
 	if s.Entity != strings.TrimSuffix(s.Entity, "/") || s.Entity == "" {
 		t.Fatalf("entity %q", s.Entity)
 	}
-	// One sample per interval while the command ran: ticks are on a
-	// ticker, and late ones are interpolated, not shifted.
-	want := int(took / (20 * time.Millisecond))
-	if s.Len() < want-3 || s.Len() > want+1 {
-		t.Fatalf("%d samples in %v at 20ms, want about %d", s.Len(), took, want)
+	// Sample k is taken at the tick nearest k intervals after the start.
+	most := int(took/interval) + 2
+	if s.Len() < 16 || s.Len() > most {
+		t.Fatalf("%d samples in %v at %v, want 16 to %d", s.Len(), took, interval, most)
 	}
 }
 
