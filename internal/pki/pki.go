@@ -65,7 +65,7 @@ type Material struct {
 	CANotAfter  time.Time
 	Created     bool  // the CA was created by this call
 	Issued      bool  // the server certificate was issued by this call
-	Damaged     error // why the server pair on disk could not be used, when that is why it was issued again
+	Damaged     error // why the server pair on disk could not be used, when that is why it was issued again (nil when there was none)
 }
 
 // Ensure loads or creates the CA and a server certificate in dir for
@@ -120,7 +120,9 @@ func Ensure(dir string, hosts []string, now time.Time) (*Material, error) {
 	// is mended rather than refused.
 	cert, key, err := loadPair(dir, serverFile, serverKeyFile)
 	if err != nil || needsReissue(cert, ca, names, now) {
-		m.Damaged = err
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.Damaged = err // absent is the first start, not damage
+		}
 		if cert, key, err = issue(ca, caKey, names, now); err != nil {
 			return nil, err
 		}

@@ -39,6 +39,9 @@ func TestEnsureCreatesThenReuses(t *testing.T) {
 	if !m.Created || !m.Issued {
 		t.Errorf("first call: Created %v Issued %v, want both", m.Created, m.Issued)
 	}
+	if m.Damaged != nil {
+		t.Errorf("first call: Damaged %v, want nil (no server pair yet is not a damaged one)", m.Damaged)
+	}
 	for _, h := range []string{"localhost", "127.0.0.1", "::1", "10.1.2.3", "rack1.example"} {
 		if err := verify(t, m, h); err != nil {
 			t.Errorf("certificate for %s: %v", h, err)
@@ -190,6 +193,29 @@ func TestEnsureMendsServerPair(t *testing.T) {
 	}
 	if m, err := Ensure(dir, nil, t0); err != nil || !m.Created {
 		t.Errorf("CA key without its certificate: %v (created %v), want a new CA", err, m != nil && m.Created)
+	}
+}
+
+// TestEnsureIssuesAbsentServerPairQuietly: a server pair that is simply
+// not there (both files moved away, as the operator may to force a new
+// one) is issued again without calling it damaged: serve warns only about
+// files it found and could not use.
+func TestEnsureIssuesAbsentServerPairQuietly(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Ensure(dir, nil, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{serverFile, serverKeyFile} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := Ensure(dir, nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Issued || m.Created || m.Damaged != nil {
+		t.Errorf("Issued %v Created %v Damaged %v, want a new server pair under the same CA and no damage", m.Issued, m.Created, m.Damaged)
 	}
 }
 
