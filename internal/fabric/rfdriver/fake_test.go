@@ -49,18 +49,32 @@ func newFake(t *testing.T) *fake {
 	return f
 }
 
-// options returns driver options for the fake with short timeouts.
+// options returns driver options for the fake with timeouts that a
+// loaded machine never reaches in an exchange that is answered.
 func (f *fake) options() Options {
 	return Options{
 		Topology: f.top, Fabric: fakeFabric, URL: f.srv.URL, User: "admin", Password: "secret-pw",
-		Timeout: 600 * time.Millisecond, RequestTimeout: 150 * time.Millisecond,
+		Timeout: 30 * time.Second, RequestTimeout: 10 * time.Second,
 		Logger: slog.New(slog.DiscardHandler),
 	}
 }
 
+// shortOptions are options for the tests that wait for a timeout to
+// expire: an operation timeout of a second, a request timeout of half.
+func (f *fake) shortOptions() Options {
+	o := f.options()
+	o.Timeout, o.RequestTimeout = time.Second, 500*time.Millisecond
+	return o
+}
+
 func (f *fake) driver(t *testing.T) *Driver {
 	t.Helper()
-	d, err := New(context.Background(), f.options())
+	return f.driverWith(t, f.options())
+}
+
+func (f *fake) driverWith(t *testing.T, o Options) *Driver {
+	t.Helper()
+	d, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

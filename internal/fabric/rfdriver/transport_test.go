@@ -151,8 +151,10 @@ func TestUnavailableLongerThanTimeout(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "503") || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Attach in a 503 storm = %v; want a deadline error naming the 503", err)
 	}
-	if took < timeout || took > timeout+time.Second {
-		t.Errorf("gave up after %v, want about %v", took, timeout)
+	// Not before the timeout; after it, bounded with a wide margin (a
+	// loaded machine is late, never early).
+	if took < timeout || took > timeout+time.Minute {
+		t.Errorf("gave up after %v, want %v and not much more", took, timeout)
 	}
 	d.ClearFaults() // the fault actions are not subject to transport faults; this ends the storm
 	wantOnly(t, d, srv)
