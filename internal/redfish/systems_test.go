@@ -15,6 +15,55 @@ import (
 	"rackpool/internal/tenancy"
 )
 
+// TestShrinkIsItsOwnAction: Rackpool.Shrink removes blocks in one update,
+// the system advertises it, and the audit log names it Shrink (the CLI's
+// shrink was once sent as Expand with Remove and audited as Expand). Like
+// every update it writes two records, its intent and its outcome, so it
+// moves the version exactly as an Expand does.
+func TestShrinkIsItsOwnAction(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host1", "gpu1", "gpu2", "hdd1"))
+	path := "/redfish/v1/Systems/" + id
+	sys := s.get(path)
+	if got := dig(t, sys, "Actions", "Oem", "#Rackpool.Shrink", "target"); got != path+"/Actions/Oem/Rackpool.Shrink" {
+		t.Fatalf("Shrink target %v", got)
+	}
+	before := dig(t, sys, "Oem", "Rackpool", "Version").(float64)
+
+	r := s.must(http.StatusOK, "POST", path+"/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"gpu2", "hdd1"}}, admin)
+	shrunk := r.json(t)
+	if got := systemBlocks(t, shrunk); !slices.Equal(got, []string{"host1", "gpu1"}) {
+		t.Fatalf("blocks after Shrink %v, want host1, gpu1", got)
+	}
+	afterShrink := dig(t, shrunk, "Oem", "Rackpool", "Version").(float64)
+	r = s.must(http.StatusOK, "POST", path+"/Actions/Oem/Rackpool.Expand", map[string]any{"Blocks": []string{"gpu2"}}, admin)
+	afterExpand := dig(t, r.json(t), "Oem", "Rackpool", "Version").(float64)
+	if afterShrink-before != 2 || afterExpand-afterShrink != 2 {
+		t.Errorf("versions %v → Shrink %v → Expand %v, want each update to write its intent and its outcome (+2)", before, afterShrink, afterExpand)
+	}
+
+	// Refusals: nothing to remove, the compute block, a block it does not hold.
+	s.must(http.StatusBadRequest, "POST", path+"/Actions/Oem/Rackpool.Shrink", map[string]any{}, admin)
+	s.must(http.StatusBadRequest, "POST", path+"/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"host1"}}, admin)
+	s.must(http.StatusBadRequest, "POST", path+"/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"gpu7"}}, admin)
+	s.must(http.StatusNotFound, "POST", "/redfish/v1/Systems/sys-nope/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"gpu1"}}, admin)
+
+	var actions []string
+	for _, m := range list(t, s.get("/redfish/v1/Managers/rackpool/LogServices/Audit/Entries")["Members"]) {
+		o := dig(t, m, "Oem", "Rackpool").(map[string]any)
+		if o["Outcome"] == "success" && strings.HasPrefix(o["Target"].(string), path+"/") {
+			actions = append(actions, o["Action"].(string)+" "+o["Target"].(string))
+		}
+	}
+	want := []string{
+		"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Shrink " + path + "/Actions/Oem/Rackpool.Shrink",
+		"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand " + path + "/Actions/Oem/Rackpool.Expand",
+	}
+	if !slices.Equal(actions, want) {
+		t.Errorf("audited updates:\n%s\nwant:\n%s", strings.Join(actions, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestSystemLifecycle composes through the API and walks a system through
 // every way of changing it: PATCH with If-Match, the Add/Remove actions,
 // Oem Rackpool.Expand, and DELETE.
