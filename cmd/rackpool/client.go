@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ type clientFlags struct {
 	url    string
 	caFile string
 	json   bool
+	quiet  bool // --quiet, on verbs that registered it with idFlag
 }
 
 func newClientFlags(name string) (*flag.FlagSet, *clientFlags) {
@@ -34,6 +36,15 @@ func newClientFlags(name string) (*flag.FlagSet, *clientFlags) {
 	caFlag(fs, &cf.caFile)
 	fs.BoolVar(&cf.json, "json", false, "print JSON instead of tables")
 	return fs, cf
+}
+
+// idFlag adds -q/--quiet to a verb that creates or changes one thing: it
+// then prints that thing's ID alone, for a shell variable
+// (SYS=$(rackpool compose -q ...)).
+func (cf *clientFlags) idFlag(fs *flag.FlagSet, what string) {
+	usage := "print only the " + what + "'s ID (for scripts: ID=$(rackpool " + fs.Name() + " -q ...))"
+	fs.BoolVar(&cf.quiet, "quiet", false, usage)
+	fs.BoolVar(&cf.quiet, "q", false, "short for --quiet")
 }
 
 func (cf *clientFlags) client() (*api.Client, error) {
@@ -205,9 +216,15 @@ func runSystems(args []string) error {
 	return nil
 }
 
-func printSystem(s *api.System, asJSON bool) error {
-	if asJSON {
+// printSystem prints s block by block, as JSON (--json) or as its ID
+// alone (--quiet).
+func (cf *clientFlags) printSystem(s *api.System) error {
+	switch {
+	case cf.json:
 		return printJSON(s)
+	case cf.quiet:
+		fmt.Println(s.ID)
+		return nil
 	}
 	r := s.Oem.Rackpool
 	fmt.Printf("%s (%s) %s on %s, version %d, %.0f GiB memory\n", s.ID, s.Name, r.CompositionState, r.Host, r.Version, s.MemorySummary.TotalSystemMemoryGiB)
@@ -244,7 +261,7 @@ func runShow(args []string) error {
 	if err != nil {
 		return err
 	}
-	return printSystem(s, cf.json)
+	return cf.printSystem(s)
 }
 
 // parseNeed reads "2 gpu model=V100", "64GiB memory", "1 nvme
@@ -293,6 +310,9 @@ func parseNeed(spec string) (api.Need, error) {
 
 func composeFlags(name string) (*flag.FlagSet, *clientFlags, *api.ComposeRequest, *multi) {
 	fs, cf := newClientFlags(name)
+	if name == "compose" {
+		cf.idFlag(fs, "new system")
+	}
 	req := &api.ComposeRequest{}
 	needs := &multi{}
 	fs.StringVar(&req.Name, "name", "", "name of the composed system")
@@ -338,7 +358,7 @@ func runCompose(args []string) error {
 	if err != nil {
 		return explainError(err)
 	}
-	return printSystem(s, cf.json)
+	return cf.printSystem(s)
 }
 
 // explainError adds the scheduler's rejections to an error.
@@ -427,6 +447,7 @@ func runDecompose(args []string) error {
 
 func runExpand(args []string) error {
 	fs, cf := newClientFlags("expand")
+	cf.idFlag(fs, "system")
 	needs := &multi{}
 	fs.Var(needs, "need", "a need SPEC (repeatable)")
 	pos, err := parseInterspersed(fs, args)
@@ -452,11 +473,14 @@ func runExpand(args []string) error {
 	if err != nil {
 		return explainError(err)
 	}
-	return printSystem(s, cf.json)
+	return cf.printSystem(s)
 }
 
+// runShrink removes blocks with the Rackpool.Shrink action: one update,
+// audited as a Shrink.
 func runShrink(args []string) error {
 	fs, cf := newClientFlags("shrink")
+	cf.idFlag(fs, "system")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -468,9 +492,10 @@ func runShrink(args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.Expand(context.Background(), pos[0], nil, nil, pos[1:])
-	if err != nil {
+	var s api.System
+	if _, err := c.Do(context.Background(), "POST", "/redfish/v1/Systems/"+url.PathEscape(pos[0])+"/Actions/Oem/Rackpool.Shrink",
+		map[string]any{"Blocks": pos[1:]}, &s); err != nil {
 		return err
 	}
-	return printSystem(s, cf.json)
+	return cf.printSystem(&s)
 }

@@ -25,7 +25,7 @@ func commands() []command {
 		{"zones", "", "list resource zones (what each host can be composed with)", runZones},
 		{"systems", "", "list composed systems", runSystems},
 		{"show", "SYSTEM", "show one composed system, block by block", runShow},
-		{"compose", "[--host H] [--need SPEC]... [BLOCK...]", "compose a system from specific blocks or by need", runCompose},
+		{"compose", "[-q] [--host H] [--need SPEC]... [BLOCK...]", "compose a system from specific blocks or by need", runCompose},
 		{"decompose", "SYSTEM...", "decompose systems, returning their blocks to the pools", runDecompose},
 		{"expand", "SYSTEM [--need SPEC]... [BLOCK...]", "add blocks to a composed system", runExpand},
 		{"shrink", "SYSTEM BLOCK...", "remove blocks from a composed system", runShrink},
@@ -34,7 +34,7 @@ func commands() []command {
 		{"audit", "[--user U] [--outcome O] [--since T] [--format table|csv|jsonl]", "print or export the audit log", runAudit},
 		{"memnode", "--addr A --capacity SIZE --control URL", "serve pooled memory to lease holders (registers with the control plane)", runMemnode},
 		{"cache", "--addr A --local-memory SIZE [--remote-memory SIZE --control URL]", "memcached-compatible cache spilling evictions to pooled memory", runCache},
-		{"lease", "--size SIZE [--host H] [--ttl D]", "lease pooled memory (GetMemory): endpoint, token, expiry", runLease},
+		{"lease", "[-q] --size SIZE [--host H] [--ttl D]", "lease pooled memory (GetMemory): endpoint, token, expiry", runLease},
 		{"leases", "", "list memory leases", runLeases},
 		{"renew", "LEASE [--ttl D]", "renew a memory lease (new token and expiry)", runRenew},
 		{"page", "--memnode A --token T | --control URL [--workload sort|table]", "run a workload on a region paged to pooled memory (userfaultfd), against all local", runPage},
@@ -67,9 +67,11 @@ Verbs:
 	fmt.Fprintf(os.Stderr, `
 Client verbs talk to --url (default $RACKPOOL_URL or https://127.0.0.1:8080) as
 $RACKPOOL_USER (default Administrator) with $RACKPOOL_PASSWORD, and print
-tables; add --json for machine-readable output. They trust the system's CAs
-and --ca-file (default $RACKPOOL_CA_FILE, else data/tls/ca.pem, the CA that
-'rackpool serve' creates in its default data directory).
+tables; add --json for machine-readable output. compose, expand, shrink and
+lease take -q (--quiet) to print only the ID: SYS=$(rackpool compose -q ...).
+They trust the system's CAs and --ca-file (default $RACKPOOL_CA_FILE, else
+data/tls/ca.pem, the CA that 'rackpool serve' creates in its default data
+directory).
 
 A need SPEC is "COUNT KIND [key=value...]" or "SIZE memory", e.g.
   --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB max-latency=2000"

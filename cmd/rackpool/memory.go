@@ -28,6 +28,7 @@ import (
 
 func runLease(args []string) error {
 	fs, cf := newClientFlags("lease")
+	cf.idFlag(fs, "lease")
 	size := fs.String("size", "", "bytes to lease, e.g. 64MiB (required)")
 	host := fs.String("host", "", "topology host the memory is for: the nearest memory node is picked")
 	ttl := fs.Duration("ttl", 0, "lease duration (default: the service's, 10m)")
@@ -54,8 +55,12 @@ func runLease(args []string) error {
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	switch {
+	case cf.json:
 		return printJSON(l)
+	case cf.quiet:
+		fmt.Println(l.ID)
+		return nil
 	}
 	printGrant(l)
 	return nil

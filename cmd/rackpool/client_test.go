@@ -1,0 +1,100 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeService answers every request with one composed system and records
+// what was asked.
+type fakeService struct {
+	mu   sync.Mutex
+	reqs []string // "METHOD PATH BODY"
+}
+
+func (f *fakeService) start(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.reqs = append(f.reqs, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(body)))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"Id": "sys-1", "Name": "sys-1", "SystemType": "Composed",
+			"Oem": map[string]any{"Rackpool": map[string]any{"CompositionState": "Composed", "Host": "host1", "Version": 4}}})
+	}))
+	t.Cleanup(srv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RACKPOOL_PASSWORD", "secret")
+	t.Setenv("RACKPOOL_CA_FILE", ca)
+	return srv.URL
+}
+
+// stdout runs f and returns what it printed.
+func stdout(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	ferr := f()
+	os.Stdout = old
+	w.Close()
+	out := <-done
+	if ferr != nil {
+		t.Fatalf("%v\n%s", ferr, out)
+	}
+	return out
+}
+
+// TestUpdateVerbsNameTheirAction: shrink asks for Rackpool.Shrink (once
+// it sent Expand with Remove, and the audit log said Expand), expand for
+// Rackpool.Expand; -q prints the system's ID alone.
+func TestUpdateVerbsNameTheirAction(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		run     func([]string) error
+		args    []string
+		request string
+		out     string
+	}{
+		{"shrink", runShrink, []string{"sys-1", "gpu2", "hdd1"},
+			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Shrink {"Blocks":["gpu2","hdd1"]}`, "sys-1 (sys-1) Composed on host1, version 4"},
+		{"shrink quiet", runShrink, []string{"-q", "sys-1", "gpu2"},
+			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Shrink {"Blocks":["gpu2"]}`, "sys-1\n"},
+		{"expand", runExpand, []string{"sys-1", "--need", "1 fpga", "--quiet"},
+			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Expand {"Needs":[{"Kind":"fpga","Count":1}]}`, "sys-1\n"},
+		{"compose quiet", runCompose, []string{"--host", "host1", "-q", "gpu1"},
+			`POST /redfish/v1/Systems `, "sys-1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeService{}
+			url := f.start(t)
+			out := stdout(t, func() error { return tc.run(append([]string{"--url", url}, tc.args...)) })
+			if len(f.reqs) == 0 || !strings.HasPrefix(f.reqs[0], tc.request) {
+				t.Errorf("requests %q, want the first to start %q", f.reqs, tc.request)
+			}
+			if strings.HasSuffix(tc.out, "\n") && out != tc.out || !strings.HasPrefix(out, tc.out) {
+				t.Errorf("printed %q, want %q", out, tc.out)
+			}
+		})
+	}
+}
