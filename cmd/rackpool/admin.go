@@ -30,12 +30,7 @@ func runExport(args []string) error {
 		_, err := os.Stdout.Write(append(doc, '\n'))
 		return err
 	}
-	// Write the whole file or nothing.
-	tmp := *out + ".tmp"
-	if err := os.WriteFile(tmp, append(doc, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, *out)
+	return writeFile(*out, append(doc, '\n'), 0o600)
 }
 
 type auditEntry struct {

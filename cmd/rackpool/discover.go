@@ -91,7 +91,7 @@ func runDiscover(args []string) error {
 		_, err = os.Stdout.Write(data)
 		return err
 	}
-	if err := os.WriteFile(*out, data, 0o644); err != nil {
+	if err := writeFile(*out, data, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %d hosts, %d fabrics, %d devices\n", *out, len(top.Inventory.Hosts), len(top.Inventory.Fabrics), len(top.Inventory.Devices))
