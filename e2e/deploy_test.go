@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"rackpool/examples"
 	"rackpool/internal/bmc/bmctest"
+	"rackpool/internal/childproc"
 )
 
 // TestDeployWithSushy drives Ironic's deploy flow with sushy, Ironic's
@@ -20,7 +20,7 @@ import (
 // each step.
 func TestDeployWithSushy(t *testing.T) {
 	py := pythonWithRedfish(t)
-	if out, err := exec.Command(py, "-c", "import sushy").CombinedOutput(); err != nil {
+	if out, err := childproc.Command(py, "-c", "import sushy").CombinedOutput(); err != nil {
 		t.Fatalf("no sushy in %s (run scripts/pyenv.sh): %v\n%s", py, err, out)
 	}
 	script, err := filepath.Abs(filepath.Join("testdata", "deploy_sushy.py"))
@@ -29,7 +29,7 @@ func TestDeployWithSushy(t *testing.T) {
 	}
 	run := func(t *testing.T, s *server, args ...string) {
 		t.Helper()
-		cmd := exec.Command(py, append([]string{script}, args...)...)
+		cmd := childproc.Command(py, append([]string{script}, args...)...)
 		cmd.Env = s.env()
 		out, err := cmd.CombinedOutput()
 		t.Logf("deploy_sushy.py %s:\n%s", strings.Join(args, " "), out)

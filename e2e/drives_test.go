@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/nbd"
 )
 
@@ -96,7 +97,7 @@ func (r *driveRack) owner(t *testing.T, drive string) api.Drive {
 func (r *driveRack) connect(t *testing.T, drive string) (sock string, p *proc) {
 	t.Helper()
 	sock = filepath.Join(shortDir(t), "d.sock")
-	cmd := exec.Command(binary, "drive", "connect", drive, "--listen", "unix:"+sock, "--url", r.s.url)
+	cmd := childproc.Command(binary, "drive", "connect", drive, "--listen", "unix:"+sock, "--url", r.s.url)
 	cmd.Env = r.s.env()
 	p = &proc{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
@@ -127,7 +128,7 @@ func shortDir(t *testing.T) string {
 
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
+	out, err := childproc.Command(name, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
@@ -141,7 +142,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	skipShort(t)
 	needTools(t, "nbdinfo", "qemu-io", "nbdcopy")
 	r := startDriveRack(t, "host1", "host2")
-	bad := exec.Command(binary, "drive", "connect", "ssd1", "--listen", "unix:"+filepath.Join(shortDir(t), "x.sock"),
+	bad := childproc.Command(binary, "drive", "connect", "ssd1", "--listen", "unix:"+filepath.Join(shortDir(t), "x.sock"),
 		"--url", r.s.url, "--procs", "-1")
 	bad.Env = r.s.env()
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "--procs -1: want 0 or more") {
@@ -160,7 +161,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	if strings.Contains(out, "mismatch") || !strings.Contains(out, "read 1048576/1048576") {
 		t.Fatalf("qemu-io pattern check:\n%s", out)
 	}
-	if out, err := exec.Command("qemu-io", "-f", "raw", uri, "-c", "read -P 0xcd 0 1M").CombinedOutput(); err == nil && !strings.Contains(string(out), "mismatch") {
+	if out, err := childproc.Command("qemu-io", "-f", "raw", uri, "-c", "read -P 0xcd 0 1M").CombinedOutput(); err == nil && !strings.Contains(string(out), "mismatch") {
 		t.Fatalf("qemu-io found 0xcd where 0xab was written:\n%s", out)
 	}
 	// nbdcopy a random image in and out, byte compared.
@@ -205,7 +206,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 		"forged token":        "ssd2@" + string(forged),
 		"unknown drive":       "ssd9@" + g.Token,
 	} {
-		out, err := exec.Command("nbdinfo", "nbd://"+g.Endpoint+"/"+export).CombinedOutput()
+		out, err := childproc.Command("nbdinfo", "nbd://"+g.Endpoint+"/"+export).CombinedOutput()
 		if err == nil {
 			t.Errorf("%s: nbdinfo opened the export:\n%s", name, out)
 		}
@@ -216,7 +217,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	if !strings.Contains(bare, `"is_read_only": true`) || !strings.Contains(bare, `"export-size": 67108864`) {
 		t.Errorf("bare export name:\n%s", bare)
 	}
-	if out, err := exec.Command("qemu-io", "-f", "raw", "-r", "nbd://"+g.Endpoint+"/ssd2", "-c", "read 0 4k").CombinedOutput(); err == nil &&
+	if out, err := childproc.Command("qemu-io", "-f", "raw", "-r", "nbd://"+g.Endpoint+"/ssd2", "-c", "read 0 4k").CombinedOutput(); err == nil &&
 		!strings.Contains(string(out), "Operation not permitted") {
 		t.Errorf("read without a token:\n%s", out)
 	}
@@ -231,7 +232,7 @@ func TestDriveFailoverUnderFio(t *testing.T) {
 	r := startDriveRack(t, "host1", "host2")
 	before := r.owner(t, "ssd1")
 	sock, conn := r.connect(t, "ssd1")
-	fio := exec.Command("fio", "--name=failover", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
+	fio := childproc.Command("fio", "--name=failover", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
 		"--rw=randwrite", "--bs=4k", "--iodepth=16", "--size=24M", "--rate_iops=3000", "--verify=crc32c", "--do_verify=1",
 		"--verify_fatal=1", "--verify_state_save=0", "--end_fsync=1", "--output-format=terse")
 	var out bytes.Buffer
@@ -419,7 +420,7 @@ func TestElasticLive(t *testing.T) {
 	// Load: fio on ssd1 through drive connect, verified, at ~2,000 IOPS,
 	// far over 70% of the active nodes' 300 ops/s each.
 	sock, conn := r.connect(t, "ssd1")
-	fio := exec.Command("fio", "--name=elastic", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
+	fio := childproc.Command("fio", "--name=elastic", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
 		"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32M", "--rate_iops=2000", "--verify=crc32c", "--do_verify=1",
 		"--verify_fatal=1", "--verify_state_save=0", "--output-format=terse")
 	var out bytes.Buffer

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 )
 
 const password = "e2e-secret"
@@ -35,9 +36,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "rackpool")
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/rackpool").CombinedOutput()
+	out, err := childproc.Command("go", "build", "-o", binary, "../cmd/rackpool").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build rackpool: %v\n%s", err, out)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -121,7 +123,7 @@ func startAt(t *testing.T, addr, data string, env []string, flags ...string) *se
 func launch(t *testing.T, addr, data string, env []string, flags ...string) (*server, error) {
 	t.Helper()
 	args := append([]string{"serve", "--addr", addr, "--data", data}, flags...)
-	cmd := exec.Command(binary, args...)
+	cmd := childproc.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
 	s := &server{t: t, cmd: cmd, url: "https://" + addr, addr: addr, data: data, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
 	for i, f := range flags {
@@ -168,7 +170,7 @@ func startDefault(t *testing.T, flags ...string) *server {
 
 func (s *server) kill() {
 	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
-		_ = s.cmd.Process.Kill()
+		childproc.Stop(s.cmd)
 		_ = s.cmd.Wait()
 	}
 }
@@ -221,7 +223,7 @@ func (s *server) request(method, path, body string, auth bool) (int, string) {
 
 // cli runs a client verb against s.
 func (s *server) cli(args ...string) (string, error) {
-	cmd := exec.Command(binary, args...)
+	cmd := childproc.Command(binary, args...)
 	cmd.Env = s.env()
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -3,11 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"rackpool/internal/childproc"
 )
 
 // TestExportImportAcrossStarts: export the allocation of one service with
@@ -32,7 +33,7 @@ func TestExportImportAcrossStarts(t *testing.T) {
 	}
 	// Importing into the same state again cannot fit: the start fails.
 	dst.kill()
-	cmd := exec.Command(binary, "serve", "--addr", freeAddr(t), "--data", dst.data, "--import", file)
+	cmd := childproc.Command(binary, "serve", "--addr", freeAddr(t), "--data", dst.data, "--import", file)
 	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password)
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--import") {
@@ -98,7 +99,7 @@ func TestPythonRedfishClient(t *testing.T) {
 	skipShort(t)
 	py := pythonWithRedfish(t)
 	srv := startDefault(t, "--fabric-time", "instant")
-	cmd := exec.Command(py, "testdata/redfish_client.py", srv.url, "Administrator", password)
+	cmd := childproc.Command(py, "testdata/redfish_client.py", srv.url, "Administrator", password)
 	cmd.Env = srv.env() // the library's requests trust the service's CA through REQUESTS_CA_BUNDLE
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -121,7 +122,7 @@ func pythonWithRedfish(t *testing.T) string {
 	if py == "" {
 		py = filepath.Join("..", ".venv-rf", "bin", "python")
 	}
-	if out, err := exec.Command(py, "-c", "import redfish").CombinedOutput(); err != nil {
+	if out, err := childproc.Command(py, "-c", "import redfish").CombinedOutput(); err != nil {
 		t.Fatalf("no Python with the redfish library at %s (run scripts/pyenv.sh): %v\n%s", py, err, out)
 	}
 	return py

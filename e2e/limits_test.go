@@ -10,12 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"rackpool/internal/childproc"
 )
 
 // oversizedScript posts an oversized body with Python's urllib and with
@@ -47,7 +48,7 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 	srv := startDefault(t)
 	const want = "413 Base.1.22.PayloadTooLarge"
 	for _, n := range []int{2 << 20, 8 << 20} {
-		cmd := exec.Command(py, "-c", oversizedScript, srv.url, "Administrator", password, strconv.Itoa(n))
+		cmd := childproc.Command(py, "-c", oversizedScript, srv.url, "Administrator", password, strconv.Itoa(n))
 		cmd.Env = srv.env() // SSL_CERT_FILE for urllib, REQUESTS_CA_BUNDLE for requests
 		out, err := cmd.CombinedOutput()
 		if err != nil {
@@ -64,7 +65,7 @@ func TestOversizedBodyAnswers413(t *testing.T) {
 		if err := os.WriteFile(file, body, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		curl, err := exec.Command("curl", "-sS", "--cacert", srv.ca, "-u", "Administrator:"+password, "-H", "Content-Type: application/json",
+		curl, err := childproc.Command("curl", "-sS", "--cacert", srv.ca, "-u", "Administrator:"+password, "-H", "Content-Type: application/json",
 			"-H", "Expect:", "--data-binary", "@"+file, srv.url+"/redfish/v1/Systems").CombinedOutput()
 		if err != nil || !strings.Contains(string(curl), "Base.1.22.PayloadTooLarge") {
 			t.Errorf("%d bytes from curl: %v\n%.400s", n, err, curl)
@@ -165,7 +166,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 		t.Errorf("idle connection: read %v after %v, want EOF after about 400 ms", err, time.Since(start))
 	}
 	// Bad values are refused before anything starts.
-	out, err := exec.Command(binary, "serve", "--idle-timeout", "0s", "--data", t.TempDir()).CombinedOutput()
+	out, err := childproc.Command(binary, "serve", "--idle-timeout", "0s", "--data", t.TempDir()).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--idle-timeout must be positive") {
 		t.Errorf("serve --idle-timeout 0s: %v\n%s", err, out)
 	}
@@ -234,7 +235,7 @@ func TestConnectionLimit(t *testing.T) {
 			if peak < limit-2 {
 				t.Errorf("server held at most %d connections of %d idle ones: the limit %d was not reached", peak, idle, limit)
 			}
-			out, err := exec.Command(binary, "serve", "--max-connections", "0", "--data", t.TempDir()).CombinedOutput()
+			out, err := childproc.Command(binary, "serve", "--max-connections", "0", "--data", t.TempDir()).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "--max-connections must be at least 1") {
 				t.Errorf("serve --max-connections 0: %v\n%s", err, out)
 			}

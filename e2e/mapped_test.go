@@ -5,11 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"rackpool/internal/childproc"
 )
 
 // TestCacheMappedTier runs the cache with its remote tier on mapped memory:
@@ -72,11 +73,11 @@ func TestMappedRefusals(t *testing.T) {
 	s := startDefault(t)
 	sock := filepath.Join(t.TempDir(), "memnode.sock")
 	startMemnode(t, s, "--capacity", "16MiB", "--map-socket", sock, "--map-hosts", "host1")
-	out, err := exec.Command(binary, "cache", "--remote-memory", "4MiB", "--remote-tier", "mapped", "--control", s.url).CombinedOutput()
+	out, err := childproc.Command(binary, "cache", "--remote-memory", "4MiB", "--remote-tier", "mapped", "--control", s.url).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--remote-tier mapped needs --host") {
 		t.Errorf("cache --remote-tier mapped without --host: %v\n%s", err, out)
 	}
-	out, err = exec.Command(binary, "cache", "--remote-memory", "4MiB", "--remote-tier", "cxl", "--control", s.url).CombinedOutput()
+	out, err = childproc.Command(binary, "cache", "--remote-memory", "4MiB", "--remote-tier", "cxl", "--control", s.url).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "want tcp or mapped") {
 		t.Errorf("cache --remote-tier cxl: %v\n%s", err, out)
 	}
@@ -88,7 +89,7 @@ func TestMappedRefusals(t *testing.T) {
 	if err != nil || !strings.Contains(got, "mappable from host1 through "+sock) {
 		t.Errorf("lease --mapped for host1: %v\n%s", err, got)
 	}
-	out, err = exec.Command(binary, "memnode", "--map-socket", sock, "--control", s.url).CombinedOutput()
+	out, err = childproc.Command(binary, "memnode", "--map-socket", sock, "--control", s.url).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--map-socket and --map-hosts go together") {
 		t.Errorf("memnode --map-socket without hosts: %v\n%s", err, out)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/memory"
 )
 
@@ -28,7 +29,7 @@ type proc struct {
 func startProc(t *testing.T, s *server, verb string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(binary, append([]string{verb, "--addr", addr}, args...)...)
+	cmd := childproc.Command(binary, append([]string{verb, "--addr", addr}, args...)...)
 	cmd.Env = s.env()
 	p := &proc{cmd: cmd, addr: addr, stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
 	"rackpool/internal/topology"
@@ -115,7 +116,7 @@ func runServe(t *testing.T, data string, env []string, flags ...string) (string,
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"serve", "--addr", freeAddr(t), "--data", data}, flags...)...)
+	cmd := childproc.CommandContext(ctx, binary, append([]string{"serve", "--addr", freeAddr(t), "--data", data}, flags...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -198,7 +199,7 @@ func startStandby(t *testing.T, url string, env []string, flags ...string) *serv
 	if len(flags) == 0 {
 		flags = []string{"--fabric-time", "instant"}
 	}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", addr, "--data", data, "--store", url, "--standby"}, flags...)...)
+	s.cmd = childproc.Command(binary, append([]string{"serve", "--addr", addr, "--data", data, "--store", url, "--standby"}, flags...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {

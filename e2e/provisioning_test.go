@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 )
 
 // TestProvisioningFollowsRealUse is the live loop end to end on this
@@ -51,7 +51,7 @@ func TestProvisioningFollowsRealUse(t *testing.T) {
 
 	// The workload: 0.3 GiB, a ramp to 2.5 GiB over about 10 s, held,
 	// then back to 0.3 GiB; it reports each phase on stdout.
-	work := exec.Command("python3", "-c", rampScript)
+	work := childproc.Command("python3", "-c", rampScript)
 	stdout := &syncBuffer{}
 	work.Stdout, work.Stderr = stdout, stdout
 	if err := work.Start(); err != nil {
@@ -66,7 +66,7 @@ func TestProvisioningFollowsRealUse(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cg.dir, "cgroup.procs"), []byte(strconv.Itoa(work.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	agent := exec.Command(binary, "agent", "--control", s.url, "--system", sys.ID, "--cgroup", cg.rel, "--interval", "250ms")
+	agent := childproc.Command(binary, "agent", "--control", s.url, "--system", sys.ID, "--cgroup", cg.rel, "--interval", "250ms")
 	agent.Env = append(os.Environ(), "RACKPOOL_USER=Administrator", "RACKPOOL_PASSWORD="+password, "RACKPOOL_CA_FILE="+s.ca)
 	logs := &syncBuffer{}
 	agent.Stderr = logs

@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 )
 
 // fabricEmulator is one running `rackpool fabric-emulator`.
@@ -38,7 +39,7 @@ func startFabricEmulator(t *testing.T, fabricID string, flags ...string) *fabric
 		addr := freeAddr(t)
 		args := append([]string{"fabric-emulator", "--fabric", fabricID, "--addr", addr, "--data", data}, flags...)
 		e := &fabricEmulator{fabric: fabricID, url: "https://" + addr, ca: filepath.Join(data, "tls", "ca.pem"), stderr: &syncBuffer{}}
-		e.cmd = exec.Command(binary, args...)
+		e.cmd = childproc.Command(binary, args...)
 		e.cmd.Env = append(os.Environ(), "RACKPOOL_FM_PASSWORD="+fmPassword)
 		e.cmd.Stderr = e.stderr
 		if err := e.cmd.Start(); err != nil {
@@ -153,7 +154,7 @@ func TestServeDrivesRedfishManager(t *testing.T) {
 	topo := redfishRack(t, fm)
 
 	// Without the password serve refuses to start, naming the variable.
-	cmd := exec.Command(binary, "serve", "--addr", freeAddr(t), "--data", t.TempDir(), "--topology", topo)
+	cmd := childproc.Command(binary, "serve", "--addr", freeAddr(t), "--data", t.TempDir(), "--topology", topo)
 	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password, "FALCON1_PASSWORD=")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "FALCON1_PASSWORD") || strings.Contains(string(out), fmPassword) {

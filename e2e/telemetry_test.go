@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/memory"
 )
 
@@ -171,7 +172,7 @@ func TestTelemetry(t *testing.T) {
 
 // runAgentCmd is `rackpool agent --control URL args...` as user.
 func runAgentCmd(s *server, cred [2]string, args ...string) *exec.Cmd {
-	cmd := exec.Command(binary, append([]string{"agent", "--control", s.url}, args...)...)
+	cmd := childproc.Command(binary, append([]string{"agent", "--control", s.url}, args...)...)
 	cmd.Env = append(os.Environ(), "RACKPOOL_USER="+cred[0], "RACKPOOL_PASSWORD="+cred[1], "RACKPOOL_CA_FILE="+s.ca)
 	return cmd
 }

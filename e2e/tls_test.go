@@ -10,12 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/pki"
 )
 
@@ -93,7 +93,7 @@ func TestHTTPSByDefault(t *testing.T) {
 	// The CLI run beside the data directory trusts its CA unasked;
 	// elsewhere it explains what to do.
 	cli := func(wd string, extra ...string) (string, error) {
-		cmd := exec.Command(binary, "systems")
+		cmd := childproc.Command(binary, "systems")
 		cmd.Dir = wd
 		cmd.Env = append(os.Environ(), "RACKPOOL_URL="+srv.url, "RACKPOOL_PASSWORD="+password, "RACKPOOL_CA_FILE=")
 		cmd.Env = append(cmd.Env, extra...)
@@ -134,7 +134,7 @@ func TestHTTPSByDefault(t *testing.T) {
 func TestInsecureHTTP(t *testing.T) {
 	skipShort(t)
 	for _, addr := range []string{"0.0.0.0:0", ":0"} {
-		out, err := exec.Command(binary, "serve", "--insecure-http", "--addr", addr, "--data", t.TempDir()).CombinedOutput()
+		out, err := childproc.Command(binary, "serve", "--insecure-http", "--addr", addr, "--data", t.TempDir()).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "only a loopback address may") {
 			t.Errorf("serve --insecure-http --addr %s: %v\n%s", addr, err, out)
 		}
@@ -187,7 +187,7 @@ func TestDataDirectoryLock(t *testing.T) {
 	data := t.TempDir()
 	env := []string{"RACKPOOL_ADMIN_PASSWORD=" + password}
 	srv := start(t, data, env)
-	out, err := exec.Command(binary, "serve", "--addr", freeAddr(t), "--data", data).CombinedOutput()
+	out, err := childproc.Command(binary, "serve", "--addr", freeAddr(t), "--data", data).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "is in use by another rackpool serve") ||
 		!strings.Contains(string(out), fmt.Sprintf("pid %d", srv.cmd.Process.Pid)) {
 		t.Errorf("second serve on the same data: %v\n%s", err, out)

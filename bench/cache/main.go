@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/memlease"
 	"rackpool/internal/units"
 )
@@ -393,7 +394,7 @@ func run(cfg *config) error {
 		Command: strings.Join(append([]string{"bench/cache"}, os.Args[1:]...), " "), Config: cfg}
 	useRP := slices.ContainsFunc(cfg.Systems, isRackpool)
 	if slices.Contains(cfg.Systems, sysMemcached) || slices.Contains(cfg.Systems, sysExtstore) {
-		out, err := exec.Command(cfg.Memcached, "-V").Output()
+		out, err := childproc.Command(cfg.Memcached, "-V").Output()
 		if err != nil {
 			return fmt.Errorf("memcached (-memcached %s): %w", cfg.Memcached, err)
 		}
@@ -696,7 +697,7 @@ func putBE32(b []byte, v uint32) {
 func pin(pids []int, same bool) (func(), error) {
 	n := runtime.NumCPU()
 	set := func(pid int, cpus string) error {
-		out, err := exec.Command("taskset", "-a", "-cp", cpus, strconv.Itoa(pid)).CombinedOutput()
+		out, err := childproc.Command("taskset", "-a", "-cp", cpus, strconv.Itoa(pid)).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("taskset -a -cp %s %d: %v: %s", cpus, pid, err, out)
 		}

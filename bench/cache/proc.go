@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"rackpool/api"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"rackpool/api"
+	"rackpool/internal/childproc"
 )
 
 // proc is a child process started by the benchmark. Every child runs in its
@@ -39,10 +41,9 @@ func startProc(name, logPath string, env []string, bin string, args ...string) (
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := childproc.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

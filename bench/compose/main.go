@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
 	"rackpool/internal/events"
@@ -67,29 +68,32 @@ func main() {
 	flag.StringVar(&storeKind, "store", "sqlite", "the control plane's store: sqlite (a file in a temporary directory) or postgres (a PostgreSQL server this benchmark starts in a temporary directory, one database per run)")
 	flag.Parse()
 	if storeKind != "sqlite" && storeKind != "postgres" {
-		log.Fatalf("-store: want sqlite or postgres, got %q", storeKind)
+		childproc.Fatalf("-store: want sqlite or postgres, got %q", storeKind)
 	}
 	if storeKind == "postgres" {
 		bin, err := pgtest.Bin()
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		if pgServer, err = pgtest.New(bin); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
-		defer func() {
+		// Stopped and removed on every exit path: an error or an
+		// interrupt too.
+		childproc.AtExit(func() {
 			pgServer.Stop("fast")
 			os.RemoveAll(pgServer.Dir)
-		}()
+		})
+		defer childproc.RunAtExit()
 	}
 	dur := time.Duration(*seconds * float64(time.Second))
 	stopProfiles, err := profiling.Start(*cpuprofile, *memprofile)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	defer func() {
 		if err := stopProfiles(); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 	}()
 
@@ -112,7 +116,7 @@ func main() {
 	})
 	gen, err := topology.Parse("generated", topology.GenerateRacks(100))
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	for _, n := range []int{1, 2, 4, *clients} {
 		report("10,000 blocks, constrained (1 GPU + 1 NVMe + 16 GiB), scheduler picks host", gen, n, dur, constrained)
@@ -157,7 +161,7 @@ func replicaBench(top *topology.Topology, list string, clients int, dur time.Dur
 	for _, f := range strings.Split(list, ",") {
 		var n int
 		if _, err := fmt.Sscan(f, &n); err != nil || n < 1 {
-			log.Fatalf("-replicas: %q is not a number of replicas", f)
+			childproc.Fatalf("-replicas: %q is not a number of replicas", f)
 		}
 		cps := startReplicas(top, n)
 		r := runOn(cps, clients, dur, constrained)
@@ -202,7 +206,7 @@ func loadTimed(name string, file func() []byte) loaded {
 	t0 := time.Now()
 	top, err := topology.Parse(name, src)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	l := loaded{name: name, top: top, parse: time.Since(t0)}
 	t1 := time.Now()
@@ -264,14 +268,15 @@ type controlPlane struct {
 func startControlPlane(top *topology.Topology) *controlPlane {
 	dir, err := os.MkdirTemp("", "rackpool-bench")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	ctx := context.Background()
 	st := openStore(ctx, dir)
 	drivers, err := emulated.NewAll(top, clock.Instant{})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
+	childproc.AtExit(func() { os.RemoveAll(dir) })
 	cp := newControlPlane(top, st, drivers, dir, nil, "")
 	closeCP := cp.close
 	cp.close = func() {
@@ -288,29 +293,30 @@ func startControlPlane(top *topology.Topology) *controlPlane {
 func startReplicas(top *topology.Topology, n int) []*controlPlane {
 	dir, err := os.MkdirTemp("", "rackpool-bench")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
+	childproc.AtExit(func() { os.RemoveAll(dir) })
 	ctx := context.Background()
 	url := newDatabase(ctx)
 	drivers, err := emulated.NewAll(top, clock.Instant{})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	var cps []*controlPlane
 	for i := range n {
 		st, err := postgres.Open(ctx, url)
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		// Each holds a membership, as serve --active does: its writes are
 		// fenced by it and its records name it.
 		member := fmt.Sprintf("%sbench%d", postgres.MemberPrefix, i)
 		if _, err := st.Lead(ctx, member, "bench replica", postgres.LeadOptions{Shared: "serve"}); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		head, err := st.Head(ctx)
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		cps = append(cps, newControlPlane(top, st, drivers, dir, replica.New(st, head, nil), member))
 	}
@@ -332,11 +338,11 @@ func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]
 	mgr, err := compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers,
 		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, CatchUp: catchUp, Spread: follow != nil, Replica: member})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	auth, _, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: time.Hour, AdminPassword: "bench", CatchUp: catchUp})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	stop := func() {}
 	if follow != nil {
@@ -354,16 +360,16 @@ func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	// HTTPS with the service's own CA, as serve does by default.
 	m, err := pki.Ensure(filepath.Join(dir, "tls"), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	clientTLS, err := api.TLSConfig(m.CAFile)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	srv := &http.Server{Handler: redfish.New(mgr, auth, redfish.Options{Store: st, Observer: obs, AsyncThreshold: -1})}
 	go srv.Serve(tls.NewListener(ln, pki.ServerConfig(m.Certificate)))
@@ -388,13 +394,13 @@ func openStore(ctx context.Context, dir string) store.Store {
 	if storeKind == "sqlite" {
 		st, err := sqlite.Open(dir)
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		return st
 	}
 	st, err := postgres.Open(ctx, newDatabase(ctx))
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	return st
 }
@@ -405,11 +411,11 @@ func newDatabase(ctx context.Context) string {
 	db := fmt.Sprintf("bench_%d", databases)
 	conn, err := pgx.Connect(ctx, pgServer.URL(pgServer.Addr(), "postgres"))
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	return pgServer.URL(pgServer.Addr(), db)
 }
@@ -436,7 +442,7 @@ func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) a
 	req, _ := http.NewRequest("POST", cps[0].url+"/redfish/v1/SessionService/Sessions", bytes.NewBufferString(`{"UserName":"Administrator","Password":"bench"}`))
 	resp, err := hc.Do(req)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	resp.Body.Close()
 	token := resp.Header.Get("X-Auth-Token")
@@ -451,7 +457,7 @@ func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) a
 		req.Header.Set("X-Auth-Token", token)
 		resp, err := hc.Do(req)
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(resp.Body)
@@ -480,13 +486,13 @@ func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) a
 					continue
 				}
 				if status != http.StatusCreated {
-					log.Fatalf("compose: %d %s", status, data)
+					childproc.Fatalf("compose: %d %s", status, data)
 				}
 				t1 := time.Now()
 				var sys struct{ Id string }
 				_ = json.Unmarshal(data, &sys)
 				if status, data := do(url, "DELETE", "/redfish/v1/Systems/"+sys.Id, nil); status != http.StatusNoContent {
-					log.Fatalf("decompose: %d %s", status, data)
+					childproc.Fatalf("decompose: %d %s", status, data)
 				}
 				t2 := time.Now()
 				cs, ds = append(cs, t1.Sub(t0)), append(ds, t2.Sub(t1))
@@ -503,11 +509,11 @@ func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) a
 	for _, cp := range cps {
 		if cp.catchUp != nil {
 			if err := cp.catchUp(context.Background()); err != nil {
-				log.Fatal(err)
+				childproc.Fatal(err)
 			}
 		}
 		if left := cp.mgr.List(); len(left) != 0 {
-			log.Fatalf("%d compositions left after the run", len(left))
+			childproc.Fatalf("%d compositions left after the run", len(left))
 		}
 		c, r := cp.mgr.Conflicts()
 		res.conflicts += c
@@ -525,7 +531,7 @@ func runOn(cps []*controlPlane, clients int, dur time.Duration, body func(int) a
 func schedulerBench(big []*topology.Topology) {
 	racks, err := topology.Parse("generated", topology.GenerateRacks(1000))
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	whole := func(int) schedule.Request {
 		return schedule.Request{Needs: []schedule.Need{
@@ -548,7 +554,7 @@ func schedulerBench(big []*topology.Topology) {
 			for i := 0; i < n; i++ {
 				p, err := s.Schedule(st, req(i))
 				if err != nil {
-					log.Fatal(err)
+					childproc.Fatal(err)
 				}
 				st.Commit(p)
 				live = append(live, p)

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -38,6 +37,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/internal/chart"
+	"rackpool/internal/childproc"
 	"rackpool/internal/nbd"
 )
 
@@ -109,7 +109,7 @@ func main() {
 	flag.Parse()
 	match, err := regexp.Compile(*only)
 	if err != nil {
-		log.Fatalf("-rows: %v", err)
+		childproc.Fatalf("-rows: %v", err)
 	}
 	if *replot {
 		var rep report
@@ -121,7 +121,7 @@ func main() {
 			err = write(*out, rep)
 		}
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		return
 	}
@@ -130,36 +130,38 @@ func main() {
 	}
 	for _, tool := range []string{"fio", "nbdkit"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			log.Fatalf("%s is not installed (.ci/run installs it)", tool)
+			childproc.Fatalf("%s is not installed (.ci/run installs it)", tool)
 		}
 	}
 	work, err := os.MkdirTemp("", "rp-drives")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
-	defer os.RemoveAll(work)
+	// Removed on every exit path: an error or an interrupt too.
+	childproc.AtExit(func() { os.RemoveAll(work) })
+	defer childproc.RunAtExit()
 	rp := *bin
 	if rp == "" {
 		rp = filepath.Join(work, "rackpool")
-		if out, err := exec.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			log.Fatalf("go build: %v\n%s", err, out)
+		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
+			childproc.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs}
 	if *profile != "" {
 		if b.profile, err = filepath.Abs(*profile); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		if err := os.MkdirAll(b.profile, 0o755); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 	}
-	defer b.stop()
+	childproc.AtExit(b.stop)
 	if err := b.setUp(); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	if *quick {
 		*reps = 1
@@ -180,7 +182,7 @@ func main() {
 			for i, sys := range systems {
 				res, err := fio(sys.uri, r, *dur, *size)
 				if err != nil {
-					log.Fatalf("%s, %s: %v", sys.name, r.Name, err)
+					childproc.Fatalf("%s, %s: %v", sys.name, r.Name, err)
 				}
 				res.System, res.Row = sys.name, r.Name
 				runs[i] = append(runs[i], res)
@@ -202,11 +204,11 @@ func main() {
 	}
 	if *kills > 0 {
 		if rep.Failovers, err = b.failovers(*kills); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 	}
 	if err := write(*out, rep); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 }
 
@@ -272,7 +274,7 @@ fabrics:
 func freeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
@@ -280,7 +282,7 @@ func freeAddr() string {
 
 // start runs the binary with args and waits for marker in its log.
 func (b *bench) start(name, marker string, env []string, bin string, args ...string) error {
-	cmd := exec.Command(bin, args...)
+	cmd := childproc.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	buf := &bytes.Buffer{}
 	lw := &lockedWriter{mu: &b.mu, w: buf}
@@ -496,7 +498,7 @@ func fio(uri string, r row, dur time.Duration, size int64) (result, error) {
 		fmt.Sprintf("--iodepth=%d", r.Depth), fmt.Sprintf("--numjobs=%d", r.Jobs), "--group_reporting",
 		fmt.Sprintf("--size=%d", size), "--time_based", fmt.Sprintf("--runtime=%dms", dur.Milliseconds()),
 		"--randrepeat=0", "--norandommap", "--output-format=json"}
-	out, err := exec.Command("fio", args...).Output()
+	out, err := childproc.Command("fio", args...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

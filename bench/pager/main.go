@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"rackpool/internal/chart"
+	"rackpool/internal/childproc"
 	"rackpool/internal/memory"
 	"rackpool/internal/pager"
 	"rackpool/internal/pager/workload"
@@ -263,7 +264,7 @@ func startMemnode(capacity uint64) (*memnode, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe)
+	cmd := childproc.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x", memnodeEnv, capacity, []byte(key)))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -351,17 +352,17 @@ func setupSwap(n int64) (*swapSetup, error) {
 		s.teardown()
 		return nil, err
 	}
-	if out, err := exec.Command("fallocate", "-l", strconv.FormatInt(n, 10), s.file).CombinedOutput(); err != nil {
+	if out, err := childproc.Command("fallocate", "-l", strconv.FormatInt(n, 10), s.file).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("fallocate a swap file: %v: %s", err, out))
 	}
 	os.Chmod(s.file, 0o600)
-	if out, err := exec.Command("mkswap", s.file).CombinedOutput(); err != nil {
+	if out, err := childproc.Command("mkswap", s.file).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("mkswap: %v: %s", err, out))
 	}
-	if out, err := exec.Command("swapon", s.file).CombinedOutput(); err != nil {
+	if out, err := childproc.Command("swapon", s.file).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("swapon: %v: %s", err, strings.TrimSpace(string(out))))
 	}
-	if out, err := exec.Command("findmnt", "-no", "FSTYPE", "-T", dir).Output(); err == nil {
+	if out, err := childproc.Command("findmnt", "-no", "FSTYPE", "-T", dir).Output(); err == nil {
 		s.fs = strings.TrimSpace(string(out))
 	}
 	s.cgroup = filepath.Join(cgRoot, fmt.Sprintf("bench-pager-%d", os.Getpid()))
@@ -376,7 +377,7 @@ func (s *swapSetup) teardown() {
 	if s.cgroup != "" {
 		os.Remove(s.cgroup)
 	}
-	exec.Command("swapoff", s.file).Run()
+	childproc.Command("swapoff", s.file).Run()
 	os.RemoveAll(s.dir)
 }
 
@@ -391,7 +392,7 @@ func (s *swapSetup) run(w string, size int64, frac, ops int, want uint64) (time.
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.Command(exe)
+	cmd := childproc.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", workerEnv, w, size, ops))
 	cmd.Stderr = os.Stderr
 	in, _ := cmd.StdinPipe()

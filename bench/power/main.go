@@ -41,12 +41,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -59,6 +57,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/pki"
 )
 
@@ -172,25 +171,27 @@ func main() {
 	for _, f := range strings.Split(*clientList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > len(hostBlocks) {
-			log.Fatalf("-clients: %q is not a number from 1 to %d", f, len(hostBlocks))
+			childproc.Fatalf("-clients: %q is not a number from 1 to %d", f, len(hostBlocks))
 		}
 		clients = append(clients, n)
 	}
 	if *nops < 2 {
-		log.Fatal("-ops must be at least 2")
+		childproc.Fatal("-ops must be at least 2")
 	}
 	most := slices.Max(clients)
 
 	work, err := os.MkdirTemp("", "rp-bench-power")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
-	defer os.RemoveAll(work)
+	// Removed on every exit path: an error or an interrupt too.
+	childproc.AtExit(func() { os.RemoveAll(work) })
+	defer childproc.RunAtExit()
 	rp := *bin
 	if rp == "" {
 		rp = filepath.Join(work, "rackpool")
-		if out, err := exec.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			log.Fatalf("go build: %v\n%s", err, out)
+		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
+			childproc.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
 	sb := *sushyBin
@@ -201,19 +202,19 @@ func main() {
 		sb = filepath.Join(".venv-rf", "bin", "sushy-emulator")
 	}
 	if _, err := os.Stat(sb); err != nil {
-		log.Fatalf("sushy-emulator: %v (run scripts/pyenv.sh, or give -sushy)", err)
+		childproc.Fatalf("sushy-emulator: %v (run scripts/pyenv.sh, or give -sushy)", err)
 	}
 
 	rpSvc, err := startRackpool(rp, filepath.Join(work, "serve"), most)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
-	defer rpSvc.stop()
+	childproc.AtExit(rpSvc.stop)
 	suSvc, err := startSushy(sb, filepath.Join(work, "sushy"), most, *sushyTLS)
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
-	defer suSvc.stop()
+	childproc.AtExit(suSvc.stop)
 
 	fmt.Printf("# rackpool power benchmark\n\n%s, %d CPUs, %s; rackpool serve --fabric-time instant (SQLite, HTTPS) and sushy-emulator (fake driver, %s), Basic authentication, one system and one client connection (kept alive where the server allows) per client, %d operations per run, limit %s\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.Version(), map[bool]string{false: "HTTP", true: "HTTPS"}[*sushyTLS], *nops, *limit)
@@ -239,7 +240,7 @@ func main() {
 		}
 		want := map[bool]string{false: "Off", true: "On"}[rpSvc.on[i]]
 		if err != nil || sys.PowerState != want {
-			log.Fatalf("rackpool %s: PowerState %q after the run, want %s (%d, %v)", p, sys.PowerState, want, status, err)
+			childproc.Fatalf("rackpool %s: PowerState %q after the run, want %s (%d, %v)", p, sys.PowerState, want, status, err)
 		}
 	}
 	fmt.Println()
@@ -266,7 +267,7 @@ func run(s *service, o op, c, n int, limit time.Duration) result {
 		hcs[i] = s.client()
 		for range 2 {
 			if status, body, err := s.do(hcs[i], http.MethodGet, s.systems[i], nil); err != nil || status != http.StatusOK {
-				log.Fatalf("%s: warm-up GET %s: %d %v %s", s.name, s.systems[i], status, err, body)
+				childproc.Fatalf("%s: warm-up GET %s: %d %v %s", s.name, s.systems[i], status, err, body)
 			}
 		}
 	}
@@ -295,7 +296,7 @@ func run(s *service, o op, c, n int, limit time.Duration) result {
 				d := time.Since(t)
 				// 202 would be a task still running: not what is measured.
 				if err != nil || status/100 != 2 || status == http.StatusAccepted {
-					log.Fatalf("%s: %s on %s: %d %v %s", s.name, o.name, s.systems[i], status, err, body)
+					childproc.Fatalf("%s: %s on %s: %d %v %s", s.name, o.name, s.systems[i], status, err, body)
 				}
 				lat = append(lat, d)
 			}
@@ -327,7 +328,7 @@ func filters(rpSvc, suSvc *service) {
 	members := func(s *service, h *http.Client, q string) (int, int, string) {
 		status, body, err := s.do(h, http.MethodGet, "/redfish/v1/Systems"+q, nil)
 		if err != nil {
-			log.Fatalf("%s: GET Systems%s: %v", s.name, q, err)
+			childproc.Fatalf("%s: GET Systems%s: %v", s.name, q, err)
 		}
 		var coll struct {
 			Members []json.RawMessage
@@ -357,11 +358,11 @@ func filters(rpSvc, suSvc *service) {
 		status, body, err := rpSvc.do(h, http.MethodGet, q, nil)
 		lat = append(lat, time.Since(t))
 		if err != nil || status != http.StatusOK {
-			log.Fatalf("rackpool: GET %s: %d %v %s", q, status, err, body)
+			childproc.Fatalf("rackpool: GET %s: %d %v %s", q, status, err, body)
 		}
 		var coll struct{ Members []json.RawMessage }
 		if err := json.Unmarshal(body, &coll); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		n = len(coll.Members)
 	}
@@ -404,7 +405,7 @@ func (t *tail) String() string {
 // process starts bin with args and env (added to this one's, without the
 // names in drop) and returns a function that kills it and its exit.
 func process(bin string, args, env, drop []string) (func(), <-chan error, *tail, error) {
-	cmd := exec.Command(bin, args...)
+	cmd := childproc.Command(bin, args...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return slices.ContainsFunc(drop, func(name string) bool { return strings.HasPrefix(kv, name+"=") })
 	})

@@ -20,13 +20,13 @@ import (
 	"log"
 
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"rackpool/internal/chart"
+	"rackpool/internal/childproc"
 	"rackpool/internal/demand"
 	"rackpool/internal/forecast"
 	"rackpool/internal/provision"
@@ -182,7 +182,7 @@ func cost(g trace, python string, quick bool) {
 	}
 	n := min(len(windows), 300)
 	js, _ := json.Marshal(windows[:n])
-	cmd := exec.Command(python, "-c", peerScript)
+	cmd := childproc.Command(python, "-c", peerScript)
 	cmd.Stdin = bytes.NewReader(js)
 	outb, err := cmd.Output()
 	if err != nil {

@@ -19,18 +19,18 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"rackpool/internal/chart"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"rackpool/internal/chart"
+	"rackpool/internal/childproc"
 )
 
 const (
@@ -65,23 +65,25 @@ func main() {
 	if *replot != "" {
 		points, err := readTable(*replot)
 		if err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		if err := writeCharts(*out, points); err != nil {
-			log.Fatal(err)
+			childproc.Fatal(err)
 		}
 		return
 	}
 	work, err := os.MkdirTemp("", "rackpool-scaling")
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
-	defer os.RemoveAll(work)
+	// Removed on every exit path: an error or an interrupt too.
+	childproc.AtExit(func() { os.RemoveAll(work) })
+	defer childproc.RunAtExit()
 	rp := *bin
 	if rp == "" {
 		rp = filepath.Join(work, "rackpool")
-		if out, err := exec.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			log.Fatalf("go build: %v\n%s", err, out)
+		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
+			childproc.Fatalf("go build: %v\n%s", err, out)
 		}
 	}
 	var points []point
@@ -92,7 +94,7 @@ func main() {
 		for _, ts := range strings.Split(*traysFlag, ",") {
 			trays, err := strconv.Atoi(strings.TrimSpace(ts))
 			if err != nil || trays < 1 {
-				log.Fatalf("bad tray count %q", ts)
+				childproc.Fatalf("bad tray count %q", ts)
 			}
 			p := run(rp, work, pol, trays)
 			points = append(points, p)
@@ -101,7 +103,7 @@ func main() {
 		}
 	}
 	if err := writeCharts(*out, points); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 }
 
@@ -232,14 +234,14 @@ workload:
   hold_step: 0
 `, name, policy, trays, cardsPerTray, p.requests, fullLoad*float64(trays)/4096)
 	if err := os.WriteFile(scenario, []byte(src), 0o644); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	dir := filepath.Join(work, name)
-	cmd := exec.Command(rp, "sim", "--quiet", "--scenario", scenario, "--out", dir)
+	cmd := childproc.Command(rp, "sim", "--quiet", "--scenario", scenario, "--out", dir)
 	cmd.Stderr = os.Stderr
 	t0 := time.Now()
 	if err := cmd.Run(); err != nil {
-		log.Fatalf("%s: %v", name, err)
+		childproc.Fatalf("%s: %v", name, err)
 	}
 	p.total = time.Since(t0).Seconds()
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -247,19 +249,19 @@ workload:
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	var s struct {
 		Accepted    int     `json:"accepted"`
 		WallSeconds float64 `json:"wall_seconds"`
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	p.accepted, p.wall = s.Accepted, s.WallSeconds
 	p.usPerDecision = 1e6 * p.wall / float64(p.requests)
 	if p.accepted == 0 || p.accepted > p.requests || p.wall <= 0 {
-		log.Fatalf("%s: implausible result: %d of %d accepted in %v s", name, p.accepted, p.requests, p.wall)
+		childproc.Fatalf("%s: implausible result: %d of %d accepted in %v s", name, p.accepted, p.requests, p.wall)
 	}
 	return p
 }

@@ -21,16 +21,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/clock"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
@@ -64,7 +63,7 @@ func main() {
 	out := flag.String("out", "build/bench-southbound", "report directory")
 	flag.Parse()
 	if *cycles < 10 {
-		log.Fatal("-cycles must be at least 10")
+		childproc.Fatal("-cycles must be at least 10")
 	}
 	top := topology.LoadDefault()
 	ctx := context.Background()
@@ -72,21 +71,21 @@ func main() {
 
 	emu, err := emulated.New(top, top.Fabric(fabricID), clock.Instant{})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	results = append(results, measure("emulated driver, in process", *cycles, emu))
 
 	srv, err := fmserver.New(fmserver.Options{Topology: top, Fabric: fabricID, Clock: clock.Instant{}, User: user, Password: password,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	d, err := rfdriver.New(ctx, rfdriver.Options{Topology: top, Fabric: fabricID, URL: ts.URL, User: user, Password: password,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	results = append(results, measure("redfish driver (Go) → fabric-emulator", *cycles, d))
 	_ = d.Close(ctx)
@@ -94,12 +93,12 @@ func main() {
 	if *python != "" {
 		r, err := peer(*python, ts.URL, *cycles)
 		if err != nil {
-			log.Fatalf("python-redfish peer: %v", err)
+			childproc.Fatalf("python-redfish peer: %v", err)
 		}
 		results = append(results, r)
 	}
 	if st, err := srv.Driver().Discover(ctx); err != nil || len(st.Attachments) != 0 {
-		log.Fatalf("the fabric is not back to empty after the run: %v %v", st.Attachments, err)
+		childproc.Fatalf("the fabric is not back to empty after the run: %v %v", st.Attachments, err)
 	}
 	report(results, *out)
 }
@@ -119,7 +118,7 @@ func measure(name string, cycles int, d fabric.Driver) result {
 			r, err := op(ctx, gpu1)
 			must(r, err)
 			if !r.Changed {
-				log.Fatalf("%s: an operation changed nothing", name)
+				childproc.Fatalf("%s: an operation changed nothing", name)
 			}
 			lat = append(lat, time.Since(t))
 		}
@@ -129,7 +128,7 @@ func measure(name string, cycles int, d fabric.Driver) result {
 
 func must(_ fabric.Result, err error) {
 	if err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 }
 
@@ -186,7 +185,7 @@ print(json.dumps({"lat": lat, "total": total}))
 
 // peer runs the Python Redfish library against url.
 func peer(python, url string, cycles int) (result, error) {
-	cmd := exec.Command(python, "-c", peerScript, url, user, password, fmt.Sprint(cycles))
+	cmd := childproc.Command(python, "-c", peerScript, url, user, password, fmt.Sprint(cycles))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -220,13 +219,13 @@ func report(results []result, out string) {
 	}
 	fmt.Print(b.String())
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(out, "southbound.md"), []byte(b.String()), 0o644); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 	data, _ := json.MarshalIndent(results, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, "southbound.json"), data, 0o644); err != nil {
-		log.Fatal(err)
+		childproc.Fatal(err)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"rackpool/internal/bmc/bmctest"
+	"rackpool/internal/childproc"
 )
 
 // client is a Client of the emulator's system (as Options.System).
@@ -385,14 +385,14 @@ func TestTLS(t *testing.T) {
 // use it.
 func TestSushyLibrary(t *testing.T) {
 	python := filepath.Join(filepath.Dir(bmctest.Binary(t)), "python")
-	if out, err := exec.Command(python, "-c", "import sushy").CombinedOutput(); err != nil {
+	if out, err := childproc.Command(python, "-c", "import sushy").CombinedOutput(); err != nil {
 		bmctest.Need(t, "%s cannot import sushy (run scripts/pyenv.sh): %v\n%s", python, err, out)
 	}
 	s := sys(1, "host", "Off")
 	e := bmctest.Start(t, []bmctest.System{s}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "sushy_smoke.py"), e.URL, bmctest.User, bmctest.Password, s.Path())
+	cmd := childproc.CommandContext(ctx, python, filepath.Join("testdata", "sushy_smoke.py"), e.URL, bmctest.User, bmctest.Password, s.Path())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

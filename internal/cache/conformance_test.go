@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"rackpool/internal/childproc"
 )
 
 // TestConformanceScript runs scripts/cache-conformance.sh (memccapable and
@@ -28,7 +30,7 @@ func TestConformanceScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, addr := startCache(t, Options{LocalMemory: 256 << 20})
-	cmd := exec.Command(script, addr)
+	cmd := childproc.Command(script, addr)
 	cmd.Dir = filepath.Dir(script)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

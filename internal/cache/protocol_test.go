@@ -9,13 +9,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"rackpool/internal/clock"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"rackpool/internal/childproc"
+	"rackpool/internal/clock"
 )
 
 // The golden protocol cases in testdata/protocol.txt were recorded from
@@ -225,7 +227,7 @@ func startMemcached(t testing.TB, bin string, args ...string) string {
 	if os.Geteuid() == 0 {
 		argv = append(argv, "-u", "nobody")
 	}
-	cmd := exec.Command(bin, argv...)
+	cmd := childproc.Command(bin, argv...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

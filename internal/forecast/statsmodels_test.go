@@ -6,9 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"rackpool/internal/childproc"
 )
 
 // python finds an interpreter with statsmodels: $RACKPOOL_PYTHON, else the
@@ -25,7 +26,7 @@ func python(t *testing.T) string {
 		cands = append(cands, filepath.Join(root, ".venv-rf", "bin", "python"))
 	}
 	for _, p := range cands {
-		if exec.Command(p, "-c", "import statsmodels").Run() == nil {
+		if childproc.Command(p, "-c", "import statsmodels").Run() == nil {
 			return p
 		}
 	}
@@ -142,7 +143,7 @@ func runReference(t *testing.T, cs []refCase) []refResult {
 	if d := os.Getenv("FORECAST_DUMP"); d != "" {
 		_ = os.WriteFile(d, in, 0o644)
 	}
-	cmd := exec.Command(py, "testdata/statsmodels_ref.py")
+	cmd := childproc.Command(py, "testdata/statsmodels_ref.py")
 	cmd.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

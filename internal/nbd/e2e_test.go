@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rackpool/internal/childproc"
 )
 
 // These tests drive the server with third-party NBD clients, and the
@@ -36,7 +38,7 @@ func run(t *testing.T, timeout time.Duration, name string, args ...string) (stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	out, err := childproc.CommandContext(ctx, name, args...).CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %s: timed out after %v\n%s", name, strings.Join(args, " "), timeout, out)
 	}
@@ -184,7 +186,7 @@ func startNbdkit(t *testing.T, args ...string) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "s")
-	cmd := exec.Command(nbdkit, append(append([]string{"-f", "-U", sock}, args...), "memory", "16M")...)
+	cmd := childproc.Command(nbdkit, append(append([]string{"-f", "-U", sock}, args...), "memory", "16M")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

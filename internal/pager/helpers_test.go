@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/memory"
 )
 
@@ -93,7 +94,7 @@ func startNode(t testing.TB, capacity uint64) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0])
+	cmd := childproc.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x", memnodeEnv, capacity, []byte(key)))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

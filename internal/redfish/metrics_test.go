@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -188,7 +190,7 @@ func TestMetricsPromtool(t *testing.T) {
 		t.Skip("promtool is not on PATH and RACKPOOL_E2E is not 1")
 	}
 	body := scrapeAfterUse(t)
-	cmd := exec.Command(bin, "check", "metrics")
+	cmd := childproc.Command(bin, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(body)
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {

@@ -45,7 +45,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,6 +54,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/pki"
 )
 
@@ -197,7 +197,7 @@ func Start(t testing.TB, systems []System, tlsDir string) *Emulator {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	cmd := exec.Command(bin, "--config", conf, "--interface", "127.0.0.1", "--port", fmt.Sprint(port))
+	cmd := childproc.Command(bin, "--config", conf, "--interface", "127.0.0.1", "--port", fmt.Sprint(port))
 	// SUSHY_EMULATOR_CONFIG would load another config first.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SUSHY_EMULATOR_CONFIG=") })
 	var log syncBuffer

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/topology"
 )
 
@@ -76,7 +76,7 @@ func freePort(t *testing.T) int {
 // process is killed when the test ends.
 func serveMockup(t *testing.T, bin, dir string) string {
 	port := freePort(t)
-	cmd := exec.Command(bin, "-m", dir, "-i", "127.0.0.1", "-p", fmt.Sprint(port))
+	cmd := childproc.Command(bin, "-m", dir, "-i", "127.0.0.1", "-p", fmt.Sprint(port))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

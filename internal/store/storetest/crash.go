@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/inventory"
 	"rackpool/internal/store"
 )
@@ -105,7 +106,7 @@ func Crash(t *testing.T, cfg CrashConfig) {
 		cfg.Rounds = 3
 	}
 	for round := range cfg.Rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^"+cfg.ChildTest+"$", "-test.count=1")
+		cmd := childproc.Command(os.Args[0], "-test.run=^"+cfg.ChildTest+"$", "-test.count=1")
 		cmd.Env = append(os.Environ(), cfg.Env)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()

@@ -1,9 +1,12 @@
 // Package pgtest starts a real PostgreSQL server for tests: Debian's
-// postgresql binaries (initdb, pg_ctl), a cluster in a temporary directory
+// postgresql binaries (initdb, postgres), a cluster in a temporary directory
 // owned by the test, listening on loopback and on a unix socket in that
 // directory, with password (SCRAM) authentication for one superuser. When
 // the test runs as root the cluster runs as the postgres user, as
-// PostgreSQL refuses to run as root.
+// PostgreSQL refuses to run as root. The server runs in the foreground as
+// a child of the test (never detached by pg_ctl), in a process group of its
+// own that the kernel kills when the test process dies, so that a failed or
+// killed test leaves no server behind.
 //
 // A test that needs one calls Start; without the binaries it is skipped,
 // unless RACKPOOL_E2E is 1 (as make test sets it), where it fails: CI
@@ -30,6 +33,8 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/childproc"
+
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,9 +47,11 @@ type Server struct {
 	Port     int
 	Password string
 
-	bin  string // directory of initdb and pg_ctl
+	bin  string // directory of initdb and postgres
 	cred *syscall.Credential
 	mu   sync.Mutex
+	proc *exec.Cmd     // the running postmaster, nil when stopped
+	done chan struct{} // closed when proc has exited
 }
 
 // Bin returns the directory holding initdb and pg_ctl: $RACKPOOL_PG_BIN, the
@@ -88,7 +95,14 @@ func Start(tb testing.TB) *Server {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		s.Stop("immediate")
+		// An immediate stop lets the postmaster remove its shared memory
+		// (a SIGKILL would leave it); Stop kills what does not stop.
+		s.mu.Lock()
+		running := s.proc != nil
+		s.mu.Unlock()
+		if running {
+			s.Stop("immediate")
+		}
 		os.RemoveAll(s.Dir)
 	})
 	return s
@@ -169,38 +183,93 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 }
 
 // Start starts the stopped cluster on its port and waits until it accepts
-// connections.
+// connections (at most two minutes, for a loaded machine).
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	opts := strings.Join([]string{
-		"-c listen_addresses=127.0.0.1",
-		"-p " + strconv.Itoa(s.Port),
-		"-k " + s.Dir,
-		"-c max_connections=300",
-		"-c shared_buffers=64MB",
-		"-c fsync=on",
-		"-c synchronous_commit=on",
-		"-c log_min_messages=warning",
-	}, " ")
-	out, err := s.command("pg_ctl", "start", "-w", "-t", "60", "-D", s.data(), "-l", filepath.Join(s.Dir, "log"), "-o", opts).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, s.Log())
+	if s.proc != nil {
+		return errors.New("pgtest: the server is already running")
 	}
-	return nil
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := s.command("postgres", "-D", s.data(),
+		"-c", "listen_addresses=127.0.0.1",
+		"-p", strconv.Itoa(s.Port),
+		"-k", s.Dir,
+		"-c", "max_connections=300",
+		"-c", "shared_buffers=64MB",
+		"-c", "fsync=on",
+		"-c", "synchronous_commit=on",
+		"-c", "log_min_messages=warning")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	childproc.Bind(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.proc, s.done = cmd, done
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		out, err := s.command("pg_isready", "-q", "-h", s.Dir, "-p", strconv.Itoa(s.Port), "-t", "5").CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			s.proc, s.done = nil, nil
+			return fmt.Errorf("postgres exited while starting: %s\n%s", cmd.ProcessState, s.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("postgres did not accept connections within 2 minutes (pg_isready: %v %s)\n%s", err, out, s.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
-// Stop stops the cluster with pg_ctl's mode: "fast" (roll back sessions,
-// checkpoint) or "immediate" (no checkpoint: the next start recovers from
-// the WAL, as after a crash).
+// Stop stops the cluster as pg_ctl's mode would: "smart" (wait for
+// sessions), "fast" (roll back sessions, checkpoint) or "immediate" (no
+// checkpoint: the next start recovers from the WAL, as after a crash). It
+// waits for the server to exit; one still running after a minute is
+// killed.
 func (s *Server) Stop(mode string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out, err := s.command("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", s.data()).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("pg_ctl stop -m %s: %v\n%s", mode, err, out)
+	sig := map[string]syscall.Signal{"smart": syscall.SIGTERM, "fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}[mode]
+	if sig == 0 {
+		return fmt.Errorf("pgtest: stop mode %q: want smart, fast or immediate", mode)
 	}
+	if s.proc == nil {
+		return errors.New("pgtest: the server is not running")
+	}
+	_ = s.proc.Process.Signal(sig)
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		s.kill()
+		return fmt.Errorf("postgres did not stop within a minute of the %s stop; killed\n%s", mode, s.Log())
+	}
+	childproc.Stop(s.proc) // a backend the postmaster left behind
+	s.proc, s.done = nil, nil
 	return nil
+}
+
+// kill kills the server's process group and waits for the postmaster.
+func (s *Server) kill() {
+	if s.proc == nil {
+		return
+	}
+	childproc.Stop(s.proc)
+	<-s.done
+	s.proc, s.done = nil, nil
 }
 
 // Addr is the server's loopback TCP address.
