@@ -111,7 +111,31 @@ func TestKillDuringManifestStorm(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// The kill comes once every storm has had acknowledgements (and
+		// goes on), however slowly a loaded machine gets there.
+		const killAfter = 10 // manifests
+		progress := func() (manifests, leases, accounts int) {
+			mu.Lock()
+			for _, a := range actions {
+				if a.acked {
+					manifests++
+				}
+			}
+			mu.Unlock()
+			side.mu.Lock()
+			defer side.mu.Unlock()
+			return manifests, side.ackedLeases, side.ackedAccounts
+		}
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+			m, l, a := progress()
+			if m >= killAfter && l > 0 && a > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("round %d: after 5 minutes %d manifests, %d leases and %d accounts were acknowledged; waited for %d, 1 and 1", round, m, l, a, killAfter)
+				break
+			}
+		}
 		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
