@@ -20,22 +20,8 @@ run: build ## build and serve the built-in example rack with SQLite state in ./d
 setup: ## install what the tests need, once (Debian packages, Go modules, the Python and npm tools); make test runs it
 	scripts/setup.sh
 
-test: setup ui-check ## set up, then run every test (unit tests under -race, end-to-end tests incl. the console in Chromium, benchmarks once, DMTF conformance)
-	$(GO) vet ./...
-	RACKPOOL_E2E=1 $(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./internal/... > /dev/null
-	$(GO) run ./bench/compose -seconds 0.2 > /dev/null
-	$(GO) run ./bench/compose -seconds 0.2 -large=false -store postgres > /dev/null
-	$(GO) build -o build/rackpool ./cmd/rackpool
-	$(GO) run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke \
-		$$(command -v memcached >/dev/null || echo -systems rackpool) > /dev/null
-	if command -v fio >/dev/null && command -v nbdkit >/dev/null; then \
-		$(GO) run ./bench/drives -bin build/rackpool -quick -out build/bench-drives-smoke > /dev/null; \
-	else echo "fio or nbdkit missing: bench/drives smoke skipped (.ci/run installs them)"; fi
-	$(GO) run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke > /dev/null
-	$(GO) run ./bench/southbound -cycles 20 -out build/bench-southbound-smoke > /dev/null
-	mkdir -p build/scaling-smoke && $(GO) run ./bench/scaling -bin build/rackpool -trays 16,42 -out build/scaling-smoke > /dev/null
-	$(MAKE) conformance
+test: setup ui-check ## set up, then run every test (unit tests under -race, end-to-end tests incl. the console in Chromium, benchmarks once, DMTF conformance) and check that nothing was left behind
+	GO=$(GO) scripts/test.sh
 
 conformance: ## DMTF Redfish service, protocol and interop validators (reports in build/conformance)
 	GO=$(GO) scripts/conformance.sh
