@@ -79,10 +79,6 @@ type Config struct {
 	MFP         float64            // memory latency sensitivity (P0 Eq. 2)
 	LocalNS     float64            // local DRAM latency (P0: 75 ns)
 	UnitCost    map[string]float64 // P0 Eq. 1 C_i per resource type
-	// ExplainRejections runs the full explaining scheduler on this many
-	// rejected requests to count rejection reasons (the rest are counted
-	// as rejected without a reason).
-	ExplainRejections int
 }
 
 // Workload says where requests come from.
@@ -188,10 +184,9 @@ func Defaults() Config {
 			NodePeakToAverage: 2.78,
 			AggPeakToAverage:  1.68,
 		},
-		MFP:               0.20,
-		LocalNS:           75,
-		UnitCost:          map[string]float64{"cores": 1, "memory_gb": 1, "gpus": 1, "storage_gb": 1},
-		ExplainRejections: 200,
+		MFP:      0.20,
+		LocalNS:  75,
+		UnitCost: map[string]float64{"cores": 1, "memory_gb": 1, "gpus": 1, "storage_gb": 1},
 	}
 }
 

@@ -95,7 +95,6 @@ type engine struct {
 
 	requests, accepted int
 	reasons            map[string]int
-	explained          int
 	decisions          int
 	hopCount           map[int]int
 	rtts               []float64
@@ -103,6 +102,12 @@ type engine struct {
 	rttSeen            int
 	rng                *rand.Rand
 	slowdowns          []float64
+
+	// For explaining rejections (why): an empty state, built on first
+	// use, and the reason of each share no host could ever take.
+	empty *schedule.State
+	never map[schedule.Share]string
+	room  []int // scratch: indices of hosts with room
 
 	demand      *Demand
 	acceptedIDs []string
@@ -311,13 +316,13 @@ func (e *engine) place(r *Request) {
 	e.requests++
 	req, ok := e.request(r)
 	if !ok {
-		e.reasons["not-offered"]++
+		e.reasons[ReasonNotOffered]++
 		return
 	}
 	e.decisions++
 	plan, err := e.sched.Place(e.st, req)
 	if err != nil {
-		e.reasons["invalid"]++
+		e.reasons[ReasonInvalid]++
 		return
 	}
 	if plan == nil {
@@ -331,27 +336,10 @@ func (e *engine) place(r *Request) {
 	heap.Push(&e.deps, departure{t: e.now + r.Hold, seq: e.seq, plan: plan, req: r})
 }
 
-// reject counts a rejection; the first ExplainRejections are explained by
-// the full scheduler (the same search, recording every candidate's
-// reason) and counted by their most common reason.
+// reject counts a rejection under the reason the scheduler gives for it
+// (see why): every rejected request is counted under exactly one.
 func (e *engine) reject(req schedule.Request) {
-	if e.explained >= e.c.ExplainRejections {
-		e.reasons["unexplained"]++
-		return
-	}
-	e.explained++
-	counts, err := e.sched.Reasons(e.st, req)
-	if err != nil || len(counts) == 0 {
-		e.reasons["unexplained"]++
-		return
-	}
-	var best schedule.Reason
-	for r, n := range counts {
-		if best == "" || n > counts[best] || (n == counts[best] && r < best) {
-			best = r
-		}
-	}
-	e.reasons[string(best)]++
+	e.reasons[e.why(req)]++
 }
 
 func (e *engine) commit(p *schedule.Plan, r *Request) {

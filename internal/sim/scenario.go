@@ -355,12 +355,12 @@ func scenarioWorkloadKeys(w *Workload) []scenarioKey {
 func scenarioMetricsKeys(c *Config) []scenarioKey {
 	return []scenarioKey{
 		{"sample_every", &c.SampleEvery}, {"mfp", &c.MFP}, {"local_ns", &c.LocalNS},
-		{"explain_rejections", &c.ExplainRejections}, {"unit_cost", nil},
+		{"unit_cost", nil},
 	}
 }
 
 // scenarioMetricsFields are the FieldError names that live in the metrics section.
-var scenarioMetricsFields = []string{"sample_every", "mfp", "local_ns", "explain_rejections", "unit_cost"}
+var scenarioMetricsFields = []string{"sample_every", "mfp", "local_ns", "unit_cost"}
 
 // top decodes the top-level mapping into c; the sweep section is returned
 // in sweep for later.

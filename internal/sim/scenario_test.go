@@ -66,7 +66,6 @@ metrics:
   sample_every: 0
   mfp: 0.2
   local_ns: 75
-  explain_rejections: 200
   unit_cost: {cores: 1, memory_gb: 1, gpus: 4, storage_gb: 0.01}
 sweep:
   planes: [12, 16, 20, 24]
@@ -158,7 +157,6 @@ metrics:
   sample_every: 5
   mfp: 0.3
   local_ns: 80
-  explain_rejections: 10
   unit_cost:
     gpus: 4
     storage_gb: 0.01
@@ -185,7 +183,7 @@ func TestScenarioEveryKey(t *testing.T) {
 			Nodes: 10, Steps: 20, StepLength: 30, NodeAvgGB: 16, NodePeakToAverage: 3, AggPeakToAverage: 1.5,
 			DemandTrace: filepath.Join("base", "traces", "d.csv"), Provisioning: "predictive",
 		},
-		SampleEvery: 5, MFP: 0.3, LocalNS: 80, ExplainRejections: 10,
+		SampleEvery: 5, MFP: 0.3, LocalNS: 80,
 		// unit_cost replaces the entries it names and keeps the others.
 		UnitCost: map[string]float64{"cores": 1, "memory_gb": 1, "gpus": 4, "storage_gb": 0.01},
 	}
@@ -253,7 +251,7 @@ func TestScenarioErrors(t *testing.T) {
 		{"top level list", "- hosts\n", `s.yaml:1: a scenario is a mapping of settings, got a list`},
 		{"unknown key", "name: x\nhostz: 3\n", `s.yaml:2: unknown key "hostz" (valid: architecture, `},
 		{"unknown workload key", "workload:\n  kind: monet\n  bogus: 2\n", `s.yaml:3: workload: unknown key "bogus" (valid: aggregate_peak_to_average, bandwidth_gbps, `},
-		{"unknown metrics key", "metrics:\n  cost: 2\n", `s.yaml:2: metrics: unknown key "cost" (valid: explain_rejections, local_ns, mfp, sample_every, unit_cost)`},
+		{"unknown metrics key", "metrics:\n  cost: 2\n", `s.yaml:2: metrics: unknown key "cost" (valid: local_ns, mfp, sample_every, unit_cost)`},
 		{"metrics key at top level", "mfp: 0.2\n", `s.yaml:1: unknown key "mfp"`},
 		{"key twice", "hosts: 1\nracks: 2\nhosts: 2\n", `s.yaml:3: hosts: given twice (first on line 1)`},
 		{"workload key twice", "workload:\n  load: 1\n  load: 2\n", `s.yaml:3: workload.load: given twice (first on line 2)`},

@@ -209,10 +209,12 @@ func (e *engine) runDemand(ctx context.Context, d *giraphDemand, progress Progre
 		e.requests++
 		e.decisions++
 		p, err := e.sched.Place(e.st, req)
-		if err != nil || p == nil {
-			if err == nil {
-				e.reject(req)
-			}
+		if err != nil {
+			e.reasons[ReasonInvalid]++
+			return false
+		}
+		if p == nil {
+			e.reject(req)
 			return false
 		}
 		e.accepted++
