@@ -84,6 +84,42 @@ func TestSimTraceAndScenario(t *testing.T) {
 	}
 }
 
+// TestSimRejectionReasons runs the shipped P4 §5.A scenario as a user
+// would: every rejected request is counted under one reason in
+// summary.json (none "unexplained", the counts adding up to the
+// rejections), and report.html names each with what it means.
+func TestSimRejectionReasons(t *testing.T) {
+	skipShort(t)
+	out := filepath.Join(t.TempDir(), "monet")
+	if o, err := sim("--scenario", "../examples/sim/monet-5a.yaml", "--out", out); err != nil {
+		t.Fatalf("%v\n%s", err, o)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Rejected   int            `json:"rejected"`
+		Rejections map[string]int `json:"rejections"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	sum := 0
+	for _, n := range s.Rejections {
+		sum += n
+	}
+	if s.Rejected == 0 || sum != s.Rejected || s.Rejections["unexplained"] > 0 {
+		t.Errorf("%d rejected, by reason %v (sum %d)", s.Rejected, s.Rejections, sum)
+	}
+	html, _ := os.ReadFile(filepath.Join(out, "report.html"))
+	for _, want := range []string{"<th>meaning</th>", "fragmentation", "but no one host has them"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+}
+
 // TestSimShardedSweep splits a sweep into two shards and merges them: the
 // merged table has every point once.
 func TestSimShardedSweep(t *testing.T) {
@@ -117,6 +153,10 @@ sweep:
 	}
 	if rows := strings.Count(strings.TrimSpace(string(data)), "\n"); rows != 6 {
 		t.Errorf("merged sweep has %d rows, want 6:\n%s", rows, data)
+	}
+	// Load 2 rejects requests: their reasons are columns of counts.
+	if head, _, _ := strings.Cut(string(data), "\n"); !strings.Contains(head, ",rejected_") {
+		t.Errorf("sweep.csv has no rejection reasons: %s", head)
 	}
 	// Merging a shard with itself is refused.
 	if o, err := sim("merge", "--out", filepath.Join(dir, "dup"), filepath.Join(dir, "shard0"), filepath.Join(dir, "shard0")); err == nil {

@@ -439,17 +439,17 @@ func (p *runPage) build(res *sim.Result, types []string) {
 		{"acceptance ratio", "acceptance_ratio", num(s.AcceptanceRatio) + " (" + formatPercent(s.AcceptanceRatio) + ")"},
 		{"blocking ratio", "blocking_ratio", num(s.BlockingRatio) + " (" + formatPercent(s.BlockingRatio) + ")"},
 	}})
-	rej := reportSection{Title: "Rejections by reason (rejections)", Head: []string{"reason", "requests", "share of rejected"}}
+	rej := reportSection{Title: "Rejections by reason (rejections)", Head: []string{"reason", "requests", "share of rejected", "meaning"}}
 	for _, r := range slices.Sorted(maps.Keys(s.Rejections)) {
 		n := s.Rejections[r]
 		share := ""
 		if s.Rejected > 0 {
 			share = formatPercent(float64(n) / float64(s.Rejected))
 		}
-		rej.Table = append(rej.Table, []string{r, formatCount(n), share})
+		rej.Table = append(rej.Table, []string{r, formatCount(n), share, sim.ReasonMeanings[r]})
 	}
 	if len(rej.Table) == 0 {
-		rej.Table = [][]string{{"none", "0", ""}}
+		rej.Table = [][]string{{"none", "0", "", ""}}
 	}
 	p.Sections = append(p.Sections, rej)
 
@@ -649,12 +649,16 @@ func sweepTypes(rows []sim.SweepRow) []string {
 // sweepTable returns sweep.csv's header and rows. A parameter, type or
 // power figure a row lacks is an empty cell.
 func sweepTable(axes, types []string, rows []sim.SweepRow) ([]string, [][]string) {
+	reasons := sweepReasons(rows)
 	head := slices.Clone(axes)
 	head = append(head, "shard", "requests", "accepted", "acceptance_ratio")
 	for _, t := range types {
 		head = append(head, "mean_utilisation_"+t)
 	}
 	head = append(head, "rtt_mean_ns", "switch_power_installed_w", "switch_power_active_mean_w", "cost_total", "wall_seconds")
+	for _, r := range reasons {
+		head = append(head, "rejected_"+r)
+	}
 	table := make([][]string, len(rows))
 	for i, r := range rows {
 		s := r.Summary
@@ -677,9 +681,25 @@ func sweepTable(axes, types []string, rows []sim.SweepRow) ([]string, [][]string
 		} else {
 			row = append(row, "")
 		}
-		table[i] = append(row, formatExact(s.WallSeconds))
+		row = append(row, formatExact(s.WallSeconds))
+		for _, reason := range reasons {
+			row = append(row, strconv.Itoa(s.Rejections[reason]))
+		}
+		table[i] = row
 	}
 	return head, table
+}
+
+// sweepReasons returns the rejection reasons any row counts, sorted: each
+// is a sweep.csv column of counts (0 where a row has none).
+func sweepReasons(rows []sim.SweepRow) []string {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for k := range r.Summary.Rejections {
+			seen[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // sweepChart plots acceptance ratio (%) against the last axis, one series

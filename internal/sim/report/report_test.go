@@ -31,7 +31,7 @@ func testFullSummary() sim.Summary {
 		Rejected:        345,
 		AcceptanceRatio: 12000.0 / 12345,
 		BlockingRatio:   345.0 / 12345,
-		Rejections:      map[string]int{"no memory": 300, "<script>alert(1)</script>": 45},
+		Rejections:      map[string]int{"in-use": 300, "<script>alert(1)</script>": 45},
 		MeanUtilisation: map[string]float64{"cores": 0.61, "memory_gb": 0.72, "gpus": 0.4},
 		PeakUtilisation: map[string]float64{"cores": 0.99, "memory_gb": 1, "gpus": 0.8},
 		HopShare:        map[string]float64{"1": 0.625, "2": 0.25, "10": 0.125},
@@ -213,6 +213,7 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 		"<!DOCTYPE html>",
 		"pool vs servers &lt;run 1&gt;",         // the title, escaped
 		"&lt;script&gt;alert(1)&lt;/script&gt;", // a rejection reason, escaped
+		sim.ReasonMeanings["in-use"],            // and what a known one means
 		"composable architecture", "best-fit policy",
 		"97.2%",          // acceptance ratio
 		"12,345",         // requests
@@ -497,6 +498,8 @@ func TestWriteSweepReport(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sweep")
 	rows := testSweepRows(3)
 	rows[0].Summary.Cost = &sim.Cost{Total: 123.5}
+	rows[0].Summary.Rejections = map[string]int{"in-use": 5, "fragmentation": 2}
+	rows[1].Summary.Rejections = map[string]int{"in-use": 1}
 	axes := []string{"links", "load"}
 	if err := WriteSweepReport(dir, axes, rows); err != nil {
 		t.Fatal(err)
@@ -507,7 +510,7 @@ func TestWriteSweepReport(t *testing.T) {
 	}
 
 	recs := readReportCSV(t, filepath.Join(dir, "sweep.csv"))
-	head := "links,load,shard,requests,accepted,acceptance_ratio,mean_utilisation_cores,mean_utilisation_memory_gb,rtt_mean_ns,switch_power_installed_w,switch_power_active_mean_w,cost_total,wall_seconds"
+	head := "links,load,shard,requests,accepted,acceptance_ratio,mean_utilisation_cores,mean_utilisation_memory_gb,rtt_mean_ns,switch_power_installed_w,switch_power_active_mean_w,cost_total,wall_seconds,rejected_fragmentation,rejected_in-use"
 	if got := strings.Join(recs[0], ","); got != head {
 		t.Errorf("sweep.csv header\n %s\nwant\n %s", got, head)
 	}
@@ -519,6 +522,10 @@ func TestWriteSweepReport(t *testing.T) {
 	}
 	if recs[1][11] != "123.5" || recs[2][11] != "" {
 		t.Errorf("cost_total cells %q, %q", recs[1][11], recs[2][11])
+	}
+	// Rejections by reason: a count in every row, 0 where a row has none.
+	if got := [][]string{recs[1][13:], recs[2][13:], recs[3][13:]}; !reflect.DeepEqual(got, [][]string{{"2", "5"}, {"0", "1"}, {"0", "0"}}) {
+		t.Errorf("rejected_* cells %q", got)
 	}
 
 	back, err := ReadSweepRows(filepath.Join(dir, "sweep.json"))
