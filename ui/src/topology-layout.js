@@ -187,16 +187,19 @@ function kindCounts(devs) {
 // layout places everything expanded and visible under the filters.
 // state: {expanded: Set of node keys, kind: fabric kind or '', rack: rack
 // ID or ''}; att: attachments(); health: Map ID → Redfish health.
-// It returns {frames, nodes, edges, width, height, byKey}: each node (and
+// It returns {frames, nodes, edges, bands, width, height, byKey}: each node (and
 // frame: a fabric, drawn behind the rest) is {key, type, x, y, w, h, lines,
 // label, cls, expanded?}; each edge {key, from, to, attached}. A node's
 // label (its accessible name) begins with its visible lines, so that what
 // a user sees is what a screen reader or a voice command names it by, and
-// goes on with what did not fit.
+// goes on with what did not fit. bands lists each rack's vertical extent,
+// top to bottom ({key, top, bottom}; a closed rack's is its row's), so a
+// view can fit the first band when the whole drawing is too big to read.
 export function layout(model, state, att, health) {
   const frames = [];
   const nodes = [];
   const edges = [];
+  const bands = [];
   const byKey = new Map();
   const { expanded, kind, rack } = state;
   const add = (n, into = nodes) => {
@@ -292,6 +295,7 @@ export function layout(model, state, att, health) {
       if (rowX >= RACK_COLS * (RACK_W + GAP)) endRow();
       const counts = [attached, kindCounts(devs)].filter(Boolean).join(' · ') || 'no devices';
       add({ ...rbase, x: rowX, y, w: RACK_W, h: NODE_H, lines: [`▸ ${clip(`${name} · ${summary}`, 46)}`, clip(counts, 52)] });
+      bands.push({ key: r.key, top: y, bottom: y + NODE_H });
       rowX += RACK_W + GAP;
       width = Math.max(width, rowX - GAP);
       continue;
@@ -386,6 +390,7 @@ export function layout(model, state, att, health) {
       edges.push(...seen.values());
     }
     width = Math.max(width, right);
+    bands.push({ key: r.key, top: head.y, bottom: Math.max(hy, ry) });
     y = Math.max(hy, ry) + BAND_GAP;
   }
   endRow();
@@ -402,7 +407,7 @@ export function layout(model, state, att, health) {
   }
 
   for (const n of [...frames, ...nodes]) n.label = [...n.lines, ...n.more].filter(Boolean).join(', ');
-  return { frames, nodes, edges, width, height: Math.max(0, y - BAND_GAP), byKey };
+  return { frames, nodes, edges, bands, width, height: Math.max(0, y - BAND_GAP), byKey };
 }
 
 // reveal says what showing the node with key takes: {key, rack (the

@@ -20,13 +20,19 @@ const BLOCK_SELECT = ['Id', 'Status/Health', 'Oem/Rackpool/Device'];
 const MIN_K = 0.05;
 const MAX_K = 3;
 const TEXT_K = 0.4; // below this zoom, nodes are drawn without their text
+const READABLE_K = 0.6; // the opening view is drawn at least this large when it can be
+const PAD = 24; // screen pixels around a fitted drawing
 const MARGIN = 100; // screen pixels beyond the viewport still drawn
 const PAN_STEP = 80;
+const MIN_CANVAS_H = 320;
 
+const plural = (n, one) => `${n.toLocaleString()} ${n === 1 ? one : `${one}s`}`;
 const clampK = (k) => Math.min(MAX_K, Math.max(MIN_K, k));
 
 // defaultExpanded opens every rack of a small topology (and the device
 // groups when there are few devices); of a big one, the first rack only.
+// It is what a link to one node (?focus=) opens around it; the plain view
+// opens on openingView's choice.
 function defaultExpanded(model) {
   const open = new Set();
   const racks = [...model.racks.values()];
@@ -35,16 +41,58 @@ function defaultExpanded(model) {
   return open;
 }
 
-// initialView fits the drawing when it can be read that small, and
-// otherwise starts at its top left, full size.
-function initialView(lay, size) {
-  const k = Math.min((size.w - 32) / Math.max(lay.width, 1), (size.h - 32) / Math.max(lay.height, 1));
-  return k >= 0.6 ? fitView(lay, size) : { x: 16, y: 16, k: 1 };
+// detailLevels lists what the view could open with, the most detailed
+// first: every rack and device group open (a small rack), every rack open
+// with its groups closed, the first rack open, every rack closed (when
+// there are several: one closed rack alone says too little).
+function detailLevels(model) {
+  const racks = [...model.racks.values()].map((r) => r.key);
+  const levels = [];
+  if (racks.length <= 4) {
+    if (model.devices.size <= 100) levels.push(new Set([...racks, ...model.groups.keys()]));
+    levels.push(new Set(racks));
+  }
+  if (racks.length > 1) levels.push(new Set(racks.slice(0, 1)), new Set());
+  return levels;
 }
 
+// wholeK is the zoom at which the whole drawing fits size (at most 1).
+const wholeK = (lay, size) => Math.min(1, (size.w - PAD) / Math.max(lay.width, 1), (size.h - PAD) / Math.max(lay.height, 1));
+
+// placed puts the drawing at zoom k, centred across and at the top.
+const placed = (lay, size, k) => ({ k, x: (size.w - lay.width * k) / 2, y: PAD / 2 });
+
+// openingView chooses how the view opens: the most detailed level whose
+// whole drawing fits the canvas at a readable zoom, fitted. When none does
+// (many racks), the first rack open, fitted as fitted() does. It returns
+// {expanded, view}.
+function openingView(model, att, health, filters, size) {
+  const levels = detailLevels(model);
+  for (const expanded of levels) {
+    const lay = layout(model, { expanded, ...filters }, att, health);
+    const k = wholeK(lay, size);
+    if (k >= READABLE_K) return { expanded, view: placed(lay, size, k) };
+  }
+  const expanded = new Set([...model.racks.values()].slice(0, 1).map((r) => r.key));
+  return { expanded, view: fitted(layout(model, { expanded, ...filters }, att, health), size) };
+}
+
+// fitted is the view after a change of filters or Collapse all: the whole
+// drawing when it can be read that small; else the first band (rack) whole
+// when it can; else as wide as the canvas, the rest below to pan to. The
+// device columns are never cut off at the side.
+function fitted(lay, size) {
+  const k = wholeK(lay, size);
+  if (k >= READABLE_K) return placed(lay, size, k);
+  const first = lay.bands[0];
+  const across = Math.min(1, (size.w - PAD) / Math.max(lay.width, 1));
+  const band = first ? Math.min(across, (size.h - PAD) / Math.max(first.bottom, 1)) : 0;
+  return placed(lay, size, clampK(band >= READABLE_K ? band : across));
+}
+
+// fitView (the Fit button, and 0) fits the whole drawing however small.
 function fitView(lay, size) {
-  const k = clampK(Math.min((size.w - 32) / Math.max(lay.width, 1), (size.h - 32) / Math.max(lay.height, 1), 1));
-  return { k, x: (size.w - lay.width * k) / 2, y: 16 };
+  return placed(lay, size, clampK(wholeK(lay, size)));
 }
 
 // edgePath is a horizontal S-curve from the right of one node to the left
@@ -79,6 +127,7 @@ export function TopologyView({ params }) {
   const drag = useRef(null);
   const dragged = useRef(false);
   const focusedParam = useRef('');
+  const opened = useRef(false); // the first view has been chosen
   const reloadTimer = useRef();
   const sysCtl = useRef();
 
@@ -164,15 +213,29 @@ export function TopologyView({ params }) {
     [model, att, expanded, kind, rack, health],
   );
 
-  // The canvas' size, for fitting and for drawing only what is in view.
+  // The canvas reaches down to the bottom of the window (the help and the
+  // legend are below it), so the drawing can open fitted; its size is
+  // what fitting and drawing only what is in view go by.
   useLayoutEffect(() => {
     const el = canvas.current;
     if (!el) return undefined;
-    const measure = () => setSize({ w: el.clientWidth, h: el.clientHeight });
+    const box = el.parentElement;
+    const measure = () => {
+      const top = box.getBoundingClientRect().top + window.scrollY;
+      const height = `${Math.max(MIN_CANVAS_H, Math.floor(window.innerHeight - top - 12))}px`;
+      if (box.style.height !== height) box.style.height = height;
+      const w = el.clientWidth;
+      const h = el.clientHeight;
+      setSize((s) => (s.w === w && s.h === h ? s : { w, h }));
+    };
     measure();
     const ro = new ResizeObserver(measure);
     ro.observe(el);
-    return () => ro.disconnect();
+    window.addEventListener('resize', measure);
+    return () => {
+      ro.disconnect();
+      window.removeEventListener('resize', measure);
+    };
   }, [!!lay]);
 
   useEffect(() => {
@@ -190,10 +253,17 @@ export function TopologyView({ params }) {
           const cy = n.y + Math.min(n.h, 200) / 2;
           return { k, x: w / 2 - cx * k, y: h / 2 - cy * k };
         });
+        opened.current = true;
       }
       setCentreOn('');
+    } else if (!view && !opened.current) {
+      // The first view: as much detail as can be read whole.
+      opened.current = true;
+      const open = openingView(model, att, health, { kind, rack }, size);
+      setExpanded(open.expanded);
+      setView(open.view);
     } else if (!view) {
-      setView(initialView(lay, size));
+      setView(fitted(lay, size));
     }
   }, [lay, size, centreOn, view]);
 
@@ -351,7 +421,8 @@ export function TopologyView({ params }) {
     );
   }
 
-  const v = view || { x: 16, y: 16, k: 1 };
+  // Nothing is drawn until the first view is chosen (its size measured).
+  const v = view || { x: 0, y: 0, k: 1 };
   // The part of the plane in view (plus a margin), in layout units.
   const x0 = (-v.x - MARGIN) / v.k;
   const y0 = (-v.y - MARGIN) / v.k;
@@ -430,8 +501,8 @@ export function TopologyView({ params }) {
       </div>
       {sysError && <ErrorMessage error={sysError} />}
       <p class="topology-stats">
-        {model.name}: {model.hosts.size} hosts · {model.fabrics.size} fabrics · {model.devices.size} devices · {totals.blocks} blocks ·{' '}
-        {att.systems.length} composed systems · {att.byDevice.size} devices attached
+        {model.name}: {[plural(model.hosts.size, 'host'), plural(model.fabrics.size, 'fabric'), plural(model.devices.size, 'device'),
+          plural(totals.blocks, 'block'), plural(att.systems.length, 'composed system'), `${plural(att.byDevice.size, 'device')} attached`].join(' · ')}
       </p>
       <div class={`topology-main${selected ? ' with-details' : ''}`}>
         <div class="topology-canvas" ref={canvas}>
@@ -439,7 +510,7 @@ export function TopologyView({ params }) {
             role="group" aria-label={`Topology diagram of ${model.name}`} aria-describedby="topology-help" tabindex="0"
             onClick={onClick} onKeyDown={onKeyDown} onPointerDown={onPointerDown} onPointerMove={onPointerMove}
             onPointerUp={onPointerUp} onPointerCancel={onPointerUp}>
-            <g transform={`translate(${v.x},${v.y}) scale(${v.k})`}>
+            {view && <g transform={`translate(${v.x},${v.y}) scale(${v.k})`}>
               {lay.frames.filter(inView).map(node)}
               <g class="edges" aria-hidden="true">
                 {lay.edges.map((e) => {
@@ -449,7 +520,7 @@ export function TopologyView({ params }) {
                 })}
               </g>
               {lay.nodes.filter(inView).map(node)}
-            </g>
+            </g>}
           </svg>
         </div>
         {selected && (
