@@ -106,3 +106,17 @@ export function fmtTime(t) {
 }
 
 export const last = (id) => (id || '').split('/').pop();
+
+// systemsSplit says what a Systems collection holds, given its members'
+// SystemTypes: "2 composed systems · 4 hosts" (Redfish lists the physical
+// hosts under /Systems beside the composed systems). The dashboard and the
+// Systems view both say it.
+export function systemsSplit(types) {
+  const n = (type) => types.filter((t) => t === type).length;
+  const plural = (k, one, many) => `${k} ${k === 1 ? one : many}`;
+  const composed = n('Composed');
+  const hosts = n('Physical');
+  const other = types.length - composed - hosts;
+  return [plural(composed, 'composed system', 'composed systems'), plural(hosts, 'host', 'hosts'),
+    ...(other ? [`${other} other`] : [])].join(' · ');
+}

@@ -1,17 +1,17 @@
-// The dashboard: how much of each kind of block is in use, the composed
-// systems, what is unhealthy, and the latest events, kept current by the
-// event stream.
+// The dashboard: how much of each kind of block is in use, the systems
+// (composed and hosts, counted as the Systems view counts them), what is
+// unhealthy, and the latest events, kept current by the event stream.
 
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { fetchMembers, useEvents, useResource } from './api.js';
 import { href } from './router.js';
-import { Page, ErrorMessage, Health, fmtTime } from './components.jsx';
+import { Page, ErrorMessage, Health, fmtTime, systemsSplit } from './components.jsx';
 import { eventRecords, logRecords, resourceLink } from './events.jsx';
 
 // usePool counts the blocks the session can see by kind and state. On a
 // large pool the counts fill in as pages arrive.
 function usePool() {
-  const [pool, setPool] = useState({ kinds: {}, loaded: 0, total: 0, unhealthy: [], error: null });
+  const [pool, setPool] = useState({ kinds: {}, loaded: 0, total: 0, unhealthy: [], error: null, done: false });
   const [n, setN] = useState(0);
   useEffect(() => {
     const ctl = new AbortController();
@@ -33,17 +33,36 @@ function usePool() {
           if (b.Status?.Health && b.Status.Health !== 'OK') unhealthy.push({ id: b.Id, health: b.Status.Health });
         }
         loaded += members.length;
-        setPool({ kinds: { ...kinds }, loaded, total, unhealthy: unhealthy.slice(0, 20), error: null });
+        setPool({ kinds: { ...kinds }, loaded, total, unhealthy: unhealthy.slice(0, 20), error: null, done: false });
       },
-    }).catch((error) => error.name !== 'AbortError' && setPool((p) => ({ ...p, error })));
+    }).then(
+      () => setPool((p) => ({ ...p, done: true })),
+      (error) => error.name !== 'AbortError' && setPool((p) => ({ ...p, error })),
+    );
     return () => ctl.abort();
   }, [n]);
   return [pool, () => setN((x) => x + 1)];
 }
 
+// useSystems reads the Systems collection's members' types, page by page
+// as the Systems view does, so that both count the same members.
+function useSystems() {
+  const [state, setState] = useState({ data: null, error: null });
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    const ctl = new AbortController();
+    fetchMembers('/redfish/v1/Systems', { select: ['Id', 'SystemType'], signal: ctl.signal }).then(
+      (members) => setState({ data: members, error: null }),
+      (error) => error.name !== 'AbortError' && setState((s) => ({ ...s, error })),
+    );
+    return () => ctl.abort();
+  }, [n]);
+  return { ...state, reload: () => setN((x) => x + 1) };
+}
+
 export function Dashboard() {
   const [pool, reloadPool] = usePool();
-  const systems = useResource('/redfish/v1/Systems?$expand=.&$select=Members/Id,Members/Name,Members/SystemType,Members/Status');
+  const systems = useSystems();
   const log = useResource('/redfish/v1/Managers/rackpool/LogServices/Events/Entries');
   const [recent, setRecent] = useState([]);
   const timer = useRef();
@@ -56,7 +75,7 @@ export function Dashboard() {
     }, 400);
   });
   useEffect(() => () => clearTimeout(timer.current), []);
-  const sys = (systems.data?.Members || []).filter((m) => m.SystemType === 'Composed');
+  const members = systems.data || [];
   const events = [...recent, ...logRecords(log.data).slice(-10).reverse()]
     .filter((e, i, all) => all.findIndex((x) => x.Id === e.Id) === i)
     .slice(0, 10);
@@ -65,13 +84,14 @@ export function Dashboard() {
     <Page id="dashboard" title="Dashboard">
       <div class="cards">
         <div class="card">
-          <h2>Composed systems</h2>
-          <div class="big" data-testid="dash-systems">{systems.data ? sys.length : '…'}</div>
+          <h2>Systems</h2>
+          <div class="big" data-testid="dash-systems">{systems.data ? members.length : '…'}</div>
+          {systems.data && <div class="muted" data-testid="dash-systems-split">{systemsSplit(members.map((m) => m.SystemType))}</div>}
           <a href={href('/systems')}>All systems</a>
         </div>
         <div class="card">
           <h2>Resource blocks</h2>
-          <div class="big">{pool.total || '…'}</div>
+          <div class="big">{pool.done || pool.total ? pool.total.toLocaleString() : '…'}</div>
           {pool.loaded < pool.total && <div class="muted" role="status">Counted {pool.loaded.toLocaleString()} of {pool.total.toLocaleString()}…</div>}
           <a href={href('/blocks')}>All blocks</a>
         </div>
@@ -87,6 +107,12 @@ export function Dashboard() {
       <div class="cards" style="grid-template-columns: repeat(auto-fill, minmax(420px, 1fr))">
         <section class="card" aria-labelledby="pool-title" data-testid="dash-pool">
           <h2 id="pool-title">Pool utilisation by kind</h2>
+          {pool.done && !kinds.length && (
+            <p class="empty" data-testid="dash-pool-empty">
+              No resource blocks: the service makes one of every device, memory region and host in the topology it
+              serves (serve --topology).
+            </p>
+          )}
           {kinds.map(([k, c]) => {
             const pct = c.total ? Math.round((100 * c.used) / c.total) : 0;
             return (
@@ -102,7 +128,13 @@ export function Dashboard() {
         </section>
         <section class="card" aria-labelledby="recent-title">
           <h2 id="recent-title">Recent events</h2>
-          <ul class="events-list" data-testid="dash-events">
+          {log.data && !events.length && (
+            <p class="empty" data-testid="dash-events-empty">
+              No events yet. Composing, changing or decomposing a system, and a device or port whose health changes,
+              show up here as they happen.
+            </p>
+          )}
+          <ul class="events-list" data-testid="dash-events" data-complete={log.data ? '1' : undefined}>
             {events.map((e) => (
               <li key={e.Id}>
                 <span class="muted">{fmtTime(e.Created)}</span>

@@ -70,7 +70,7 @@ function Events({ params }) {
       </div>
       <ErrorMessage error={log.error} />
       {log.loading && !log.data && <Loading what="events" />}
-      <table class="plain" data-testid="events-table">
+      <table class="plain" data-testid="events-table" data-complete={log.data ? '1' : undefined}>
         <caption class="sr-only">Events, newest first</caption>
         <thead><tr><th scope="col">Time</th><th scope="col">Severity</th><th scope="col">Message</th><th scope="col">Resource</th></tr></thead>
         <tbody>
@@ -84,6 +84,13 @@ function Events({ params }) {
           ))}
         </tbody>
       </table>
+      {log.data && !rows.length && (
+        <p class="empty" data-testid="events-empty">
+          {sev || text ? `No events match ${[sev && `severity ${sev}`, text && `“${params.q}”`].filter(Boolean).join(' and ')}; clear the filters to see every event.`
+            : 'No events yet. Events appear here as they happen, without reloading: a system composed, changed or decomposed, '
+              + 'a task starting and finishing, a device\'s or port\'s health changing, a telemetry threshold crossed.'}
+        </p>
+      )}
       {rows.length > 500 && <p class="muted">Showing the newest 500; narrow the filter to see others.</p>}
     </>
   );
@@ -133,6 +140,7 @@ function Audit({ params }) {
     return () => clearTimeout(t);
   }, [n]);
   const rows = (log.data?.Members || []).slice().reverse();
+  const filtered = ['user', 'outcome', 'since', 'until'].some((k) => params[k]);
   return (
     <>
       <div class="filters">
@@ -161,7 +169,7 @@ function Audit({ params }) {
       </div>
       <ErrorMessage error={log.error} />
       {log.loading && !log.data && <Loading what="the audit log" />}
-      <table class="plain" data-testid="audit-table">
+      <table class="plain" data-testid="audit-table" data-complete={log.data ? '1' : undefined}>
         <caption class="sr-only">Audit log, newest first</caption>
         <thead><tr><th scope="col">Time</th><th scope="col">User</th><th scope="col">Action</th><th scope="col">Outcome</th><th scope="col">Detail</th></tr></thead>
         <tbody>
@@ -179,6 +187,13 @@ function Audit({ params }) {
           })}
         </tbody>
       </table>
+      {log.data && !rows.length && (
+        <p class="empty" data-testid="audit-empty">
+          {filtered ? 'No audit entries match these filters; clear them to see every entry.'
+            : 'No audit entries yet. Every change made through the API or this console (compose, decompose, reservations, '
+              + 'accounts, logins) and every refused request is recorded here: who, from where, when, and the outcome.'}
+        </p>
+      )}
     </>
   );
 }

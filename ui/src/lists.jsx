@@ -11,7 +11,7 @@ import { Fragment } from 'preact';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, fetchMembers, session, useEvents, useResource, ApiError } from './api.js';
 import { href, navigate } from './router.js';
-import { Page, ErrorMessage, Health, State, Confirm, Loading, fmtBytes, fmtTime, last } from './components.jsx';
+import { Page, ErrorMessage, Health, State, Confirm, Loading, fmtBytes, fmtTime, last, systemsSplit } from './components.jsx';
 import { VirtualTable, sortRows } from './table.jsx';
 import './lists.css';
 
@@ -29,6 +29,22 @@ const PARALLEL = 3;
 const PAINT_MS = 400;
 // Events are gathered this long before the members they name are re-read.
 const EVENT_MS = 300;
+
+// What each list would show, and how it gets there, said when it is empty.
+const EMPTY = {
+  blocks: 'No resource blocks. The service makes one of every device, memory region and host in the topology it '
+    + 'serves (serve --topology); a tenant sees the free pool and its own.',
+  systems: 'No systems. The topology\'s hosts are listed here as physical systems, and every composed system as it is '
+    + 'made (Compose, rackpool compose, or POST /redfish/v1/Systems).',
+  hosts: 'No hosts. They come from the topology this service serves (serve --topology), each with its compute block.',
+  drives: 'No pooled drives yet. A drive is listed once a blocknode serves it: rackpool blocknode on a host with a port '
+    + 'into the SAS switch (docs/storage.md).',
+  leases: 'No memory leases. A lease is listed while a client holds pooled memory: rackpool lease --size 4GiB, a '
+    + 'rackpool cache spilling to pooled memory, or POST /redfish/v1/Oem/Rackpool/MemoryLeases. It goes when released '
+    + 'or expired.',
+  reservations: 'No composition reservations. Reserve on the Compose view (a Compose action with RequestType '
+    + 'PreviewReserve) holds a placement\'s blocks for a while; it is listed here until it is applied, released or expires.',
+};
 
 const blockLink = (id) => <a href={href(`/blocks/${encodeURIComponent(id)}`)}>{id}</a>;
 const systemLink = (id) => <a href={href(`/systems/${encodeURIComponent(id)}`)}>{id}</a>;
@@ -173,8 +189,10 @@ function useQuery(path, params) {
 // loading progress, and the virtual table. filters: [{ key, label,
 // value(row) }] (value defaults to row[key]); the search box looks in each
 // row's text (lower case). rows, when given, replaces coll.rows (a view
-// that derives its rows from more than one collection).
-function ListView({ name, title, params, coll, rows = coll.rows, columns, filters, noun, disabled, children }) {
+// that derives its rows from more than one collection). empty says what
+// would be listed and how it gets there, for an empty collection; summary
+// (rows), when given, follows the count once the list is complete.
+function ListView({ name, title, params, coll, rows = coll.rows, columns, filters, noun, empty, summary, disabled, children }) {
   const [q, update] = useQuery(`/${name}`, params);
   const [search, setSearch] = useState(q.q ?? '');
   useEffect(() => setSearch(q.q ?? ''), [q.q]);
@@ -235,6 +253,7 @@ function ListView({ name, title, params, coll, rows = coll.rows, columns, filter
           <span data-testid={`${name}-count`} aria-live={coll.complete ? 'polite' : 'off'}>
             {count(shown.length)} of {count(rows.length)} {noun}
           </span>
+          {summary && coll.complete && <span class="muted" data-testid={`${name}-split`}>{summary(rows)}</span>}
           {!coll.complete && !coll.error && (
             <span class="list-progress">
               {coll.total ? `Loading ${count(coll.loaded)} of ${count(coll.total)}…` : `Loading ${noun}…`}
@@ -245,7 +264,7 @@ function ListView({ name, title, params, coll, rows = coll.rows, columns, filter
         <ErrorMessage error={coll.error} />
         <VirtualTable name={name} label={title} columns={columns} rows={shown} rowKey={(r) => r.id}
           sort={sortColumn && { key: sortColumn.key, descending }} onSort={onSort} complete={coll.complete}
-          empty={rows.length ? `No ${noun} match the filters.` : `There are no ${noun}.`} />
+          empty={rows.length ? `No ${noun} match the search and filters; ${count(rows.length)} ${noun} are listed without them.` : empty} />
       </>
     );
   }
@@ -328,7 +347,7 @@ const blockFilters = [
 export function BlocksList({ params }) {
   const coll = useCollection({ path: BLOCKS, select: blockSelect, toRow: blockRow, affected: blocksAffected });
   return <ListView name="blocks" title="Resource blocks" noun="blocks" params={params} coll={coll} columns={blockColumns}
-    filters={blockFilters} />;
+    filters={blockFilters} empty={EMPTY.blocks} />;
 }
 
 // Systems: composed systems and the physical hosts.
@@ -390,7 +409,7 @@ const systemFilters = [
 export function SystemsList({ params }) {
   const coll = useCollection({ path: SYSTEMS, select: systemSelect, toRow: systemRow, affected: systemsAffected });
   return <ListView name="systems" title="Systems" noun="systems" params={params} coll={coll} columns={systemColumns}
-    filters={systemFilters} />;
+    filters={systemFilters} empty={EMPTY.systems} summary={(rows) => systemsSplit(rows.map((r) => r.type))} />;
 }
 
 // Hosts: the physical systems (each a compute block), with the systems
@@ -442,7 +461,7 @@ export function HostsList({ params }) {
     return hosts.rows.map((h) => ({ ...h, state: h.composedInto.length ? 'Composed' : reserved.has(h.id) ? 'Reserved' : 'Unused' }));
   }, [hosts.rows, reservations.rows]);
   return <ListView name="hosts" title="Hosts" noun="hosts" params={params} coll={hosts} rows={rows} columns={hostColumns}
-    filters={hostFilters} />;
+    filters={hostFilters} empty={EMPTY.hosts} />;
 }
 
 // Pooled drives.
@@ -501,7 +520,7 @@ export function DrivesList({ params }) {
     ? <p class="notice">Pooled drives are the operators' (accounts in no tenant); a tenant's accounts see none.</p> : null;
   return (
     <ListView name="drives" title="Pooled drives" noun="drives" params={params} coll={coll} columns={driveColumns}
-      filters={driveFilters} disabled="Pooled drives are not enabled on this service.">
+      filters={driveFilters} empty={EMPTY.drives} disabled="Pooled drives are not enabled on this service.">
       {note}
     </ListView>
   );
@@ -552,7 +571,7 @@ const leaseFilters = [
 export function LeasesList({ params }) {
   const coll = useCollection({ path: LEASES, toRow: leaseRow, poll: LEASE_POLL_MS });
   return <ListView name="leases" title="Memory leases" noun="leases" params={params} coll={coll} columns={leaseColumns}
-    filters={leaseFilters} disabled="The memory service is not enabled on this service." />;
+    filters={leaseFilters} empty={EMPTY.leases} disabled="The memory service is not enabled on this service." />;
 }
 
 // Reservations, which a session with ConfigureComponents may release.
@@ -574,7 +593,7 @@ export function ReservationsList({ params }) {
   ], []);
   return (
     <ListView name="reservations" title="Composition reservations" noun="reservations" params={params} coll={coll}
-      columns={columns} filters={[{ key: 'client', label: 'Tenant' }]}>
+      columns={columns} filters={[{ key: 'client', label: 'Tenant' }]} empty={EMPTY.reservations}>
       {releasing && <ReleaseDialog reservation={releasing} onClose={() => setReleasing(null)} onReleased={coll.reload} />}
     </ListView>
   );

@@ -30,7 +30,8 @@ export function sortRows(rows, column, descending) {
 }
 
 // columns: [{ key, label, width, value(row) for sorting, render(row),
-// sortable (default true) }]; sort: { key, descending }; onSort(key).
+// sortable (default true) }]; sort: { key, descending }; onSort(key);
+// empty: what to say, once complete, when there are no rows.
 export function VirtualTable({ name, label, columns, rows, rowKey, sort, onSort, complete, empty, rowHeight = 36 }) {
   const scroller = useRef();
   const [view, setView] = useState({ top: 0, height: 0 });
@@ -101,7 +102,7 @@ export function VirtualTable({ name, label, columns, rows, rowKey, sort, onSort,
           {last < rows.length && spacer(rows.length - last)}
         </tbody>
       </table>
-      {complete && rows.length === 0 && <p class="vt-empty">{empty}</p>}
+      {complete && rows.length === 0 && <p class="vt-empty empty" data-testid={`${name}-empty`}>{empty}</p>}
     </div>
   );
 }

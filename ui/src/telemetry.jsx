@@ -77,31 +77,70 @@ function fold(state, values) {
   return state;
 }
 
-function Chart({ title, id, times, kinds, series, metric, unit, fmt = (v) => v }) {
+// yRange fits the value axis to the data: from 0 (or the lowest value,
+// when below 0) to a round number above the highest. All-zero data gets
+// 0 to 1, not uPlot's 0 to 100, which would read as a scale of percent.
+function yRange(u, min, max) {
+  const lo = Math.min(0, Number.isFinite(min) ? min : 0);
+  const hi = Number.isFinite(max) ? max : 0;
+  if (hi <= lo) return [lo, lo + 1];
+  return [lo, roundUp(lo + (hi - lo) * 1.05)];
+}
+
+// roundUp is the first of 1, 2, 2.5, 5 and 10 times a power of ten at or
+// above v (v > 0).
+function roundUp(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((x) => x >= v * (1 - 1e-9));
+}
+
+// Whole-number tick steps: the charts count percent, degrees, errors,
+// devices, blocks and bytes.
+const INCRS = Array.from({ length: 16 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
+
+// Chart draws a line per kind of series[`${metric}:${kind}`] over times.
+// empty says why there is nothing to draw yet; zero, what an all-zero
+// chart means. The drawing carries its value axis' range (data-y-min,
+// data-y-max) for the browser tests.
+function Chart({ title, id, times, kinds, series, metric, unit, fmt = (v) => v, empty, zero }) {
   const el = useRef();
   const plot = useRef();
   const data = [times, ...kinds.map((k) => series[`${metric}:${k}`] || [])];
+  const mark = (u) => {
+    const { min, max } = u.scales.y;
+    if (u.data?.[0]?.length && min != null && max != null) {
+      el.current.dataset.yMin = String(min);
+      el.current.dataset.yMax = String(max);
+    }
+  };
   useEffect(() => {
     const width = Math.max(300, el.current.clientWidth);
     const opts = {
       width,
       height: 220,
       series: [{}, ...kinds.map((k, i) => ({ label: k, stroke: palette[i % palette.length], width: 1.5, value: (u, v) => (v == null ? '–' : fmt(v)) }))],
-      axes: [{}, { label: unit, size: 60, values: (u, vals) => vals.map(fmt) }],
-      scales: { x: { time: true } },
+      axes: [{}, { label: unit, size: 60, incrs: INCRS, values: (u, vals) => vals.map(fmt) }],
+      scales: { x: { time: true }, y: { range: yRange } },
       legend: { live: true },
+      hooks: { setScale: [(u, key) => key === 'y' && mark(u)] },
     };
     plot.current?.destroy();
     plot.current = new uPlot(opts, data, el.current);
+    mark(plot.current);
     return () => plot.current?.destroy();
   }, [kinds.join(',')]);
   useEffect(() => {
     plot.current?.setData(data);
   });
   const latest = kinds.map((k) => [k, (series[`${metric}:${k}`] || []).at(-1)]);
+  const values = data.slice(1).flat().filter((v) => v != null);
+  let note = null;
+  if (!times.length) note = empty;
+  else if (values.length && values.every((v) => v === 0)) note = zero?.(times.length) ?? `All ${times.length} reports read 0.`;
   return (
     <section class="chart" aria-labelledby={`${id}-title`} data-testid={`chart-${id}`}>
       <h2 id={`${id}-title`}>{title}</h2>
+      {note && <p class="muted empty" data-testid={`chart-${id}-note`}>{note}</p>}
       <div ref={el} role="img" aria-label={`${title}: a line per device kind over the last ${times.length} reports`} />
       <table class="sr-only">
         <caption>{title}, latest report</caption>
@@ -110,6 +149,9 @@ function Chart({ title, id, times, kinds, series, metric, unit, fmt = (v) => v }
     </section>
   );
 }
+
+const noReports = 'No telemetry reports yet. The fabric monitor sends one every --monitor-interval (2 s by default) '
+  + 'while serve runs, and keeps the newest 300.';
 
 export function Telemetry({ params }) {
   const [state, setState] = useState({ times: [], kinds: [], series: {}, hot: [], reports: 0 });
@@ -140,10 +182,14 @@ export function Telemetry({ params }) {
       {params.system && <SystemUsage id={params.system} />}
       {params.system && <Forecast id={params.system} />}
       <div class="charts">
-        <Chart id="util" title="Utilisation (mean)" unit="%" metric="util" {...state} fmt={(v) => `${Math.round(v)}%`} />
-        <Chart id="temp" title="Hottest device temperature" unit="°C" metric="temp" {...state} fmt={(v) => `${Math.round(v)}°C`} />
-        <Chart id="errors" title="Link errors per report" unit="errors" metric="errors" {...state} />
-        <Chart id="down" title="Links down" unit="devices" metric="down" {...state} />
+        <Chart id="util" title="Utilisation (mean)" unit="%" metric="util" {...state} fmt={(v) => `${Math.round(v)}%`} empty={noReports}
+          zero={(n) => `Every device read 0% in all ${n} reports: nothing has put any load on them yet.`} />
+        <Chart id="temp" title="Hottest device temperature" unit="°C" metric="temp" {...state} fmt={(v) => `${Math.round(v)}°C`}
+          empty={noReports} />
+        <Chart id="errors" title="Link errors per report" unit="errors" metric="errors" {...state} empty={noReports}
+          zero={(n) => `No link errors in the last ${n} reports.`} />
+        <Chart id="down" title="Links down" unit="devices" metric="down" {...state} empty={noReports}
+          zero={(n) => `No link has been down in the last ${n} reports.`} />
       </div>
       {state.hot.length > 0 && (
         <section class="card" style="margin-top:14px" aria-labelledby="hot-title">
@@ -175,6 +221,11 @@ function SystemPicker({ value }) {
           {list.map((s) => <option key={s.Id} value={s.Id}>{s.Name && s.Name !== s.Id ? `${s.Name} (${s.Id})` : s.Id}</option>)}
         </select>
       </div>
+      {systems.data && !list.length && (
+        <p class="muted empty" data-testid="telemetry-systems-empty">
+          No composed systems to pick yet: compose one, and run rackpool agent on its host to report its usage.
+        </p>
+      )}
     </div>
   );
 }
@@ -207,7 +258,7 @@ function SystemUsage({ id }) {
       {usageMetrics.filter(([m]) => series[m]?.length).map(([m, title, fmt]) => {
         const s = series[m];
         return <Chart key={m} id={m} title={`${title} of ${id}`} unit="" metric="v" kinds={[m]} times={s.map((x) => Date.parse(x.Timestamp) / 1000)}
-          series={{ [`v:${m}`]: s.map((x) => x.Value) }} fmt={fmt} />;
+          series={{ [`v:${m}`]: s.map((x) => x.Value) }} fmt={fmt} zero={(n) => `${title} read 0 in all ${n} samples.`} />;
       })}
     </div>
   );
@@ -236,12 +287,19 @@ function Forecast({ id }) {
     return () => (ctl.abort(), clearInterval(timer));
   }, [id]);
   if (missing) return <p class="muted" role="status">{id} is not under predictive provisioning.</p>;
-  if (!last) return null;
+  if (!last) {
+    return (
+      <p class="muted empty" role="status" data-testid="forecast-empty">
+        {id} is under predictive provisioning; its first decision comes at the end of a provisioning step
+        (--provisioning-interval, 30 s by default), and is drawn here from then on.
+      </p>
+    );
+  }
   const series = { 'f:held': points.map((p) => p.held), 'f:peak': points.map((p) => p.peak), 'f:upper': points.map((p) => p.upper) };
   return (
     <div class="charts" style="margin-bottom:14px" data-testid="forecast">
       <Chart id="forecast" title={`Provisioning of ${id}: blocks held and forecast`} unit="blocks" metric="f" kinds={['held', 'peak', 'upper']}
-        times={points.map((p) => p.t)} series={series} />
+        times={points.map((p) => p.t)} series={series} zero={(n) => `No blocks held or forecast in the last ${n} decisions.`} />
       <section class="chart" aria-labelledby="decision-title">
         <h2 id="decision-title">Last decision</h2>
         <p>{last.Action} {last.FromBlocks} → {last.ToBlocks} blocks ({last.Model}{last.Fallback ? ', fallback' : ''}){last.Applied ? '' : ', not applied'}.</p>
