@@ -1,10 +1,11 @@
 package e2e
 
-// The web console in a real browser: e2e/console_test.py drives headless
-// Chromium (Debian's chromium) with Playwright against the serve these
-// tests start. Screenshots go to build/console (CI keeps build/; the ones
-// in docs/console.md come from there); axe-core (ui/node_modules, from
-// make ui) checks every view's accessibility.
+// The web console in a real browser: e2e/console_test.mjs drives headless
+// Chromium (Debian's chromium) with playwright-core (ui/node_modules, from
+// make ui) against the serve these tests start. Screenshots go to
+// build/console (CI keeps build/; the ones in docs/console.md come from
+// there); axe-core (ui/node_modules too) checks every view's
+// accessibility.
 
 import (
 	"encoding/json"
@@ -13,12 +14,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"rackpool/internal/childproc"
 	"rackpool/internal/topology"
 )
 
-// consoleRun runs console_test.py in mode against s and returns its output.
+// consoleRun runs console_test.mjs in mode against s and returns its
+// output. The runner is in a process group of its own, killed in the
+// test's cleanup; it closes its browsers on SIGTERM, which it is sent
+// should this process die (Linux's parent-death signal), and when its
+// stdin, a pipe only this process holds, ends.
 func consoleRun(t *testing.T, s *server, args ...string) string {
 	t.Helper()
 	browser := ""
@@ -28,30 +36,49 @@ func consoleRun(t *testing.T, s *server, args ...string) string {
 			break
 		}
 	}
-	py, _ := filepath.Abs(filepath.Join("..", ".venv-rf", "bin", "python"))
-	axe, _ := filepath.Abs(filepath.Join("..", "ui", "node_modules", "axe-core", "axe.min.js"))
+	node, _ := exec.LookPath("node")
+	modules, _ := filepath.Abs(filepath.Join("..", "ui", "node_modules"))
 	shots, _ := filepath.Abs(filepath.Join("..", "build", "console"))
-	for what, path := range map[string]string{"chromium (Debian's, on PATH)": browser, "the Python venv (scripts/pyenv.sh)": py, "axe-core (make ui)": axe} {
-		if _, err := os.Stat(path); path == "" || err != nil {
+	for _, need := range []struct{ what, path, fix string }{
+		{"chromium (Debian's, on PATH)", browser, "install it: apt-get install chromium"},
+		{"node (Node.js 20 or later, on PATH)", node, "install it: apt-get install nodejs npm"},
+		{"ui/node_modules/playwright-core", filepath.Join(modules, "playwright-core", "package.json"), "run make ui"},
+		{"ui/node_modules/axe-core", filepath.Join(modules, "axe-core", "axe.min.js"), "run make ui"},
+	} {
+		if _, err := os.Stat(need.path); need.path == "" || err != nil {
 			if os.Getenv("RACKPOOL_E2E") != "" {
-				t.Fatalf("%s is missing: .ci/run and make test install it", what)
+				t.Fatalf("the console's browser test needs %s, which is missing: %s", need.what, need.fix)
 			}
-			t.Skipf("%s is missing", what)
+			t.Skipf("%s is missing (%s)", need.what, need.fix)
 		}
 	}
-	cmd := exec.Command(py, append([]string{"console_test.py"}, args...)...)
-	cmd.Env = append(s.env(), "CHROMIUM="+browser, "AXE="+axe, "SHOTS="+shots)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("console_test.py %v: %v\n%s", args, err, out)
+	cmd := childproc.Bind(exec.Command(node, append([]string{"console_test.mjs"}, args...)...))
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM // so that it can close its browsers
+	cmd.Env = append(s.env(), "CHROMIUM="+browser, "SHOTS="+shots, "CONSOLE_TEST_PARENT=stdin")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = time.Minute // a grandchild holding the output pipe open
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
 	}
-	return string(out)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the console's browser test: %v", err)
+	}
+	t.Cleanup(func() {
+		childproc.Stop(cmd)
+		_ = cmd.Wait()
+	})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("console_test.mjs %v: %v\n%s", args, err, out.String())
+	}
+	return out.String()
 }
 
-// TestConsole: every view, compose (refused with its explanation, bad
-// input beside its field, then applied), live updates, decompose, export
-// and re-import, an expired session, tenant isolation and the read-only
-// role, in Chromium (console_test.py says how each is checked).
+// TestConsole: every view and its empty states, the topology fitted to the
+// window, the dashboard's counts, compose (refused with its explanation,
+// bad input beside its field, then applied), live updates, decompose,
+// export and re-import, an expired session, tenant isolation and the
+// read-only role, in Chromium (console_test.mjs says how each is checked).
 func TestConsole(t *testing.T) {
 	skipShort(t)
 	s := startDefault(t, "--fabric-time", "instant")
