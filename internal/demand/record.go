@@ -165,6 +165,12 @@ func Record(ctx context.Context, cmd *exec.Cmd, o RecordOptions) (*Recording, er
 				continue
 			}
 			if k >= o.MaxSamples {
+				// A late tick can jump past the limit: the recording
+				// still ends with MaxSamples samples, the last one
+				// measured now and the gap before it interpolated.
+				if last < o.MaxSamples-1 {
+					take(o.MaxSamples - 1)
+				}
 				return abort(fmt.Errorf("record: %d samples: %w", o.MaxSamples, ErrLimit))
 			}
 			take(k)
