@@ -4,7 +4,7 @@
 # DMTF Redfish validators, the `redfish` and sushy clients, statsmodels,
 # pytest) and pymemcache's integration tests, which ship in its sdist only
 # (unpacked into .venv-rf/src for scripts/cache-conformance.sh). Idempotent:
-# reinstalls only when the requirements file changed. When `python3 -m venv`
+# makes the environment anew only when the requirements file changed. When `python3 -m venv`
 # is unavailable (Debian without python3-venv) it apt-get installs it.
 set -euo pipefail
 
@@ -14,6 +14,12 @@ venv=.venv-rf
 req=scripts/conformance-requirements.txt
 
 make_venv() { python3 -m venv "$venv" >/dev/null 2>&1; }
+# An environment built from other requirements is made anew, so that a
+# package dropped from the list leaves it too.
+if [[ -f $venv/.requirements ]] && ! cmp -s "$req" "$venv/.requirements"; then
+	echo "pyenv: $req changed: making $venv anew"
+	rm -rf "$venv"
+fi
 if [[ ! -x $venv/bin/python ]]; then
 	echo "pyenv: creating $venv"
 	rm -rf "$venv"
