@@ -193,8 +193,12 @@ func runMemnodes(args []string) error {
 // listenUnix listens on the unix socket path, replacing a stale socket a
 // previous run left behind (never another kind of file), readable and
 // writable by the owner and group only: a client needs both the socket and
-// a token.
+// a token. Its directory is created if missing (/run/rackpool after a
+// boot).
 func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("%s exists and is not a socket", path)
