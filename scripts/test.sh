@@ -63,14 +63,24 @@ step() {
 		printf 'ok    %-22s %4ds\n' "$name" "$took"
 	else
 		printf 'FAIL  %-22s %4ds  (exit %d; %s)\n' "$name" "$took" "$rc" "$logs/$name.log"
-		tail -40 "$logs/$name.log" | sed "s/^/    $name: /"
+		# Go test failures (a -v log is long), else the log's last lines.
+		if grep -qE '^(--- FAIL|FAIL|panic:)' "$logs/$name.log"; then
+			grep -E '^\s*(--- FAIL|FAIL|panic:)|^\s+[^ ]+\.go:[0-9]+: ' "$logs/$name.log" | head -80
+		else
+			tail -40 "$logs/$name.log"
+		fi | sed "s/^/    $name: /"
 	fi
 	return $rc
 }
 
 tests_lane() {
 	step vet "$GO" vet ./... &&
-		step go-test "$GO" test -race -count=1 -timeout 20m ./...
+		step go-test "$GO" test -race -count=1 -timeout 20m -v ./...
+	local rc=$?
+	# The slowest tests, for whoever makes the suite faster.
+	grep -hE '^--- (PASS|FAIL)' "$logs/go-test.log" | sed -E 's/^--- [A-Z]+: ([^ ]+) \(([0-9.]+)s\)/\2 \1/' |
+		sort -rn | head -15 >"$logs/slowest.txt" || true
+	return $rc
 }
 
 smokes_lane() {
