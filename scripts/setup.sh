@@ -64,6 +64,8 @@ fi
 
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto} # go.mod names the Go version; fetch it if the installed one is older
 go mod download
+# gotestsum (scripts/test.sh runs go test through it), built once.
+go run gotest.tools/gotestsum@v1.13.0 --version >/dev/null
 
 scripts/pyenv.sh
 

@@ -11,6 +11,7 @@
 #            validators against the real binary)
 # Each step's output goes to build/test/<step>.log; a failing step's last
 # lines are printed, and the run fails once both lanes are done.
+# build/test/slowest.txt lists the tests that took 15 s or more.
 #
 # Everything runs with TMPDIR set to a folder of this run and with
 # RACKPOOL_SUITE set to this run's ID in its environment. At the end
@@ -63,23 +64,22 @@ step() {
 		printf 'ok    %-22s %4ds\n' "$name" "$took"
 	else
 		printf 'FAIL  %-22s %4ds  (exit %d; %s)\n' "$name" "$took" "$rc" "$logs/$name.log"
-		# Go test failures (a -v log is long), else the log's last lines.
-		if grep -qE '^(--- FAIL|FAIL|panic:)' "$logs/$name.log"; then
-			grep -E '^\s*(--- FAIL|FAIL|panic:)|^\s+[^ ]+\.go:[0-9]+: ' "$logs/$name.log" | head -80
-		else
-			tail -40 "$logs/$name.log"
-		fi | sed "s/^/    $name: /"
+		tail -60 "$logs/$name.log" | sed "s/^/    $name: /"
 	fi
 	return $rc
 }
 
+# gotestsum runs go test with -json: the log shows each package and the
+# failed tests' output, and the JSON gives each test's time.
+GOTESTSUM=gotest.tools/gotestsum@v1.13.0
+
 tests_lane() {
 	step vet "$GO" vet ./... &&
-		step go-test "$GO" test -race -count=1 -timeout 20m -v ./...
+		step go-test "$GO" run "$GOTESTSUM" --format pkgname-and-test-fails --no-color \
+			--jsonfile "$logs/go-test.json" -- -race -count=1 -timeout 20m ./...
 	local rc=$?
 	# The slowest tests, for whoever makes the suite faster.
-	grep -hE '^--- (PASS|FAIL)' "$logs/go-test.log" | sed -E 's/^--- [A-Z]+: ([^ ]+) \(([0-9.]+)s\)/\2 \1/' |
-		sort -rn | head -15 >"$logs/slowest.txt" || true
+	"$GO" run "$GOTESTSUM" tool slowest --jsonfile "$logs/go-test.json" --threshold 15s >"$logs/slowest.txt" 2>&1 || true
 	return $rc
 }
 
