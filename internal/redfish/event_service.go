@@ -186,6 +186,8 @@ func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 		}
 		since = n
 	}
+	s.sseStreams.Add(1)
+	defer s.sseStreams.Add(-1)
 	if reports {
 		return s.streamMetricReports(w, r, s.fabricTelemetry(), since, v != "")
 	}

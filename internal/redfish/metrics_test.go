@@ -2,6 +2,7 @@ package redfish_test
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"rackpool/internal/childproc"
+	"rackpool/internal/redfish"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -196,4 +198,69 @@ func TestMetricsPromtool(t *testing.T) {
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("promtool check metrics: %v\n%s\non:\n%s", err, out, body)
 	}
+}
+
+// TestMetricsEventSubscribers: rackpool_event_subscribers counts, as its
+// help says, the live SSE streams (kind sse: event streams and metric
+// report streams alike, not the server's own bus subscribers) and the push
+// subscriptions (kind destination); a stream its client closed, or a
+// deleted subscription, is no longer counted.
+func TestMetricsEventSubscribers(t *testing.T) {
+	s, _, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s.obs.Watch() // one of the server's own subscribers, which is no stream
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	count := func(kind string) float64 {
+		t.Helper()
+		fams, err := parser.TextToMetricFamilies(bytes.NewReader(s.must(http.StatusOK, "GET", "/metrics", nil, admin).body))
+		if err != nil {
+			t.Fatalf("exposition does not parse: %v", err)
+		}
+		v, ok := sampleValue(fams["rackpool_event_subscribers"], map[string]string{"kind": kind})
+		if !ok {
+			t.Fatalf("rackpool_event_subscribers{kind=%q}: no sample", kind)
+		}
+		return v
+	}
+	expect := func(kind string, want float64, what string) {
+		t.Helper()
+		if got := count(kind); got != want {
+			t.Fatalf("%s: rackpool_event_subscribers{kind=%q} = %v, want %v", what, kind, got, want)
+		}
+	}
+	// A closed stream is counted until its handler returns, which it does
+	// when the server sees the connection close: wait for that, bounded.
+	await := func(kind string, want float64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for got := count(kind); got != want; got = count(kind) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: rackpool_event_subscribers{kind=%q} still %v after 10s, want %v", what, kind, got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	expect("sse", 0, "before any stream")
+	expect("destination", 0, "before any subscription")
+
+	sub := s.must(http.StatusCreated, "POST", "/redfish/v1/EventService/Subscriptions", map[string]any{"Destination": newSink(t, make(chan string, 16))}, admin)
+	expect("destination", 1, "after a push subscription")
+	expect("sse", 0, "after a push subscription")
+
+	blue, _, _ := s.tenants()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, closeFirst := context.WithCancel(ctx)
+	s.openSSE(first, "", admin, "")
+	s.openSSE(ctx, "?EventFormatType=MetricReport", admin, "")
+	s.openSSE(ctx, "?RegistryPrefixes=ResourceEvent", blue, "")
+	expect("sse", 3, "with an event stream, a metric report stream and a tenant's filtered stream open")
+	expect("destination", 1, "with three streams open")
+
+	closeFirst()
+	await("sse", 2, "after the client closed one of the three streams")
+	cancel()
+	await("sse", 0, "after the client closed every stream")
+
+	s.must(http.StatusNoContent, "DELETE", sub.header.Get("Location"), nil, admin)
+	expect("destination", 0, "after the subscription was deleted")
 }

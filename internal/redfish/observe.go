@@ -244,8 +244,11 @@ func newServerMetrics(o *Observer, s *Server) *serverMetrics {
 		}
 		return out
 	})
-	o.reg.GaugeFunc("rackpool_event_subscribers", "Live SSE streams and push destinations.", []string{"kind"}, func() []metrics.Sample {
-		return []metrics.Sample{{Labels: []string{"destination"}, Value: float64(len(o.bus.Destinations()))}}
+	o.reg.GaugeFunc("rackpool_event_subscribers", "Live SSE streams (kind sse: events and metric reports) and push destinations (kind destination).", []string{"kind"}, func() []metrics.Sample {
+		return []metrics.Sample{
+			{Labels: []string{"sse"}, Value: float64(s.sseStreams.Load())},
+			{Labels: []string{"destination"}, Value: float64(len(o.bus.Destinations()))},
+		}
 	})
 	return &serverMetrics{o}
 }

@@ -26,6 +26,7 @@ import (
 	"rackpool/internal/tenancy"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/compose"
@@ -84,6 +85,7 @@ type Server struct {
 	fabricTel      *FabricTelemetry  // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
 	listen         string            // Options.Listen
+	sseStreams     atomic.Int64      // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
 // Options configure a Server beyond its manager and accounts.
