@@ -35,15 +35,18 @@ var pastedDocs = []struct {
 	{"memory", "docs/memory.md", []string{"## Run it", "## Mapped leases: (a) on this machine"}, nil},
 	{"storage", "docs/storage.md", []string{"## Run it", "### In the simulator"}, nil},
 	{"redfish", "docs/redfish.md", []string{"## Deploying an operating system on a composed system"}, nil},
+	{"cxl", "docs/cxl.md", []string{"## Try it"}, nil},
+	{"telemetry", "docs/telemetry.md", []string{"## Try it"}, nil},
 }
 
 // TestTour pastes the README's "A five-minute tour", and the sections of
 // docs/ that say they can be pasted, into shells as a reader would: every
 // line that starts with "$" (with its continuation lines), in order, one
 // at a time, read from the documents themselves so that they and this
-// test cannot drift apart. The block with `make run` is the first terminal
-// (the server, started as the Makefile's run recipe starts it); every
-// other block is the second terminal, one bash that keeps its variables
+// test cannot drift apart. The block that starts the control plane in the
+// foreground (`make run`, started as the Makefile's run recipe starts it,
+// or `bin/rackpool serve` itself) is the first terminal; every other block
+// is the second terminal, one bash that keeps its variables
 // and background jobs from line to line. Each line must exit 0 and print
 // no CLI or Redfish error. Each document starts from a fresh directory.
 //
@@ -146,19 +149,20 @@ func paste(t *testing.T, recipe string, steps []tourStep) *terminal {
 	for _, st := range steps {
 		text := move(st.text)
 		if st.server {
-			if strings.TrimSpace(st.text) != "make run" {
+			cmd, data, ok := serveCommand(st.text, recipe)
+			if !ok {
 				serverTerm.run(t, st, text)
 				continue
 			}
 			// The server runs as long as the test: wait for it, not for
 			// the line to end.
-			serverTerm.send(t, "{ "+move(recipe)+"\n} </dev/null 3>&- & wait $!\n")
-			waitServing(t, serverTerm, dir, "https://"+control, st)
+			serverTerm.send(t, "{ "+move(cmd)+"\n} </dev/null 3>&- & wait $!\n")
+			waitServing(t, serverTerm, filepath.Join(dir, data), "https://"+control, st)
 			serving = true
 			continue
 		}
 		if !serving {
-			t.Fatalf("%s: %q comes before the server is started (make run)", st.where(), st.text)
+			t.Fatalf("%s: %q comes before the server is started (make run or bin/rackpool serve)", st.where(), st.text)
 		}
 		start := userTerm.out.len()
 		userTerm.run(t, st, text)
@@ -174,7 +178,7 @@ type tourStep struct {
 	file   string
 	line   int
 	text   string // without the "$ "
-	server bool   // in the block that runs `make run` (the first terminal)
+	server bool   // in the block that starts the control plane (the first terminal)
 }
 
 func (s tourStep) where() string { return fmt.Sprintf("%s:%d", s.file, s.line) }
@@ -204,7 +208,7 @@ func readSection(t *testing.T, file, heading string) []tourStep {
 	var steps, block []tourStep
 	inBlock, cont := false, false
 	flush := func() {
-		server := slices.ContainsFunc(block, func(s tourStep) bool { return strings.TrimSpace(s.text) == "make run" })
+		server := slices.ContainsFunc(block, func(s tourStep) bool { _, _, ok := serveCommand(s.text, ""); return ok })
 		for _, s := range block {
 			s.server = server
 			steps = append(steps, s)
@@ -244,6 +248,33 @@ func readSection(t *testing.T, file, heading string) []tourStep {
 		}
 	}
 	return steps
+}
+
+// serveCommand reports whether a document's command starts the control
+// plane in the foreground of its terminal, and if so the command to run
+// and the data directory that will hold its CA: `make run` runs recipe,
+// with its --data; `bin/rackpool serve ...` (not in the background) runs
+// itself.
+func serveCommand(text, recipe string) (cmd, data string, ok bool) {
+	text = strings.TrimSpace(text)
+	switch {
+	case text == "make run":
+		cmd = recipe
+	case strings.HasPrefix(text, "bin/rackpool serve") && !background(text) && !strings.Contains(text, "\n"):
+		cmd = text
+	default:
+		return "", "", false
+	}
+	data = "data" // serve's default, ./data
+	f := strings.Fields(cmd)
+	for i, a := range f {
+		if v, found := strings.CutPrefix(a, "--data="); found {
+			data = v
+		} else if a == "--data" && i+1 < len(f) {
+			data = f[i+1]
+		}
+	}
+	return cmd, data, true
 }
 
 // makeRunRecipe is the command `make run` runs, with $(BIN) filled in.
@@ -307,15 +338,17 @@ func background(text string) bool {
 }
 
 // tourReady is what each background process of the tour prints once it is
-// ready. The SSE stream prints nothing until an event and no later command
-// needs it: nothing to wait for (had it ended, `kill $EVENTS` would fail).
+// ready. An SSE stream prints nothing until an event: nothing to wait for
+// (had it ended, its `kill` would fail; a document that needs its first
+// message waits for it itself).
 var tourReady = []struct{ command, log string }{
 	{"bin/rackpool memnode ", `msg="memnode serving"`},
 	{"bin/rackpool cache ", `msg="cache serving"`},
 	{"bin/rackpool blocknode ", `msg="blocknode serving"`},
 	{"bin/rackpool drive connect ", `msg="drive connected"`},
 	{"bin/rackpool fabric-emulator ", `msg="rackpool fabric-emulator serving"`},
-	{"/redfish/v1/EventService/SSE", ""},
+	{"bin/rackpool agent ", `msg="agent reporting"`},
+	{"/EventService/SSE", ""},
 }
 
 // stepWait bounds one command of the tour: the slowest (the P4 pod, a
@@ -341,21 +374,22 @@ func waitReady(t *testing.T, term *terminal, start int, st tourStep) {
 }
 
 // waitServing waits until the first terminal's server logs that it
-// serves and answers, and checks the first start was quiet: no warning.
-func waitServing(t *testing.T, term *terminal, dir, url string, st tourStep) {
+// serves and answers (trusting the CA in data, its data directory), and
+// checks the first start was quiet: no warning.
+func waitServing(t *testing.T, term *terminal, data, url string, st tourStep) {
 	t.Helper()
 	pass := ""
 	if m := regexp.MustCompile(`RACKPOOL_ADMIN_PASSWORD=(\S+)`).FindStringSubmatch(term.history); m != nil {
 		pass = m[1]
 	}
 	if pass == "" {
-		t.Fatalf("%s: make run comes without an export of RACKPOOL_ADMIN_PASSWORD before it in its terminal", st.where())
+		t.Fatalf("%s: %q comes without an export of RACKPOOL_ADMIN_PASSWORD before it in its terminal", st.where(), st.text)
 	}
 	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		out := term.out.since(0)
 		if strings.Contains(out, "rackpool serving") {
-			cfg, err := api.TLSConfig(filepath.Join(dir, "data", "tls", "ca.pem"))
+			cfg, err := api.TLSConfig(filepath.Join(data, "tls", "ca.pem"))
 			if err != nil {
 				t.Fatalf("the server's CA: %v\n%s", err, out)
 			}
@@ -371,7 +405,7 @@ func waitServing(t *testing.T, term *terminal, dir, url string, st tourStep) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s: make run: not serving after %v:\n%s", st.where(), startTimeout, term.out.since(0))
+	t.Fatalf("%s: %q: not serving after %v:\n%s", st.where(), st.text, startTimeout, term.out.since(0))
 }
 
 // terminal is one bash, fed a document's commands on its standard input.
