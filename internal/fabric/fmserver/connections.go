@@ -214,7 +214,10 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	unlock := s.ports.lock(InitiatorID(a.Host, a.HostPort))
+	unlock, err := s.ports.lock(r.Context(), InitiatorID(a.Host, a.HostPort))
+	if err != nil {
+		return err
+	}
 	st, err := s.state(r.Context())
 	if err != nil {
 		unlock()
@@ -239,7 +242,10 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	unlock := s.ports.lock(InitiatorID(a.Host, a.HostPort))
+	unlock, err := s.ports.lock(r.Context(), InitiatorID(a.Host, a.HostPort))
+	if err != nil {
+		return err
+	}
 	if a, err = s.connection(r); err != nil {
 		unlock()
 		return err

@@ -34,7 +34,10 @@
 // a connection's POST or DELETE. Each is checked whole before anything
 // happens (strict JSON, every link resolved; 400 and nothing changed
 // otherwise), runs under its host port's lock (so If-Match is checked and
-// the change made atomically: 428 without If-Match, 412 when stale), and
+// the change made atomically: 428 without If-Match, 412 when stale; a
+// change that waits for the port's lock longer than 10 seconds, or whose
+// client goes away meanwhile, answers 503 with Retry-After: 1 and changes
+// nothing), and
 // is all or nothing: when one step fails, the steps already done are
 // undone and the failure answered. A fabric refusal answers 409 (400 for
 // ErrUnknown) with a Rackpool registry MessageId (Errors, MessageID).

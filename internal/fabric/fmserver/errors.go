@@ -142,6 +142,13 @@ func errUnavailable(retryAfter int) *apiError {
 	return e
 }
 
+// errPortLocked answers a change that stopped waiting for the change in
+// progress on its host port (why says why): 503 with Retry-After, nothing
+// changed.
+func errPortLocked(port string, why error) *apiError {
+	return errUnavailable(1).resolve(fmt.Sprintf("Nothing was changed: the change waited for the change in progress on host port %s, and %v. Retry.", port, why))
+}
+
 func errAlreadyExists(prop, value string) *apiError {
 	return newError(http.StatusConflict, baseRegistry+"ResourceAlreadyExists",
 		fmt.Sprintf("The requested resource of type Zone with the property %s with the value '%s' already exists.", prop, value),

@@ -341,33 +341,55 @@ type portLocks struct {
 }
 
 type portLock struct {
-	mu    sync.Mutex
-	users int
+	held  chan struct{} // holds a token while the port is locked
+	users int           // holders and waiters
 }
 
-// lock locks key and returns the unlock function.
-func (p *portLocks) lock(key string) func() {
+// maxLockWait bounds how long a change waits for the change before it on
+// the same host port (whose modelled time may be long on the wall clock)
+// before it answers 503 with Retry-After instead (a variable for tests).
+var maxLockWait = 10 * time.Second
+
+// lock locks key and returns the unlock function. It waits at most until
+// ctx ends (the client gave up: the request's context) or maxLockWait
+// passes; then it fails with an error that says what it waited for, and
+// the port stays as it was. A handler therefore never waits on a port
+// without a deadline, and a server's Close never waits on one.
+func (p *portLocks) lock(ctx context.Context, key string) (func(), error) {
 	p.mu.Lock()
 	if p.locks == nil {
 		p.locks = map[string]*portLock{}
 	}
 	l := p.locks[key]
 	if l == nil {
-		l = &portLock{}
+		l = &portLock{held: make(chan struct{}, 1)}
 		p.locks[key] = l
 	}
 	l.users++
 	p.mu.Unlock()
-	l.mu.Lock()
+	release := func() {
+		p.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(p.locks, key)
+		}
+		p.mu.Unlock()
+	}
+	timer := time.NewTimer(maxLockWait)
+	defer timer.Stop()
+	select {
+	case l.held <- struct{}{}:
+	case <-ctx.Done():
+		release()
+		return nil, errPortLocked(key, fmt.Errorf("the request ended first: %w", ctx.Err()))
+	case <-timer.C:
+		release()
+		return nil, errPortLocked(key, fmt.Errorf("it did not end within %s", maxLockWait))
+	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			l.mu.Unlock()
-			p.mu.Lock()
-			if l.users--; l.users == 0 {
-				delete(p.locks, key)
-			}
-			p.mu.Unlock()
+			<-l.held
+			release()
 		})
-	}
+	}, nil
 }

@@ -217,7 +217,8 @@ func (s *Server) apply(ctx context.Context, steps []step, progress func(done int
 // other clock the job's modelled time passes without wall time, so the
 // handler waits for the job (at most maxSyncWait) and then decides: 202
 // when the modelled time exceeded the threshold, or, with threshold 0,
-// when the change changed something.
+// when the change changed something. Either wait ends early when the
+// request does (its client went away): the change goes on as a task.
 func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func(), steps []step, finish func(ctx context.Context) *response) {
 	j := s.tasks.newJob(r, len(steps), s.clk.Now())
 	ctx := context.WithoutCancel(r.Context())
@@ -253,6 +254,7 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 	select {
 	case <-j.doneCh:
 	case <-timer.C:
+	case <-r.Context().Done(): // the client is gone: the change goes on as a task
 	}
 	j.mu.Lock()
 	finished, o, resp := j.finished, j.out, j.resp

@@ -256,7 +256,10 @@ func (s *Server) postZone(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := InitiatorID(hp.Host.ID, hp.ID)
-	unlock := s.ports.lock(id)
+	unlock, err := s.ports.lock(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	st, err := s.state(r.Context())
 	if err != nil {
 		unlock()
@@ -298,7 +301,10 @@ func (s *Server) patchZone(w http.ResponseWriter, r *http.Request) error {
 		return errPropertyValue("Links.Endpoints", s.endpointPath(id),
 			"A zone's initiator is fixed: it is the zone's Id, "+r.PathValue("zone")+".")
 	}
-	unlock := s.ports.lock(r.PathValue("zone"))
+	unlock, err := s.ports.lock(r.Context(), r.PathValue("zone"))
+	if err != nil {
+		return err
+	}
 	hp, st, err := s.zonePort(r)
 	if err != nil {
 		unlock()
@@ -333,7 +339,10 @@ func (s *Server) deleteZone(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkFabric(r); err != nil {
 		return err
 	}
-	unlock := s.ports.lock(r.PathValue("zone"))
+	unlock, err := s.ports.lock(r.Context(), r.PathValue("zone"))
+	if err != nil {
+		return err
+	}
 	hp, st, err := s.zonePort(r)
 	if err != nil {
 		unlock()
