@@ -41,9 +41,10 @@ type client struct {
 	requestTimeout time.Duration
 	log            *slog.Logger
 
-	mu      sync.Mutex
-	token   string
-	session string // the session's URI, for Close
+	mu        sync.Mutex // guards the fields below; never held across a request
+	token     string
+	session   string        // the session's URI, for Close
+	loggingIn chan struct{} // closed when the login in progress ends; nil when none is
 }
 
 func newClient(rawURL, user, password string, transport http.RoundTripper, requestTimeout time.Duration, log *slog.Logger) (*client, error) {
@@ -195,19 +196,39 @@ func (c *client) currentToken(ctx context.Context) (string, error) {
 }
 
 // relogin replaces the session whose token is stale, unless another
-// goroutine already did. Logins are serialised.
+// goroutine already did. Logins are serialised: while one is in progress
+// the others wait for it, each at most until its own ctx ends, and then
+// use its session (or, when it failed, try their own).
 func (c *client) relogin(ctx context.Context, stale string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.token != stale {
-		return nil
-	}
-	tok, loc, err := c.login(ctx)
-	if err != nil {
+	for {
+		c.mu.Lock()
+		if c.token != stale {
+			c.mu.Unlock()
+			return nil
+		}
+		if wait := c.loggingIn; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return fmt.Errorf("log in to %s: waiting for the login in progress: %w", c.base, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		c.loggingIn = done
+		c.mu.Unlock()
+
+		tok, loc, err := c.login(ctx)
+		c.mu.Lock()
+		if err == nil {
+			c.token, c.session = tok, loc
+		}
+		c.loggingIn = nil
+		c.mu.Unlock()
+		close(done)
 		return err
 	}
-	c.token, c.session = tok, loc
-	return nil
 }
 
 // login creates a session, retrying what is transient within ctx.

@@ -410,7 +410,10 @@ func (d *Driver) operate(ctx context.Context, verb string, a fabric.Attachment, 
 	if err != nil {
 		return fabric.Result{}, fmt.Errorf("%s %s to %s: %w", verb, a.Block, portName(a.Host, a.HostPort), err)
 	}
-	unlock := d.locks.lock(j.ini)
+	unlock, err := d.locks.lock(ctx, j.ini, "the change in progress on host port "+portName(a.Host, a.HostPort))
+	if err != nil {
+		return fabric.Result{}, fmt.Errorf("%s %s on fabric %s: %w", verb, j, d.fab.ID, err)
+	}
 	defer unlock()
 	decide := d.zoneStep
 	if byConnection(j.dev) {
@@ -657,36 +660,48 @@ func (d *Driver) systemHealth(ctx context.Context, eps []member[endpointRes]) (m
 	return out, err
 }
 
-// keyedMutex serialises work per key.
+// keyedMutex serialises work per key. A waiter waits at most until its
+// context ends.
 type keyedMutex struct {
 	mu sync.Mutex
 	m  map[string]*keyedEntry
 }
 
 type keyedEntry struct {
-	mu   sync.Mutex
-	refs int
+	held chan struct{} // holds a token while the key is locked
+	refs int           // holder and waiters
 }
 
-func (k *keyedMutex) lock(key string) (unlock func()) {
+// lock locks key, or fails when ctx ends first with an error that says
+// what it waited for (what, e.g. "the change in progress on host port
+// host1/pcie").
+func (k *keyedMutex) lock(ctx context.Context, key, what string) (unlock func(), err error) {
 	k.mu.Lock()
 	if k.m == nil {
 		k.m = map[string]*keyedEntry{}
 	}
 	e := k.m[key]
 	if e == nil {
-		e = &keyedEntry{}
+		e = &keyedEntry{held: make(chan struct{}, 1)}
 		k.m[key] = e
 	}
 	e.refs++
 	k.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
+	release := func() {
 		k.mu.Lock()
 		if e.refs--; e.refs == 0 {
 			delete(k.m, key)
 		}
 		k.mu.Unlock()
 	}
+	select {
+	case e.held <- struct{}{}:
+	case <-ctx.Done():
+		release()
+		return nil, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+	}
+	return func() {
+		<-e.held
+		release()
+	}, nil
 }
