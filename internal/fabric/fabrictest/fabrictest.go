@@ -8,12 +8,13 @@
 // against any fabric kind. Subtests that need an optional capability
 // (fabric.FaultInjector, fabric.StatsReporter, fabric.LatencyReporter, a
 // fault kind such as fabric.ReleaseStalls) or a shape the fabric does not
-// have (an unreachable pair) are skipped.
+// have (an unreachable pair) are skipped. Every call to the driver is
+// bounded (CallTimeout): a driver that does not return fails the subtest,
+// saying which call it was, rather than hanging the suite.
 package fabrictest
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -26,10 +27,16 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Concurrency bounds for the concurrent subtest.
+// Concurrency bounds for the concurrent subtest: each goroutine also
+// reads the fabric (Discover) after every DiscoverEvery-th change, so
+// reads interleave with the others' changes. A Discover after every change
+// made three quarters of the subtest's time against a remote manager (a
+// Discover reads every endpoint, zone and connection), and this subtest
+// most of the suite's.
 const (
 	Goroutines      = 8
 	OpsPerGoroutine = 50
+	DiscoverEvery   = 4
 )
 
 // Run runs the conformance suite against the driver newDriver returns for
@@ -88,7 +95,7 @@ func reachable(top *topology.Topology, f *inventory.Fabric) []fabric.Attachment 
 
 func attach(t *testing.T, d fabric.Driver, a fabric.Attachment) fabric.Result {
 	t.Helper()
-	r, err := d.Attach(context.Background(), a)
+	r, err := callAttach(d, a)
 	if err != nil {
 		t.Fatalf("Attach(%v): %v", a, err)
 	}
@@ -97,7 +104,7 @@ func attach(t *testing.T, d fabric.Driver, a fabric.Attachment) fabric.Result {
 
 func detach(t *testing.T, d fabric.Driver, a fabric.Attachment) fabric.Result {
 	t.Helper()
-	r, err := d.Detach(context.Background(), a)
+	r, err := callDetach(d, a)
 	if err != nil {
 		t.Fatalf("Detach(%v): %v", a, err)
 	}
@@ -106,7 +113,7 @@ func detach(t *testing.T, d fabric.Driver, a fabric.Attachment) fabric.Result {
 
 func discover(t *testing.T, d fabric.Driver) fabric.State {
 	t.Helper()
-	st, err := d.Discover(context.Background())
+	st, err := callDiscover(d)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
 	}
@@ -178,7 +185,7 @@ func (s *suite) compatible(t *testing.T, d fabric.Driver, n int) []fabric.Attach
 		if used[p.Block] {
 			continue
 		}
-		if _, err := d.Attach(context.Background(), p); err != nil {
+		if _, err := callAttach(d, p); err != nil {
 			if !physics(err) {
 				t.Fatalf("Attach(%v): %v", p, err)
 			}
@@ -240,10 +247,10 @@ func (s *suite) unknownNames(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := d.Attach(context.Background(), c.a); !errors.Is(err, fabric.ErrUnknown) {
+			if _, err := callAttach(d, c.a); !errors.Is(err, fabric.ErrUnknown) {
 				t.Errorf("Attach(%v) = %v, want ErrUnknown", c.a, err)
 			}
-			if _, err := d.Detach(context.Background(), c.a); !errors.Is(err, fabric.ErrUnknown) {
+			if _, err := callDetach(d, c.a); !errors.Is(err, fabric.ErrUnknown) {
 				t.Errorf("Detach(%v) = %v, want ErrUnknown", c.a, err)
 			}
 			wantAttached(t, d, s.first)
@@ -293,7 +300,7 @@ func (s *suite) unreachable(t *testing.T) {
 		t.Skipf("every host port of %s reaches every device", s.fab.ID)
 	}
 	d := s.newDriver(t)
-	if _, err := d.Attach(context.Background(), *pair); !errors.Is(err, fabric.ErrUnreachable) {
+	if _, err := callAttach(d, *pair); !errors.Is(err, fabric.ErrUnreachable) {
 		t.Fatalf("Attach(%v) = %v, want ErrUnreachable", *pair, err)
 	}
 	wantAttached(t, d)
@@ -310,7 +317,7 @@ func injector(t *testing.T, d fabric.Driver) fabric.FaultInjector {
 
 func inject(t *testing.T, fi fabric.FaultInjector, f fabric.Fault) {
 	t.Helper()
-	if err := fi.InjectFault(f); err != nil {
+	if err := callInject(fi, f); err != nil {
 		t.Fatalf("InjectFault(%+v): %v", f, err)
 	}
 }
@@ -322,7 +329,7 @@ func (s *suite) injectedAttachFault(t *testing.T) {
 			fi := injector(t, d)
 			inject(t, fi, fabric.Fault{Kind: fabric.AttachFails, Target: target, Count: 2})
 			for i := range 2 {
-				if _, err := d.Attach(context.Background(), s.first); !errors.Is(err, fabric.ErrInjected) {
+				if _, err := callAttach(d, s.first); !errors.Is(err, fabric.ErrInjected) {
 					t.Fatalf("Attach %d under fault = %v, want ErrInjected", i+1, err)
 				}
 				wantAttached(t, d)
@@ -332,7 +339,7 @@ func (s *suite) injectedAttachFault(t *testing.T) {
 			}
 			wantAttached(t, d, s.first)
 			inject(t, fi, fabric.Fault{Kind: fabric.AttachFails, Target: target, Count: 5})
-			fi.ClearFaults()
+			clearFaults(t, fi)
 			detach(t, d, s.first)
 			attach(t, d, s.first)
 			wantAttached(t, d, s.first)
@@ -340,7 +347,7 @@ func (s *suite) injectedAttachFault(t *testing.T) {
 	}
 	t.Run("unknown target", func(t *testing.T) {
 		fi := injector(t, s.newDriver(t))
-		if err := fi.InjectFault(fabric.Fault{Kind: fabric.DeviceFails, Target: "no-such-device"}); err == nil {
+		if err := callInject(fi, fabric.Fault{Kind: fabric.DeviceFails, Target: "no-such-device"}); err == nil {
 			t.Fatal("InjectFault on an unknown device succeeded")
 		}
 	})
@@ -358,11 +365,11 @@ func (s *suite) deviceFailure(t *testing.T) {
 		t.Fatalf("Detach of a failed device = %+v, want Changed", r)
 	}
 	wantAttached(t, d)
-	if _, err := d.Attach(context.Background(), s.first); !errors.Is(err, fabric.ErrFailed) {
+	if _, err := callAttach(d, s.first); !errors.Is(err, fabric.ErrFailed) {
 		t.Fatalf("Attach of a failed device = %v, want ErrFailed", err)
 	}
 	wantAttached(t, d)
-	fi.ClearFaults()
+	clearFaults(t, fi)
 	if h := discover(t, d).Health[s.first.Device]; h != fabric.OK {
 		t.Errorf("Health[%s] after ClearFaults = %q, want OK", s.first.Device, h)
 	}
@@ -382,11 +389,11 @@ func (s *suite) portAndHostFailure(t *testing.T) {
 			if h := discover(t, d).Health[f.Target]; h != fabric.Critical {
 				t.Errorf("Health[%s] = %q, want Critical", f.Target, h)
 			}
-			if _, err := d.Attach(context.Background(), s.first); !errors.Is(err, fabric.ErrFailed) {
+			if _, err := callAttach(d, s.first); !errors.Is(err, fabric.ErrFailed) {
 				t.Fatalf("Attach over a failed %s = %v, want ErrFailed", f.Kind, err)
 			}
 			wantAttached(t, d)
-			fi.ClearFaults()
+			clearFaults(t, fi)
 			attach(t, d, s.first)
 			inject(t, fi, f)
 			if r := detach(t, d, s.first); !r.Changed {
@@ -406,7 +413,7 @@ func (s *suite) stats(t *testing.T) {
 	attach(t, d, s.first)
 	byDev := func() map[string]fabric.DeviceStats {
 		t.Helper()
-		st, err := sr.Stats(context.Background())
+		st, err := call("Stats", sr.Stats)
 		if err != nil {
 			t.Fatalf("Stats: %v", err)
 		}
@@ -449,11 +456,11 @@ func (s *suite) latency(t *testing.T) {
 	if !ok {
 		t.Skip("driver does not implement fabric.LatencyReporter")
 	}
-	if _, err := lr.Latency(context.Background(), s.first); !errors.Is(err, fabric.ErrUnknown) {
+	if _, err := callLatency(lr, s.first); !errors.Is(err, fabric.ErrUnknown) {
 		t.Fatalf("Latency of a pair not attached = %v, want ErrUnknown", err)
 	}
 	for _, a := range s.compatible(t, d, 3) {
-		got, err := lr.Latency(context.Background(), a)
+		got, err := callLatency(lr, a)
 		if err != nil {
 			t.Fatalf("Latency(%v): %v", a, err)
 		}
@@ -477,10 +484,10 @@ func (s *suite) releaseStalls(t *testing.T) {
 	d := s.newDriver(t)
 	fi := injector(t, d)
 	attach(t, d, s.first)
-	if err := fi.InjectFault(fabric.Fault{Kind: fabric.ReleaseStalls, Target: s.first.Host}); err != nil {
+	if err := callInject(fi, fabric.Fault{Kind: fabric.ReleaseStalls, Target: s.first.Host}); err != nil {
 		t.Skipf("driver does not take %s: %v", fabric.ReleaseStalls, err)
 	}
-	if err := fi.InjectFault(fabric.Fault{Kind: fabric.ReleaseStalls, Target: "no-such-host"}); !errors.Is(err, fabric.ErrUnknown) {
+	if err := callInject(fi, fabric.Fault{Kind: fabric.ReleaseStalls, Target: "no-such-host"}); !errors.Is(err, fabric.ErrUnknown) {
 		t.Errorf("InjectFault(%s, no-such-host) = %v, want ErrUnknown", fabric.ReleaseStalls, err)
 	}
 	r := detach(t, d, s.first)
@@ -488,7 +495,7 @@ func (s *suite) releaseStalls(t *testing.T) {
 		t.Fatalf("Detach from a host that stalls its release = %+v, want Changed", r)
 	}
 	wantAttached(t, d)
-	fi.ClearFaults()
+	clearFaults(t, fi)
 	attach(t, d, s.first)
 	if r2 := detach(t, d, s.first); !r2.Changed || r2.Took > r.Took {
 		t.Errorf("cooperative Detach = %+v after a forced one of %+v: want Changed and no slower", r2, r)
@@ -504,7 +511,7 @@ func physics(err error) bool {
 
 // concurrent runs Goroutines goroutines, each owning a disjoint set of
 // blocks and attaching and detaching them at random (seeded) over every
-// port that reaches them. Each goroutine tracks what its successful calls
+// port that reaches them, and reading the fabric meanwhile. Each goroutine tracks what its successful calls
 // did; physics refusals caused by the others are allowed and change
 // nothing. Afterwards Discover must list exactly the union of what the
 // goroutines believe is attached.
@@ -533,11 +540,10 @@ func (s *suite) concurrent(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(g), 42))
 			mine := believed[g]
-			for range OpsPerGoroutine {
+			for op := range OpsPerGoroutine {
 				p := own[g][rng.IntN(len(own[g]))]
-				ctx := context.Background()
 				if rng.IntN(3) < 2 {
-					r, err := d.Attach(ctx, p)
+					r, err := callAttach(d, p)
 					switch {
 					case err == nil:
 						if r.Changed == mine[p] {
@@ -550,7 +556,7 @@ func (s *suite) concurrent(t *testing.T) {
 						return
 					}
 				} else {
-					r, err := d.Detach(ctx, p)
+					r, err := callDetach(d, p)
 					if err != nil {
 						errs <- fmt.Errorf("Detach(%v): %v", p, err)
 						return
@@ -561,7 +567,10 @@ func (s *suite) concurrent(t *testing.T) {
 					}
 					delete(mine, p)
 				}
-				if _, err := d.Discover(ctx); err != nil {
+				if op%DiscoverEvery != DiscoverEvery-1 {
+					continue
+				}
+				if _, err := callDiscover(d); err != nil {
 					errs <- fmt.Errorf("discover: %v", err)
 					return
 				}
