@@ -76,6 +76,10 @@ func CrashChild(s store.Store) {
 	select {} // until killed
 }
 
+// killAfter is how many acknowledged changes Crash waits for before it
+// kills the child.
+const killAfter = 50
+
 // CrashConfig describes a backend's crash test.
 type CrashConfig struct {
 	// ChildTest is the test function that opens the backend and calls
@@ -98,9 +102,10 @@ type CrashConfig struct {
 }
 
 // Crash starts the child test, kills it (with SIGKILL, after cfg.Crash if
-// set) 300 ms after it is ready, and checks that every change it
-// acknowledged survived: compositions at their acknowledged version or
-// later, deletions gone, audit entries under their IDs.
+// set) once it has acknowledged killAfter changes, audit entries among them
+// (however slowly a loaded machine gets there), and checks that every
+// change it acknowledged survived: compositions at their acknowledged
+// version or later, deletions gone, audit entries under their IDs.
 func Crash(t *testing.T, cfg CrashConfig) {
 	if cfg.Rounds == 0 {
 		cfg.Rounds = 3
@@ -131,16 +136,25 @@ func Crash(t *testing.T, cfg CrashConfig) {
 			}
 		}()
 		var (
-			kill     <-chan time.Time
+			ready    bool
+			armed    bool          // kill was made ready, once
+			kill     chan struct{} // nil until armed, then closed
 			count    int
 			crashing bool
 			errs     int
 		)
+		arm := func() {
+			if ready && !armed && count >= killAfter && len(auditAcked) > 0 {
+				armed = true
+				kill = make(chan struct{})
+				close(kill)
+			}
+		}
 		record := func(line string) {
 			f := strings.Fields(line)
 			switch {
 			case len(f) == 1 && f[0] == "ready":
-				kill = time.After(300 * time.Millisecond)
+				ready = true
 			case len(f) == 3 && f[0] == "put":
 				v, _ := strconv.ParseInt(f[2], 10, 64)
 				if acked[f[1]] == nil {
@@ -160,8 +174,9 @@ func Crash(t *testing.T, cfg CrashConfig) {
 					t.Errorf("child: %s", line)
 				}
 			}
+			arm()
 		}
-		deadline := time.After(20 * time.Second)
+		deadline := time.After(5 * time.Minute)
 	read:
 		for {
 			select {
@@ -197,7 +212,8 @@ func Crash(t *testing.T, cfg CrashConfig) {
 				cmd.Process.Signal(syscall.SIGKILL)
 			case <-deadline:
 				cmd.Process.Signal(syscall.SIGKILL)
-				t.Fatal("child did not start in time")
+				t.Fatalf("round %d: after 5 minutes the child was ready: %v, with %d changes and %d audit entries acknowledged; waited for %d changes with an audit entry among them",
+					round, ready, count, len(auditAcked), killAfter)
 			}
 		}
 		err = cmd.Wait()
