@@ -38,7 +38,7 @@ func needTools(t *testing.T, tools ...string) {
 }
 
 // driveRack is a control plane on e2e/testdata/drives.yaml with blocknodes
-// on the given hosts.
+// on the given hosts, and drive leases of lease.
 type driveRack struct {
 	s     *server
 	c     *api.Client
@@ -46,13 +46,13 @@ type driveRack struct {
 	nodes map[string]*proc
 }
 
-func startDriveRack(t *testing.T, hosts ...string) *driveRack {
+func startDriveRack(t *testing.T, lease time.Duration, hosts ...string) *driveRack {
 	t.Helper()
 	top, err := filepath.Abs("testdata/drives.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startDefault(t, "--topology", top, "--drive-lease", "400ms")
+	s := startDefault(t, "--topology", top, "--drive-lease", lease.String())
 	r := &driveRack{s: s, c: s.client(), dir: t.TempDir(), nodes: map[string]*proc{}}
 	for _, h := range hosts {
 		r.nodes[h] = startProc(t, s, "blocknode", "--name", h, "--drive-dir", r.dir, "--control", s.url)
@@ -141,7 +141,9 @@ func run(t *testing.T, name string, args ...string) string {
 func TestDriveThirdPartyClients(t *testing.T) {
 	skipShort(t)
 	needTools(t, "nbdinfo", "qemu-io", "nbdcopy")
-	r := startDriveRack(t, "host1", "host2")
+	// No failover here: leases long enough that a loaded machine's late
+	// heartbeat moves no drive between the listing and the opening.
+	r := startDriveRack(t, time.Minute, "host1", "host2")
 	bad := childproc.Command(binary, "drive", "connect", "ssd1", "--listen", "unix:"+filepath.Join(shortDir(t), "x.sock"),
 		"--url", r.s.url, "--procs", "-1")
 	bad.Env = r.s.env()
@@ -229,7 +231,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 func TestDriveFailoverUnderFio(t *testing.T) {
 	skipShort(t)
 	needTools(t, "fio")
-	r := startDriveRack(t, "host1", "host2")
+	r := startDriveRack(t, 400*time.Millisecond, "host1", "host2")
 	before := r.owner(t, "ssd1")
 	sock, conn := r.connect(t, "ssd1")
 	fio := childproc.Command("fio", "--name=failover", "--ioengine=nbd", "--uri=nbd+unix:///ssd1?socket="+sock,
@@ -282,7 +284,7 @@ func lastLines(s string, n int) string {
 // it resumes, and the new owner's data is intact.
 func TestDriveFencing(t *testing.T) {
 	skipShort(t)
-	r := startDriveRack(t, "host1", "host2")
+	r := startDriveRack(t, 400*time.Millisecond, "host1", "host2")
 	ctx := context.Background()
 	g1, err := r.c.ConnectDrive(ctx, "ssd1", "rw", time.Minute)
 	if err != nil {
