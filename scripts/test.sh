@@ -64,7 +64,12 @@ step() {
 		printf 'ok    %-22s %4ds\n' "$name" "$took"
 	else
 		printf 'FAIL  %-22s %4ds  (exit %d; %s)\n' "$name" "$took" "$rc" "$logs/$name.log"
-		tail -60 "$logs/$name.log" | sed "s/^/    $name: /"
+		# gotestsum's summary of the failed tests, else the last lines.
+		if grep -q '^=== Failed' "$logs/$name.log"; then
+			sed -n '/^=== Failed/,$p' "$logs/$name.log" | head -150
+		else
+			tail -60 "$logs/$name.log"
+		fi | sed "s/^/    $name: /"
 	fi
 	return $rc
 }
@@ -74,10 +79,10 @@ step() {
 GOTESTSUM=gotest.tools/gotestsum@v1.13.0
 
 tests_lane() {
-	step vet "$GO" vet ./... &&
-		step go-test "$GO" run "$GOTESTSUM" --format pkgname-and-test-fails --no-color \
-			--jsonfile "$logs/go-test.json" -- -race -count=1 -timeout 20m ./...
-	local rc=$?
+	local rc=0
+	step vet "$GO" vet ./... || return 1
+	step go-test "$GO" run "$GOTESTSUM" --format pkgname-and-test-fails --no-color \
+		--jsonfile "$logs/go-test.json" -- -race -count=1 -timeout 20m ./... || rc=$?
 	# The slowest tests, for whoever makes the suite faster.
 	"$GO" run "$GOTESTSUM" tool slowest --jsonfile "$logs/go-test.json" --threshold 15s >"$logs/slowest.txt" 2>&1 || true
 	return $rc
