@@ -275,9 +275,18 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 	}
 }
 
-// logout deletes the session, if any.
+// logout deletes the session, if any. A login in progress is waited for
+// (at most until ctx ends) so that its session is deleted too.
 func (c *client) logout(ctx context.Context) error {
 	c.mu.Lock()
+	for wait := c.loggingIn; wait != nil && ctx.Err() == nil; wait = c.loggingIn {
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+	}
 	tok, loc := c.token, c.session
 	c.token, c.session = "", ""
 	c.mu.Unlock()

@@ -83,11 +83,17 @@ func startManager(t testing.TB, top *topology.Topology, fabricID string, chaos i
 	return &manager{srv: srv, url: hs.URL}
 }
 
+// newDriver is a driver of m with operation timeout timeout. Its request
+// timeout (10 s) is one an answered exchange never reaches on a loaded
+// machine: a refusal whose answer came late would otherwise be sent again
+// (an armed attach-fails spent twice) and a change whose answer came late
+// read back. The manager closes the connection of an answer it loses, so
+// no test waits for this timeout.
 func newDriver(t testing.TB, top *topology.Topology, fabricID string, m *manager, timeout time.Duration) *Driver {
 	t.Helper()
 	d, err := New(context.Background(), Options{
 		Topology: top, Fabric: fabricID, URL: m.url, User: "rackpool", Password: "test-password",
-		Timeout: timeout, RequestTimeout: 2 * time.Second, Logger: testLogger(),
+		Timeout: timeout, RequestTimeout: 10 * time.Second, Logger: testLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)
