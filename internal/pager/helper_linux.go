@@ -329,14 +329,17 @@ func (h *helper) serveMissing(faults []fault, start time.Time) {
 				return
 			}
 		}
+		// Count, then install, then wake. A thread normally goes on when
+		// the wake below reaches it, but one whose wait a signal cut short
+		// (the Go runtime signals a goroutine that has run for 10ms to
+		// preempt it, and one blocked in a fault looks like that) retries
+		// its access and goes on as soon as its page is mapped. What it
+		// then asks of Stats must already count its fault and the pages
+		// that came with it; install takes back the count of a page it
+		// leaves out.
+		h.count(chunk, faults[:i], time.Since(start))
 		for _, g := range chunk {
 			h.install(g, faults[:i])
-		}
-		// Count, then wake: the installs did not wake, so that a thread
-		// that goes on and asks for Stats finds its fault counted.
-		for range faults[:i] {
-			h.stats.faults.Add(1)
-			h.stats.latency[latencyBucket(time.Since(start))].Add(1)
 		}
 		for _, g := range chunk {
 			uffdRange(helperUffdFD, ioctlWake, h.addr(g.lo), uintptr((g.hi-g.lo)*h.ps))
@@ -419,62 +422,93 @@ func (h *helper) fetch(chunk []group) {
 	}
 }
 
+// count counts the faults of a chunk and the pages it is about to
+// install: resident, zero-filled (in a group not fetched) and prefetched
+// (installed ahead of a fault on them).
+func (h *helper) count(chunk []group, faults []fault, latency time.Duration) {
+	h.stats.faults.Add(uint64(len(faults)))
+	h.stats.latency[latencyBucket(latency)].Add(uint64(len(faults)))
+	for _, g := range chunk {
+		for p := g.lo; p < g.hi; p++ {
+			if h.state[p]&fWanted != 0 {
+				h.countPage(p, !g.fetch, faults, 1)
+			}
+		}
+	}
+}
+
+// countPage adds d (1 or -1) to the counts of page p about to be
+// installed, zeros if zero.
+func (h *helper) countPage(p int, zero bool, faults []fault, d int) {
+	h.stats.resident.Add(uint64(d))
+	if zero {
+		h.stats.zeroFills.Add(uint64(d))
+	}
+	if !isFault(faults, p) {
+		h.stats.prefetched.Add(uint64(d))
+	}
+}
+
+// isFault reports whether page p is among the (sorted) faults.
+func isFault(faults []fault, p int) bool {
+	_, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
+	return ok
+}
+
+// isWrite reports whether a fault on page p among the (sorted) faults is
+// a write.
+func isWrite(faults []fault, p int) bool {
+	i, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
+	for ok && i < len(faults) && faults[i].page == p {
+		if faults[i].write {
+			return true
+		}
+		i++
+	}
+	return false
+}
+
 // install maps the group's missing pages: runs of pages write-protected
 // (clean; their first write is a write-protect fault), except a page whose
-// fault was a write, which goes in writable and dirty.
+// fault was a write, which goes in writable and dirty. The pages are
+// counted already (see count); a page left out is taken off the counts.
 func (h *helper) install(g group, faults []fault) {
-	isWrite := func(p int) bool {
-		i, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
-		for ok && i < len(faults) && faults[i].page == p {
-			if faults[i].write {
-				return true
-			}
-			i++
-		}
-		return false
-	}
-	isFault := func(p int) bool {
-		_, ok := slices.BinarySearchFunc(faults, p, func(f fault, p int) int { return f.page - p })
-		return ok
-	}
 	for p := g.lo; p < g.hi; {
 		if h.state[p]&fWanted == 0 {
 			p++
 			continue
 		}
 		q := p + 1
-		w := isWrite(p)
+		w := isWrite(faults, p)
 		if !w {
-			for q < g.hi && h.state[q]&fWanted != 0 && !isWrite(q) {
+			for q < g.hi && h.state[q]&fWanted != 0 && !isWrite(faults, q) {
 				q++
 			}
 		}
 		src := h.zero[:(q-p)*h.ps]
 		if g.fetch {
 			src = g.buf[(p-g.lo)*h.ps : (q-g.lo)*h.ps]
-		} else {
-			h.stats.zeroFills.Add(uint64(q - p))
 		}
 		for r := p; r < q; r++ {
 			h.state[r] &^= fWanted
 		}
-		if !h.copyRun(p, q, src, !w) {
+		left, ok := h.copyRun(p, q, src, !w)
+		if !ok {
 			return
 		}
-		for r := p; r < q; r++ {
-			if h.state[r]&fResident != 0 && !isFault(r) {
-				h.stats.prefetched.Add(1)
-			}
+		for r := q - left; r < q; r++ {
+			h.countPage(r, !g.fetch, faults, -1)
 		}
 		p = q
 	}
 }
 
-// copyRun installs pages [p, q) from src. It returns false if it failed
-// the pager. A page found already mapped (EEXIST) is taken as resident
-// and dirty; a transient EAGAIN is retried a few times, then the pages are
-// left for their threads to fault again.
-func (h *helper) copyRun(p, q int, src []byte, wp bool) bool {
+// copyRun installs pages [p, q) from src. It returns how many pages at the
+// end of the run it left out, and false if it failed the pager. A page
+// found already mapped (EEXIST) is taken as resident and dirty; a
+// transient EAGAIN is retried a few times, then the pages are left for
+// their threads to fault again.
+func (h *helper) copyRun(p, q int, src []byte, wp bool) (left int, ok bool) {
 	for tries := 0; p < q; {
 		n, err := uffdCopy(helperUffdFD, h.addr(p), src, wp)
 		done := n / h.ps
@@ -484,7 +518,7 @@ func (h *helper) copyRun(p, q int, src []byte, wp bool) bool {
 		p, src = p+done, src[done*h.ps:]
 		switch {
 		case err == nil && p >= q:
-			return true
+			return 0, true
 		case err == nil:
 			continue
 		case errors.Is(err, unix.EEXIST):
@@ -495,16 +529,16 @@ func (h *helper) copyRun(p, q int, src []byte, wp bool) bool {
 			tries++
 		case errors.Is(err, unix.EAGAIN):
 			uffdRange(helperUffdFD, ioctlWake, h.addr(p), uintptr((q-p)*h.ps))
-			return true
+			return q - p, true
 		default:
 			h.fail(fmt.Errorf("install pages %d-%d: %w", p, q-1, err))
-			return false
+			return q - p, false
 		}
 	}
-	return true
+	return 0, true
 }
 
-// take records page p as resident in a free frame.
+// take records page p as resident in a free frame (count counted it).
 func (h *helper) take(p int, dirty bool) {
 	h.state[p] |= fResident | fRef
 	if dirty {
@@ -514,7 +548,6 @@ func (h *helper) take(p int, dirty bool) {
 	h.free = h.free[:len(h.free)-1]
 	h.frames[f] = int32(p)
 	h.frameOf[p] = f
-	h.stats.resident.Add(1)
 }
 
 // ensureFree evicts pages until need frames are free. When it has to

@@ -111,8 +111,9 @@ type Stats struct {
 	Budget      uint64 // the local budget in pages
 	InFlight    uint64 // missing-page faults being served now
 	// Latency counts missing-page faults by the time the helper took to
-	// serve them (from reading the fault to installing the page, so
-	// without the kernel's wake-ups): bucket 0 is under 1µs, bucket i
+	// serve them (from reading the fault to having the page ready to
+	// install: room made, contents fetched; so without the install and
+	// the kernel's wake-ups): bucket 0 is under 1µs, bucket i
 	// (i ≥ 1) is [2^(i-1), 2^i) µs, and the last bucket is everything
 	// longer.
 	Latency [LatencyBuckets]uint64
