@@ -16,11 +16,11 @@ import (
 // socket pair; each message is one packet whose first byte is its kind.
 //
 //	parent → helper  'C' JSON config   (first, once)
-//	                 'S'               stats request
+//	                 'S' seq           stats request (seq: uint64, big-endian)
 //	                 'Q'               quit: exit now
 //	helper → parent  'R'               ready: the lease is reachable and large enough
 //	                 'E' code text     failed (sticky); code names a memory sentinel
-//	                 'S' Stats         stats reply (binary, big-endian)
+//	                 'S' seq Stats     stats reply to request seq (binary, big-endian)
 const (
 	msgConfig = 'C'
 	msgStats  = 'S'
@@ -90,18 +90,32 @@ type helperError struct {
 func (e *helperError) Error() string { return e.text }
 func (e *helperError) Unwrap() error { return e.sentinel }
 
-func encodeStats(s Stats) []byte {
+// A stats request and its reply carry the request's sequence number, so
+// that a reply that comes late, after its request gave up waiting, is not
+// taken for the answer to a later request.
+func encodeStatsRequest(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{msgStats}, seq)
+}
+
+func decodeStatsRequest(p []byte) (seq uint64, ok bool) {
+	if len(p) != 9 || p[0] != msgStats {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(p[1:]), true
+}
+
+func encodeStats(seq uint64, s Stats) []byte {
 	var b bytes.Buffer
 	b.WriteByte(msgStats)
+	binary.Write(&b, binary.BigEndian, seq)
 	binary.Write(&b, binary.BigEndian, &s)
 	return b.Bytes()
 }
 
-func decodeStats(p []byte) (Stats, error) {
-	var s Stats
-	if len(p) < 1 || binary.Size(&s) != len(p)-1 {
-		return s, fmt.Errorf("pager: stats reply of %d bytes", len(p))
+func decodeStats(p []byte) (seq uint64, s Stats, err error) {
+	if len(p) < 9 || binary.Size(&s) != len(p)-9 {
+		return 0, s, fmt.Errorf("pager: stats reply of %d bytes", len(p))
 	}
-	err := binary.Read(bytes.NewReader(p[1:]), binary.BigEndian, &s)
-	return s, err
+	err = binary.Read(bytes.NewReader(p[9:]), binary.BigEndian, &s)
+	return binary.BigEndian.Uint64(p[1:]), s, err
 }

@@ -165,8 +165,8 @@ func (h *helper) control() {
 		if err != nil || n == 0 || buf[0] == msgQuit {
 			os.Exit(0)
 		}
-		if buf[0] == msgStats {
-			h.ctl.Write(encodeStats(h.snapshot()))
+		if seq, ok := decodeStatsRequest(buf[:n]); ok {
+			h.ctl.Write(encodeStats(seq, h.snapshot()))
 		}
 	}
 }

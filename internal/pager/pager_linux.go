@@ -28,8 +28,10 @@ type Pager struct {
 
 	cmd     *exec.Cmd
 	ctl     *net.UnixConn
-	exited  chan struct{} // closed when the helper has exited and been waited for
-	replies chan Stats
+	exited  chan struct{}   // closed when the helper has exited and been waited for
+	replies chan statsReply // the latest stats reply not yet taken
+
+	statsWait time.Duration // how long Stats waits for the helper: Options.IOTimeout
 
 	mu        sync.Mutex
 	closed    bool
@@ -38,7 +40,13 @@ type Pager struct {
 	active    int           // Access calls running
 	unmapped  bool
 	lastStats Stats
-	statsMu   sync.Mutex // one stats request at a time
+	statsMu   sync.Mutex // one stats request at a time; guards statsSeq
+	statsSeq  uint64     // the last stats request's sequence number
+}
+
+type statsReply struct {
+	seq uint64
+	s   Stats
 }
 
 // Open maps a region of opts.Size bytes, registers it with userfaultfd and
@@ -56,7 +64,8 @@ func Open(ctx context.Context, opts Options) (_ *Pager, err error) {
 	if opts.IOTimeout == 0 {
 		opts.IOTimeout = 10 * time.Second
 	}
-	p := &Pager{uffd: -1, memfd: -1, failed: make(chan struct{}), exited: make(chan struct{}), replies: make(chan Stats, 1)}
+	p := &Pager{uffd: -1, memfd: -1, failed: make(chan struct{}), exited: make(chan struct{}), replies: make(chan statsReply, 1),
+		statsWait: opts.IOTimeout}
 	defer func() {
 		if err != nil {
 			p.teardown()
@@ -196,11 +205,14 @@ func (p *Pager) readControl() {
 		case msgError:
 			p.fail(fmt.Errorf("%w: %w", ErrFailed, decodeError(buf[:n])))
 		case msgStats:
-			if s, err := decodeStats(buf[:n]); err == nil {
+			if seq, s, err := decodeStats(buf[:n]); err == nil {
+				// Only this goroutine sends: drop an older reply nobody
+				// took, then this one fits.
 				select {
-				case p.replies <- s:
+				case <-p.replies:
 				default:
 				}
+				p.replies <- statsReply{seq, s}
 			}
 		}
 	}
@@ -318,9 +330,15 @@ func (p *Pager) unmapLocked() {
 	}
 }
 
-// Stats returns the pager's counters, asked of the helper (within a
-// second); after Close, or if the helper does not answer, the last ones
-// it gave.
+// Stats returns the pager's counters, asked of the helper. After Close,
+// or if the helper has exited or does not answer within Options.IOTimeout
+// (it answers at once unless its machine is overloaded), it returns the
+// last ones the helper gave.
+//
+// A missing-page fault, the pages that came in with it and the evictions
+// that made room for them are counted before the faulting access goes on,
+// and a first write before the write goes on, so counters asked for after
+// an access returns include everything that access caused.
 func (p *Pager) Stats() Stats {
 	p.statsMu.Lock()
 	defer p.statsMu.Unlock()
@@ -328,17 +346,27 @@ func (p *Pager) Stats() Stats {
 	closed := p.closed
 	p.mu.Unlock()
 	if !closed {
-		select {
-		case <-p.replies: // a late reply to an earlier request
-		default:
-		}
-		if _, err := p.ctl.Write([]byte{msgStats}); err == nil {
-			select {
-			case s := <-p.replies:
-				p.mu.Lock()
-				p.lastStats = s
-				p.mu.Unlock()
-			case <-time.After(time.Second):
+		p.statsSeq++
+		seq := p.statsSeq
+		if _, err := p.ctl.Write(encodeStatsRequest(seq)); err == nil {
+			timeout := time.NewTimer(p.statsWait)
+			defer timeout.Stop()
+		wait:
+			for {
+				select {
+				case r := <-p.replies:
+					if r.seq != seq {
+						continue // a late reply to an earlier request
+					}
+					p.mu.Lock()
+					p.lastStats = r.s
+					p.mu.Unlock()
+					break wait
+				case <-p.exited:
+					break wait
+				case <-timeout.C:
+					break wait
+				}
 			}
 		}
 	}
