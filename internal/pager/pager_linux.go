@@ -292,23 +292,33 @@ func (p *Pager) Access(f func(region []byte)) (err error) {
 }
 
 // accessError is the error of an access that faulted: the pager was
-// closed, or it failed (the helper sends its error before it makes the
-// region dead, so the error arrives shortly if it is not in yet).
+// closed, or it failed. The helper sends its error before it makes the
+// region dead, and a helper that stops without one is seen stopping, so
+// the error is on its way if it is not in yet: this waits for it, not for
+// an amount of time (the minute is a backstop for a bug).
 func (p *Pager) accessError() error {
-	p.mu.Lock()
-	closed, err := p.closed, p.err
-	p.mu.Unlock()
-	switch {
-	case err != nil:
-		return err
-	case closed:
-		return ErrClosed
-	}
-	select {
-	case <-p.failed:
-		return p.Err()
-	case <-time.After(5 * time.Second):
-		return fmt.Errorf("%w: the region faulted without a reason from the helper", ErrFailed)
+	backstop := time.NewTimer(time.Minute)
+	defer backstop.Stop()
+	exited := p.exited
+	for {
+		p.mu.Lock()
+		closed, err := p.closed, p.err
+		p.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case closed:
+			return ErrClosed
+		}
+		select {
+		case <-p.failed:
+		case <-exited:
+			// Closed, or readControl is about to see the socket close
+			// and fail the pager.
+			exited = nil
+		case <-backstop.C:
+			return fmt.Errorf("%w: the region faulted without a reason from the helper", ErrFailed)
+		}
 	}
 }
 
