@@ -154,10 +154,12 @@ func (n *node) token(t testing.TB, length uint64, edit func(*memory.Claims)) str
 }
 
 // open opens a pager of size bytes with local bytes of budget on n, and
-// closes it when the test ends.
+// closes it when the test ends. Its I/O timeout is a minute: a loopback
+// request on a loaded machine is slow, not lost, and no test here fails
+// the pager by a timeout.
 func (n *node) open(t testing.TB, size, local int64, edit func(*Options)) *Pager {
 	t.Helper()
-	opts := Options{Size: size, Local: local, Endpoint: n.addr, Token: n.token(t, uint64(size), nil)}
+	opts := Options{Size: size, Local: local, Endpoint: n.addr, Token: n.token(t, uint64(size), nil), IOTimeout: time.Minute}
 	if edit != nil {
 		edit(&opts)
 	}
