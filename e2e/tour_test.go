@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -415,7 +413,7 @@ type terminal struct {
 	name    string
 	cmd     *exec.Cmd
 	in      io.WriteCloser
-	out     *tourOutput
+	out     *syncBuffer
 	status  chan string
 	history string // every command sent
 }
@@ -431,7 +429,7 @@ func startTerminal(t *testing.T, name, dir string, env []string) *terminal {
 	childproc.Bind(cmd)
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	cmd.WaitDelay = time.Minute
-	term := &terminal{name: name, cmd: cmd, out: &tourOutput{}, status: make(chan string, 1)}
+	term := &terminal{name: name, cmd: cmd, out: &syncBuffer{}, status: make(chan string, 1)}
 	cmd.Stdout, cmd.Stderr = term.out, term.out
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -502,28 +500,4 @@ func (term *terminal) run(t *testing.T, st tourStep, text string) string {
 		t.Fatalf("%s: %q printed an error:\n%s", st.where(), st.text, out)
 	}
 	return out
-}
-
-// tourOutput is a terminal's screen: everything its processes print.
-type tourOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *tourOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *tourOutput) len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Len()
-}
-
-func (o *tourOutput) since(off int) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return string(o.buf.Bytes()[off:])
 }
