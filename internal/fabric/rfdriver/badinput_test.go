@@ -371,3 +371,48 @@ func FuzzAnswer(f *testing.F) {
 		}
 	})
 }
+
+// TestReloginAfterRestarts: a manager that restarts (forgetting every
+// session) right after each of the driver's first logins, as a manager
+// restarting under other clients' changes can, still serves the request
+// once a session survives; one that refuses every new session fails it
+// after maxRelogins logins, saying so.
+func TestReloginAfterRestarts(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		restarts int // logins whose session is forgotten at once
+		wantErr  bool
+	}{
+		{"restarts twice", 2, false},
+		{"refuses every session", 1000, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake(t)
+			d := f.driver(t) // login 1 (New reads the fabric)
+			f.mu.Lock()
+			base := f.logins
+			f.token = "forgotten" // a restart before the next request
+			f.mu.Unlock()
+			f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if r.Method == http.MethodGet && r.Header.Get("X-Auth-Token") == f.token && f.logins-base <= c.restarts {
+					f.token = "forgotten" // restarted by another client's change
+				}
+				return false
+			})
+			_, err := d.Discover(context.Background())
+			f.mu.Lock()
+			logins := f.logins - base
+			f.mu.Unlock()
+			switch {
+			case c.wantErr && (err == nil || !strings.Contains(err.Error(), "401 Unauthorized after logging in 3 times")):
+				t.Fatalf("Discover = %v; want a 401 after 3 logins", err)
+			case c.wantErr && logins != maxRelogins:
+				t.Fatalf("%d logins, want %d", logins, maxRelogins)
+			case !c.wantErr && err != nil:
+				t.Fatalf("Discover after %d restarts = %v; want it served", c.restarts, err)
+			}
+		})
+	}
+}

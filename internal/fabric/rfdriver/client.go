@@ -146,9 +146,15 @@ func unwrapURLError(err error) error {
 }
 
 // do sends one request with the session's token, logging in first when
-// there is no session and again once when the manager answers 401 (the
-// session expired or the manager restarted). Transient failures are
-// returned, not retried: the caller knows whether repeating is safe.
+// there is no session and again when the manager answers 401 (the session
+// expired or the manager restarted), up to maxRelogins times: a manager
+// that restarts while other requests run can refuse a session as soon as
+// it was made, but one that refuses every new session has refused the
+// account. Transient failures are returned, not retried: the caller knows
+// whether repeating is safe.
+// maxRelogins is how many times one request logs in again after a 401.
+const maxRelogins = 3
+
 func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rfhttp.Reply, error) {
 	var data []byte
 	if body != nil {
@@ -166,9 +172,9 @@ func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.
 		if err != nil {
 			return nil, err
 		}
-		if r.Status != http.StatusUnauthorized || attempt > 0 {
+		if r.Status != http.StatusUnauthorized || attempt >= maxRelogins {
 			if r.Status == http.StatusUnauthorized {
-				return nil, fmt.Errorf("%s %s: 401 Unauthorized right after logging in as %s", method, r.URL, c.user)
+				return nil, fmt.Errorf("%s %s: 401 Unauthorized after logging in %d times as %s", method, r.URL, attempt, c.user)
 			}
 			return r, nil
 		}
