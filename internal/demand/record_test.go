@@ -1,6 +1,7 @@
 package demand
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -29,24 +30,28 @@ func TestMain(m *testing.M) {
 // runHelper runs the helper named h. The test paces steps and exit3
 // through their standard input, one line a step, once its samples have
 // seen the step before (never by sleeping):
-//   - steps: after a line allocate 64 MiB, after the next 64 MiB more,
-//     after the next start a child holding 128 MiB more, wait for it and
-//     exit;
-//   - child: hold 128 MiB until a line arrives on the standard input it
-//     shares with steps;
+//   - steps: say "ready" on the standard output once started, then after
+//     a line allocate 64 MiB, after the next 64 MiB more, after the next
+//     start a child holding 128 MiB more, wait for it and exit; it says
+//     "done" on the standard output after each allocation;
+//   - child: hold 128 MiB, say "done" on the standard output it shares
+//     with steps, and exit after a line on the standard input it shares;
 //   - exit3: exit with status 3 after a line;
 //   - sleeper: start a child sleeper, write its PID to $DEMAND_TEST_PIDFILE
 //     and sleep a minute (the child just sleeps).
 func runHelper(h string) int {
 	switch h {
 	case "steps":
+		fmt.Println("ready")
 		readLine()
 		a := touch(64 << 20)
+		fmt.Println("done")
 		readLine()
 		b := touch(64 << 20)
+		fmt.Println("done")
 		readLine()
 		c := helperCmd("child")
-		c.Stdin = os.Stdin
+		c.Stdin, c.Stdout = os.Stdin, os.Stdout
 		if err := c.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			return 1
@@ -55,6 +60,7 @@ func runHelper(h string) int {
 		runtime.KeepAlive(b)
 	case "child":
 		c := touch(128 << 20)
+		fmt.Println("done")
 		readLine()
 		runtime.KeepAlive(c)
 	case "exit3":
@@ -138,10 +144,28 @@ func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	var samples []Sample
 	cmd := helperCmd("steps")
 	p := pace(t, cmd)
-	// The helper takes each step once a sample has seen the one before:
-	// the start, 64 MiB grown, 128 MiB grown, and the child's 128 MiB on
-	// top (then both exit).
-	stage, base := 0, int64(0)
+	// The helper says when it has started and when it has finished each
+	// step; the sample after it said so is the one that must see the
+	// step. RSS alone would not do: the race detector's shadow memory
+	// makes a 64 MiB step 128 MiB, and it arrives over several samples.
+	said := make(chan struct{}, 4)
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rr.Close(); rw.Close() })
+	cmd.Stdout = rw
+	go func() {
+		sc := bufio.NewScanner(rr)
+		for sc.Scan() {
+			said <- struct{}{}
+		}
+	}()
+	// The steps: the start, 64 MiB grown, 64 MiB more, and the child's
+	// 128 MiB on top (then both exit). at[k] is the first sample taken
+	// after the helper said step k was done.
+	stage, heard := 0, false
+	var at [4]int
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r, err := Record(ctx, cmd, RecordOptions{
@@ -149,20 +173,21 @@ func TestRecordSeesGrowthAndChildren(t *testing.T) {
 		Entity:   "steps",
 		OnSample: func(s Sample) {
 			samples = append(samples, s)
-			if s.Interpolated {
+			if s.Interpolated || stage == len(at) {
 				return
 			}
-			grown := s.RSSBytes - base
-			switch {
-			case stage == 0:
-				base = s.RSSBytes
-			case stage == 1 && grown > 60*mib:
-			case stage == 2 && grown > 125*mib:
-			case stage == 3 && grown > 240*mib && s.Processes >= 2:
-			default:
+			if !heard {
+				// Heard now, so the next sample is taken after it.
+				select {
+				case <-said:
+					heard = true
+				default:
+				}
 				return
 			}
+			at[stage] = len(samples) - 1
 			stage++
+			heard = false
 			p.next()
 		},
 	})
@@ -189,28 +214,23 @@ func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	}
 	// Parent 128 MiB and child 128 MiB at once: only the whole tree
 	// reaches 250 MiB.
-	if peak < 250*gmib {
+	if peak-first < 250*gmib {
 		t.Errorf("peak %.0f MiB, want the tree's 256 MiB and more", peak/gmib)
 	}
 	if r.PeakProcesses < 2 {
 		t.Errorf("at most %d processes in the tree, want the child counted", r.PeakProcesses)
 	}
-	// The steps in order in the trace: some sample between 64 and 128 MiB
-	// above the start, then some between 128 and 256, then the peak.
-	seen := 0
-	for _, v := range s.MemoryGiB {
-		grown := v - first
-		switch {
-		case seen == 0 && grown > 60*gmib && grown < 120*gmib:
-			seen = 1
-		case seen == 1 && grown > 125*gmib && grown < 200*gmib:
-			seen = 2
-		case seen == 2 && grown > 240*gmib:
-			seen = 3
+	// Each step in the trace, in order, in the sample taken after the
+	// helper said it was done: at least what it allocated more than the
+	// step before (the race detector may double it).
+	for k, want := range []float64{60, 60, 120} {
+		i, j := at[k], at[k+1]
+		if grown := (s.MemoryGiB[j] - s.MemoryGiB[i]) / gmib; grown < want {
+			t.Errorf("sample %d %.0f MiB above sample %d, want step %d's %.0f MiB and more", j, grown, i, k+1, want)
 		}
 	}
-	if seen != 3 {
-		t.Errorf("steps of 64, 128 and 256 MiB not seen in order in the trace (reached %d)", seen)
+	if n := samples[at[3]].Processes; n < 2 {
+		t.Errorf("sample %d: %d processes with the child running", at[3], n)
 	}
 	if len(samples) != s.Len() {
 		t.Errorf("OnSample called %d times for %d samples", len(samples), s.Len())
