@@ -93,7 +93,14 @@ if [[ $failed -ne 0 || $passed -eq 0 ]]; then status=1; fi
 # --server and --port) before parsing them; -o addopts= drops the sdist's
 # coverage options (pytest-cov is not needed); -m integration selects the
 # tests that talk to the server (gevent and TLS variants skip).
+#
+# test_touch is deselected: it sets a key with a 1-second TTL and touches it
+# next, and with memcached's whole-second clock (which rackpool cache keeps)
+# such an item lives 0 to 1 s, so on a loaded machine the touch can come too
+# late, against memcached as against us. internal/cache TestTouchOneSecondTTL
+# runs the same steps on a clock the test holds.
 if (cd "$src" && "$root/$venv/bin/python" -m pytest pymemcache/test/test_integration.py -q -p no:cacheprovider \
-	-o addopts= -m integration --server "$host" --port "$port"); then :; else status=1; fi
+	-o addopts= -m integration --server "$host" --port "$port" \
+	--deselect pymemcache/test/test_integration.py::test_touch); then :; else status=1; fi
 
 exit $status

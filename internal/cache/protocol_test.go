@@ -490,3 +490,56 @@ func TestStatsFieldsDifferential(t *testing.T) {
 		t.Errorf("stats conns\nrackpool  %v\nmemcached %v", g, w)
 	}
 }
+
+// TestTouchOneSecondTTL is pymemcache's test_touch on a clock the test
+// holds (scripts/cache-conformance.sh deselects the original, which races
+// the wall clock): touching a missing key fails, touching a key set with a
+// 1-second TTL succeeds within its second, and a touch sets a new TTL. As
+// in memcached, expiry counts whole seconds: set half-way through a second
+// with TTL 1, an item lives until that second ends.
+func TestTouchOneSecondTTL(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 500_000_000))
+	_, addr := startCache(t, Options{Clock: clk})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	do := func(req, want string) {
+		t.Helper()
+		if _, err := io.WriteString(nc, req); err != nil {
+			t.Fatal(err)
+		}
+		// A get answers up to END; everything else in one line.
+		var got strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%q: %v after %q", req, err, got.String())
+			}
+			got.WriteString(line)
+			if !strings.HasPrefix(req, "get ") || line == "END\r\n" {
+				break
+			}
+		}
+		if got.String() != want {
+			t.Fatalf("%q answered %q, want %q", req, got.String(), want)
+		}
+	}
+	do("touch key 0\r\n", "NOT_FOUND\r\n")
+	do("set key 0 1 1\r\n0\r\n", "STORED\r\n")
+	do("touch key 1\r\n", "TOUCHED\r\n")
+	clk.Advance(400 * time.Millisecond)
+	do("get key\r\n", "VALUE key 0 1\r\n0\r\nEND\r\n")
+	clk.Advance(100 * time.Millisecond)
+	do("get key\r\n", "END\r\n")
+	do("touch key 1\r\n", "NOT_FOUND\r\n")
+
+	do("set key 0 1 1\r\n1\r\n", "STORED\r\n")
+	do("touch key 10\r\n", "TOUCHED\r\n")
+	clk.Advance(9 * time.Second)
+	do("get key\r\n", "VALUE key 0 1\r\n1\r\nEND\r\n")
+	clk.Advance(time.Second)
+	do("get key\r\n", "END\r\n")
+}
