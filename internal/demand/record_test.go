@@ -140,7 +140,6 @@ func skipUnlessLinux(t *testing.T) {
 
 func TestRecordSeesGrowthAndChildren(t *testing.T) {
 	skipUnlessLinux(t)
-	const mib = 1 << 20
 	var samples []Sample
 	cmd := helperCmd("steps")
 	p := pace(t, cmd)
