@@ -1,6 +1,7 @@
 // Package api is the Go client of rackpool's Redfish API, with the wire
-// types the CLI needs. It depends on nothing inside the project, so other
-// programs can import it.
+// types the CLI needs. Inside the project it depends only on
+// internal/jsonlimit, which depends on nothing, so other programs can
+// import it.
 package api
 
 import (
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"rackpool/internal/jsonlimit"
 )
 
 // Client talks to one rackpool service.
@@ -81,6 +84,9 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) (ht
 		return h, parseError(status, data)
 	}
 	if out != nil && len(data) > 0 {
+		if err := jsonlimit.Check(data, jsonlimit.MaxDepth); err != nil {
+			return h, fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
 		if err := json.Unmarshal(data, out); err != nil {
 			return h, fmt.Errorf("decode %s %s: %w", method, path, err)
 		}
@@ -136,7 +142,7 @@ func parseError(status int, data []byte) error {
 		} `json:"error"`
 	}
 	e := &Error{Status: status}
-	if json.Unmarshal(data, &body) != nil || body.Error.Code == "" {
+	if jsonlimit.Check(data, jsonlimit.MaxDepth) != nil || json.Unmarshal(data, &body) != nil || body.Error.Code == "" {
 		e.Message = strings.TrimSpace(string(data))
 		if e.Message == "" {
 			e.Message = http.StatusText(status)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -364,5 +365,37 @@ func TestSessionLimitExceeded(t *testing.T) {
 	}
 	if n := len(list(t, s.get("/redfish/v1/SessionService/Sessions")["Members"])); n != tenancy.DefaultMaxSessions {
 		t.Errorf("%d sessions listed, want %d", n, tenancy.DefaultMaxSessions)
+	}
+}
+
+// TestDeepBodies: bodies nesting far deeper than jsonlimit.MaxDepth, one
+// sent anonymously to the login and one to compose, are malformed, each
+// answered while costing the service little memory, and change nothing.
+// (They cost seconds and gigabytes when every level built its own path.)
+func TestDeepBodies(t *testing.T) {
+	s := newService(t)
+	nest := func(open, close string, n int) string {
+		return strings.Repeat(open, n) + "1" + strings.Repeat(close, n)
+	}
+	for _, c := range []struct {
+		path, body string
+		who        cred
+	}{
+		{"/redfish/v1/SessionService/Sessions", nest(`{"a":`, "}", 50000), cred{}},
+		{"/redfish/v1/Systems", `{"Name":` + nest("[", "]", 200000) + "}", admin},
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		r := s.do("POST", c.path, c.body, c.who)
+		runtime.ReadMemStats(&after)
+		if r.status != http.StatusBadRequest || r.errorCode(t) != "Base.1.22.MalformedJSON" || !strings.Contains(string(r.body), "deeper than 64 levels") {
+			t.Errorf("POST %s with %d bytes nested: %d %.300s", c.path, len(c.body), r.status, r.body)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+			t.Errorf("POST %s with %d bytes nested: %d MiB allocated", c.path, len(c.body), alloc>>20)
+		}
+	}
+	if ids := s.systemIDs(); len(ids) != 0 {
+		t.Errorf("systems after the refused compose: %v", ids)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"rackpool/internal/jsonlimit"
 )
 
 // HTTPOptions configure the getter NewHTTPGetter makes. The zero value
@@ -176,7 +178,7 @@ func statusError(resp *http.Response, body []byte) error {
 		} `json:"error"`
 	}
 	msg := ""
-	if json.Unmarshal(body, &e) == nil {
+	if jsonlimit.Check(body, jsonlimit.MaxDepth) == nil && json.Unmarshal(body, &e) == nil {
 		msg = e.Error.Message
 		if len(e.Error.Extended) > 0 && e.Error.Extended[0].Message != "" {
 			msg = e.Error.Extended[0].Message

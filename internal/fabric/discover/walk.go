@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"rackpool/internal/jsonlimit"
 )
 
 // Getter reads one resource: it GETs path (a service path such as
@@ -172,6 +174,9 @@ func (w *walker) decode(ctx context.Context, path string, v any, want ...string)
 	b, err := w.read(ctx, path)
 	if err != nil {
 		return err
+	}
+	if err := jsonlimit.Check(b, jsonlimit.MaxDepth); err != nil {
+		return fmt.Errorf("GET %s: %w: %v", path, ErrMalformed, err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		var te *json.UnmarshalTypeError

@@ -112,6 +112,7 @@ func TestWalkBadInput(t *testing.T) {
 	}{
 		{"malformed JSON", map[string]string{"/redfish/v1/Fabrics/PCIe/Zones/z1": `{"Id": "z1",`}, Options{}, ErrMalformed, "GET /redfish/v1/Fabrics/PCIe/Zones/z1: malformed resource: not JSON"},
 		{"not an object", map[string]string{"/redfish/v1/Fabrics": `[1,2]`}, Options{}, ErrMalformed, "not an object"},
+		{"nested too deep", map[string]string{"/redfish/v1/Fabrics/PCIe": `{"Id":"PCIe","Oem":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`}, Options{}, ErrMalformed, "JSON nests deeper than 64 levels of objects and arrays (at byte 82)"},
 		{"wrong type", map[string]string{"/redfish/v1/Fabrics/PCIe": `{"Id":"PCIe","FabricType":7}`}, Options{}, ErrMalformed, "property FabricType: a JSON number where a string was expected"},
 		{"links not a list", map[string]string{"/redfish/v1/Fabrics/PCIe/Zones/z1": `{"Id":"z1","Links":{"Endpoints":"all"}}`}, Options{}, ErrMalformed, "property Links.Endpoints"},
 		{"link without @odata.id", map[string]string{"/redfish/v1/Fabrics/PCIe/Zones/z1": `{"Id":"z1","Links":{"Endpoints":[{"href":"x"}]}}`}, Options{}, ErrMalformed, "Links.Endpoints[0] has no @odata.id"},

@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/jsonlimit"
 )
 
 // Registry is the prefix of the Base registry's MessageIds.
@@ -127,6 +127,13 @@ func TooLarge(limit int64) *Problem {
 		Resolve(fmt.Sprintf("Send a request body of at most %d bytes.", limit))
 }
 
+// TooMany: the body holds more than limit JSON values.
+func TooMany(limit int) *Problem {
+	return New(http.StatusRequestEntityTooLarge, Registry+"PayloadTooLarge",
+		"The supplied payload exceeds the maximum size supported by the service.").
+		Resolve(fmt.Sprintf("Send a request body of at most %d JSON values (objects, arrays, strings, numbers and literals).", limit))
+}
+
 // NoOperation: a PATCH whose body holds nothing to change (only OData
 // annotations such as @odata.id), DSP0266 "PATCH (update)".
 func NoOperation() *Problem {
@@ -138,11 +145,16 @@ func NoOperation() *Problem {
 
 // Decode reads a JSON object body into v strictly: malformed JSON, wrong
 // types, unknown properties and trailing data are Problems naming the
-// property; a body over the http.MaxBytesReader limit is TooLarge(limit).
+// property; a body over the http.MaxBytesReader limit is TooLarge(limit),
+// and one nesting deeper than jsonlimit.MaxDepth is malformed before
+// anything decodes it.
 // Redfish annotations ("@odata.*") are ignored; a PATCH of annotations
 // only is NoOperation.
 func Decode(r *http.Request, v any, limit int64) error {
-	data, err := io.ReadAll(r.Body)
+	// Read into one buffer of the announced size where there is one
+	// (ReadAll would grow its way there, copying).
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), limit)+bytes.MinRead))
+	_, err := buf.ReadFrom(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -150,30 +162,43 @@ func Decode(r *http.Request, v any, limit int64) error {
 		}
 		return Malformed(err.Error())
 	}
+	data := buf.Bytes()
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Malformed("The request body is empty.")
 	}
-	if dup := duplicateMember(data); dup != "" {
-		return PropertyDuplicate(dup)
+	if err := jsonlimit.Check(data, jsonlimit.MaxDepth); err != nil {
+		return Malformed(fmt.Sprintf("The body nests objects and arrays deeper than %d levels.", jsonlimit.MaxDepth))
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Malformed("The request body must be a JSON object.")
+	o := scanOutline(data)
+	if o.values > MaxValues {
+		return TooMany(MaxValues)
+	}
+	if o.dup != "" {
+		return PropertyDuplicate(o.dup)
+	}
+	if !o.object {
+		var raw json.RawMessage
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return Malformed(err.Error())
 		}
-		return Malformed(err.Error())
+		return Malformed("The request body must be a JSON object.")
 	}
-	annotated := len(raw)
-	for k := range raw {
-		if strings.HasPrefix(k, "@odata.") {
-			delete(raw, k)
-		}
-	}
-	if r.Method == http.MethodPatch && annotated > 0 && len(raw) == 0 {
+	if r.Method == http.MethodPatch && o.members > 0 && o.annotations == o.members {
 		return NoOperation()
 	}
-	clean, _ := json.Marshal(raw)
+	clean := data
+	if o.annotations > 0 {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return Malformed(err.Error())
+		}
+		for k := range raw {
+			if strings.HasPrefix(k, "@odata.") {
+				delete(raw, k)
+			}
+		}
+		clean, _ = json.Marshal(raw)
+	}
 	dec := json.NewDecoder(bytes.NewReader(clean))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -190,58 +215,10 @@ func Decode(r *http.Request, v any, limit int64) error {
 		}
 		return Malformed(err.Error())
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Malformed("The request body holds more than one JSON value.")
+	}
 	return nil
-}
-
-// duplicateMember returns the JSON pointer (without "#") of the first
-// member name that an object of data repeats, "" if none does (or data is
-// not well-formed JSON: the decoder says so next). Its work is linear in
-// the body, which the caller has bounded.
-func duplicateMember(data []byte) string {
-	type frame struct {
-		keys    map[string]bool // nil for an array
-		wantKey bool            // an object's next token is a member name
-		key     string          // an object's member being read
-		index   int             // an array's next element
-		path    string
-	}
-	escape := strings.NewReplacer("~", "~0", "/", "~1")
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		var path string
-		if len(stack) > 0 {
-			top := stack[len(stack)-1]
-			switch {
-			case top.keys != nil && top.wantKey:
-				key, _ := tok.(string)
-				if top.keys[key] {
-					return top.path + "/" + escape.Replace(key)
-				}
-				top.keys[key], top.key, top.wantKey = true, key, false
-				continue
-			case top.keys != nil:
-				path, top.wantKey = top.path+"/"+escape.Replace(top.key), true
-			default:
-				path = top.path + "/" + strconv.Itoa(top.index)
-				top.index++
-			}
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{keys: map[string]bool{}, wantKey: true, path: path})
-		case json.Delim('['):
-			stack = append(stack, &frame{path: path})
-		}
-	}
 }
 
 // FabricTypes is the Redfish FabricType (Protocol) of each fabric kind:

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"rackpool/internal/jsonlimit"
 )
 
 // ErrorBody is what the body of a Redfish error answer says.
@@ -30,7 +32,7 @@ func ParseError(body []byte) (b ErrorBody, ok bool) {
 			Info    []Message `json:"@Message.ExtendedInfo"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &doc) != nil || doc.Error.Code == "" && len(doc.Error.Info) == 0 {
+	if jsonlimit.Check(body, jsonlimit.MaxDepth) != nil || json.Unmarshal(body, &doc) != nil || doc.Error.Code == "" && len(doc.Error.Info) == 0 {
 		return ErrorBody{}, false
 	}
 	return ErrorBody{Code: doc.Error.Code, Message: doc.Error.Message, Info: doc.Error.Info}, true

@@ -26,6 +26,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"rackpool/internal/jsonlimit"
 )
 
 // maxRedirects bounds a chain of same-origin redirects.
@@ -164,6 +166,9 @@ func Loopback(host string) bool {
 func (r *Reply) Decode(out any) error {
 	if len(r.Body) == 0 {
 		return fmt.Errorf("%s %s: %d with an empty body, want JSON", r.Method, r.URL, r.Status)
+	}
+	if err := jsonlimit.Check(r.Body, jsonlimit.MaxDepth); err != nil {
+		return fmt.Errorf("%s %s: %v", r.Method, r.URL, err)
 	}
 	err := json.Unmarshal(r.Body, out)
 	var se *json.SyntaxError

@@ -36,6 +36,7 @@ func TestParseError(t *testing.T) {
 		{"extended info of the wrong type", `{"error": {"code": "X", "@Message.ExtendedInfo": "no"}}`, ErrorBody{}, false},
 		{"another JSON document", `{"Members": []}`, ErrorBody{}, false},
 		{"not JSON", `<html>502 Bad Gateway</html>`, ErrorBody{}, false},
+		{"nested too deep", `{"error": {"code": "X", "message": ` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "}}", ErrorBody{}, false},
 		{"empty", ``, ErrorBody{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +96,8 @@ func TestDecode(t *testing.T) {
 		{"a boolean wanted", 200, `{"Enabled": "yes"}`, "GET " + u + ": property Enabled is a JSON string, want a boolean"},
 		{"a number wanted", 200, `{"Count": true}`, "GET " + u + ": property Count is a JSON bool, want a number"},
 		{"the document", 200, `[]`, "GET " + u + ": property (the document) is a JSON array, want an object"},
+		{"nested too deep", 200, `{"Oem":` + strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000) + "}",
+			"GET " + u + ": JSON nests deeper than 64 levels of objects and arrays (at byte 322)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Reply{Method: http.MethodGet, URL: u, Status: tc.status, Body: []byte(tc.body)}
