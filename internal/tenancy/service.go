@@ -131,7 +131,9 @@ func Open(ctx context.Context, st store.Store, o Options) (*Service, string, err
 		return nil, "", err
 	}
 	if len(s.accounts) == 0 {
-		if err := importLegacy(ctx, st); err != nil {
+		// A conflict: another replica starting beside this one imported
+		// them first (the same records, from the same settings).
+		if err := importLegacy(ctx, st); err != nil && !errors.Is(err, store.ErrConflict) {
 			return nil, "", err
 		}
 		if err := s.load(ctx); err != nil {
@@ -257,7 +259,28 @@ func tenantChange(t *Tenant) store.ObjectChange {
 
 // setupAdmin gives the built-in Administrator its password (see
 // Options.AdminPassword).
+//
+// Replicas starting together on one database race to write the account:
+// the one that loses re-reads it (commit does) and decides again, so that
+// without a password it keeps the account the winner created (the winner
+// printed its password), and with one it finds the same password stored
+// or stores its own.
 func (s *Service) setupAdmin(ctx context.Context, password string) (generated string, err error) {
+	for attempt := 1; ; attempt++ {
+		generated, err = s.trySetupAdmin(ctx, password)
+		if !errors.Is(err, store.ErrConflict) || attempt == maxStartRetries {
+			return generated, err
+		}
+	}
+}
+
+// maxStartRetries bounds how often a start-up step that lost a race with
+// another replica re-reads and decides again; each loss means another
+// replica's write succeeded, so a handful suffices.
+const maxStartRetries = 8
+
+// trySetupAdmin is one attempt of setupAdmin.
+func (s *Service) trySetupAdmin(ctx context.Context, password string) (generated string, err error) {
 	s.mu.Lock()
 	cur := s.accounts[AdminUser]
 	s.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -518,5 +520,70 @@ func TestSessionLimit(t *testing.T) {
 	f.clk.Advance(31 * time.Minute)
 	if _, _, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1"); err != nil {
 		t.Fatalf("a login once the others went idle: %v", err)
+	}
+}
+
+// racingStore holds back the first n Applies until all n have arrived,
+// so that n services opening together all decide before any writes: the
+// race of replicas starting at the same instant, every time.
+type racingStore struct {
+	store.Store
+	arrived atomic.Int32
+	n       int32
+	all     sync.WaitGroup
+}
+
+func newRacingStore(st store.Store, n int) *racingStore {
+	r := &racingStore{Store: st, n: int32(n)}
+	r.all.Add(n)
+	return r
+}
+
+func (r *racingStore) Apply(ctx context.Context, p store.Plan) error {
+	if r.arrived.Add(1) <= r.n {
+		r.all.Done()
+		r.all.Wait()
+	}
+	return r.Store.Apply(ctx, p)
+}
+
+// TestOpenTogether: services opening together on an empty store all open.
+// Without a password exactly one generates the Administrator's, and it
+// works at every one; with one, it works at every one.
+func TestOpenTogether(t *testing.T) {
+	const n = 3
+	for _, password := range []string{"", adminPassword} {
+		f := newFixture(t)
+		st := newRacingStore(f.st, n)
+		services := make([]*tenancy.Service, n)
+		generated := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				services[i], generated[i], errs[i] = tenancy.Open(context.Background(), st, tenancy.Options{Clock: f.clk, AdminPassword: password})
+			})
+		}
+		wg.Wait()
+		want := password
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("password %q: service %d of %d opened together: %v", password, i+1, n, errs[i])
+			}
+			if generated[i] != "" {
+				if want != "" {
+					t.Fatalf("password %q: two services generated a password (%q, %q)", password, want, generated[i])
+				}
+				want = generated[i]
+			}
+		}
+		if want == "" {
+			t.Fatalf("no service generated a password")
+		}
+		for i, s := range services {
+			if _, err := s.Authenticate(tenancy.AdminUser, want, "192.0.2.1"); err != nil {
+				t.Errorf("password %q: service %d refuses the Administrator's: %v", password, i+1, err)
+			}
+		}
 	}
 }
