@@ -127,8 +127,8 @@ func (c *Client) ConnectDrive(ctx context.Context, id, rights string, ttl time.D
 	if rights != "" {
 		body["Rights"] = rights
 	}
-	if ttl > 0 {
-		body["TTLSeconds"] = ttl.Seconds()
+	if ttl != 0 {
+		body["TTLSeconds"] = ttl.Seconds() // the service refuses a negative one
 	}
 	var g DriveGrant
 	if _, err := c.Do(ctx, "POST", drivesPath+"/"+url.PathEscape(id)+"/Actions/Oem/Rackpool.Connect", body, &g); err != nil {

@@ -86,8 +86,8 @@ func (c *Client) GetMemory(ctx context.Context, r LeaseRequest) (*MemoryLease, e
 	if r.Host != "" {
 		body["Host"] = r.Host
 	}
-	if r.TTL > 0 {
-		body["TTLSeconds"] = r.TTL.Seconds()
+	if r.TTL != 0 {
+		body["TTLSeconds"] = r.TTL.Seconds() // the service refuses a negative one
 	}
 	if r.Rights != "" {
 		body["Rights"] = r.Rights
@@ -112,8 +112,8 @@ func (c *Client) GetMemory(ctx context.Context, r LeaseRequest) (*MemoryLease, e
 // it with a new token.
 func (c *Client) RenewLease(ctx context.Context, id string, ttl time.Duration) (*MemoryLease, error) {
 	body := map[string]any{}
-	if ttl > 0 {
-		body["TTLSeconds"] = ttl.Seconds()
+	if ttl != 0 {
+		body["TTLSeconds"] = ttl.Seconds() // the service refuses a negative one
 	}
 	var l MemoryLease
 	if _, err := c.Do(ctx, "POST", memoryLeasesPath+"/"+url.PathEscape(id)+"/Actions/Oem/Rackpool.Renew", body, &l); err != nil {

@@ -98,3 +98,40 @@ func TestUpdateVerbsNameTheirAction(t *testing.T) {
 		})
 	}
 }
+
+// TestTTLMustBePositive: "--ttl -5s" once sent nothing and got the
+// service's ten-minute default; a zero or negative --ttl is now refused
+// before any request, with an error naming the flag.
+func TestTTLMustBePositive(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func([]string) error
+		args []string
+	}{
+		{"drive token", runDriveToken, []string{"ssd1"}},
+		{"lease", runLease, []string{"--size", "1MiB"}},
+		{"renew", runRenew, []string{"lease-1"}},
+	} {
+		for _, ttl := range []string{"-5s", "0", "0s", "-1ns"} {
+			t.Run(tc.name+" "+ttl, func(t *testing.T) {
+				f := &fakeService{}
+				url := f.start(t)
+				err := tc.run(append([]string{"--url", url, "--ttl", ttl}, tc.args...))
+				if err == nil || !strings.Contains(err.Error(), "-ttl") || !strings.Contains(err.Error(), "positive") {
+					t.Errorf("--ttl %s: %v, want an error saying the flag must be positive", ttl, err)
+				}
+				if len(f.reqs) != 0 {
+					t.Errorf("--ttl %s sent %q", ttl, f.reqs)
+				}
+			})
+		}
+		t.Run(tc.name+" 90s", func(t *testing.T) {
+			f := &fakeService{}
+			url := f.start(t)
+			_ = tc.run(append([]string{"--url", url, "--ttl", "90s"}, tc.args...)) // the fake's answer is no grant
+			if len(f.reqs) != 1 || !strings.Contains(f.reqs[0], `"TTLSeconds":90`) {
+				t.Errorf("--ttl 90s sent %q, want one request with TTLSeconds 90", f.reqs)
+			}
+		})
+	}
+}

@@ -238,7 +238,7 @@ func runDriveShow(args []string) error {
 func runDriveToken(args []string) error {
 	fs, cf := newClientFlags("drive token")
 	rights := fs.String("rights", "rw", "r, w or rw")
-	ttl := fs.Duration("ttl", 0, "token lifetime (default: the service's, 10m)")
+	ttl := ttlFlag(fs, "token lifetime, a positive `duration` (default: the service's, 10m)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -118,6 +119,30 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// positiveDuration is a duration flag that must be above zero when it is
+// given: "--ttl -5s" or "--ttl 0" is an error, not the service's default.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if x <= 0 {
+		return errors.New("it must be positive (leave the flag out for the service's default)")
+	}
+	*d = positiveDuration(x)
+	return nil
+}
+
+// ttlFlag adds --ttl, a positive duration that is 0 when not given.
+func ttlFlag(fs *flag.FlagSet, usage string) *time.Duration {
+	var d time.Duration
+	fs.Var((*positiveDuration)(&d), "ttl", usage)
+	return &d
 }
 
 // multi is a repeatable string flag.

@@ -31,7 +31,7 @@ func runLease(args []string) error {
 	cf.idFlag(fs, "lease")
 	size := fs.String("size", "", "bytes to lease, e.g. 64MiB (required)")
 	host := fs.String("host", "", "topology host the memory is for: the nearest memory node is picked")
-	ttl := fs.Duration("ttl", 0, "lease duration (default: the service's, 10m)")
+	ttl := ttlFlag(fs, "lease `duration`, positive (default: the service's, 10m)")
 	rights := fs.String("rights", "", "r, w or rw (default rw)")
 	maxLat := fs.Float64("max-latency", 0, "largest acceptable round trip from --host, in ns")
 	node := fs.String("node", "", "pin the lease to one memory node")
@@ -112,7 +112,7 @@ func orDash(s string) string {
 
 func runRenew(args []string) error {
 	fs, cf := newClientFlags("renew")
-	ttl := fs.Duration("ttl", 0, "new duration from now (default: the service's)")
+	ttl := ttlFlag(fs, "new `duration` from now, positive (default: the service's)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err

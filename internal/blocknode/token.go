@@ -138,8 +138,28 @@ func (k Key) Sign(c Claims) (string, error) {
 	p = binary.BigEndian.AppendUint64(p, uint64(c.Expiry.UnixNano()))
 	p = append(p, byte(len(c.Drive)))
 	p = append(p, c.Drive...)
-	enc := base64.RawURLEncoding
+	enc := tokenEncoding
 	return enc.EncodeToString(p) + "." + enc.EncodeToString(k.mac(p)), nil
+}
+
+// tokenEncoding is unpadded base64url in strict mode: the bits left over in
+// a last character that encodes a partial byte must be zero, so each byte
+// string has exactly one spelling. Non-strict decoding accepts four
+// spellings of such a character.
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+// decodeToken decodes base64url text and refuses every spelling but the one
+// Sign writes: strict mode refuses nonzero trailing bits, and the length
+// check refuses the CR and LF the decoder skips even in strict mode.
+func decodeToken(src string) ([]byte, error) {
+	b, err := tokenEncoding.DecodeString(src)
+	if err != nil {
+		return nil, err
+	}
+	if tokenEncoding.EncodedLen(len(b)) != len(src) {
+		return nil, errors.New("not canonical base64url")
+	}
+	return b, nil
 }
 
 // Verify checks token's MAC in constant time and returns its claims; an
@@ -155,12 +175,11 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 	if !ok {
 		return Claims{}, fmt.Errorf("%w: no MAC", ErrBadToken)
 	}
-	enc := base64.RawURLEncoding
-	p, err := enc.DecodeString(body)
+	p, err := decodeToken(body)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
 	}
-	m, err := enc.DecodeString(sig)
+	m, err := decodeToken(sig)
 	if err != nil || !hmac.Equal(k.mac(p), m) {
 		return Claims{}, fmt.Errorf("%w: MAC mismatch", ErrBadToken)
 	}

@@ -52,6 +52,57 @@ func TestTokenRoundTripAndForgery(t *testing.T) {
 	}
 }
 
+// TestTokenOneSpelling checks that a drive token is accepted only as Sign
+// wrote it: of the spellings of a last base64url character that carries
+// spare bits (four or sixteen, all the same bytes to a non-strict decoder)
+// only the one with zero spare bits verifies, in the MAC and in the
+// payload; the CR and LF a decoder skips are refused too.
+func TestTokenOneSpelling(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	k := Key(make([]byte, KeySize))
+	now := time.Unix(1_800_000_000, 0)
+	// Payload lengths 2 and 1 mod 3 leave 2 and 4 spare bits.
+	for _, drive := range []string{"hdd3", "ssd"} {
+		tok, err := k.Sign(Claims{Drive: drive, Epoch: 7, Rights: RightRead | RightWrite, Expiry: now.Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, sig, _ := strings.Cut(tok, ".")
+		if len(body)%4 == 0 {
+			t.Fatalf("payload for %q has no spare bits; pick another drive ID", drive)
+		}
+		for _, part := range []struct {
+			name string
+			edit func(last byte) string
+		}{
+			{"mac", func(b byte) string { return body + "." + sig[:len(sig)-1] + string(b) }},
+			{"payload", func(b byte) string { return body[:len(body)-1] + string(b) + "." + sig }},
+		} {
+			accepted := 0
+			for i := range len(alphabet) {
+				spelt := part.edit(alphabet[i])
+				_, err := k.Verify(spelt, now)
+				if err == nil {
+					accepted++
+					if spelt != tok {
+						t.Errorf("%s: non-canonical spelling %q verified", part.name, spelt)
+					}
+				} else if !errors.Is(err, ErrBadToken) {
+					t.Errorf("%s: %v, want ErrBadToken", part.name, err)
+				}
+			}
+			if accepted != 1 {
+				t.Errorf("drive %q, %s: %d spellings of the last character verified, want 1", drive, part.name, accepted)
+			}
+		}
+		for _, spelt := range []string{body + ".\n" + sig, body + "." + sig + "\r\n", body[:4] + "\n" + body[4:] + "." + sig} {
+			if _, err := k.Verify(spelt, now); !errors.Is(err, ErrBadToken) {
+				t.Errorf("token with a line break %q: %v, want ErrBadToken", spelt, err)
+			}
+		}
+	}
+}
+
 func FuzzVerify(f *testing.F) {
 	k := Key(make([]byte, KeySize))
 	tok, _ := k.Sign(Claims{Drive: "hdd1", Epoch: 1, Rights: RightRead, Expiry: time.Unix(2e9, 0)})

@@ -948,9 +948,13 @@ func (m *Manager) spareFor(failed string) string {
 }
 
 // Connect returns a grant for drive: its owner's endpoint, the export name
-// and a token with rights until now+ttl (0: TokenTTL).
+// and a token with rights until now+ttl (0: TokenTTL). A negative ttl is
+// refused, not read as the default.
 func (m *Manager) Connect(id string, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
-	if ttl <= 0 {
+	switch {
+	case ttl < 0:
+		return Grant{}, fmt.Errorf("%w: token lifetime %v: it must be positive", ErrBadInput, ttl)
+	case ttl == 0:
 		ttl = m.o.TokenTTL
 	}
 	if ttl > 24*time.Hour {

@@ -325,3 +325,25 @@ func TestConnectRefusesNonDrives(t *testing.T) {
 		t.Errorf("grant on a GPU = %v", err)
 	}
 }
+
+// TestConnectTTL: no TTL is the default ten minutes; a negative one is
+// refused, not read as the default.
+func TestConnectTTL(t *testing.T) {
+	e := newEnv(t, 0)
+	e.beat("host1", 1, 1)
+	e.m.Step(ctx)
+	a := e.beat("host1", 1, 1)
+	if len(a.Drives) != 1 {
+		t.Fatalf("host1 serves %v", ids(a))
+	}
+	id := a.Drives[0].ID
+	g, err := e.m.Connect(id, blocknode.RightRead, 0)
+	if err != nil || !g.Expiry.Equal(e.clk.Now().Add(drive.DefaultTokenTTL)) {
+		t.Fatalf("default TTL: grant expires %v, %v; want now+%v", g.Expiry, err, drive.DefaultTokenTTL)
+	}
+	for _, ttl := range []time.Duration{-5 * time.Second, -time.Nanosecond, 25 * time.Hour} {
+		if g, err := e.m.Connect(id, blocknode.RightRead, ttl); !errors.Is(err, drive.ErrBadInput) {
+			t.Errorf("TTL %v: grant %+v, %v; want ErrBadInput", ttl, g, err)
+		}
+	}
+}

@@ -164,13 +164,34 @@ func (k Key) Sign(c Claims) (string, error) {
 	p = append(p, byte(len(c.Node)))
 	p = append(p, c.Node...)
 
-	enc := base64.RawURLEncoding
+	enc := tokenEncoding
 	var b strings.Builder
 	b.Grow(enc.EncodedLen(len(p)) + 1 + enc.EncodedLen(sha256.Size))
 	b.WriteString(enc.EncodeToString(p))
 	b.WriteByte('.')
 	b.WriteString(enc.EncodeToString(k.mac(p)))
 	return b.String(), nil
+}
+
+// tokenEncoding is unpadded base64url in strict mode: the bits left over in
+// a last character that encodes a partial byte must be zero, so each byte
+// string has exactly one spelling. Non-strict decoding accepts four
+// spellings of such a character.
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+// decodeToken decodes the base64url text src into dst (large enough) and
+// refuses every spelling but the one Sign writes: strict mode refuses
+// nonzero trailing bits, and the length check refuses the CR and LF the
+// decoder skips even in strict mode.
+func decodeToken(dst []byte, src string) (int, error) {
+	n, err := tokenEncoding.Decode(dst, []byte(src))
+	if err != nil {
+		return 0, err
+	}
+	if tokenEncoding.EncodedLen(n) != len(src) {
+		return 0, errors.New("not canonical base64url")
+	}
+	return n, nil
 }
 
 func (k Key) mac(payload []byte) []byte {
@@ -195,18 +216,18 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 	if !ok {
 		return Claims{}, fmt.Errorf("%w: no MAC", ErrBadToken)
 	}
-	enc := base64.RawURLEncoding
+	enc := tokenEncoding
 	var pbuf [tokenFixed + 2*maxIDLen]byte
 	var sbuf [sha256.Size + 3]byte
 	if enc.DecodedLen(len(body)) > len(pbuf) || enc.DecodedLen(len(sig)) > len(sbuf) {
 		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
 	}
-	n, err := enc.Decode(pbuf[:], []byte(body))
+	n, err := decodeToken(pbuf[:], body)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
 	}
 	payload := pbuf[:n]
-	m, err := enc.Decode(sbuf[:], []byte(sig))
+	m, err := decodeToken(sbuf[:], sig)
 	if err != nil || m != sha256.Size {
 		return Claims{}, fmt.Errorf("%w: MAC encoding", ErrBadToken)
 	}
@@ -231,11 +252,10 @@ func peekClaims(token string) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: malformed", ErrBadToken)
 	}
 	var pbuf [tokenFixed + 2*maxIDLen]byte
-	enc := base64.RawURLEncoding
-	if enc.DecodedLen(len(body)) > len(pbuf) {
+	if tokenEncoding.DecodedLen(len(body)) > len(pbuf) {
 		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
 	}
-	n, err := enc.Decode(pbuf[:], []byte(body))
+	n, err := decodeToken(pbuf[:], body)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
 	}

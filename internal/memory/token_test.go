@@ -128,6 +128,65 @@ func TestTokenRejects(t *testing.T) {
 	}
 }
 
+// TestTokenOneSpelling checks that a token is accepted only as Sign wrote
+// it. A last base64url character that carries spare bits has four
+// spellings that non-strict decoding maps to the same bytes; only the one
+// with zero spare bits verifies, and the CR and LF a decoder skips are
+// refused too. Both the MAC and the payload (and peekClaims) are checked.
+func TestTokenOneSpelling(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	c := testClaims()
+	// Payload lengths 2 mod 3 and 1 mod 3 leave 2 and 4 spare bits.
+	for _, lease := range []string{"lease-12", "lease-123"} {
+		c.Lease = lease
+		tok := mustSign(t, testKey, c)
+		body, sig, _ := strings.Cut(tok, ".")
+		if len(body)%4 == 0 {
+			t.Fatalf("payload of %q has no spare bits; pick another lease ID", lease)
+		}
+		for _, part := range []struct {
+			name string
+			edit func(last byte) string
+		}{
+			{"mac", func(b byte) string { return body + "." + sig[:len(sig)-1] + string(b) }},
+			{"payload", func(b byte) string { return body[:len(body)-1] + string(b) + "." + sig }},
+		} {
+			accepted := 0
+			for i := range len(alphabet) {
+				spelt := part.edit(alphabet[i])
+				_, err := testKey.Verify(spelt, t0)
+				if err == nil {
+					accepted++
+					if spelt != tok {
+						t.Errorf("%s: non-canonical spelling %q verified", part.name, spelt)
+					}
+				} else if !errors.Is(err, ErrBadToken) {
+					t.Errorf("%s: %v, want ErrBadToken", part.name, err)
+				}
+			}
+			if accepted != 1 {
+				t.Errorf("lease %q, %s: %d spellings of the last character verified, want 1", lease, part.name, accepted)
+			}
+		}
+		for _, spelt := range []string{
+			body + ".\n" + sig, body + "." + sig + "\r\n", body[:4] + "\n" + body[4:] + "." + sig,
+		} {
+			if _, err := testKey.Verify(spelt, t0); !errors.Is(err, ErrBadToken) {
+				t.Errorf("token with a line break %q: %v, want ErrBadToken", spelt, err)
+			}
+		}
+		// The holder's own reading of a token is as strict as the server's.
+		if _, err := peekClaims(tok); err != nil {
+			t.Errorf("peekClaims(canonical): %v", err)
+		}
+		last := strings.IndexByte(alphabet, body[len(body)-1])
+		noncanonical := body[:len(body)-1] + string(alphabet[last+1]) + "." + sig
+		if _, err := peekClaims(noncanonical); !errors.Is(err, ErrBadToken) {
+			t.Errorf("peekClaims(%q): %v, want ErrBadToken", noncanonical, err)
+		}
+	}
+}
+
 func TestSignRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -222,10 +281,14 @@ func FuzzToken(f *testing.F) {
 			}
 			return
 		}
-		// Whatever verifies must re-sign to a token that verifies the same.
+		// Whatever verifies must re-sign to the same token (one spelling
+		// per claim) that verifies the same.
 		tok2, err := testKey.Sign(c)
 		if err != nil {
 			t.Fatalf("claims %+v verified but do not sign: %v", c, err)
+		}
+		if tok2 != tok {
+			t.Fatalf("%q verified but Sign spells its claims %q", tok, tok2)
 		}
 		c2, err := testKey.Verify(tok2, t0)
 		if err != nil || c2 != c {

@@ -222,7 +222,7 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	}
 	var body struct {
 		Rights     string
-		TTLSeconds float64
+		TTLSeconds *float64
 	}
 	if r.ContentLength != 0 {
 		if err := decode(r, &body); err != nil {

@@ -210,7 +210,7 @@ func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		CapacityBytes *uint64
 		Host          string
-		TTLSeconds    float64
+		TTLSeconds    *float64
 		Rights        string
 		MaxLatencyNs  float64
 		MemoryNode    string
@@ -247,18 +247,25 @@ func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func ttlOf(seconds float64) (time.Duration, error) {
-	if seconds < 0 || math.IsNaN(seconds) || seconds > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, errPropertyValue("TTLSeconds", fmt.Sprint(seconds), "it must be a positive number of seconds")
+// ttlOf converts a request's TTLSeconds: absent is 0 (the service's
+// default); a value given must be a positive number of seconds, at least a
+// nanosecond, so that 0 or -5 is refused rather than read as the default.
+func ttlOf(seconds *float64) (time.Duration, error) {
+	if seconds == nil {
+		return 0, nil
 	}
-	return time.Duration(seconds * float64(time.Second)), nil
+	s := *seconds
+	if !(s > 0) || s > float64(math.MaxInt64/int64(time.Second)) || time.Duration(s*float64(time.Second)) <= 0 {
+		return 0, errPropertyValue("TTLSeconds", fmt.Sprint(s), "it must be a positive number of seconds")
+	}
+	return time.Duration(s * float64(time.Second)), nil
 }
 
 func (s *Server) renewMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
 		return errNoLeases
 	}
-	var body struct{ TTLSeconds float64 }
+	var body struct{ TTLSeconds *float64 }
 	if r.ContentLength != 0 {
 		if err := decode(r, &body); err != nil {
 			return err

@@ -103,6 +103,8 @@ func TestGetMemoryLeases(t *testing.T) {
 		map[string]any{"CapacityBytes": 4096, "Rights": "rwx"},
 		map[string]any{"CapacityBytes": 4096, "Rights": "a"},
 		map[string]any{"CapacityBytes": 4096, "TTLSeconds": -5},
+		map[string]any{"CapacityBytes": 4096, "TTLSeconds": 0},
+		map[string]any{"CapacityBytes": 4096, "TTLSeconds": 1e-12},
 		map[string]any{"CapacityBytes": 4096, "TTLSeconds": 1e12},
 		map[string]any{"CapacityBytes": 4096, "Host": "nohost"},
 		map[string]any{"CapacityBytes": 4096, "MaxLatencyNs": -1},
@@ -116,6 +118,10 @@ func TestGetMemoryLeases(t *testing.T) {
 		t.Errorf("%d leases after bad requests, want 1", n)
 	}
 	// Renew: a new token and expiry.
+	// A zero or negative duration is refused, not read as the default.
+	for _, ttl := range []float64{0, -5, 1e-12} {
+		s.must(http.StatusBadRequest, "POST", memoryLeasesPath(id)+"/Actions/Oem/Rackpool.Renew", map[string]any{"TTLSeconds": ttl}, blue)
+	}
 	rn := s.must(http.StatusOK, "POST", memoryLeasesPath(id)+"/Actions/Oem/Rackpool.Renew", map[string]any{"TTLSeconds": 120}, blue).json(t)
 	if rn["Token"] == tok || rn["Token"] == nil {
 		t.Errorf("renew gave token %v", rn["Token"])
@@ -138,3 +144,16 @@ func TestGetMemoryLeases(t *testing.T) {
 }
 
 func memoryLeasesPath(id string) string { return memoryLeases + "/" + id }
+
+// TestDriveTokenTTLMustBePositive: a drive token asked for with a zero,
+// negative or sub-nanosecond TTLSeconds is refused (once a zero read as
+// the ten-minute default, and the CLI sent nothing for a negative one).
+func TestDriveTokenTTLMustBePositive(t *testing.T) {
+	s := newService(t)
+	for _, ttl := range []float64{0, -5, 1e-12} {
+		r := s.do("POST", "/redfish/v1/Oem/Rackpool/Drives/hdd1/Actions/Oem/Rackpool.Connect", map[string]any{"TTLSeconds": ttl}, admin)
+		if r.status != http.StatusBadRequest || r.errorCode(t) != "Base.1.22.PropertyValueIncorrect" || !strings.Contains(string(r.body), "TTLSeconds") {
+			t.Errorf("TTLSeconds %v: status %d, want 400 naming TTLSeconds: %s", ttl, r.status, r.body)
+		}
+	}
+}
