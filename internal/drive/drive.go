@@ -72,10 +72,12 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Store kinds, the token key setting and the holder records.
+// Store kinds, the token key (an object of keyKind with ID keySetting, a
+// setting of that name in stores written before) and the holder records.
 const (
 	kindNode     = "blocknode"
 	kindDrive    = "drive"
+	keyKind      = "secret"
 	keySetting   = "drive.token-key"
 	holdOwner    = "pooled-drives"
 	holderPrefix = "blocknode-"
@@ -364,24 +366,23 @@ func (m *Manager) Reload(ctx context.Context) error {
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {
+	// A store written before the key was an object keeps it as a setting.
 	v, ok, err := m.o.Store.Setting(ctx, keySetting)
 	if err != nil {
 		return fmt.Errorf("drive: read token key: %w", err)
 	}
+	var k []byte
 	if ok {
-		k, err := base64.StdEncoding.DecodeString(v)
-		if err != nil || len(k) != blocknode.KeySize {
-			return errors.New("drive: stored token key is malformed")
+		if k, err = base64.StdEncoding.DecodeString(v); err != nil {
+			k = nil
 		}
-		m.key = k
-		return nil
-	}
-	if m.key, err = blocknode.NewKey(); err != nil {
-		return err
-	}
-	if err := m.o.Store.PutSetting(ctx, keySetting, base64.StdEncoding.EncodeToString(m.key)); err != nil {
+	} else if k, err = store.Once(ctx, m.o.Store, keyKind, keySetting, func() ([]byte, error) { return blocknode.NewKey() }); err != nil {
 		return fmt.Errorf("drive: store token key: %w", err)
 	}
+	if len(k) != blocknode.KeySize {
+		return errors.New("drive: stored token key is malformed")
+	}
+	m.key = k
 	return nil
 }
 

@@ -65,10 +65,12 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Store object kinds and the setting holding the token key.
+// Store object kinds and the token key: an object of keyKind with ID
+// keySetting (a setting of that name in stores written before).
 const (
 	kindNode   = "memnode"
 	kindLease  = "memlease"
+	keyKind    = "secret"
 	keySetting = "memory.token-key"
 	holdOwner  = "memory-leases"
 	// holderPrefix + node ID is the holder record of a node's leased blocks.
@@ -329,24 +331,23 @@ func (m *Manager) Reload(ctx context.Context) error {
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {
+	// A store written before the key was an object keeps it as a setting.
 	v, ok, err := m.o.Store.Setting(ctx, keySetting)
 	if err != nil {
 		return fmt.Errorf("lease: read token key: %w", err)
 	}
+	var k []byte
 	if ok {
-		k, err := base64.StdEncoding.DecodeString(v)
-		if err != nil || len(k) < 32 {
-			return errors.New("lease: stored token key is malformed")
+		if k, err = base64.StdEncoding.DecodeString(v); err != nil {
+			k = nil
 		}
-		m.key = k
-		return nil
-	}
-	if m.key, err = memory.NewKey(); err != nil {
-		return err
-	}
-	if err := m.o.Store.PutSetting(ctx, keySetting, base64.StdEncoding.EncodeToString(m.key)); err != nil {
+	} else if k, err = store.Once(ctx, m.o.Store, keyKind, keySetting, func() ([]byte, error) { return memory.NewKey() }); err != nil {
 		return fmt.Errorf("lease: store token key: %w", err)
 	}
+	if len(k) < 32 {
+		return errors.New("lease: stored token key is malformed")
+	}
+	m.key = k
 	return nil
 }
 
