@@ -105,6 +105,14 @@ func (s *Store) Evict(ctx context.Context, name string, settle func(ctx context.
 	if !ok {
 		return fmt.Errorf("evict %s: %w", name, ErrAlive)
 	}
+	// Release the lock before the connection closes: the server ends a
+	// closed connection's session (and its locks) a moment later, and an
+	// Evict right after this one must not find the lock still held.
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, key)
+	}()
 	var epoch int64
 	if err := conn.QueryRow(ctx, `UPDATE fence SET epoch = epoch + 1 WHERE name = $1 RETURNING epoch`, name).Scan(&epoch); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
