@@ -44,7 +44,7 @@ bench-cache: ## rackpool cache against memcached and extstore, P0 Fig. 9/10 (doc
 bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6-request run (docs/benchmarks.md)
 	bench/sim/run.sh
 
-bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills (docs/benchmarks.md; minutes)
+bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills and 20 SIGSTOPs (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/drives -bin $(BIN) -out build/bench-drives
 
 bench-southbound: ## the redfish driver against fabric-emulator beside the DMTF Python Redfish library (docs/benchmarks.md)

@@ -2,7 +2,8 @@
 // drives"): fio's nbd engine against nbdkit's file plugin and rackpool
 // blocknode serving the same image file, side by side in one run, direct
 // and through `rackpool drive connect`; then the failover time a client of
-// drive connect sees when the owning blocknode is killed with SIGKILL.
+// drive connect sees when the owning blocknode is killed with SIGKILL (a
+// dead node) and when it is stopped with SIGSTOP (a hung one).
 //
 //	go run ./bench/drives -bin build/rackpool -out build/bench-drives
 //
@@ -92,6 +93,7 @@ type report struct {
 	Size      int64
 	Results   []result
 	Failovers []float64 // milliseconds, kill to first completed I/O
+	Stops     []float64 // milliseconds, SIGSTOP to first completed I/O
 }
 
 func main() {
@@ -101,6 +103,7 @@ func main() {
 	reps := flag.Int("reps", 3, "runs per row and system, interleaved; the run with the median IOPS is reported")
 	size := flag.Int64("size", 1<<30, "drive image size in bytes")
 	kills := flag.Int("kills", 20, "blocknode kills for the failover measurement")
+	stops := flag.Int("stops", 20, "blocknode SIGSTOPs (hung, not dead) for the failover measurement")
 	quick := flag.Bool("quick", false, "one row, short runs, 2 kills: a smoke test")
 	connectProcs := flag.Int("connect-procs", -1, "drive connect --procs (-1: its default)")
 	replot := flag.Bool("replot", false, "redraw drives.md and the charts from -out's drives.json, measuring nothing")
@@ -126,7 +129,7 @@ func main() {
 		return
 	}
 	if *quick {
-		*dur, *size, *kills = 300*time.Millisecond, 64<<20, 2
+		*dur, *size, *kills, *stops = 300*time.Millisecond, 64<<20, 2, 2
 	}
 	for _, tool := range []string{"fio", "nbdkit"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -200,10 +203,10 @@ func main() {
 		// failovers, which need both, are left out.
 		b.interrupt("connect", "host1")
 		fmt.Fprintf(os.Stderr, "profiles in %s; no failovers measured\n", b.profile)
-		*kills = 0
+		*kills, *stops = 0, 0
 	}
-	if *kills > 0 {
-		if rep.Failovers, err = b.failovers(*kills); err != nil {
+	if *kills > 0 || *stops > 0 {
+		if rep.Failovers, rep.Stops, err = b.failovers(*kills, *stops); err != nil {
 			childproc.Fatal(err)
 		}
 	}
@@ -532,18 +535,21 @@ func fio(uri string, r row, dur time.Duration, size int64) (result, error) {
 	return result{IOPS: d.IOPS, MBps: d.BW / 1e6, LatUs: d.ClatN.Mean / 1e3}, nil
 }
 
-// failovers kills the owning blocknode n times while a client of drive
-// connect reads continuously, and returns kill → first completed read
-// after it, in milliseconds. A second blocknode is started first; each
-// killed one is restarted before the next kill.
-func (b *bench) failovers(n int) ([]float64, error) {
+// failovers fails the owning blocknode while a client of drive connect
+// reads continuously: kills times with SIGKILL (dead: the kernel closes
+// its connections), then stops times with SIGSTOP (hung: its connections
+// stay open and nothing is answered). It returns, for each, the time from
+// the signal to the first completed read issued once the node was dead or
+// stopped, in milliseconds. A second blocknode is started first; each
+// failed one is killed and restarted before the next.
+func (b *bench) failovers(kills, stops int) (killed, stopped []float64, err error) {
 	if err := b.startNode("host2"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx := context.Background()
 	c, err := nbd.Dial(ctx, "unix", b.sock, "ssd1")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.Close()
 	// The latest completed read: when it was issued and when it came back.
@@ -572,47 +578,88 @@ func (b *bench) failovers(n int) ([]float64, error) {
 			lmu.Unlock()
 		}
 	}()
-	var out []float64
-	for i := range n {
+	for i := range kills + stops {
+		hang := i >= kills
 		owner, err := b.waitOwner("")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		time.Sleep(300 * time.Millisecond) // steady reads on the owner
-		killed := time.Now()
-		b.kill(owner) // returns once the process is gone
-		dead := time.Now()
+		signalled := time.Now()
+		if hang {
+			err = b.pause(owner) // returns once the process is stopped
+		} else {
+			b.kill(owner) // returns once the process is gone
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		failed := time.Now()
 		var took time.Duration
 		for {
 			time.Sleep(2 * time.Millisecond)
 			lmu.Lock()
 			is, l := issued, last
 			lmu.Unlock()
-			if is.After(dead) {
+			if is.After(failed) {
 				// Issued after the owner was gone: served by the next one.
-				took = l.Sub(killed)
+				took = l.Sub(signalled)
 				break
 			}
-			if time.Since(killed) > 30*time.Second {
-				return nil, fmt.Errorf("kill %d of %s: no read completed for 30 s", i+1, owner)
+			if time.Since(signalled) > 30*time.Second {
+				return nil, nil, fmt.Errorf("failure %d of %s: no read completed for 30 s", i+1, owner)
 			}
 			select {
 			case err := <-done:
-				return nil, fmt.Errorf("reader failed after kill %d: %v", i+1, err)
+				return nil, nil, fmt.Errorf("reader failed after failure %d: %v", i+1, err)
 			default:
 			}
 		}
-		out = append(out, float64(took.Microseconds())/1000)
-		fmt.Fprintf(os.Stderr, "kill %2d of %s: first read after %v\n", i+1, owner, took.Round(time.Millisecond))
+		ms := float64(took.Microseconds()) / 1000
+		if hang {
+			stopped = append(stopped, ms)
+			fmt.Fprintf(os.Stderr, "stop %2d of %s: first read after %v\n", i+1-kills, owner, took.Round(time.Millisecond))
+			b.kill(owner)
+		} else {
+			killed = append(killed, ms)
+			fmt.Fprintf(os.Stderr, "kill %2d of %s: first read after %v\n", i+1, owner, took.Round(time.Millisecond))
+		}
 		if err := b.startNode(owner); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	close(stop)
 	if err := <-done; err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return killed, stopped, nil
+}
+
+// pause stops the named process with SIGSTOP and returns once the kernel
+// reports it stopped.
+func (b *bench) pause(name string) error {
+	b.mu.Lock()
+	cmd := b.procs[name]
+	b.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return fmt.Errorf("no process %s", name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	for range 5000 {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return err
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("%s did not stop", name)
 }
 
 func markdown(rep report) string {
@@ -638,6 +685,11 @@ func markdown(rep report) string {
 	if len(rep.Failovers) > 0 {
 		f := slices.Sorted(slices.Values(rep.Failovers))
 		fmt.Fprintf(&s, "\nFailover, kill -9 of the owning blocknode → first completed read through drive connect, %d kills: "+
+			"median %.0f ms, max %.0f ms, min %.0f ms.\n", len(f), f[len(f)/2], f[len(f)-1], f[0])
+	}
+	if len(rep.Stops) > 0 {
+		f := slices.Sorted(slices.Values(rep.Stops))
+		fmt.Fprintf(&s, "\nFailover, SIGSTOP of the owning blocknode (hung, not dead) → first completed read through drive connect, %d stops: "+
 			"median %.0f ms, max %.0f ms, min %.0f ms.\n", len(f), f[len(f)/2], f[len(f)-1], f[0])
 	}
 	return s.String()

@@ -179,17 +179,15 @@ func (m *Multipath) connect(ctx context.Context) (*path, error) {
 	for range m.o.Conns {
 		c, err := m.o.Dial(ctx, r.Endpoint, r.Export)
 		if err != nil {
-			for _, c := range p.conns {
-				_ = c.Close()
-			}
+			// A node that takes some connections and not the next may be
+			// hanging: leave it without waiting on it.
+			p.abort()
 			return nil, fmt.Errorf("connect to %s's blocknode %s at %s: %w", m.o.Drive, r.Node, r.Endpoint, err)
 		}
 		p.conns = append(p.conns, c)
 	}
 	if m.size != 0 && p.conns[0].Size() != m.size {
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
+		p.abort()
 		return nil, fmt.Errorf("%s's blocknode %s serves %d bytes, not %d", m.o.Drive, r.Node, p.conns[0].Size(), m.size)
 	}
 	return p, nil
@@ -210,10 +208,32 @@ func (m *Multipath) Close() error {
 	return nil
 }
 
+// close closes p's connections gracefully, all at once: each sends
+// NBD_CMD_DISC and waits (up to nbd's grace) for the replies in flight.
 func (p *path) close() {
+	p.each((*nbd.Client).Close)
+}
+
+// abort drops p's connections at once, none waiting for the node: a path
+// that failed may lead to a node that is hung (stopped, partitioned) and
+// will answer nothing, and a graceful close would wait its grace for each
+// connection (seconds of stalled I/O) before the requests in flight could
+// be replayed. Those requests fail with nbd.ErrClosed and are replayed.
+func (p *path) abort() {
+	p.each(func(c *nbd.Client) error { c.Abort(); return nil })
+}
+
+// each runs f on every connection of p concurrently and waits for all.
+func (p *path) each(f func(*nbd.Client) error) {
+	var wg sync.WaitGroup
 	for _, c := range p.conns {
-		_ = c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = f(c)
+		}()
 	}
+	wg.Wait()
 }
 
 // Current returns the current path (nil while none works).
@@ -234,8 +254,9 @@ func (m *Multipath) Failovers() []Failover {
 	return append([]Failover(nil), m.failovers...)
 }
 
-// fail marks p broken (once), closing its connections so every request
-// outstanding there returns and is replayed.
+// fail marks p broken (once) and aborts its connections, so that every
+// request outstanding there returns at once and is replayed: a hung node
+// costs the time it took to find it hung, no more than a dead one.
 func (m *Multipath) fail(p *path, cause string) {
 	if p.broken.Swap(true) {
 		return
@@ -243,7 +264,7 @@ func (m *Multipath) fail(p *path, cause string) {
 	p.failedAt.CompareAndSwap(0, time.Now().UnixNano())
 	p.cause.Store(cause)
 	m.log.Warn("path to drive failed; failing over", "drive", m.o.Drive, "node", p.Node, "endpoint", p.Endpoint, "cause", cause)
-	p.close()
+	p.abort()
 }
 
 // path returns a working path, establishing one if the current one broke.

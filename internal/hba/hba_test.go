@@ -329,3 +329,106 @@ func TestFailoverThroughLocalServer(t *testing.T) {
 		t.Fatalf("failovers %+v", fs)
 	}
 }
+
+// patientConn is a connection whose deadlines never fire: a wait on the
+// peer through it lasts until the peer answers or the connection is
+// closed. It counts itself in closes when first closed.
+type patientConn struct {
+	net.Conn
+	closes *atomic.Int64
+	closed atomic.Bool
+}
+
+func (*patientConn) SetDeadline(time.Time) error      { return nil }
+func (*patientConn) SetReadDeadline(time.Time) error  { return nil }
+func (*patientConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *patientConn) Close() error {
+	if !c.closed.Swap(true) {
+		c.closes.Add(1)
+	}
+	return c.Conn.Close()
+}
+
+// TestHungOwnerIsLeftWithoutWaitingForIt: an owner that is stopped, not
+// dead (SIGSTOP: its connections stay open and nothing is answered), is
+// left as soon as the control plane names another owner, without waiting
+// on any of its connections. Once its connections were closed one after
+// another, each waiting for the stopped node to answer NBD_CMD_DISC for
+// closeGrace (2 s), so I/O stalled for seconds more than for a dead node.
+// Here the connections' deadlines never fire, so any wait on the stopped
+// node lasts for ever: the write completes on the new owner only if no
+// close of the old path waits for the old owner.
+func TestHungOwnerIsLeftWithoutWaitingForIt(t *testing.T) {
+	addr, freeze := pausedOwner(t)
+	b := startOwner(t, image(t))
+	tb := &table{}
+	tb.set(addr)
+	var (
+		mu       sync.Mutex
+		raw      []net.Conn
+		oldClose atomic.Int64 // closes of connections to the stopped owner
+		newClose atomic.Int64
+	)
+	dial := func(ctx context.Context, endpoint, export string) (*nbd.Client, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", endpoint)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		raw = append(raw, nc)
+		mu.Unlock()
+		closes := &newClose
+		if endpoint == addr {
+			closes = &oldClose
+		}
+		c, err := nbd.NewClient(ctx, &patientConn{Conn: nc, closes: closes}, export)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	const conns = 4
+	m, err := hba.New(ctx, hba.Options{Drive: "d", Resolver: tb, Conns: conns, Stall: 50 * time.Millisecond,
+		Timeout: time.Minute, Dial: dial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	// Runs first: if a close is stuck waiting on the stopped owner, this
+	// ends it so that the test can finish.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range raw {
+			nc.Close()
+		}
+	})
+	exp, _ := m.Open(ctx, "d")
+	freeze()
+	tb.set(b.addr)
+	done := make(chan error, 1)
+	go func() { done <- exp.WriteAt(ctx, bytes.Repeat([]byte{7}, 4096), 0, true) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second): // liveness only: waiting on the stopped owner never ends
+		t.Fatalf("the write is still waiting; %d of the stopped owner's %d connections were closed", oldClose.Load(), conns)
+	}
+	if n := oldClose.Load(); n != conns {
+		t.Errorf("%d of the stopped owner's %d connections closed when the write was replayed, want all", n, conns)
+	}
+	if n := newClose.Load(); n != 0 {
+		t.Errorf("%d connections to the new owner closed", n)
+	}
+	if fs := m.Failovers(); len(fs) != 1 || fs[0].From != addr || fs[0].To != b.addr {
+		t.Fatalf("failovers %+v", fs)
+	}
+	got := make([]byte, 4096)
+	if err := exp.ReadAt(ctx, got, 0); err != nil || got[0] != 7 {
+		t.Fatalf("read %x, %v", got[0], err)
+	}
+}

@@ -684,6 +684,58 @@ func TestClientClosed(t *testing.T) {
 	}
 }
 
+// deadlineless is a connection whose deadlines never fire.
+type deadlineless struct{ net.Conn }
+
+func (deadlineless) SetDeadline(time.Time) error      { return nil }
+func (deadlineless) SetReadDeadline(time.Time) error  { return nil }
+func (deadlineless) SetWriteDeadline(time.Time) error { return nil }
+
+// TestAbortLeavesAHungServer: Abort ends a connection whose server is
+// stuck on a request without waiting for it, where Close waits for the
+// replies in flight. The connection's deadlines never fire, so any wait on
+// the server lasts until the test releases it; the request in flight
+// fails with ErrClosed, and so does the next.
+func TestAbortLeavesAHungServer(t *testing.T) {
+	checkNoLeak(t)
+	g := newGate()
+	env := startEnv(t, func(_ *Server, x *testExports) { x.wrap = g.wrap })
+	defer close(g.release)
+	ctx := testCtx(t)
+	nc, err := net.Dial("unix", env.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close() // ends a wait on the server if Abort did not
+	c, err := NewClient(ctx, deadlineless{nc}, "disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.ReadAt(ctx, make([]byte, 4096), 0) }()
+	<-g.entered
+	aborted := make(chan struct{})
+	go func() {
+		c.Abort()
+		close(aborted)
+	}()
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second): // liveness only: a wait on the server never ends
+		t.Fatal("Abort is waiting for the hung server")
+	}
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("request in flight at Abort: %v, want ErrClosed", err)
+	}
+	if err := c.ReadAt(ctx, make([]byte, 512), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("request after Abort: %v, want ErrClosed", err)
+	}
+	c.Abort()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close after Abort: %v", err)
+	}
+}
+
 // panicky panics on every read.
 type panicky struct{ Export }
 
