@@ -3,37 +3,40 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 )
 
 // List returns the exports the server at addr lists (NBD_OPT_LIST).
 func List(ctx context.Context, network, addr string) ([]ExportInfo, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("nbd: dial %s: %w", addr, err)
-	}
-	defer nc.Close()
-	stop := bindDeadline(ctx, nc)
-	infos, err := listExports(nc)
-	if !stop() || err != nil {
-		return nil, fmt.Errorf("nbd: list exports of %s: %w", addr, contextErr(ctx, err))
-	}
-	return infos, nil
+	var d Dialer
+	return d.List(ctx, network, addr)
 }
 
-func listExports(nc net.Conn) ([]ExportInfo, error) {
+// listExports lists the exports of the server on nc, over TLS when tlsCfg
+// is set. It closes a TLS session it started, not nc.
+func listExports(nc net.Conn, tlsCfg *tls.Config) ([]ExportInfo, error) {
 	c := &Client{nc: nc, br: bufio.NewReaderSize(nc, 4096)}
 	fixed, _, err := c.greet()
 	if err != nil {
 		return nil, err
 	}
 	if !fixed {
+		if tlsCfg != nil {
+			return nil, fmt.Errorf("%w: the server does not negotiate options (no fixed newstyle)", ErrTLSNotOffered)
+		}
 		return nil, errors.New("server does not take options (no fixed newstyle)")
+	}
+	if tlsCfg != nil {
+		if err := c.startTLS(tlsCfg); err != nil {
+			return nil, err
+		}
+		defer c.nc.Close()
 	}
 	var infos []ExportInfo
 	final, msg, err := c.option(optList, nil, func(typ uint32, d []byte) error {
@@ -94,19 +97,31 @@ func (c *Client) greet() (fixed, noZeroes bool, err error) {
 	return fixed, noZeroes, nil
 }
 
-// handshake negotiates export; see NewClient.
-func (c *Client) handshake(export string) error {
+// handshake negotiates export, over TLS when tlsCfg is set; see NewClient.
+func (c *Client) handshake(export string, tlsCfg *tls.Config) error {
 	fixed, noZeroes, err := c.greet()
 	if err != nil {
 		return err
+	}
+	if tlsCfg != nil {
+		if !fixed {
+			return fmt.Errorf("%w: the server does not negotiate options (no fixed newstyle)", ErrTLSNotOffered)
+		}
+		if err := c.startTLS(tlsCfg); err != nil {
+			return err
+		}
 	}
 	if !fixed {
 		return c.exportName(export, noZeroes, false)
 	}
 
-	final, _, err := c.option(optStructuredReply, nil, nil)
+	final, msg, err := c.option(optStructuredReply, nil, nil)
 	if err != nil {
 		return err
+	}
+	if final == repErrTLSReqd {
+		// No option will succeed: say so now rather than at NBD_OPT_GO.
+		return optError(final, msg)
 	}
 	c.structured = final == repAck
 
@@ -138,7 +153,7 @@ func (c *Client) handshake(export string) error {
 	var gotExport bool
 	var tflags uint16
 	var maxBlock uint32
-	final, msg, err := c.option(optGo, d, func(typ uint32, d []byte) error {
+	final, msg, err = c.option(optGo, d, func(typ uint32, d []byte) error {
 		if typ != repInfo || len(d) < 2 {
 			return nil
 		}
@@ -227,6 +242,14 @@ func (c *Client) setExport(tflags uint16, maxBlock uint32, hasMeta bool) {
 // reply type and, for errors, the server's message.
 func (c *Client) option(opt uint32, data []byte, each func(typ uint32, d []byte) error) (final uint32, msg string, err error) {
 	if _, err := c.nc.Write(appendOption(nil, opt, data)); err != nil {
+		if c.tls {
+			// A TLS 1.3 server refuses a client's certificate after the
+			// client's side of the handshake: its alert, already received,
+			// says why the write failed better than EPIPE does.
+			if _, rerr := c.br.Peek(1); rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, os.ErrDeadlineExceeded) {
+				err = rerr
+			}
+		}
 		return 0, "", fmt.Errorf("send option %d: %w", opt, err)
 	}
 	var hdr [optReplyHdrLen]byte
@@ -272,7 +295,7 @@ func optError(typ uint32, msg string) error {
 	case repErrUnsup:
 		err = ErrNotSupported
 	case repErrTLSReqd:
-		err = errors.New("nbd: server requires TLS")
+		err = ErrTLSRequired
 	case repErrShutdown:
 		err = ErrShutdown
 	default:

@@ -640,7 +640,7 @@ func (c *conn) write(batch []*op) {
 			}
 		}
 		c.bufs = bufs
-		if _, err := c.bufs.WriteTo(c.nc); err != nil {
+		if _, err := writeBuffers(c.nc, &c.bufs); err != nil {
 			// A partly written reply cannot be taken back: end the
 			// connection; later replies are dropped.
 			c.werr = err

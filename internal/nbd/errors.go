@@ -53,6 +53,14 @@ var (
 	ErrClosed = errors.New("nbd: connection closed")
 	// ErrProtocol means the peer broke the NBD protocol.
 	ErrProtocol = errors.New("nbd: protocol error")
+	// ErrTLSRequired means the server requires TLS and the client did not
+	// negotiate it (NBD_REP_ERR_TLS_REQD): dial with a TLS configuration
+	// (an nbds:// URI).
+	ErrTLSRequired = errors.New("nbd: server requires TLS")
+	// ErrTLSNotOffered means a client that requires TLS met a server that
+	// does not offer it (NBD_OPT_STARTTLS refused, or no fixed newstyle
+	// negotiation); the client never falls back to plain text.
+	ErrTLSNotOffered = errors.New("nbd: server does not offer TLS")
 )
 
 // Error is an error value a server replied to a request, with the

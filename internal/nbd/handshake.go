@@ -54,6 +54,7 @@ type handshake struct {
 	out        []byte // replies not yet written
 	data       []byte // the current option's data
 	noZeroes   bool
+	secured    bool // TLS was negotiated: nc is a *tlsConn
 	structured bool
 	metaExport string // export named by the last NBD_OPT_SET_META_CONTEXT
 	metaAlloc  bool   // whether that option selected base:allocation
@@ -105,6 +106,16 @@ func (h *handshake) run(ctx context.Context) (negotiated, error) {
 		if _, err := io.ReadFull(h.br, h.data); err != nil {
 			return negotiated{}, fmt.Errorf("read option data: %w", err)
 		}
+		if h.tlsRequired(opt) {
+			err := h.refuseBeforeTLS(opt)
+			if err == nil {
+				err = h.flush()
+			}
+			if err != nil {
+				return negotiated{}, err
+			}
+			continue
+		}
 		neg, done, err := h.option(ctx, opt, h.data)
 		if err == nil {
 			err = h.flush()
@@ -129,7 +140,13 @@ func (h *handshake) tooBig(opt, n uint32) error {
 		// NBD_OPT_EXPORT_NAME has no error reply: end the session.
 		return fmt.Errorf("%w: export name of %d bytes", errTooBig, n)
 	}
-	h.reply(opt, repErrTooBig, fmt.Sprintf("option data of %d bytes exceeds %d", n, maxOptionLen))
+	if h.tlsRequired(opt) {
+		if err := h.refuseBeforeTLS(opt); err != nil {
+			return err
+		}
+	} else {
+		h.reply(opt, repErrTooBig, fmt.Sprintf("option data of %d bytes exceeds %d", n, maxOptionLen))
+	}
 	if err := h.flush(); err != nil {
 		return err
 	}
@@ -154,11 +171,7 @@ func (h *handshake) option(ctx context.Context, opt uint32, d []byte) (neg negot
 	case optList:
 		h.list(ctx, d)
 	case optStartTLS:
-		if len(d) != 0 {
-			h.reply(opt, repErrInvalid, "NBD_OPT_STARTTLS takes no data")
-		} else {
-			h.reply(opt, repErrUnsup, "TLS is not supported")
-		}
+		return negotiated{}, false, h.startTLS(ctx, d)
 	case optInfo, optGo:
 		return h.infoGo(ctx, opt, d)
 	case optStructuredReply:

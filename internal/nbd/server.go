@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,12 @@ type Server struct {
 	// DefaultHandshakeTimeout); a client that has not reached the
 	// transmission phase by then is dropped.
 	HandshakeTimeout time.Duration
+	// TLSConfig, when set, makes the server require TLS (the protocol's
+	// FORCEDTLS mode): before NBD_OPT_STARTTLS every option but ABORT is
+	// answered NBD_REP_ERR_TLS_REQD, and NBD_OPT_EXPORT_NAME drops the
+	// client. Set ClientAuth in it to ask clients for certificates. nil
+	// serves plain text and answers STARTTLS NBD_REP_ERR_UNSUP.
+	TLSConfig *tls.Config
 
 	mu        sync.Mutex
 	closed    bool
@@ -82,6 +89,7 @@ type settings struct {
 	maxInFlight      int
 	maxPayload       uint32
 	handshakeTimeout time.Duration
+	tls              *tls.Config
 }
 
 func (s *Server) settings() settings {
@@ -107,6 +115,12 @@ func (s *Server) settings() settings {
 	st.maxPayload = min(max(st.maxPayload, minPayload), maxPayload)
 	if st.handshakeTimeout <= 0 {
 		st.handshakeTimeout = DefaultHandshakeTimeout
+	}
+	if s.TLSConfig != nil {
+		// Records start full: dynamic sizing helps the first bytes of a
+		// web page, not a block device.
+		st.tls = s.TLSConfig.Clone()
+		st.tls.DynamicRecordSizingDisabled = true
 	}
 	return st
 }
@@ -241,6 +255,9 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
 		br:      br,
 	}
 	neg, err := h.run(ctx)
+	if h.nc != nc {
+		defer h.nc.Close() // TLS: close_notify first, then nc
+	}
 	if err != nil {
 		if !errors.Is(err, errAbort) && ctx.Err() == nil {
 			log.Info("nbd negotiation failed", "err", err)
@@ -249,7 +266,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn, st settings) {
 	}
 	log.Debug("nbd transmission started", "export", st.logName(neg.name), "size", neg.export.Size(),
 		"structured", neg.structured, "block_status", neg.blockStatus)
-	c := newConn(ctx, nc, br, neg, st, log)
+	c := newConn(ctx, h.nc, h.br, neg, st, log)
 	c.serve()
 }
 
