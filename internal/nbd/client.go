@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -46,6 +47,7 @@ type Client struct {
 	size       uint64
 	flags      ExportFlags
 	structured bool
+	tls        bool // nc is a *tlsConn
 	metaID     uint32
 	minBlock   uint32
 	maxIO      uint32 // READ and WRITE are split into requests of at most this
@@ -119,17 +121,8 @@ func freeCall(cl *call) {
 // Dial connects to the NBD server at addr ("tcp" or "unix" network) and
 // opens export; see NewClient.
 func Dial(ctx context.Context, network, addr, export string) (*Client, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, fmt.Errorf("nbd: dial %s: %w", addr, err)
-	}
-	c, err := NewClient(ctx, nc, export)
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return c, nil
+	var d Dialer
+	return d.Dial(ctx, network, addr, export)
 }
 
 // NewClient negotiates export over nc and returns a client that owns nc
@@ -139,8 +132,14 @@ func Dial(ctx context.Context, network, addr, export string) (*Client, error) {
 // for block sizes; it falls back to simple replies, no block status, and
 // NBD_OPT_EXPORT_NAME for servers without them. ctx bounds the
 // negotiation only. An export the server does not know fails with an
-// error wrapping ErrUnknownExport, one it refuses with ErrPolicy.
+// error wrapping ErrUnknownExport, one it refuses with ErrPolicy, and a
+// server that requires TLS with ErrTLSRequired ([Dialer] negotiates it).
 func NewClient(ctx context.Context, nc net.Conn, export string) (*Client, error) {
+	return newClient(ctx, nc, export, nil)
+}
+
+// newClient is NewClient, with TLS when tlsCfg is set.
+func newClient(ctx context.Context, nc net.Conn, export string, tlsCfg *tls.Config) (*Client, error) {
 	if !validString(export) {
 		return nil, fmt.Errorf("nbd: export name %q is not a valid NBD string", export)
 	}
@@ -152,7 +151,7 @@ func NewClient(ctx context.Context, nc net.Conn, export string) (*Client, error)
 		readerDone: make(chan struct{}),
 	}
 	stop := bindDeadline(ctx, nc)
-	err := c.handshake(export)
+	err := c.handshake(export, tlsCfg)
 	if !stop() || err != nil {
 		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, contextErr(ctx, err))
 	}
@@ -574,17 +573,19 @@ func (c *Client) drain(ctx context.Context, tail [][]byte) (first int64, err err
 			bufs := append(append(c.wbufs[:0], batch), tail...)
 			c.wbufs = bufs // WriteTo advances its own copy, not this one
 			w := bufs
-			n, err = c.bounded(ctx, func() (int64, error) { return w.WriteTo(c.nc) })
+			n, err = c.bounded(ctx, func() (int64, error) { return writeBuffers(c.nc, &w) })
 			clear(bufs)
 			c.wbufs = bufs[:0]
 		} else {
 			n, err = c.bounded(ctx, func() (int64, error) { m, err := c.nc.Write(batch); return int64(m), err })
 		}
 		c.qmu.Lock()
-		if err != nil && n == 0 && ctx.Err() != nil {
+		if err != nil && n == 0 && ctx.Err() != nil && !c.tls {
 			// Nothing went out: the headers go back to the head of the
 			// queue (a WRITE's own header and payload do not: its caller
-			// gives it up).
+			// gives it up). Not on TLS: crypto/tls fails every write after
+			// one that timed out, part of a record may have gone out, and
+			// the connection is broken below.
 			rest := c.queued
 			c.queued = append(batch, rest...)
 			c.spare = rest[:0]
