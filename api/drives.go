@@ -54,6 +54,8 @@ type BlockNodeHeartbeat struct {
 	Epoch     uint64
 	MaxDrives int `json:",omitempty"`
 	Load      struct{ ReadBytes, WriteBytes, Operations uint64 }
+	// InUse lists the drives a client has a connection open to.
+	InUse []string `json:",omitempty"`
 }
 
 // Drive is a pooled drive.

@@ -57,8 +57,58 @@ func startDriveRack(t *testing.T, lease time.Duration, hosts ...string) *driveRa
 	for _, h := range hosts {
 		r.nodes[h] = startProc(t, s, "blocknode", "--name", h, "--drive-dir", r.dir, "--control", s.url)
 	}
-	r.waitInService(t, 6)
+	r.waitSpread(t, hosts...)
 	return r
+}
+
+// waitSpread waits until the six drives are in service, shared evenly
+// (within one) by the blocknodes on hosts, and returns who serves what.
+func (r *driveRack) waitSpread(t *testing.T, hosts ...string) map[string][]string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ds, err := r.c.Drives(context.Background())
+		by := map[string][]string{}
+		in := 0
+		for _, d := range ds {
+			if d.InService {
+				in++
+				by[d.BlockNode] = append(by[d.BlockNode], d.ID)
+			}
+		}
+		even := err == nil && in == 6
+		for _, h := range hosts {
+			if n := len(by[h]); n < 6/len(hosts) || n > (6+len(hosts)-1)/len(hosts) {
+				even = false
+			}
+		}
+		if even {
+			return by
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("drives not in service and spread over %v: %v %v", hosts, err, by)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDrivesSpreadOverBlocknodes: a blocknode that registers after
+// another has taken every drive gets its share (once the second got
+// none); a drive in use through drive connect stays where it is when a
+// third comes.
+func TestDrivesSpreadOverBlocknodes(t *testing.T) {
+	skipShort(t)
+	r := startDriveRack(t, 400*time.Millisecond, "host1")
+	r.nodes["host2"] = startProc(t, r.s, "blocknode", "--name", "host2", "--drive-dir", r.dir, "--control", r.s.url)
+	r.waitSpread(t, "host1", "host2")
+	before := r.owner(t, "ssd1")
+	r.connect(t, "ssd1")
+	r.nodes["host3"] = startProc(t, r.s, "blocknode", "--name", "host3", "--drive-dir", r.dir, "--control", r.s.url)
+	by := r.waitSpread(t, "host1", "host2", "host3")
+	if after := r.owner(t, "ssd1"); after.BlockNode != before.BlockNode || after.Epoch != before.Epoch {
+		t.Fatalf("ssd1, in use, moved from %s (epoch %d) to %s (epoch %d); drives %v", before.BlockNode, before.Epoch,
+			after.BlockNode, after.Epoch, by)
+	}
 }
 
 // waitInService waits until n drives are in service.

@@ -117,7 +117,7 @@ func runBlocknode(args []string) error {
 type apiController struct{ c *api.Client }
 
 func (a apiController) Heartbeat(ctx context.Context, hb blocknode.Heartbeat) (blocknode.Assignment, error) {
-	req := api.BlockNodeHeartbeat{Host: hb.Host, Endpoint: hb.Endpoint, Epoch: hb.Epoch, MaxDrives: hb.MaxDrives}
+	req := api.BlockNodeHeartbeat{Host: hb.Host, Endpoint: hb.Endpoint, Epoch: hb.Epoch, MaxDrives: hb.MaxDrives, InUse: hb.InUse}
 	req.Load.ReadBytes, req.Load.WriteBytes, req.Load.Operations = hb.ReadBytes, hb.WriteBytes, hb.Ops
 	n, err := a.c.HeartbeatBlockNode(ctx, req)
 	if err != nil {

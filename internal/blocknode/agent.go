@@ -13,6 +13,8 @@ type Heartbeat struct {
 	Epoch                      uint64
 	MaxDrives                  int
 	ReadBytes, WriteBytes, Ops uint64
+	// InUse lists the drives a client has a connection open to.
+	InUse []string
 }
 
 // Controller is the control plane as a blocknode sees it: the answer to a
@@ -47,7 +49,7 @@ func (a *Agent) Beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, max(a.Interval*5, time.Second))
 	defer cancel()
 	asg, err := a.Control.Heartbeat(ctx, Heartbeat{Host: a.Host, Endpoint: a.Endpoint, Epoch: a.Epoch, MaxDrives: a.MaxDrives,
-		ReadBytes: r, WriteBytes: w, Ops: ops})
+		ReadBytes: r, WriteBytes: w, Ops: ops, InUse: a.Server.InUse()})
 	log := a.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -74,6 +74,7 @@ type served struct {
 	id    string
 	file  *nbd.FileExport
 	epoch atomic.Uint64
+	conns atomic.Int64 // connections opened with a token, not closed yet
 }
 
 // New returns a Server for the images in o.Dir.
@@ -201,6 +202,23 @@ func (s *Server) Served() map[string]uint64 {
 	return out
 }
 
+// InUse lists, sorted, the drives a client has a connection open to
+// (opened with a token; a bare name's view for listing does not count).
+// The heartbeat reports it: the control plane does not move such a drive
+// to balance the load.
+func (s *Server) InUse() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for id, d := range s.drives {
+		if d.conns.Load() > 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // refresh asks the control plane for a fresh assignment, at most once per
 // 20 ms across all callers.
 func (s *Server) refresh(ctx context.Context) {
@@ -259,7 +277,8 @@ func (x exports) Open(ctx context.Context, name string) (nbd.Export, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: drive %s is not served here at epoch %d", nbd.ErrUnknownExport, id, c.Epoch)
 	}
-	return &fenced{s: s, d: d, epoch: c.Epoch, rights: c.Rights}, nil
+	d.conns.Add(1)
+	return &fenced{s: s, d: d, epoch: c.Epoch, rights: c.Rights, counted: true}, nil
 }
 
 // current returns drive id if this node serves it at epoch now.
@@ -293,10 +312,11 @@ func (x exports) List(context.Context) ([]nbd.ExportInfo, error) {
 // holds, else it fails with EPERM and touches nothing. Opened without a
 // token it has no rights: read-only flags, and EPERM for every request.
 type fenced struct {
-	s      *Server
-	d      *served
-	epoch  uint64
-	rights Rights
+	s       *Server
+	d       *served
+	epoch   uint64
+	rights  Rights
+	counted bool // in d.conns (opened with a token)
 }
 
 var errFenced = fmt.Errorf("%w: this blocknode no longer owns the drive (moved or lease lapsed); resolve it again", nbd.ErrPermission)
@@ -366,8 +386,14 @@ func (f *fenced) BlockStatus(ctx context.Context, off, length uint64) ([]nbd.Ext
 	return f.d.file.BlockStatus(ctx, off, length)
 }
 
-// Close leaves the image open: other connections and later owners share it.
-func (f *fenced) Close() error { return nil }
+// Close leaves the image open: other connections and later owners share
+// it.
+func (f *fenced) Close() error {
+	if f.counted {
+		f.d.conns.Add(-1)
+	}
+	return nil
+}
 
 // Inline is the image's: the checks add two atomic loads to its system
 // calls, so requests still run on the connection's reading goroutine.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,12 +28,14 @@ type control struct {
 	lease  time.Duration
 	calls  int
 	down   bool
+	inUse  []string // as the last heartbeat said
 }
 
-func (c *control) Heartbeat(context.Context, blocknode.Heartbeat) (blocknode.Assignment, error) {
+func (c *control) Heartbeat(_ context.Context, hb blocknode.Heartbeat) (blocknode.Assignment, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
+	c.inUse = hb.InUse
 	if c.down {
 		return blocknode.Assignment{}, errors.New("control plane unreachable")
 	}
@@ -243,5 +246,51 @@ func TestTokensNotLogged(t *testing.T) {
 		if strings.Contains(out, tok) {
 			t.Fatalf("a token reached the log:\n%s", out)
 		}
+	}
+}
+
+// TestHeartbeatReportsDrivesInUse: a drive with a connection opened with a
+// token is reported in use in the heartbeats until the connection closes;
+// opening the bare name (as nbdinfo --list does) is not a use.
+func TestHeartbeatReportsDrivesInUse(t *testing.T) {
+	n := startNode(t)
+	reported := func() []string {
+		t.Helper()
+		if err := n.agent.Beat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n.ctl.mu.Lock()
+		defer n.ctl.mu.Unlock()
+		return n.ctl.inUse
+	}
+	if got := reported(); len(got) != 0 {
+		t.Fatalf("no client: reported %v in use", got)
+	}
+	bare, err := nbd.Dial(ctx, "tcp", n.addr, "d1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if got := reported(); len(got) != 0 {
+		t.Fatalf("a listing connection: reported %v in use", got)
+	}
+	var cs []*nbd.Client
+	for range 2 {
+		c, err := nbd.Dial(ctx, "tcp", n.addr, n.token(t, "d1", 3, blocknode.RightRead, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if got := reported(); !slices.Equal(got, []string{"d1"}) {
+		t.Fatalf("two clients: reported %v in use, want [d1]", got)
+	}
+	cs[0].Close()
+	if got := reported(); !slices.Equal(got, []string{"d1"}) {
+		t.Fatalf("one client left: reported %v in use, want [d1]", got)
+	}
+	cs[1].Close() // returns once the server has closed the export
+	if got := reported(); len(got) != 0 {
+		t.Fatalf("clients gone: reported %v in use", got)
 	}
 }

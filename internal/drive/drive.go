@@ -20,7 +20,10 @@
 // composition or reservation holds. Drives are handed to blocknodes with
 // the fewest drives first, up to each node's MaxDrives, keeping Spares of
 // them unassigned as rack-wide hot spares (P1 §5: n servers with k ports
-// and nk/2+δ drives keep δ spares).
+// and nk/2+δ drives keep δ spares). As blocknodes register and come back,
+// idle drives move from the busiest to the least busy until the counts are
+// within one (balance.go); a drive in use — a client connected, or a token
+// granted that has not expired — stays where it is.
 //
 // # Ownership epochs and node leases (fencing)
 //
@@ -77,6 +80,7 @@ import (
 const (
 	kindNode     = "blocknode"
 	kindDrive    = "drive"
+	kindGrant    = "drive-grant"
 	keyKind      = "secret"
 	keySetting   = "drive.token-key"
 	holdOwner    = "pooled-drives"
@@ -133,6 +137,7 @@ type Node struct {
 	loadAt   time.Time
 	since    time.Time // first load sample of this process
 	beats    uint64
+	inUse    map[string]bool // drives with a client connected, as last heard
 	// HoldUntil: a process that replaced another on the same host while
 	// the other's node lease could still run gets its drives only after
 	// it, so the two never serve a drive at once.
@@ -195,6 +200,9 @@ type Heartbeat struct {
 	Epoch     uint64 // random per process start
 	MaxDrives int    // 0: DefaultMaxDrives
 	Load      Load
+	// InUse lists the drives a client has a connection open to on the
+	// node now; such a drive is not moved to balance the load.
+	InUse []string
 }
 
 // Assignment answers a heartbeat: the drives the node serves now, at which
@@ -276,6 +284,20 @@ type Manager struct {
 
 	lastDecision time.Time // m.ops
 	decisions    []Decision
+
+	// grants is, per drive, when the last token granted for it expires;
+	// stored is what its kindGrant record says (grantMu held).
+	grants  map[string]time.Time
+	grantMu sync.Mutex
+	stored  map[string]time.Time
+}
+
+// grantRecord is a drive's kindGrant record: the latest expiry of the
+// tokens granted for it, kept so that a restarted control plane (or a new
+// leader) knows which drives have live tokens.
+type grantRecord struct {
+	Drive string    `json:"drive"`
+	Until time.Time `json:"until"`
 }
 
 // handover is a drive moving from a live blocknode: the new owner gets it
@@ -309,7 +331,8 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	}
 	o.Elastic.defaults()
 	m := &Manager{o: o, start: o.Clock.Now(), nodes: map[string]*Node{}, drives: map[string]*Drive{},
-		ready: map[string]bool{}, kick: make(chan struct{}, 1), handovers: map[string]handover{}}
+		ready: map[string]bool{}, kick: make(chan struct{}, 1), handovers: map[string]handover{}, grants: map[string]time.Time{},
+		stored: map[string]time.Time{}}
 	if err := m.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -359,9 +382,27 @@ func (m *Manager) Reload(ctx context.Context) error {
 			handovers[d.ID] = handover{to: d.Node, since: start}
 		}
 	}
+	grants := map[string]time.Time{}
+	if objs, err = m.o.Store.Objects(ctx, kindGrant); err != nil {
+		return fmt.Errorf("drive: load token grants: %w", err)
+	}
+	for _, ob := range objs {
+		var g grantRecord
+		if err := json.Unmarshal(ob.Data, &g); err != nil {
+			return fmt.Errorf("drive: token grant %s: %w", ob.ID, err)
+		}
+		grants[ob.ID] = g.Until
+	}
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.start, m.nodes, m.drives, m.ready, m.handovers = start, nodes, drives, ready, handovers
+	m.start, m.nodes, m.drives, m.ready, m.handovers, m.stored = start, nodes, drives, ready, handovers, grants
+	for id, until := range grants {
+		if until.After(m.grants[id]) {
+			m.grants[id] = until
+		}
+	}
 	return nil
 }
 
@@ -447,6 +488,7 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	if fresh {
 		n.LastSeen = now
 		n.beats++
+		n.inUse = inUseSet(hb.InUse)
 		m.noteLoad(n, hb.Load, now)
 		a := m.assignment(n)
 		m.mu.Unlock()
@@ -484,6 +526,7 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	}
 	m.mu.Lock()
 	next.LastSeen, next.Online, next.Load, next.loadAt, next.since = now, true, hb.Load, now, now
+	next.inUse = inUseSet(hb.InUse)
 	if n != nil {
 		next.beats = n.beats + 1
 	}
@@ -496,6 +539,17 @@ func (m *Manager) Heartbeat(ctx context.Context, hb Heartbeat) (Assignment, erro
 	}
 	m.Kick()
 	return a, nil
+}
+
+func inUseSet(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out
 }
 
 // assignment is n's answer. m.mu held.
@@ -574,6 +628,7 @@ func (m *Manager) Step(ctx context.Context) {
 	m.finishHandovers(ctx)
 	m.replaceFailed(ctx)
 	m.fill(ctx)
+	m.balance(ctx)
 	m.elastic(ctx)
 }
 
@@ -950,8 +1005,10 @@ func (m *Manager) spareFor(failed string) string {
 
 // Connect returns a grant for drive: its owner's endpoint, the export name
 // and a token with rights until now+ttl (0: TokenTTL). A negative ttl is
-// refused, not read as the default.
-func (m *Manager) Connect(id string, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
+// refused, not read as the default. The token's expiry is recorded before
+// the grant is returned: until then the drive is in use and is not moved
+// to balance the load.
+func (m *Manager) Connect(ctx context.Context, id string, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
 	switch {
 	case ttl < 0:
 		return Grant{}, fmt.Errorf("%w: token lifetime %v: it must be positive", ErrBadInput, ttl)
@@ -965,6 +1022,21 @@ func (m *Manager) Connect(id string, rights blocknode.Rights, ttl time.Duration)
 	if dev == nil || dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit {
 		return Grant{}, fmt.Errorf("%w: no pooled drive %q", ErrNotFound, id)
 	}
+	g, err := m.grant(id, dev.CapacityBytes, rights, ttl)
+	if err != nil {
+		return Grant{}, err
+	}
+	if err := m.recordGrant(ctx, id, g.Expiry); err != nil {
+		return Grant{}, fmt.Errorf("%w: drive %s: record the token's expiry: %v", ErrUnavailable, id, err)
+	}
+	return g, nil
+}
+
+// grant signs a token for drive id if it is in service, and notes its
+// expiry in m.grants in the same critical section, so that balance, which
+// checks m.grants and takes the drive out of service under m.mu too, never
+// moves a drive whose token it has not seen.
+func (m *Manager) grant(id string, size int64, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.drives[id]
@@ -984,8 +1056,26 @@ func (m *Manager) Connect(id string, rights blocknode.Rights, ttl time.Duration)
 	if err != nil {
 		return Grant{}, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
+	if exp.After(m.grants[id]) {
+		m.grants[id] = exp
+	}
 	return Grant{Drive: id, Node: n.ID, Endpoint: n.Endpoint, Export: blocknode.ExportName(id, tok), Token: tok,
-		Epoch: d.Epoch, Rights: rights, Expiry: exp, Size: dev.CapacityBytes}, nil
+		Epoch: d.Epoch, Rights: rights, Expiry: exp, Size: size}, nil
+}
+
+// recordGrant stores until as drive id's latest token expiry unless a
+// later one is stored already.
+func (m *Manager) recordGrant(ctx context.Context, id string, until time.Time) error {
+	m.grantMu.Lock()
+	defer m.grantMu.Unlock()
+	if !until.After(m.stored[id]) {
+		return nil
+	}
+	if err := m.o.Store.PutObject(ctx, kindGrant, object(id, grantRecord{Drive: id, Until: until.UTC()})); err != nil {
+		return err
+	}
+	m.stored[id] = until
+	return nil
 }
 
 // Drives lists every pooled drive (pool drives and recorded ones).

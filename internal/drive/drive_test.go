@@ -154,7 +154,7 @@ func TestAssignFailOverAndFence(t *testing.T) {
 		t.Fatal("composed a blocknode's host")
 	}
 	victim := a1.Drives[0]
-	g, err := e.m.Connect(victim.ID, blocknode.RightRead|blocknode.RightWrite, 0)
+	g, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead|blocknode.RightWrite, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestAssignFailOverAndFence(t *testing.T) {
 			}
 		}
 	}
-	if g2, err := e.m.Connect(victim.ID, blocknode.RightRead, time.Minute); err != nil || g2.Epoch == g.Epoch || g2.Node != d.Node {
+	if g2, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, time.Minute); err != nil || g2.Epoch == g.Epoch || g2.Node != d.Node {
 		t.Fatalf("grant after failover %+v, %v", g2, err)
 	}
 	if e.comp.Held("blocknode-host1") != nil {
@@ -223,12 +223,12 @@ func TestAssignFailOverAndFence(t *testing.T) {
 	if got := e.m.Drives(); !slices.EqualFunc(got, before, func(a, b drive.DriveInfo) bool { return a.ID == b.ID && a.Node == b.Node && a.Epoch == b.Epoch }) {
 		t.Fatalf("after a restart drives are\n%+v\nwant\n%+v", got, before)
 	}
-	if _, err := e.m.Connect(victim.ID, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
+	if _, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
 		t.Errorf("grant before the owner's heartbeat = %v, want ErrUnavailable", err)
 	}
 	e.beat("host2", 101, 12)
 	e.beat("host3", 102, 12)
-	if _, err := e.m.Connect(victim.ID, blocknode.RightRead, 0); err != nil {
+	if _, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, 0); err != nil {
 		t.Errorf("grant after heartbeats: %v", err)
 	}
 	e.check()
@@ -256,7 +256,7 @@ func TestFailedDriveTakesASpare(t *testing.T) {
 	if d, _ := e.m.Drive(sick); d.State != drive.Failed {
 		t.Errorf("failed drive is %+v", d)
 	}
-	if _, err := e.m.Connect(sick, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
+	if _, err := e.m.Connect(ctx, sick, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
 		t.Errorf("grant on a failed drive = %v", err)
 	}
 	e.check()
@@ -284,7 +284,7 @@ func TestBadHeartbeats(t *testing.T) {
 	if len(e.m.Nodes()) != 0 {
 		t.Fatalf("refused heartbeats registered %+v", e.m.Nodes())
 	}
-	if _, err := e.m.Connect("gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
+	if _, err := e.m.Connect(ctx, "gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
 		t.Errorf("grant on a GPU = %v", err)
 	}
 }
@@ -321,7 +321,7 @@ func TestReplacedProcessWaitsForTheOldLease(t *testing.T) {
 
 func TestConnectRefusesNonDrives(t *testing.T) {
 	e := newEnv(t, 0)
-	if _, err := e.m.Connect("gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
+	if _, err := e.m.Connect(ctx, "gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
 		t.Errorf("grant on a GPU = %v", err)
 	}
 }
@@ -337,13 +337,128 @@ func TestConnectTTL(t *testing.T) {
 		t.Fatalf("host1 serves %v", ids(a))
 	}
 	id := a.Drives[0].ID
-	g, err := e.m.Connect(id, blocknode.RightRead, 0)
+	g, err := e.m.Connect(ctx, id, blocknode.RightRead, 0)
 	if err != nil || !g.Expiry.Equal(e.clk.Now().Add(drive.DefaultTokenTTL)) {
 		t.Fatalf("default TTL: grant expires %v, %v; want now+%v", g.Expiry, err, drive.DefaultTokenTTL)
 	}
 	for _, ttl := range []time.Duration{-5 * time.Second, -time.Nanosecond, 25 * time.Hour} {
-		if g, err := e.m.Connect(id, blocknode.RightRead, ttl); !errors.Is(err, drive.ErrBadInput) {
+		if g, err := e.m.Connect(ctx, id, blocknode.RightRead, ttl); !errors.Is(err, drive.ErrBadInput) {
 			t.Errorf("TTL %v: grant %+v, %v; want ErrBadInput", ttl, g, err)
+		}
+	}
+}
+
+// beatUsing is beat with the drives the node reports a client connected to.
+func (e *env) beatUsing(host string, epoch uint64, max int, inUse []string) drive.Assignment {
+	e.t.Helper()
+	a, err := e.m.Heartbeat(ctx, drive.Heartbeat{Host: host, Endpoint: "127.0.0.1:1" + host[len(host)-1:], Epoch: epoch, MaxDrives: max,
+		InUse: inUse})
+	if err != nil {
+		e.t.Fatalf("heartbeat %s: %v", host, err)
+	}
+	return a
+}
+
+// TestDrivesSpreadAsNodesRegister: the first blocknode to register takes
+// every free drive; one that registers after it gets an even share of
+// them, not none. A drive in use stays where it is: one a client is
+// connected to (as its owner's heartbeats report) and one with a token
+// still valid (recorded in the store, so a restarted control plane knows
+// it). Once the clients are gone the rest is balanced too.
+func TestDrivesSpreadAsNodesRegister(t *testing.T) {
+	e := newEnv(t, 0)
+	e.beat("host1", 1, 64)
+	e.m.Step(ctx)
+	a1 := e.beat("host1", 1, 64)
+	if len(a1.Drives) != 24 {
+		t.Fatalf("the first blocknode serves %d drives, want all 24", len(a1.Drives))
+	}
+	epochs := map[string]uint64{}
+	for _, d := range a1.Drives {
+		epochs[d.ID] = d.Epoch
+	}
+	// 19 drives have a client connected, one more has a live token. They
+	// are the first by ID, the ones balancing would move first.
+	var connected []string
+	for _, d := range a1.Drives[:19] {
+		connected = append(connected, d.ID)
+	}
+	granted := a1.Drives[19].ID
+	if _, err := e.m.Connect(ctx, granted, blocknode.RightRead, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	e.beatUsing("host1", 1, 64, connected)
+	e.restart()
+	e.beatUsing("host1", 1, 64, connected)
+
+	// host2 registers: the idle drives are shared out, no drive in use moves.
+	settle := func(inUse []string) (a1, a2 drive.Assignment) {
+		e.beatUsing("host1", 1, 64, inUse)
+		e.beat("host2", 2, 64)
+		e.m.Step(ctx)
+		for range 2 { // the old owner lets go: two heartbeats answered
+			e.beatUsing("host1", 1, 64, inUse)
+		}
+		e.m.Step(ctx)
+		return e.beatUsing("host1", 1, 64, inUse), e.beat("host2", 2, 64)
+	}
+	a1, a2 := settle(connected)
+	if len(a1.Drives) != 20 || len(a2.Drives) != 4 {
+		t.Fatalf("with 20 drives in use on host1: host1 serves %d, host2 %d; want 20 and 4", len(a1.Drives), len(a2.Drives))
+	}
+	pinned := append(slices.Clone(connected), granted)
+	for _, d := range a1.Drives {
+		if slices.Contains(pinned, d.ID) && d.Epoch != epochs[d.ID] {
+			t.Errorf("drive %s in use stayed on host1 but its epoch went %d -> %d", d.ID, epochs[d.ID], d.Epoch)
+		}
+	}
+	for _, id := range pinned {
+		if !slices.Contains(ids(a1), id) {
+			t.Errorf("drive %s, in use, moved off host1", id)
+		}
+	}
+	e.check()
+
+	// The clients disconnect; the token is still valid.
+	a1, a2 = settle(nil)
+	if n1, n2 := len(a1.Drives), len(a2.Drives); n1+n2 != 24 || n1-n2 > 1 || n2-n1 > 1 {
+		t.Fatalf("once idle: host1 serves %d drives, host2 %d; want 12 and 12", n1, n2)
+	}
+	if !slices.Contains(ids(a1), granted) {
+		t.Errorf("drive %s, with a valid token, moved off host1", granted)
+	}
+	e.check()
+	// Balanced: nothing more moves.
+	before := e.m.Drives()
+	settle(nil)
+	if got := e.m.Drives(); !slices.EqualFunc(got, before, func(a, b drive.DriveInfo) bool { return a.Node == b.Node && a.Epoch == b.Epoch }) {
+		t.Errorf("a balanced pool changed:\n%+v\nwas\n%+v", got, before)
+	}
+}
+
+// TestBalanceSharesKinds: balancing shares each kind of drive out, not
+// only their number: the first node does not keep the SSDs and hand over
+// the HDDs.
+func TestBalanceSharesKinds(t *testing.T) {
+	e := newEnv(t, 0)
+	e.beat("host1", 1, 64)
+	e.m.Step(ctx)
+	e.beat("host2", 2, 64)
+	e.m.Step(ctx)
+	for range 2 {
+		e.beat("host1", 1, 64)
+	}
+	e.m.Step(ctx)
+	kinds := map[string]map[string]int{}
+	for _, a := range []drive.Assignment{e.beat("host1", 1, 64), e.beat("host2", 2, 64)} {
+		kinds[a.Node] = map[string]int{}
+		for _, d := range a.Drives {
+			kinds[a.Node][string(e.top.Device(d.ID).Kind)]++
+		}
+	}
+	for _, k := range []string{"ssd", "hdd"} {
+		if n1, n2 := kinds["host1"][k], kinds["host2"][k]; n1+n2 == 0 || n1-n2 > 1 || n2-n1 > 1 {
+			t.Errorf("%s: host1 serves %d, host2 %d; want them within one (all: %v)", k, n1, n2, kinds)
 		}
 	}
 }

@@ -143,6 +143,7 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 		Epoch     uint64
 		MaxDrives int
 		Load      struct{ ReadBytes, WriteBytes, Operations uint64 }
+		InUse     []string
 	}
 	if err := decode(r, &body); err != nil {
 		return err
@@ -154,7 +155,8 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 		return errPropertyMissing("Endpoint")
 	}
 	a, err := m.Heartbeat(r.Context(), drive.Heartbeat{Host: *body.Host, Endpoint: *body.Endpoint, Epoch: body.Epoch,
-		MaxDrives: body.MaxDrives, Load: drive.Load{ReadBytes: body.Load.ReadBytes, WriteBytes: body.Load.WriteBytes, Ops: body.Load.Operations}})
+		MaxDrives: body.MaxDrives, Load: drive.Load{ReadBytes: body.Load.ReadBytes, WriteBytes: body.Load.WriteBytes, Ops: body.Load.Operations},
+		InUse: body.InUse})
 	if err != nil {
 		return err
 	}
@@ -237,7 +239,7 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := m.Connect(r.PathValue("id"), rights, ttl)
+	g, err := m.Connect(r.Context(), r.PathValue("id"), rights, ttl)
 	if err != nil {
 		return err
 	}
