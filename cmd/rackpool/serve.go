@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"rackpool/internal/console"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"rackpool/internal/console"
 
 	"golang.org/x/net/netutil"
 
@@ -328,7 +330,32 @@ func runServe(args []string) error {
 		if err := act.advertise(ctx, url, ca); err != nil {
 			return err
 		}
+		// A leader that another replica's write to its subsystems'
+		// records reaches (a deposed leader that had not yet noticed it
+		// lost the lead) reloads them, so that it never answers from a
+		// view older than the database.
+		var leading atomic.Bool
+		for _, sub := range []struct {
+			kinds  []string
+			reload func(context.Context) error
+		}{{lease.Kinds, leases.Reload}, {drive.Kinds, drives.Reload}} {
+			for _, kind := range sub.kinds {
+				follower.Handle(kind, func(ctx context.Context, _ []string) {
+					if !leading.Load() {
+						return
+					}
+					if err := sub.reload(ctx); err != nil {
+						log.Warn("replica: reloading records another replica changed", "kind", kind, "err", err)
+					}
+				})
+			}
+		}
 		go act.runLeader(bg, func(lctx context.Context) error {
+			leading.Store(true)
+			go func() {
+				<-lctx.Done()
+				leading.Store(false)
+			}()
 			// Take up what the previous leader left: its state, and
 			// the compositions a replica serving alone left unfinished.
 			for _, reload := range []func(context.Context) error{leases.Reload, drives.Reload, tel.Reload, prov.Reload} {

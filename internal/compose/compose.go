@@ -956,6 +956,20 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 // Get returns a copy of one composition. With several replicas, one this
 // replica has not yet seen is looked for in the change log first: a client
 // that composed at another replica finds its system here at once.
+// CatchUp brings the snapshot up to date with the database when this is
+// one of several active replicas (Options.CatchUp), so that a read after
+// it sees every change another replica acknowledged before it began; a
+// no-op otherwise. It costs one query when nothing changed.
+func (m *Manager) CatchUp(ctx context.Context) error {
+	if m.catchUp == nil {
+		return nil
+	}
+	if err := m.catchUp(ctx); err != nil {
+		return fmt.Errorf("%w: catching up with the other replicas: %v", store.ErrUnavailable, err)
+	}
+	return nil
+}
+
 func (m *Manager) Get(id string) (*inventory.Composition, error) {
 	c, err := m.get(id)
 	if errors.Is(err, ErrNotFound) {

@@ -77,6 +77,11 @@ const (
 	holderPrefix = "leases-"
 )
 
+// Kinds are the store object kinds of the lease records: what a leader
+// reloads when another replica changed one (a deposed leader that had not
+// yet noticed).
+var Kinds = []string{kindNode, kindLease}
+
 // Defaults.
 const (
 	DefaultTTL         = 10 * time.Minute

@@ -305,7 +305,13 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 		}
 		r.Body = http.MaxBytesReader(w, body, MaxBody)
 		if !mutation {
-			if err := h(w, r); err != nil {
+			// At one of several active replicas a read first sees what
+			// the others acknowledged (docs/ha.md, "Reads").
+			err := s.mgr.CatchUp(r.Context())
+			if err == nil {
+				err = h(w, r)
+			}
+			if err != nil {
 				writeError(w, s.fail(r, err))
 			}
 			return
