@@ -850,10 +850,14 @@ func (m *Manager) attachTo(ctx context.Context, id, from, to, reason string) err
 	if err := m.o.Store.Apply(ctx, store.Plan{Objects: []store.ObjectChange{{Kind: kindDrive, Object: object(id, next)}}, Intent: true}); err != nil {
 		m.o.Logger.Warn("record drive online", "drive", id, "err", err)
 	}
+	// A failover is a warning; a planned move (balancing, the elastic
+	// policy) off a node that is still online is routine.
 	sev := "OK"
-	if from != "" {
+	m.mu.Lock()
+	if old := m.nodes[from]; from != "" && (old == nil || !old.Online) {
 		sev = "Warning"
 	}
+	m.mu.Unlock()
 	m.event(Event{Severity: sev, Drive: id, Node: to, Message: fmt.Sprintf("drive %s mapped to %s at epoch %d in %v: %s", id, to, next.Epoch, res.Took, reason)})
 	return nil
 }

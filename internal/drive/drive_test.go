@@ -461,4 +461,10 @@ func TestBalanceSharesKinds(t *testing.T) {
 			t.Errorf("%s: host1 serves %d, host2 %d; want them within one (all: %v)", k, n1, n2, kinds)
 		}
 	}
+	// Balancing is routine, not a failover: no warnings.
+	for _, ev := range e.events {
+		if ev.Severity != "OK" {
+			t.Errorf("balancing raised %s: %s", ev.Severity, ev.Message)
+		}
+	}
 }
