@@ -36,7 +36,8 @@ func runBlocknode(args []string) error {
 	caFlag(fs, &caFile)
 	name := fs.String("name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
 	dir := fs.String("drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
-	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
+	advertise := fs.String("advertise", "", "address clients should dial, HOST:PORT (default: the listening address)")
+	tlsDir := tlsDirFlag(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
 	maxDrives := fs.Int("max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
 	heartbeat := fs.Duration("heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
 	verbose := fs.Bool("v", false, "log debug messages")
@@ -61,6 +62,10 @@ func runBlocknode(args []string) error {
 	case *maxDrives <= 0:
 		return errors.New("--max-drives must be positive")
 	}
+	tlsCfg, endpointOf, err := blocknodeTLS(*tlsDir, *addr, *advertise)
+	if err != nil {
+		return err
+	}
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
 	}
@@ -79,7 +84,7 @@ func runBlocknode(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := blocknode.New(blocknode.Options{Dir: *dir, Logger: log})
+	srv, err := blocknode.New(blocknode.Options{Dir: *dir, Logger: log, TLS: tlsCfg})
 	if err != nil {
 		return err
 	}
@@ -91,6 +96,7 @@ func runBlocknode(args []string) error {
 	if endpoint == "" {
 		endpoint = l.Addr().String()
 	}
+	endpoint = endpointOf(endpoint)
 	agent := &blocknode.Agent{Server: srv, Control: apiController{c}, Host: *name, Endpoint: endpoint, Epoch: drive.NewEpoch(),
 		MaxDrives: *maxDrives, Interval: *heartbeat, Logger: log}
 	srv.SetRefresh(agent.Beat)
@@ -191,7 +197,7 @@ func runDrives(args []string) error {
 // runDrive dispatches `rackpool drive show|token|connect`.
 func runDrive(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] | connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT")
+		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] | connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR]")
 	}
 	switch args[0] {
 	case "show":
@@ -259,7 +265,7 @@ func runDriveToken(args []string) error {
 	}
 	fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s\n", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
 		g.Expires.Local().Format(time.RFC3339))
-	fmt.Printf("nbd://%s/%s\n", g.Endpoint, g.ExportName)
+	fmt.Println(nbdURI(g.Endpoint, g.ExportName))
 	return nil
 }
 
@@ -267,7 +273,8 @@ func runDriveToken(args []string) error {
 // from blocknode to blocknode.
 func runDriveConnect(args []string) error {
 	fs, cf := newClientFlags("drive connect")
-	listen := fs.String("listen", "", "where to serve the drive: unix:PATH or tcp:127.0.0.1:PORT (required)")
+	listen := fs.String("listen", "", "where to serve the drive: unix:PATH or tcp:HOST:PORT (required; beyond loopback only with --tls-certificates)")
+	tlsDir := tlsDirFlag(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
 	rights := fs.String("rights", "rw", "r, w or rw")
 	conns := fs.Int("connections", hba.DefaultConns, "NBD connections to the owning blocknode")
 	timeout := fs.Duration("timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
@@ -279,7 +286,7 @@ func runDriveConnect(args []string) error {
 		return err
 	}
 	if len(pos) != 1 || *listen == "" {
-		return errors.New("usage: rackpool drive connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--rights rw] [--connections N]")
+		return errors.New("usage: rackpool drive connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--rights rw] [--connections N]")
 	}
 	if _, err := blocknode.ParseRights(*rights); err != nil {
 		return fmt.Errorf("--rights: %w", err)
@@ -287,6 +294,14 @@ func runDriveConnect(args []string) error {
 	network, address, ok := strings.Cut(*listen, ":")
 	if !ok || address == "" || network != "unix" && network != "tcp" {
 		return fmt.Errorf("--listen %q: want unix:PATH or tcp:HOST:PORT", *listen)
+	}
+	listenTLS, err := connectListenTLS(*tlsDir, pos[0], network, address)
+	if err != nil {
+		return err
+	}
+	dial, err := blocknodeDialer(cf.caFile)
+	if err != nil {
+		return err
 	}
 	switch {
 	case *procs < 0:
@@ -318,7 +333,7 @@ func runDriveConnect(args []string) error {
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mp, err := hba.New(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log})
+	mp, err := hba.New(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log, Dial: dial})
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
@@ -340,7 +355,7 @@ func runDriveConnect(args []string) error {
 			return err
 		}
 	}
-	srv := &nbd.Server{Exports: mp, Logger: log}
+	srv := &nbd.Server{Exports: mp, Logger: log, TLSConfig: listenTLS}
 	p := mp.Current()
 	log.Info("drive connected", "drive", id, "listen", *listen, "blocknode", p.Node, "endpoint", p.Endpoint, "epoch", p.Epoch,
 		"bytes", mp.Size())

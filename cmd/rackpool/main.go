@@ -43,6 +43,7 @@ func commands() []command {
 		{"memnodes", "", "list registered memory nodes", runMemnodes},
 		{"blocknode", "--addr A --name HOST --drive-dir DIR --control URL", "serve the pooled drives the SAS switch maps to HOST over NBD", runBlocknode},
 		{"blocknodes", "", "list registered blocknodes", runBlocknodes},
+		{"nbd-certs", "--out DIR --server NAMES | --client NAME", "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)", runNbdCerts},
 		{"drives", "", "list pooled drives: state, blocknode, epoch", runDrives},
 		{"drive", "show|token|connect DRIVE", "where a drive is served, a token for it, or serve it locally over NBD (connect --listen)", runDrive},
 		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},

@@ -2,6 +2,7 @@ package blocknode
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,10 @@ type Options struct {
 	// drive this node has not heard it owns yet makes the node ask before
 	// refusing, so a failed-over drive is served as soon as it is mapped.
 	Refresh func(ctx context.Context) error
+	// TLS, when set, makes the node serve NBD over TLS only (nbd.Server's
+	// TLSConfig). The capability token in the export name remains the
+	// client's credential; TLS keeps it and the data secret on the wire.
+	TLS *tls.Config
 }
 
 // Server is a blocknode: it serves the drives assigned to it over NBD.
@@ -89,7 +94,7 @@ func New(o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, log: o.Logger, base: time.Now(), drives: map[string]*served{}}
-	s.nbd = &nbd.Server{Exports: exports{s}, Logger: o.Logger, LogName: RedactExportName}
+	s.nbd = &nbd.Server{Exports: exports{s}, Logger: o.Logger, LogName: RedactExportName, TLSConfig: o.TLS}
 	return s, nil
 }
 
