@@ -3,7 +3,11 @@
 // blocknode serving the same image file, side by side in one run, direct
 // and through `rackpool drive connect`; then the failover time a client of
 // drive connect sees when the owning blocknode is killed with SIGKILL (a
-// dead node) and when it is stopped with SIGSTOP (a hung one).
+// dead node) and when it is stopped with SIGSTOP (a hung one). With -tls
+// (the default) the same rows run over TLS beside them: nbdkit
+// --tls=require, a second blocknode with --tls-certificates serving the
+// same image as another drive, drive connect reaching that one over TLS,
+// and nbdkit's nbd plugin reaching nbdkit over TLS.
 //
 //	go run ./bench/drives -bin build/rackpool -out build/bench-drives
 //
@@ -109,6 +113,7 @@ func main() {
 	replot := flag.Bool("replot", false, "redraw drives.md and the charts from -out's drives.json, measuring nothing")
 	only := flag.String("rows", "", "run only the rows whose name matches this regular expression")
 	profile := flag.String("profile", "", "write CPU profiles of the blocknode and of drive connect to this directory (go tool pprof), instead of measuring failovers")
+	withTLS := flag.Bool("tls", true, "also run every row over TLS (nbdkit --tls=require, blocknode --tls-certificates, drive connect to it, nbdkit's nbd plugin with TLS)")
 	flag.Parse()
 	match, err := regexp.Compile(*only)
 	if err != nil {
@@ -153,7 +158,7 @@ func main() {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		childproc.Fatal(err)
 	}
-	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs}
+	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs, tls: *withTLS}
 	if *profile != "" {
 		if b.profile, err = filepath.Abs(*profile); err != nil {
 			childproc.Fatal(err)
@@ -173,6 +178,12 @@ func main() {
 	systems := []struct{ name, uri string }{
 		{"nbdkit", b.nbdkitURI}, {"blocknode", b.blocknodeURI}, {"drive connect", b.connectURI},
 		{"nbdkit proxy", b.proxyURI},
+	}
+	if b.tls {
+		systems = append(systems, []struct{ name, uri string }{
+			{"nbdkit TLS", b.nbdkitTLSURI}, {"blocknode TLS", b.blocknodeTLSURI}, {"drive connect TLS", b.connectTLSURI},
+			{"nbdkit proxy TLS", b.proxyTLSURI},
+		}...)
 	}
 	for _, r := range rows(*quick) {
 		if !match.MatchString(r.Name) {
@@ -195,7 +206,7 @@ func main() {
 			slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.IOPS, b.IOPS) })
 			res := rs[len(rs)/2]
 			rep.Results = append(rep.Results, res)
-			fmt.Fprintf(os.Stderr, "%-28s %-14s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, res.System, res.IOPS, res.MBps, res.LatUs)
+			fmt.Fprintf(os.Stderr, "%-28s %-17s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, res.System, res.IOPS, res.MBps, res.LatUs)
 		}
 	}
 	if b.profile != "" {
@@ -259,6 +270,10 @@ type bench struct {
 	nbdkitURI, blocknodeURI, connectURI string
 	proxyURI                            string // nbdkit's nbd plugin in front of nbdkit, drive connect's peer
 	sock                                string
+
+	// TLS: the same systems, over TLS (see setUpTLS).
+	tls                                                       bool
+	nbdkitTLSURI, blocknodeTLSURI, connectTLSURI, proxyTLSURI string
 }
 
 const topology = `name: bench-drives
@@ -267,11 +282,16 @@ racks:
   - id: rack1
     hosts:
       - {id: "host{n}", count: 2, cores: 16, memory: 64GiB, ports: [{id: sas, fabric: sas1, port: "{n}", metres: 2}]}
+      - {id: host3, cores: 16, memory: 64GiB, ports: [{id: sas, fabric: sas2, port: "1", metres: 2}]}
 fabrics:
   - id: sas1
     kind: sas-circuit
     switches: [{id: sw, ports: 16, latency_ns: 100}]
-    devices: [{id: ssd1, kind: ssd, model: bench, vendor: bench, capacity: %d, switch: sw, port: "9", metres: 1}]
+    devices: [{id: ssd1, kind: ssd, model: bench, vendor: bench, capacity: %[1]d, switch: sw, port: "9", metres: 1}]
+  - id: sas2
+    kind: sas-circuit
+    switches: [{id: sw2, ports: 16, latency_ns: 100}]
+    devices: [{id: ssd2, kind: ssd, model: bench, vendor: bench, capacity: %[1]d, switch: sw2, port: "9", metres: 1}]
 `
 
 func freeAddr() string {
@@ -348,7 +368,7 @@ func (b *bench) interrupt(names ...string) {
 }
 
 func (b *bench) stop() {
-	for _, n := range []string{"connect", "proxy", "host1", "host2", "nbdkit", "serve"} {
+	for _, n := range []string{"connect", "proxy", "connect-tls", "proxy-tls", "host1", "host2", "host3", "nbdkit", "nbdkit-tls", "serve"} {
 		b.kill(n)
 	}
 }
@@ -449,7 +469,87 @@ func (b *bench) setUp() error {
 		return err
 	}
 	b.proxyURI = "nbd+unix:///?socket=" + psock
+	if b.tls {
+		return b.setUpTLS(data, img)
+	}
 	return nil
+}
+
+// setUpTLS starts the TLS systems. ssd2, a drive on a switch of its own
+// that only host3 reaches, is a symbolic link to ssd1's image, so every
+// server reads the same file. Certificates come from the service's CA
+// (rackpool nbd-certs). fio's nbd engine may not name a certificates
+// directory in its URI (libnbd refuses local files there), so it
+// negotiates TLS without verifying the server: the encryption is what is
+// measured, verification happens once per connection. drive connect and
+// nbdkit's nbd plugin verify theirs.
+func (b *bench) setUpTLS(data, img string) error {
+	if err := os.Symlink(img, filepath.Join(b.dir, "ssd2.img")); err != nil {
+		return err
+	}
+	node, client := filepath.Join(b.work, "tls-node"), filepath.Join(b.work, "tls-client")
+	for _, args := range [][]string{{"--out", node, "--server", "127.0.0.1,localhost"}, {"--out", client, "--client", "bench"}} {
+		if out, err := childproc.Command(b.bin, append([]string{"nbd-certs", "--data", data}, args...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("nbd-certs: %v\n%s", err, out)
+		}
+	}
+	if err := b.start("host3", "blocknode serving", b.env(), b.bin, "blocknode", "--name", "host3", "--addr", freeAddr(),
+		"--drive-dir", b.dir, "--tls-certificates", node); err != nil {
+		return err
+	}
+	if err := b.waitServed("ssd2"); err != nil {
+		return err
+	}
+	g, err := b.client.ConnectDrive(context.Background(), "ssd2", "rw", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	const noVerify = "?tls-verify-peer=false"
+	b.blocknodeTLSURI = g.Endpoint + "/" + g.ExportName + noVerify
+	kaddr := freeAddr()
+	host, port, _ := net.SplitHostPort(kaddr)
+	if err := b.start("nbdkit-tls", "", nil, "nbdkit", "--foreground", "-i", host, "-p", port, "--tls=require",
+		"--tls-certificates="+node, "file", "file="+img); err != nil {
+		return err
+	}
+	if err := waitDial(kaddr); err != nil {
+		return err
+	}
+	b.nbdkitTLSURI = "nbds://" + kaddr + "/" + noVerify
+	sock := filepath.Join(b.work, "ct.sock")
+	args := []string{"drive", "connect", "ssd2", "--listen", "unix:" + sock}
+	if b.connectProcs >= 0 {
+		args = append(args, "--procs", strconv.Itoa(b.connectProcs))
+	}
+	if err := b.start("connect-tls", "drive connected", b.env(), b.bin, args...); err != nil {
+		return err
+	}
+	b.connectTLSURI = "nbd+unix:///ssd2?socket=" + sock
+	psock := filepath.Join(b.work, "pt.sock")
+	if err := b.start("proxy-tls", "", nil, "nbdkit", "--foreground", "--unix", psock, "nbd", "uri=nbds://"+kaddr+"/",
+		"tls-certificates="+client); err != nil {
+		return err
+	}
+	if err := waitDial("unix:" + psock); err != nil {
+		return err
+	}
+	b.proxyTLSURI = "nbd+unix:///?socket=" + psock
+	return nil
+}
+
+// waitServed waits until drive is in service.
+func (b *bench) waitServed(drive string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := b.client.Drive(context.Background(), drive)
+		if err == nil && d.InService {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not in service: %+v %v", drive, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (b *bench) startNode(host string) error {
@@ -682,6 +782,7 @@ func markdown(rep report) string {
 		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", name, k.IOPS, bn.IOPS, bn.IOPS/k.IOPS,
 			dc.IOPS, dc.IOPS/k.IOPS, px.IOPS, dc.IOPS/px.IOPS, k.LatUs, bn.LatUs, dc.LatUs, px.LatUs)
 	}
+	tlsTable(&s, by, order)
 	if len(rep.Failovers) > 0 {
 		f := slices.Sorted(slices.Values(rep.Failovers))
 		fmt.Fprintf(&s, "\nFailover, kill -9 of the owning blocknode → first completed read through drive connect, %d kills: "+
@@ -693,6 +794,29 @@ func markdown(rep report) string {
 			"median %.0f ms, max %.0f ms, min %.0f ms.\n", len(f), f[len(f)/2], f[len(f)-1], f[0])
 	}
 	return s.String()
+}
+
+// tlsTable writes the TLS rows beside the plain ones: each system's IOPS
+// over TLS and as a fraction of its own plain-text IOPS in the same run,
+// and the rackpool systems against their nbdkit peers, both over TLS.
+func tlsTable(s *strings.Builder, by map[string]map[string]result, order []string) {
+	if len(order) == 0 {
+		return
+	}
+	if _, ok := by[order[0]]["blocknode TLS"]; !ok {
+		return
+	}
+	s.WriteString("\nOver TLS, the same rows in the same run (each system's TLS IOPS, then ÷ its plain-text IOPS above):\n\n")
+	s.WriteString("| workload | nbdkit TLS IOPS | ÷ plain | blocknode TLS IOPS | ÷ plain | × nbdkit TLS | drive connect TLS IOPS | ÷ plain | nbdkit proxy TLS IOPS | ÷ plain | drive connect × proxy, TLS | nbdkit TLS µs | blocknode TLS µs | drive connect TLS µs | nbdkit proxy TLS µs |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, name := range order {
+		r := by[name]
+		k, bn, dc, px := r["nbdkit TLS"], r["blocknode TLS"], r["drive connect TLS"], r["nbdkit proxy TLS"]
+		fmt.Fprintf(s, "| %s | %.0f | %.2f | %.0f | %.2f | %.2f | %.0f | %.2f | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", name,
+			k.IOPS, k.IOPS/r["nbdkit"].IOPS, bn.IOPS, bn.IOPS/r["blocknode"].IOPS, bn.IOPS/k.IOPS,
+			dc.IOPS, dc.IOPS/r["drive connect"].IOPS, px.IOPS, px.IOPS/r["nbdkit proxy"].IOPS, dc.IOPS/px.IOPS,
+			k.LatUs, bn.LatUs, dc.LatUs, px.LatUs)
+	}
 }
 
 // ratioChart draws sys's IOPS over peer's, per row.
