@@ -25,6 +25,15 @@
 // requests wait, resolving every 20–200 ms, up to Timeout; then they fail
 // with EIO.
 //
+// # Revoked
+//
+// A Resolver error that matches ErrRevoked means no retry will help: the
+// control plane no longer grants this host the drive (another holder took
+// its write reservation over, docs/storage.md). Requests outstanding and
+// to come then fail with EPERM at once, and Revoked is closed so the
+// program can stop. A write the blocknode refused (EPERM: fenced by the
+// new holder's generation) is not replayed anywhere.
+//
 // # Why replay is safe
 //
 // A request is acknowledged to the local client only once a blocknode
@@ -59,7 +68,12 @@ type Path struct {
 	Node     string
 }
 
-// Resolver asks the control plane where drive is served now.
+// ErrRevoked marks a Resolver error that no retry cures: the control plane
+// refuses this client the drive for good.
+var ErrRevoked = errors.New("hba: the drive was taken away from this client")
+
+// Resolver asks the control plane where drive is served now. An error
+// matching ErrRevoked ends the Multipath's service (see Revoked).
 type Resolver interface {
 	Resolve(ctx context.Context, drive string) (Path, error)
 }
@@ -110,6 +124,10 @@ type Multipath struct {
 	closed    atomic.Bool
 	failovers []Failover
 	stop      context.CancelFunc
+
+	revokeOnce sync.Once
+	revoked    chan struct{} // closed by revoke
+	revokedBy  error         // set before revoked is closed
 }
 
 // Failover is one change of path, as measured by the host.
@@ -155,7 +173,7 @@ func New(ctx context.Context, o Options) (*Multipath, error) {
 			return nbd.Dial(ctx, "tcp", endpoint, export)
 		}
 	}
-	m := &Multipath{o: o, log: o.Logger}
+	m := &Multipath{o: o, log: o.Logger, revoked: make(chan struct{})}
 	p, err := m.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -267,12 +285,38 @@ func (m *Multipath) fail(p *path, cause string) {
 	p.abort()
 }
 
+// Revoked is closed once a Resolver answer matched ErrRevoked; Err then
+// says why.
+func (m *Multipath) Revoked() <-chan struct{} { return m.revoked }
+
+// Err is the revocation's cause (nil until Revoked is closed).
+func (m *Multipath) Err() error {
+	select {
+	case <-m.revoked:
+		return m.revokedBy
+	default:
+		return nil
+	}
+}
+
+// revoke ends service for good: every request fails with EPERM.
+func (m *Multipath) revoke(cause error) {
+	m.revokeOnce.Do(func() {
+		m.revokedBy = fmt.Errorf("%w: drive %s: %w", nbd.ErrPermission, m.o.Drive, cause)
+		m.log.Warn("drive taken away; requests fail with EPERM", "drive", m.o.Drive, "cause", cause)
+		close(m.revoked)
+	})
+}
+
 // path returns a working path, establishing one if the current one broke.
 func (m *Multipath) path(ctx context.Context) (*path, error) {
 	deadline := time.Now().Add(m.o.Timeout)
 	for {
 		if m.closed.Load() {
 			return nil, nbd.ErrClosed
+		}
+		if err := m.Err(); err != nil {
+			return nil, err
 		}
 		m.mu.Lock()
 		if p := m.cur; p != nil && !p.broken.Load() {
@@ -322,6 +366,10 @@ func (m *Multipath) reconnect(ctx context.Context, deadline time.Time) (*path, e
 		p, err := m.connect(ctx)
 		if err == nil {
 			return p, nil
+		}
+		if errors.Is(err, ErrRevoked) {
+			m.revoke(err)
+			return nil, m.Err()
 		}
 		last = err
 		if time.Now().Add(backoff).After(deadline) {
@@ -397,7 +445,7 @@ func (m *Multipath) do(ctx context.Context, fn func(c *nbd.Client) error) error 
 func (m *Multipath) working() *path {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed.Load() || m.cur == nil || m.cur.broken.Load() || m.wait != nil {
+	if m.closed.Load() || m.cur == nil || m.cur.broken.Load() || m.wait != nil || m.Err() != nil {
 		return nil
 	}
 	return m.cur
@@ -426,6 +474,11 @@ func (m *Multipath) watch(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, m.o.Stall)
 		r, err := m.o.Resolver.Resolve(rctx, m.o.Drive)
 		cancel()
+		if errors.Is(err, ErrRevoked) {
+			m.revoke(err)
+			m.fail(p, err.Error())
+			continue
+		}
 		if err != nil {
 			continue // failing over: the next answer decides
 		}
