@@ -234,7 +234,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	}
 	// Straight at the owning blocknode: the export list names drives, a
 	// token opens one, anything else is refused.
-	g, err := r.c.ConnectDrive(context.Background(), "ssd2", "r", time.Minute)
+	g, err := r.c.ConnectDrive(context.Background(), "ssd2", api.DriveConnect{Rights: "r", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestDriveThirdPartyClients(t *testing.T) {
 	if !strings.Contains(ro, `"is_read_only": true`) {
 		t.Errorf("a read-only token's export is writable:\n%s", ro)
 	}
-	other, err := r.c.ConnectDrive(context.Background(), "ssd3", "rw", time.Minute)
+	other, err := r.c.ConnectDrive(context.Background(), "ssd3", api.DriveConnect{Rights: "rw", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestDriveFencing(t *testing.T) {
 	skipShort(t)
 	r := startDriveRack(t, 400*time.Millisecond, "host1", "host2")
 	ctx := context.Background()
-	g1, err := r.c.ConnectDrive(ctx, "ssd1", "rw", time.Minute)
+	g1, err := r.c.ConnectDrive(ctx, "ssd1", api.DriveConnect{Rights: "rw", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestDriveFencing(t *testing.T) {
 	var g2 *api.DriveGrant
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		g2, err = r.c.ConnectDrive(ctx, "ssd1", "rw", time.Minute)
+		g2, err = r.c.ConnectDrive(ctx, "ssd1", api.DriveConnect{Rights: "rw", TTL: time.Minute})
 		if err == nil && g2.BlockNode != g1.BlockNode {
 			break
 		}

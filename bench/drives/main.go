@@ -431,7 +431,7 @@ func (b *bench) setUp() error {
 	if _, err := b.waitOwner(""); err != nil {
 		return err
 	}
-	g, err := b.client.ConnectDrive(context.Background(), "ssd1", "rw", 24*time.Hour)
+	g, err := b.client.ConnectDrive(context.Background(), "ssd1", api.DriveConnect{Rights: "rw", TTL: 24 * time.Hour, Holder: benchHolder})
 	if err != nil {
 		return err
 	}
@@ -448,7 +448,7 @@ func (b *bench) setUp() error {
 	}
 	b.nbdkitURI = "nbd://" + kaddr + "/"
 	b.sock = filepath.Join(b.work, "c.sock")
-	args := []string{"drive", "connect", "ssd1", "--listen", "unix:" + b.sock}
+	args := []string{"drive", "connect", "ssd1", "--listen", "unix:" + b.sock, "--holder", benchHolder}
 	if b.profile != "" {
 		args = append(args, "--cpuprofile", filepath.Join(b.profile, "connect.pprof"))
 	}
@@ -475,6 +475,12 @@ func (b *bench) setUp() error {
 	return nil
 }
 
+// benchHolder is the write reservation holder of the bench's clients:
+// fio straight at the blocknode and through drive connect write the same
+// drive, one after the other, as one writer (docs/storage.md, "One writer
+// per drive").
+const benchHolder = "bench"
+
 // setUpTLS starts the TLS systems. ssd2, a drive on a switch of its own
 // that only host3 reaches, is a symbolic link to ssd1's image, so every
 // server reads the same file. Certificates come from the service's CA
@@ -500,7 +506,7 @@ func (b *bench) setUpTLS(data, img string) error {
 	if err := b.waitServed("ssd2"); err != nil {
 		return err
 	}
-	g, err := b.client.ConnectDrive(context.Background(), "ssd2", "rw", 24*time.Hour)
+	g, err := b.client.ConnectDrive(context.Background(), "ssd2", api.DriveConnect{Rights: "rw", TTL: 24 * time.Hour, Holder: benchHolder})
 	if err != nil {
 		return err
 	}
@@ -517,7 +523,7 @@ func (b *bench) setUpTLS(data, img string) error {
 	}
 	b.nbdkitTLSURI = "nbds://" + kaddr + "/" + noVerify
 	sock := filepath.Join(b.work, "ct.sock")
-	args := []string{"drive", "connect", "ssd2", "--listen", "unix:" + sock}
+	args := []string{"drive", "connect", "ssd2", "--listen", "unix:" + sock, "--holder", benchHolder}
 	if b.connectProcs >= 0 {
 		args = append(args, "--procs", strconv.Itoa(b.connectProcs))
 	}

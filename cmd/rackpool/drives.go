@@ -135,7 +135,7 @@ func (a apiController) Heartbeat(ctx context.Context, hb blocknode.Heartbeat) (b
 	}
 	out := blocknode.Assignment{Key: key, LeaseTTL: time.Duration(n.LeaseMs) * time.Millisecond}
 	for _, d := range n.Assigned {
-		out.Drives = append(out.Drives, blocknode.Assigned{ID: d.ID, Epoch: d.Epoch, Size: d.CapacityBytes})
+		out.Drives = append(out.Drives, blocknode.Assigned{ID: d.ID, Epoch: d.Epoch, Size: d.CapacityBytes, Generation: d.WriteGeneration})
 	}
 	return out, nil
 }
@@ -188,16 +188,17 @@ func runDrives(args []string) error {
 	var rows [][]string
 	for _, d := range ds {
 		rows = append(rows, []string{d.ID, d.Kind, human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
-			strconv.FormatUint(d.Epoch, 10), orDash(d.Reason)})
+			strconv.FormatUint(d.Epoch, 10), writerColumn(d), orDash(d.Reason)})
 	}
-	table("DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tREASON", rows)
+	table("DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tWRITER\tREASON", rows)
 	return nil
 }
 
-// runDrive dispatches `rackpool drive show|token|connect`.
+// runDrive dispatches `rackpool drive show|token|connect|release`.
 func runDrive(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] | connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR]")
+		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] [--holder NAME] [--preempt] | " +
+			"connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--holder NAME] [--preempt] | release DRIVE [--holder NAME]")
 	}
 	switch args[0] {
 	case "show":
@@ -206,8 +207,10 @@ func runDrive(args []string) error {
 		return runDriveToken(args[1:])
 	case "connect":
 		return runDriveConnect(args[1:])
+	case "release":
+		return runDriveRelease(args[1:])
 	}
-	return fmt.Errorf("unknown drive verb %q: show, token or connect", args[0])
+	return fmt.Errorf("unknown drive verb %q: show, token, connect or release", args[0])
 }
 
 func runDriveShow(args []string) error {
@@ -235,6 +238,9 @@ func runDriveShow(args []string) error {
 		fmt.Printf(" on blocknode %s at %s (epoch %d)", d.BlockNode, d.Endpoint, d.Epoch)
 	}
 	fmt.Println()
+	if w := d.WriteReservation; w != nil {
+		fmt.Printf("written by %s since %s (write reservation generation %d)\n", w.Holder, w.Since.Local().Format(time.RFC3339), w.Generation)
+	}
 	if d.Reason != "" {
 		fmt.Println(d.Reason)
 	}
@@ -245,26 +251,32 @@ func runDriveToken(args []string) error {
 	fs, cf := newClientFlags("drive token")
 	rights := fs.String("rights", "rw", "r, w or rw")
 	ttl := ttlFlag(fs, "token lifetime, a positive `duration` (default: the service's, 10m)")
+	holder := fs.String("holder", "", "with write rights, the drive's write reservation holder (default: ACCOUNT@ADDRESS, as the service sees this client)")
+	preempt := fs.Bool("preempt", false, "take the write reservation over from its holder, fencing its writes")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: rackpool drive token DRIVE [--rights rw] [--ttl D]")
+		return errors.New("usage: rackpool drive token DRIVE [--rights rw] [--ttl D] [--holder NAME] [--preempt]")
 	}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	g, err := c.ConnectDrive(context.Background(), pos[0], *rights, *ttl)
+	g, err := c.ConnectDrive(context.Background(), pos[0], api.DriveConnect{Rights: *rights, TTL: *ttl, Holder: *holder, Preempt: *preempt})
 	if err != nil {
 		return err
 	}
 	if cf.json {
 		return printJSON(g)
 	}
-	fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s\n", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
+	fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
 		g.Expires.Local().Format(time.RFC3339))
+	if g.Holder != "" {
+		fmt.Printf(", writer %s (generation %d)", g.Holder, g.WriteGeneration)
+	}
+	fmt.Println()
 	fmt.Println(nbdURI(g.Endpoint, g.ExportName))
 	return nil
 }
@@ -276,6 +288,8 @@ func runDriveConnect(args []string) error {
 	listen := fs.String("listen", "", "where to serve the drive: unix:PATH or tcp:HOST:PORT (required; beyond loopback only with --tls-certificates)")
 	tlsDir := tlsDirFlag(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
 	rights := fs.String("rights", "rw", "r, w or rw")
+	holder := fs.String("holder", defaultConnectHolder(), "with write rights, the drive's write reservation holder: another holder's connect is refused while this one writes")
+	preempt := fs.Bool("preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
 	conns := fs.Int("connections", hba.DefaultConns, "NBD connections to the owning blocknode")
 	timeout := fs.Duration("timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
 	verbose := fs.Bool("v", false, "log debug messages")
@@ -324,13 +338,7 @@ func runDriveConnect(args []string) error {
 		return err
 	}
 	id := pos[0]
-	resolve := hba.ResolverFunc(func(ctx context.Context, drive string) (hba.Path, error) {
-		g, err := c.ConnectDrive(ctx, drive, *rights, 0)
-		if err != nil {
-			return hba.Path{}, err
-		}
-		return hba.Path{Endpoint: g.Endpoint, Export: g.ExportName, Epoch: g.Epoch, Node: g.BlockNode}, nil
-	})
+	resolve := connectResolver(c, *rights, *holder, *preempt)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	mp, err := hba.New(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log, Dial: dial})
@@ -339,9 +347,19 @@ func runDriveConnect(args []string) error {
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
 			return fmt.Errorf("%w (the drive is not in service: is a blocknode running?)", err)
 		}
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+			return fmt.Errorf("refused: %s", ae.Resolution)
+		}
 		return err
 	}
 	defer mp.Close()
+	if writes(*rights) {
+		defer func() {
+			if mp.Err() == nil { // a preempted holder has nothing to release
+				releaseWriter(c, id, *holder, log)
+			}
+		}()
+	}
 	if network == "unix" {
 		_ = os.Remove(address) // a socket left by an earlier run
 	}
@@ -358,7 +376,7 @@ func runDriveConnect(args []string) error {
 	srv := &nbd.Server{Exports: mp, Logger: log, TLSConfig: listenTLS}
 	p := mp.Current()
 	log.Info("drive connected", "drive", id, "listen", *listen, "blocknode", p.Node, "endpoint", p.Endpoint, "epoch", p.Epoch,
-		"bytes", mp.Size())
+		"bytes", mp.Size(), "holder", holderLog(*rights, *holder))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
@@ -366,5 +384,8 @@ func runDriveConnect(args []string) error {
 		return err
 	case <-ctx.Done():
 		return srv.Close()
+	case <-mp.Revoked():
+		_ = srv.Close()
+		return revokedError(id, mp.Err())
 	}
 }

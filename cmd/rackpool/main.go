@@ -45,7 +45,7 @@ func commands() []command {
 		{"blocknodes", "", "list registered blocknodes", runBlocknodes},
 		{"nbd-certs", "--out DIR --server NAMES | --client NAME", "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)", runNbdCerts},
 		{"drives", "", "list pooled drives: state, blocknode, epoch", runDrives},
-		{"drive", "show|token|connect DRIVE", "where a drive is served, a token for it, or serve it locally over NBD (connect --listen)", runDrive},
+		{"drive", "show|token|connect|release DRIVE", "where a drive is served, a token for it, serve it locally over NBD (connect --listen), or give its write reservation back", runDrive},
 		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},
 		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
 		{"provision", "record|gen|eval|subscribe|status ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},

@@ -5,5 +5,8 @@
 // current ownership epoch; a client opens the export named
 // "<drive>@<token>"; the blocknode verifies the MAC and expiry locally and
 // serves the drive only while the control plane's last heartbeat answer
-// gave it that drive at that epoch and its node lease has not lapsed.
+// gave it that drive at that epoch and its node lease has not lapsed. A
+// token with write rights also names the generation of the drive's write
+// reservation (one writer per drive); the node refuses the writes of a
+// generation another writer's has superseded (reserve.go).
 package blocknode

@@ -28,11 +28,13 @@ type Assignment struct {
 	LeaseTTL time.Duration
 }
 
-// Assigned is one drive of an Assignment.
+// Assigned is one drive of an Assignment. Generation is the drive's write
+// reservation generation (reserve.go).
 type Assigned struct {
-	ID    string
-	Epoch uint64
-	Size  int64
+	ID         string
+	Epoch      uint64
+	Size       int64
+	Generation uint64
 }
 
 // Options configure a Server.
@@ -80,6 +82,7 @@ type served struct {
 	file  *nbd.FileExport
 	epoch atomic.Uint64
 	conns atomic.Int64 // connections opened with a token, not closed yet
+	res   reservation  // the write reservation's generation (reserve.go)
 }
 
 // New returns a Server for the images in o.Dir.
@@ -151,6 +154,9 @@ func (s *Server) Apply(a Assignment) {
 			s.log.Info("serving drive", "drive", d.ID, "epoch", d.Epoch, "bytes", f.Size())
 		} else if old := sd.epoch.Load(); old != d.Epoch {
 			s.log.Info("serving drive", "drive", d.ID, "epoch", d.Epoch, "was", old)
+		}
+		if sd.res.raise(d.Generation) {
+			s.log.Info("drive's write reservation moved", "drive", d.ID, "generation", d.Generation)
 		}
 		sd.epoch.Store(d.Epoch)
 	}
@@ -282,8 +288,13 @@ func (x exports) Open(ctx context.Context, name string) (nbd.Export, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: drive %s is not served here at epoch %d", nbd.ErrUnknownExport, id, c.Epoch)
 	}
+	if c.Rights&RightWrite != 0 {
+		if err := d.res.admit(id, c.Generation); err != nil {
+			return nil, err
+		}
+	}
 	d.conns.Add(1)
-	return &fenced{s: s, d: d, epoch: c.Epoch, rights: c.Rights, counted: true}, nil
+	return &fenced{s: s, d: d, epoch: c.Epoch, rights: c.Rights, gen: c.Generation, counted: true}, nil
 }
 
 // current returns drive id if this node serves it at epoch now.
@@ -314,14 +325,17 @@ func (x exports) List(context.Context) ([]nbd.ExportInfo, error) {
 
 // fenced is one connection's view of a drive: every request first checks
 // that the node still owns the drive at the token's epoch and its lease
-// holds, else it fails with EPERM and touches nothing. Opened without a
-// token it has no rights: read-only flags, and EPERM for every request.
+// holds, else it fails with EPERM and touches nothing; a write, trim or
+// write-zeroes also that the token's write reservation generation is
+// current (reserve.go). Opened without a token it has no rights:
+// read-only flags, and EPERM for every request.
 type fenced struct {
 	s       *Server
 	d       *served
 	epoch   uint64
 	rights  Rights
-	counted bool // in d.conns (opened with a token)
+	gen     uint64 // the token's write reservation generation
+	counted bool   // in d.conns (opened with a token)
 }
 
 var errFenced = fmt.Errorf("%w: this blocknode no longer owns the drive (moved or lease lapsed); resolve it again", nbd.ErrPermission)
@@ -356,9 +370,10 @@ func (f *fenced) ReadAt(ctx context.Context, p []byte, off uint64) error {
 }
 
 func (f *fenced) WriteAt(ctx context.Context, p []byte, off uint64, fua bool) error {
-	if err := f.check(RightWrite); err != nil {
+	if err := f.lockWrite(); err != nil {
 		return err
 	}
+	defer f.unlockWrite()
 	f.s.writeBytes.Add(uint64(len(p)))
 	return f.d.file.WriteAt(ctx, p, off, fua)
 }
@@ -371,16 +386,18 @@ func (f *fenced) Flush(ctx context.Context) error {
 }
 
 func (f *fenced) Trim(ctx context.Context, off, length uint64, fua bool) error {
-	if err := f.check(RightWrite); err != nil {
+	if err := f.lockWrite(); err != nil {
 		return err
 	}
+	defer f.unlockWrite()
 	return f.d.file.Trim(ctx, off, length, fua)
 }
 
 func (f *fenced) Zero(ctx context.Context, off, length uint64, z nbd.ZeroFlags) error {
-	if err := f.check(RightWrite); err != nil {
+	if err := f.lockWrite(); err != nil {
 		return err
 	}
+	defer f.unlockWrite()
 	return f.d.file.Zero(ctx, off, length, z)
 }
 
@@ -400,8 +417,9 @@ func (f *fenced) Close() error {
 	return nil
 }
 
-// Inline is the image's: the checks add two atomic loads to its system
-// calls, so requests still run on the connection's reading goroutine.
+// Inline is the image's: the checks add two atomic loads (and, for a
+// write, the reservation's read lock) to its system calls, so requests
+// still run on the connection's reading goroutine.
 func (f *fenced) Inline() bool { return f.d.file.Inline() }
 
 var _ nbd.InlineExport = (*fenced)(nil)

@@ -84,9 +84,20 @@ func startNodeLog(t *testing.T, log *slog.Logger) *node {
 	return &node{srv: srv, agent: agent, addr: l.Addr().String(), ctl: ctl, dir: dir}
 }
 
+// token signs a token for drive; one with write rights is of write
+// reservation generation 1 (writerToken chooses).
 func (n *node) token(t *testing.T, drive string, epoch uint64, r blocknode.Rights, ttl time.Duration) string {
 	t.Helper()
-	tok, err := n.ctl.key.Sign(blocknode.Claims{Drive: drive, Epoch: epoch, Rights: r, Expiry: time.Now().Add(ttl)})
+	var gen uint64
+	if r&blocknode.RightWrite != 0 {
+		gen = 1
+	}
+	return n.writerToken(t, drive, epoch, r, ttl, gen)
+}
+
+func (n *node) writerToken(t *testing.T, drive string, epoch uint64, r blocknode.Rights, ttl time.Duration, gen uint64) string {
+	t.Helper()
+	tok, err := n.ctl.key.Sign(blocknode.Claims{Drive: drive, Epoch: epoch, Rights: r, Expiry: time.Now().Add(ttl), Generation: gen})
 	if err != nil {
 		t.Fatal(err)
 	}

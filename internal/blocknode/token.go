@@ -56,11 +56,17 @@ func ParseRights(s string) (Rights, error) {
 // ownership epoch is Epoch, until Expiry. A blocknode accepts it only for
 // a drive the control plane has assigned to it at that epoch, so a token
 // issued before the drive moved is worthless once it has.
+//
+// A token with write rights also names the generation of the drive's
+// write reservation it was issued under (positive; a read-only token
+// carries 0): a blocknode refuses its writes once it has seen a later
+// generation (reserve.go).
 type Claims struct {
-	Drive  string
-	Epoch  uint64
-	Rights Rights
-	Expiry time.Time
+	Drive      string
+	Epoch      uint64
+	Rights     Rights
+	Expiry     time.Time
+	Generation uint64
 }
 
 func (c Claims) validate() error {
@@ -75,6 +81,10 @@ func (c Claims) validate() error {
 		return fmt.Errorf("invalid rights %v", c.Rights)
 	case c.Expiry.IsZero() || c.Expiry.Before(time.Unix(0, 0)) || c.Expiry.After(time.Unix(0, math.MaxInt64)):
 		return errors.New("expiry missing or out of range")
+	case c.Rights&RightWrite != 0 && c.Generation == 0:
+		return errors.New("write rights need the write reservation's generation")
+	case c.Rights&RightWrite == 0 && c.Generation != 0:
+		return errors.New("a read-only token carries no write reservation generation")
 	}
 	return nil
 }
@@ -87,12 +97,15 @@ type Key []byte
 const KeySize = 32
 
 // Token limits. Separator joins a drive ID and a token into an NBD export
-// name: "hdd3@<token>".
+// name: "hdd3@<token>". The payload is version, rights, epoch, expiry,
+// generation, the drive ID's length and the drive ID. Version 1 had no
+// generation; its tokens (ten minutes by default, a day at most) are
+// refused, and drive connect asks for a new one when it reconnects.
 const (
 	Separator    = "@"
-	tokenVersion = 1
+	tokenVersion = 2
 	maxIDLen     = 255
-	tokenFixed   = 1 + 1 + 8 + 8 + 1
+	tokenFixed   = 1 + 1 + 8 + 8 + 8 + 1
 	maxTokenLen  = (tokenFixed+maxIDLen+2)/3*4 + 1 + (sha256.Size+2)/3*4
 )
 
@@ -136,6 +149,7 @@ func (k Key) Sign(c Claims) (string, error) {
 	p = append(p, tokenVersion, byte(c.Rights))
 	p = binary.BigEndian.AppendUint64(p, c.Epoch)
 	p = binary.BigEndian.AppendUint64(p, uint64(c.Expiry.UnixNano()))
+	p = binary.BigEndian.AppendUint64(p, c.Generation)
 	p = append(p, byte(len(c.Drive)))
 	p = append(p, c.Drive...)
 	enc := tokenEncoding
@@ -187,10 +201,11 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: malformed payload", ErrBadToken)
 	}
 	c := Claims{
-		Rights: Rights(p[1]),
-		Epoch:  binary.BigEndian.Uint64(p[2:]),
-		Expiry: time.Unix(0, int64(binary.BigEndian.Uint64(p[10:]))),
-		Drive:  string(p[tokenFixed:]),
+		Rights:     Rights(p[1]),
+		Epoch:      binary.BigEndian.Uint64(p[2:]),
+		Expiry:     time.Unix(0, int64(binary.BigEndian.Uint64(p[10:]))),
+		Generation: binary.BigEndian.Uint64(p[18:]),
+		Drive:      string(p[tokenFixed:]),
 	}
 	if err := c.validate(); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)

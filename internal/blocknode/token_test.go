@@ -1,6 +1,7 @@
 package blocknode
 
 import (
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -11,13 +12,13 @@ func TestTokenRoundTripAndForgery(t *testing.T) {
 	k, _ := NewKey()
 	other, _ := NewKey()
 	now := time.Unix(1_800_000_000, 0)
-	c := Claims{Drive: "hdd3", Epoch: 7, Rights: RightRead | RightWrite, Expiry: now.Add(time.Minute)}
+	c := Claims{Drive: "hdd3", Epoch: 7, Rights: RightRead | RightWrite, Expiry: now.Add(time.Minute), Generation: 5}
 	tok, err := k.Sign(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := k.Verify(tok, now)
-	if err != nil || got.Drive != "hdd3" || got.Epoch != 7 || got.Rights != c.Rights || !got.Expiry.Equal(c.Expiry) {
+	if err != nil || got.Drive != "hdd3" || got.Epoch != 7 || got.Rights != c.Rights || !got.Expiry.Equal(c.Expiry) || got.Generation != 5 {
 		t.Fatalf("Verify = %+v, %v", got, err)
 	}
 	if _, err := k.Verify(tok, c.Expiry); !errors.Is(err, ErrExpired) {
@@ -41,7 +42,11 @@ func TestTokenRoundTripAndForgery(t *testing.T) {
 		}
 	}
 	for _, bad := range []Claims{{Epoch: 1, Rights: RightRead, Expiry: now}, {Drive: "a@b", Epoch: 1, Rights: RightRead, Expiry: now},
-		{Drive: "d", Rights: RightRead, Expiry: now}, {Drive: "d", Epoch: 1, Expiry: now}, {Drive: "d", Epoch: 1, Rights: RightRead}} {
+		{Drive: "d", Rights: RightRead, Expiry: now}, {Drive: "d", Epoch: 1, Expiry: now}, {Drive: "d", Epoch: 1, Rights: RightRead},
+		// Write rights name the write reservation's generation; read-only
+		// rights name none.
+		{Drive: "d", Epoch: 1, Rights: RightWrite, Expiry: now}, {Drive: "d", Epoch: 1, Rights: RightRead | RightWrite, Expiry: now},
+		{Drive: "d", Epoch: 1, Rights: RightRead, Expiry: now, Generation: 1}} {
 		if _, err := k.Sign(bad); err == nil {
 			t.Errorf("Sign(%+v) succeeded", bad)
 		}
@@ -62,8 +67,8 @@ func TestTokenOneSpelling(t *testing.T) {
 	k := Key(make([]byte, KeySize))
 	now := time.Unix(1_800_000_000, 0)
 	// Payload lengths 2 and 1 mod 3 leave 2 and 4 spare bits.
-	for _, drive := range []string{"hdd3", "ssd"} {
-		tok, err := k.Sign(Claims{Drive: drive, Epoch: 7, Rights: RightRead | RightWrite, Expiry: now.Add(time.Minute)})
+	for _, drive := range []string{"hdd31", "hdd3"} {
+		tok, err := k.Sign(Claims{Drive: drive, Epoch: 7, Rights: RightRead | RightWrite, Expiry: now.Add(time.Minute), Generation: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,4 +122,21 @@ func FuzzVerify(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTokenVersionOneRefused: a version 1 token (before write
+// reservations; no generation) is refused even with a valid MAC: it
+// would name no reservation to fence.
+func TestTokenVersionOneRefused(t *testing.T) {
+	k, _ := NewKey()
+	now := time.Unix(1_800_000_000, 0)
+	p := []byte{1, byte(RightRead | RightWrite)}
+	p = binary.BigEndian.AppendUint64(p, 7)
+	p = binary.BigEndian.AppendUint64(p, uint64(now.Add(time.Minute).UnixNano()))
+	p = append(p, 4)
+	p = append(p, "hdd3"...)
+	tok := tokenEncoding.EncodeToString(p) + "." + tokenEncoding.EncodeToString(k.mac(p))
+	if c, err := k.Verify(tok, now); !errors.Is(err, ErrBadToken) {
+		t.Fatalf("version 1 token: %+v, %v; want ErrBadToken", c, err)
+	}
 }

@@ -40,6 +40,14 @@
 // a move is refused by every blocknode after it. docs/storage.md discusses
 // the one window leases cannot close.
 //
+// # One writer per drive
+//
+// Each drive has a write reservation (reserve.go): one holder may write it,
+// any number of clients may read it. A second writer is refused with the
+// holder's name, or takes the reservation over with an explicit preempt,
+// which raises the reservation's generation; blocknodes refuse the writes
+// of tokens of an older generation, as they refuse a stale epoch.
+//
 // # Failure disaggregation
 //
 // Run checks the nodes every LeaseTTL/8. A node whose lease lapsed is
@@ -100,6 +108,9 @@ var (
 	ErrBadInput    = errors.New("invalid request")
 	ErrConflict    = errors.New("conflicts with the current state")
 	ErrUnavailable = errors.New("drive is not being served")
+	// ErrReserved: another holder has the drive's write reservation
+	// (ReservedError says who; reserve.go).
+	ErrReserved = errors.New("drive is reserved for writing by another holder")
 )
 
 // DriveState is a pooled drive's state.
@@ -170,6 +181,7 @@ type DriveInfo struct {
 	Fabric    string
 	Endpoint  string // owner's NBD endpoint
 	InService bool   // Online and its owner online
+	Writer    Writer // the write reservation (reserve.go)
 }
 
 // NodeInfo is a node as the API shows it.
@@ -190,6 +202,25 @@ type Grant struct {
 	Rights   blocknode.Rights
 	Expiry   time.Time
 	Size     int64
+	// Holder and Generation: the write reservation a token with write
+	// rights was issued under ("" and 0 for a read-only one).
+	Holder     string
+	Generation uint64
+}
+
+// ConnectRequest asks Connect for a grant.
+type ConnectRequest struct {
+	Drive  string
+	Rights blocknode.Rights
+	// TTL is the token's lifetime (0: Options.TokenTTL). A negative one is
+	// refused, not read as the default.
+	TTL time.Duration
+	// Holder names the writer: required with write rights, which need
+	// the drive's write reservation (reserve.go).
+	Holder string
+	// Preempt takes the write reservation over from another holder,
+	// fencing its writes.
+	Preempt bool
 }
 
 // Heartbeat is what a blocknode sends when it starts and then every
@@ -217,11 +248,13 @@ type Assignment struct {
 	Registered bool
 }
 
-// Assigned is one drive of an Assignment.
+// Assigned is one drive of an Assignment. Generation is its write
+// reservation's (reserve.go): the node refuses writes of older ones.
 type Assigned struct {
-	ID    string
-	Epoch uint64
-	Size  int64
+	ID         string
+	Epoch      uint64
+	Size       int64
+	Generation uint64
 }
 
 // Event is something operators should hear about (a failover, a failed
@@ -290,6 +323,8 @@ type Manager struct {
 	grants  map[string]time.Time
 	grantMu sync.Mutex
 	stored  map[string]time.Time
+
+	res writers // the write reservations (reserve.go)
 }
 
 // grantRecord is a drive's kindGrant record: the latest expiry of the
@@ -393,6 +428,11 @@ func (m *Manager) Reload(ctx context.Context) error {
 		}
 		grants[ob.ID] = g.Until
 	}
+	ws, err := loadWriters(ctx, m.o.Store)
+	if err != nil {
+		return err
+	}
+	m.res.replace(ws)
 	m.grantMu.Lock()
 	defer m.grantMu.Unlock()
 	m.mu.Lock()
@@ -560,7 +600,8 @@ func (m *Manager) assignment(n *Node) Assignment {
 	}
 	for _, d := range m.drives {
 		if d.Node == n.ID && d.State == Online && m.ready[d.ID] {
-			a.Drives = append(a.Drives, Assigned{ID: d.ID, Epoch: d.Epoch, Size: m.o.Topology.Device(d.ID).CapacityBytes})
+			a.Drives = append(a.Drives, Assigned{ID: d.ID, Epoch: d.Epoch, Size: m.o.Topology.Device(d.ID).CapacityBytes,
+				Generation: m.res.get(d.ID).w.Generation})
 		}
 	}
 	slices.SortFunc(a.Drives, func(x, y Assigned) int { return cmpString(x.ID, y.ID) })
@@ -1007,12 +1048,15 @@ func (m *Manager) spareFor(failed string) string {
 	return best
 }
 
-// Connect returns a grant for drive: its owner's endpoint, the export name
-// and a token with rights until now+ttl (0: TokenTTL). A negative ttl is
-// refused, not read as the default. The token's expiry is recorded before
-// the grant is returned: until then the drive is in use and is not moved
-// to balance the load.
-func (m *Manager) Connect(ctx context.Context, id string, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
+// Connect returns a grant for a drive: its owner's endpoint, the export
+// name and a token with the rights asked for until now+TTL. Write rights
+// need the drive's write reservation (reserve.go): the holder's, a new
+// one, or one preempted; anyone else is refused with a ReservedError. The
+// reservation and the token's expiry are recorded before the grant is
+// returned: until the expiry the drive is in use and is not moved to
+// balance the load.
+func (m *Manager) Connect(ctx context.Context, req ConnectRequest) (Grant, error) {
+	id, ttl, rights := req.Drive, req.TTL, req.Rights
 	switch {
 	case ttl < 0:
 		return Grant{}, fmt.Errorf("%w: token lifetime %v: it must be positive", ErrBadInput, ttl)
@@ -1023,10 +1067,19 @@ func (m *Manager) Connect(ctx context.Context, id string, rights blocknode.Right
 		return Grant{}, fmt.Errorf("%w: a token lasts at most 24h", ErrBadInput)
 	}
 	dev := m.o.Topology.Device(id)
-	if dev == nil || dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit {
+	if !pooled(dev) {
 		return Grant{}, fmt.Errorf("%w: no pooled drive %q", ErrNotFound, id)
 	}
-	g, err := m.grant(id, dev.CapacityBytes, rights, ttl)
+	var w Writer
+	if rights&blocknode.RightWrite != 0 {
+		var err error
+		if w, err = m.reserve(ctx, id, req.Holder, req.Preempt); err != nil {
+			return Grant{}, err
+		}
+	} else if req.Preempt {
+		return Grant{}, fmt.Errorf("%w: Preempt takes a write reservation over; a read-only connection needs none", ErrBadInput)
+	}
+	g, err := m.grant(id, dev.CapacityBytes, rights, ttl, w)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -1039,8 +1092,9 @@ func (m *Manager) Connect(ctx context.Context, id string, rights blocknode.Right
 // grant signs a token for drive id if it is in service, and notes its
 // expiry in m.grants in the same critical section, so that balance, which
 // checks m.grants and takes the drive out of service under m.mu too, never
-// moves a drive whose token it has not seen.
-func (m *Manager) grant(id string, size int64, rights blocknode.Rights, ttl time.Duration) (Grant, error) {
+// moves a drive whose token it has not seen. A token with write rights is
+// signed only while w is still the drive's reservation.
+func (m *Manager) grant(id string, size int64, rights blocknode.Rights, ttl time.Duration, w Writer) (Grant, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.drives[id]
@@ -1055,8 +1109,13 @@ func (m *Manager) grant(id string, size int64, rights blocknode.Rights, ttl time
 	if n == nil || !n.Online {
 		return Grant{}, fmt.Errorf("%w: drive %s's blocknode %s is offline; it is being failed over", ErrUnavailable, id, d.Node)
 	}
+	if rights&blocknode.RightWrite != 0 {
+		if cur := m.res.get(id).w; cur != w {
+			return Grant{}, &ReservedError{Drive: id, Writer: cur} // preempted or released meanwhile
+		}
+	}
 	exp := m.o.Clock.Now().Add(ttl)
-	tok, err := m.key.Sign(blocknode.Claims{Drive: id, Epoch: d.Epoch, Rights: rights, Expiry: exp})
+	tok, err := m.key.Sign(blocknode.Claims{Drive: id, Epoch: d.Epoch, Rights: rights, Expiry: exp, Generation: w.Generation})
 	if err != nil {
 		return Grant{}, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
@@ -1064,7 +1123,7 @@ func (m *Manager) grant(id string, size int64, rights blocknode.Rights, ttl time
 		m.grants[id] = exp
 	}
 	return Grant{Drive: id, Node: n.ID, Endpoint: n.Endpoint, Export: blocknode.ExportName(id, tok), Token: tok,
-		Epoch: d.Epoch, Rights: rights, Expiry: exp, Size: size}, nil
+		Epoch: d.Epoch, Rights: rights, Expiry: exp, Size: size, Holder: w.Holder, Generation: w.Generation}, nil
 }
 
 // recordGrant stores until as drive id's latest token expiry unless a
@@ -1118,7 +1177,8 @@ func (m *Manager) info(id string) DriveInfo {
 	if r := m.drives[id]; r != nil {
 		d = *r
 	}
-	out := DriveInfo{Drive: d, Kind: dev.Kind, Model: dev.Model, Capacity: dev.CapacityBytes, Fabric: dev.Fabric.ID}
+	out := DriveInfo{Drive: d, Kind: dev.Kind, Model: dev.Model, Capacity: dev.CapacityBytes, Fabric: dev.Fabric.ID,
+		Writer: m.res.get(id).w}
 	if n := m.nodes[d.Node]; n != nil {
 		out.Endpoint = n.Endpoint
 		out.InService = n.Online && d.State == Online && m.ready[id]

@@ -154,7 +154,7 @@ func TestAssignFailOverAndFence(t *testing.T) {
 		t.Fatal("composed a blocknode's host")
 	}
 	victim := a1.Drives[0]
-	g, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead|blocknode.RightWrite, 0)
+	g, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: victim.ID, Rights: blocknode.RightRead | blocknode.RightWrite, Holder: "h1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestAssignFailOverAndFence(t *testing.T) {
 			}
 		}
 	}
-	if g2, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, time.Minute); err != nil || g2.Epoch == g.Epoch || g2.Node != d.Node {
+	if g2, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: victim.ID, Rights: blocknode.RightRead, TTL: time.Minute}); err != nil || g2.Epoch == g.Epoch || g2.Node != d.Node {
 		t.Fatalf("grant after failover %+v, %v", g2, err)
 	}
 	if e.comp.Held("blocknode-host1") != nil {
@@ -223,12 +223,12 @@ func TestAssignFailOverAndFence(t *testing.T) {
 	if got := e.m.Drives(); !slices.EqualFunc(got, before, func(a, b drive.DriveInfo) bool { return a.ID == b.ID && a.Node == b.Node && a.Epoch == b.Epoch }) {
 		t.Fatalf("after a restart drives are\n%+v\nwant\n%+v", got, before)
 	}
-	if _, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: victim.ID, Rights: blocknode.RightRead}); !errors.Is(err, drive.ErrUnavailable) {
 		t.Errorf("grant before the owner's heartbeat = %v, want ErrUnavailable", err)
 	}
 	e.beat("host2", 101, 12)
 	e.beat("host3", 102, 12)
-	if _, err := e.m.Connect(ctx, victim.ID, blocknode.RightRead, 0); err != nil {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: victim.ID, Rights: blocknode.RightRead}); err != nil {
 		t.Errorf("grant after heartbeats: %v", err)
 	}
 	e.check()
@@ -256,7 +256,7 @@ func TestFailedDriveTakesASpare(t *testing.T) {
 	if d, _ := e.m.Drive(sick); d.State != drive.Failed {
 		t.Errorf("failed drive is %+v", d)
 	}
-	if _, err := e.m.Connect(ctx, sick, blocknode.RightRead, 0); !errors.Is(err, drive.ErrUnavailable) {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: sick, Rights: blocknode.RightRead}); !errors.Is(err, drive.ErrUnavailable) {
 		t.Errorf("grant on a failed drive = %v", err)
 	}
 	e.check()
@@ -284,7 +284,7 @@ func TestBadHeartbeats(t *testing.T) {
 	if len(e.m.Nodes()) != 0 {
 		t.Fatalf("refused heartbeats registered %+v", e.m.Nodes())
 	}
-	if _, err := e.m.Connect(ctx, "gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: "gpu1", Rights: blocknode.RightRead}); !errors.Is(err, drive.ErrNotFound) {
 		t.Errorf("grant on a GPU = %v", err)
 	}
 }
@@ -321,7 +321,7 @@ func TestReplacedProcessWaitsForTheOldLease(t *testing.T) {
 
 func TestConnectRefusesNonDrives(t *testing.T) {
 	e := newEnv(t, 0)
-	if _, err := e.m.Connect(ctx, "gpu1", blocknode.RightRead, 0); !errors.Is(err, drive.ErrNotFound) {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: "gpu1", Rights: blocknode.RightRead}); !errors.Is(err, drive.ErrNotFound) {
 		t.Errorf("grant on a GPU = %v", err)
 	}
 }
@@ -337,12 +337,12 @@ func TestConnectTTL(t *testing.T) {
 		t.Fatalf("host1 serves %v", ids(a))
 	}
 	id := a.Drives[0].ID
-	g, err := e.m.Connect(ctx, id, blocknode.RightRead, 0)
+	g, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: id, Rights: blocknode.RightRead})
 	if err != nil || !g.Expiry.Equal(e.clk.Now().Add(drive.DefaultTokenTTL)) {
 		t.Fatalf("default TTL: grant expires %v, %v; want now+%v", g.Expiry, err, drive.DefaultTokenTTL)
 	}
 	for _, ttl := range []time.Duration{-5 * time.Second, -time.Nanosecond, 25 * time.Hour} {
-		if g, err := e.m.Connect(ctx, id, blocknode.RightRead, ttl); !errors.Is(err, drive.ErrBadInput) {
+		if g, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: id, Rights: blocknode.RightRead, TTL: ttl}); !errors.Is(err, drive.ErrBadInput) {
 			t.Errorf("TTL %v: grant %+v, %v; want ErrBadInput", ttl, g, err)
 		}
 	}
@@ -384,7 +384,7 @@ func TestDrivesSpreadAsNodesRegister(t *testing.T) {
 		connected = append(connected, d.ID)
 	}
 	granted := a1.Drives[19].ID
-	if _, err := e.m.Connect(ctx, granted, blocknode.RightRead, time.Hour); err != nil {
+	if _, err := e.m.Connect(ctx, drive.ConnectRequest{Drive: granted, Rights: blocknode.RightRead, TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	e.beatUsing("host1", 1, 64, connected)

@@ -19,13 +19,16 @@ var driveRoutes = []route{
 	{"GET /redfish/v1/Oem/Rackpool/Drives", login, (*Server).getDrives},
 	{"GET /redfish/v1/Oem/Rackpool/Drives/{id}", login, (*Server).getDrive},
 	{"POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Connect", configureComponents, (*Server).connectDrive},
+	{"POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Release", configureComponents, (*Server).releaseDrive},
 }
 
 // Pooled drives (OEM; P1). Blocknodes register and heartbeat by POSTing to
 // BlockNodes (Administrator: the answer carries the token key and the
 // drives the node serves); a client finds a drive's current blocknode with
 // a GET and asks for a token with the Connect action, whose answer alone
-// carries it. Pooled drives are the operators' (accounts in no tenant): a
+// carries it. A writer needs the drive's write reservation (one holder
+// at a time; Connect takes it, Release gives it back, docs/storage.md).
+// Pooled drives are the operators' (accounts in no tenant): a
 // tenant's accounts see an empty collection and 404 for members.
 
 const (
@@ -81,7 +84,9 @@ func driveBody(d drive.DriveInfo) map[string]any {
 		},
 		"Actions": map[string]any{
 			"#Rackpool.Connect": map[string]string{"target": drivesPath + "/" + d.ID + "/Actions/Oem/Rackpool.Connect"},
+			"#Rackpool.Release": map[string]string{"target": drivesPath + "/" + d.ID + "/Actions/Oem/Rackpool.Release"},
 		},
+		"WriteReservation": writerBody(d.Writer),
 	}
 	if !d.Since.IsZero() {
 		out["Since"] = d.Since.UTC().Format(time.RFC3339Nano)
@@ -172,7 +177,7 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 	out := blockNodeBody(n)
 	drives := []map[string]any{}
 	for _, d := range a.Drives {
-		drives = append(drives, map[string]any{"Id": d.ID, "Epoch": d.Epoch, "CapacityBytes": d.Size})
+		drives = append(drives, map[string]any{"Id": d.ID, "Epoch": d.Epoch, "CapacityBytes": d.Size, "WriteGeneration": d.Generation})
 	}
 	out["Assigned"] = drives
 	out["LeaseMs"] = a.LeaseTTL.Milliseconds()
@@ -225,6 +230,8 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Rights     string
 		TTLSeconds *float64
+		Holder     *string
+		Preempt    bool
 	}
 	if r.ContentLength != 0 {
 		if err := decode(r, &body); err != nil {
@@ -239,12 +246,23 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	g, err := m.Connect(r.Context(), r.PathValue("id"), rights, ttl)
+	req := drive.ConnectRequest{Drive: r.PathValue("id"), Rights: rights, TTL: ttl, Holder: holderOf(r, body.Holder), Preempt: body.Preempt}
+	if rights&blocknode.RightWrite == 0 {
+		req.Holder = ""
+	}
+	g, err := m.Connect(r.Context(), req)
 	if err != nil {
 		return err
 	}
-	noteAudit(r).detail = fmt.Sprintf("drive %s on %s at epoch %d, %s", g.Drive, g.Node, g.Epoch, g.Rights)
-	writeJSON(w, http.StatusOK, map[string]any{
+	detail := fmt.Sprintf("drive %s on %s at epoch %d, %s", g.Drive, g.Node, g.Epoch, g.Rights)
+	if g.Holder != "" {
+		detail += fmt.Sprintf(", writer %q at generation %d", g.Holder, g.Generation)
+		if body.Preempt {
+			detail += " (preempt)"
+		}
+	}
+	noteAudit(r).detail = detail
+	out := map[string]any{
 		"Drive":         g.Drive,
 		"BlockNode":     g.Node,
 		"Endpoint":      g.Endpoint,
@@ -254,13 +272,70 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 		"Rights":        g.Rights.String(),
 		"Expires":       g.Expiry.UTC().Format(time.RFC3339Nano),
 		"CapacityBytes": g.Size,
-	})
+	}
+	if g.Holder != "" {
+		out["Holder"], out["WriteGeneration"] = g.Holder, g.Generation
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// releaseDrive ends the caller's write reservation of a drive (Holder, by
+// default the one Connect gives the caller) and answers the drive.
+func (s *Server) releaseDrive(w http.ResponseWriter, r *http.Request) error {
+	m, ok, err := s.drivesFor(r)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errNotFound("RackpoolDrive", r.PathValue("id"))
+	}
+	var body struct{ Holder *string }
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			return err
+		}
+	}
+	holder := holderOf(r, body.Holder)
+	wr, err := m.Release(r.Context(), r.PathValue("id"), holder)
+	if err != nil {
+		return err
+	}
+	noteAudit(r).detail = fmt.Sprintf("drive %s released by %q; write reservation generation now %d", r.PathValue("id"), holder, wr.Generation)
+	d, err := m.Drive(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, driveBody(d))
+	return nil
+}
+
+// holderOf is the write reservation holder a request names, by default
+// "<account>@<client address>".
+func holderOf(r *http.Request, named *string) string {
+	if named != nil {
+		return *named
+	}
+	return principal(r).User + "@" + clientAddr(r)
+}
+
+// writerBody shows a write reservation: null when nobody holds it.
+func writerBody(wr drive.Writer) any {
+	if wr.Holder == "" {
+		return nil
+	}
+	return map[string]any{"Holder": wr.Holder, "Generation": wr.Generation, "Since": wr.Since.UTC().Format(time.RFC3339Nano)}
 }
 
 // translateDrive maps the drive manager's errors; ok is false for others.
 func translateDrive(err error) (*apiError, bool) {
+	var reserved *drive.ReservedError
 	switch {
+	case errors.As(err, &reserved):
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.").withResolution(err.Error())
+		e.oem = map[string]any{"WriteReservation": writerBody(reserved.Writer)}
+		return e, true
 	case errors.Is(err, drive.ErrNotFound):
 		return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
 			"The requested pooled drive or blocknode was not found.").withResolution(err.Error()), true
