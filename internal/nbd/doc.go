@@ -2,9 +2,10 @@
 // server that exports devices through the [Export] interface, an export
 // of files and block devices ([FileExport]), and a pipelining client
 // ([Client]). It speaks the protocol of the NBD project's proto.md with
-// fixed newstyle negotiation, structured replies and the base:allocation
-// metadata context, and interoperates with the Linux kernel client,
-// qemu, libnbd (nbdinfo, nbdcopy, fio's nbd engine) and nbdkit.
+// fixed newstyle negotiation, structured replies, the base:allocation
+// metadata context and TLS (NBD_OPT_STARTTLS), and interoperates with the
+// Linux kernel client, qemu, libnbd (nbdinfo, nbdcopy, fio's nbd engine)
+// and nbdkit, over TLS too.
 //
 // # Design
 //
@@ -98,7 +99,9 @@
 //	2 ABORT           ACK, then the server closes.
 //	3 LIST            one SERVER reply (name length, name, description)
 //	                  per export, then ACK.
-//	5 STARTTLS        ERR_UNSUP: there is no TLS (see below).
+//	5 STARTTLS        no data (else ERR_INVALID). Without Server.TLSConfig
+//	                  ERR_UNSUP; with it ACK, then the TLS handshake (see
+//	                  TLS); once TLS is on, ERR_INVALID.
 //	6 INFO, 7 GO      name length (32), name, count (16), info requests
 //	                  (16 each). Replies INFO: EXPORT (size, flags) and
 //	                  BLOCK_SIZE (minimum 1, preferred 4096, maximum
@@ -122,6 +125,55 @@
 // that do not add up, names over 4096 bytes, not UTF-8 or with NUL, data
 // on options that take none) is answered ERR_INVALID. The whole
 // negotiation must end within Server.HandshakeTimeout (10 s).
+//
+// # TLS
+//
+// A server with TLSConfig runs the protocol's FORCEDTLS mode, as nbdkit
+// --tls=require and qemu-nbd --tls-creds do: until NBD_OPT_STARTTLS
+// succeeds, every option but STARTTLS and ABORT is answered
+// NBD_REP_ERR_TLS_REQD (an oversized one too, its data skipped), and
+// NBD_OPT_EXPORT_NAME, which has no error reply, drops the client, so no
+// export is opened or listed in plain text. STARTTLS is answered ACK and
+// the server runs the TLS handshake on the raw connection. Bytes that
+// arrived after the STARTTLS option, before the ACK was sent, drop the
+// client unanswered: taking plain text for what follows the upgrade is
+// the STARTTLS injection of CVE-2011-0411, and a client must wait for the
+// ACK. After the handshake the negotiation goes on inside TLS with no
+// state of the options before it (structured replies and the meta context
+// selection are forgotten, as the protocol asks). A failed handshake ends
+// the session and is logged with its reason (a client without a
+// certificate, a certificate of another CA). The handshake counts against
+// HandshakeTimeout. Whether clients must present certificates is
+// TLSConfig's ClientAuth; [ServerTLSConfig] with verifyPeer requires ones
+// that chain to the directory's CA (nbdkit's --tls-verify-peer).
+//
+// A [Dialer] with a TLSConfig sends STARTTLS as its first option, as the
+// protocol advises a client that wants TLS, and fails with
+// ErrTLSNotOffered if the server refuses it or does not negotiate
+// options: no fallback to plain text, which would let a man in the middle
+// downgrade the session (an nbds:// URI). It verifies the server's
+// certificate for the host dialled (localhost on a unix socket) unless
+// the configuration names another. A plain client of a TLS server fails
+// at its first option with ErrTLSRequired. TLS 1.2 is the minimum; Go's
+// crypto/tls chooses the suite (TLS 1.3 AES-GCM on machines with AES
+// instructions).
+//
+// crypto/tls has no writev: every Write is at least one record and one
+// system call. Both sides therefore gather a batch's headers and small
+// payloads into writes of up to 64 KiB (four full records, dynamic record
+// sizing off), and a piece of 64 KiB or more at the head of a write goes
+// out as it is. A TLS write cannot be taken back once interrupted
+// (crypto/tls fails every later write, and part of a record may have
+// gone out), so the client's interrupted writes break a TLS connection
+// instead of handing the queue to another writer. Closing sends
+// close_notify unless the peer has not read it within 100 ms (a full
+// socket buffer), so a hung peer costs no more to close than a dead one.
+//
+// [ServerTLSConfig] and [ClientTLSConfig] read the x509 directory layout
+// that nbdkit --tls-certificates, qemu's tls-creds-x509 and libnbd's
+// tls-certificates share (ca-cert.pem, server-cert.pem, server-key.pem,
+// client-cert.pem, client-key.pem); a server re-reads its pair at the
+// next handshake after the files change.
 //
 // # Transmission
 //
@@ -228,13 +280,14 @@
 //
 // # Not implemented
 //
-// TLS and NBD_OPT_STARTTLS (the server answers ERR_UNSUP; run it on a
-// trusted network or a unix socket), extended headers
-// (NBD_OPT_EXTENDED_HEADERS, 64-bit lengths), the RESIZE extension and
-// any resizing (the size is fixed when an export is opened), metadata
-// contexts other than base:allocation, OFFSET_HOLE chunks in the server's
-// READ replies (reads always carry data), NBD_INFO_BLOCK_SIZE
-// requirements stricter than the defaults, and oldstyle or non-fixed
-// newstyle negotiation on the server. The client does not align requests
-// to a server's minimum block size; it sends them as given.
+// TLS by pre-shared keys (nbdkit --tls-psk) and the SELECTIVETLS mode
+// (TLS at the client's choice, nbdkit --tls=on: a server with TLS
+// requires it), extended headers (NBD_OPT_EXTENDED_HEADERS, 64-bit
+// lengths), the RESIZE extension and any resizing (the size is fixed
+// when an export is opened), metadata contexts other than
+// base:allocation, OFFSET_HOLE chunks in the server's READ replies (reads
+// always carry data), NBD_INFO_BLOCK_SIZE requirements stricter than the
+// defaults, and oldstyle or non-fixed newstyle negotiation on the server.
+// The client does not align requests to a server's minimum block size; it
+// sends them as given.
 package nbd
