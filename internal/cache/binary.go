@@ -110,6 +110,9 @@ var binQuiet = map[byte]byte{
 // connection.
 func (cn *conn) binaryCommand() error {
 	var h [binHdrLen]byte
+	if err := cn.waitCommand(binHdrLen); err != nil {
+		return err
+	}
 	if _, err := io.ReadFull(cn.r, h[:]); err != nil {
 		return err
 	}
@@ -165,6 +168,7 @@ func (cn *conn) binaryCommand() error {
 			exp = realtime(int64(int32(binary.BigEndian.Uint32(extras))), cn.now)
 		}
 		hit, ok := c.get(key, cn.now, touch, exp)
+		c.detail.record(key, prefixGet, ok)
 		if !ok {
 			if !rq.quiet {
 				if rq.op == opGetK || rq.op == opGATK {
@@ -198,6 +202,7 @@ func (cn *conn) binaryCommand() error {
 			cn.binError(op, &rq, stInvalid)
 			return nil
 		}
+		c.detail.record(key, prefixDel, false)
 		switch c.deleteCAS(key, cn.now, rq.cas) {
 		case resStored:
 			cn.binOK(op, &rq, 0)
@@ -224,7 +229,7 @@ func (cn *conn) binaryCommand() error {
 		}
 		res, out := c.arith(&req, cn.now, func(e *item, created bool) {
 			if created {
-				e.exp = req.vivExp
+				c.shardForString(e.key).setExp(e, req.vivExp) // apply runs under that shard's lock
 			}
 		})
 		switch res {
@@ -276,7 +281,20 @@ func (cn *conn) binaryCommand() error {
 			for _, kv := range c.generalStats() {
 				cn.binReply(op, &rq, stOK, 0, nil, []byte(kv[0]), []byte(kv[1]), nil)
 			}
-		case "reset", "settings", "items", "slabs", "sizes", "conns", "detail":
+		case "reset":
+			c.resetStats()
+		case "settings":
+			for _, kv := range c.settingsStats() {
+				cn.binReply(op, &rq, stOK, 0, nil, []byte(kv[0]), []byte(kv[1]), nil)
+			}
+		case "items", "slabs", "sizes", "conns":
+			for _, kv := range c.groupStats(string(key), cn) {
+				cn.binReply(op, &rq, stOK, 0, nil, []byte(kv[0]), []byte(kv[1]), nil)
+			}
+		case "detail on", "detail off":
+			c.detail.on.Store(string(key) == "detail on")
+		case "detail dump":
+			cn.binReply(op, &rq, stOK, 0, nil, []byte("detailed"), []byte(c.detail.dump()), nil)
 		default:
 			cn.binError(op, &rq, stNotFound)
 			return nil
@@ -307,6 +325,7 @@ func (cn *conn) binStore(op byte, rq *binReq, extras, key []byte, vlen int) erro
 			return cn.swallow(vlen)
 		}
 	}
+	c.detail.record(key, prefixSet, false)
 	if c.itemTooLarge(len(key), flags, vlen) {
 		c.st.storeTooLarge.Add(1)
 		cn.binError(op, rq, stTooLarge)

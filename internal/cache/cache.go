@@ -106,6 +106,10 @@ type Cache struct {
 	classes [maxSlabClasses]classStats
 	connIDs atomic.Int64                  // IDs of listeners and connections (stats conns)
 	sizes   atomic.Pointer[sizeHistogram] // nil until stats sizes_enable
+	// statsBase is the counters at the last `stats reset` (nil: none),
+	// which the protocol's stats report from (Stats stays cumulative).
+	statsBase atomic.Pointer[statsBaseline]
+	detail    prefixStats // stats detail
 
 	limit atomic.Int64  // LocalMemory (cache_memlimit changes it)
 	used  atomic.Int64  // bytes charged against limit

@@ -37,8 +37,9 @@ var (
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
 
 // conn is one client connection. Commands are handled in order; replies
-// accumulate in out and are written (one writev) when no more input is
-// buffered, so pipelined requests are answered in batches.
+// accumulate in out and are written (one writev) when the connection must
+// wait for the client to send more of a command (waitCommand), so
+// pipelined requests are answered in batches.
 type conn struct {
 	c  *Cache
 	nc net.Conn
@@ -91,10 +92,8 @@ func (cn *conn) serve() {
 		cn.c.mu.Unlock()
 	}()
 	for {
-		if cn.r.Buffered() == 0 {
-			if cn.flush() != nil {
-				return
-			}
+		if cn.waitCommand(1) != nil {
+			return
 		}
 		if b, err := cn.r.Peek(1); err != nil {
 			return
@@ -131,6 +130,23 @@ func (cn *conn) flush() error {
 	return err
 }
 
+// waitCommand is called before reading more of a command (its line, a
+// binary request header) when have bytes of it would have to be buffered
+// first: if fewer are, the connection is about to wait for the client, and
+// the replies gathered so far are written first, as memcached does ("need
+// more data": it flushes its buffered responses in the meantime). Without
+// it a client that sent complete commands and then part of another waited
+// for their replies forever (memcached's t/issue_70.t sends a refused length
+// followed by bytes without a newline and waits for the CLIENT_ERROR). Like
+// memcached, the connection does not write while it reads a data block or
+// swallows a refused one: those replies go out with the next command.
+func (cn *conn) waitCommand(have int) error {
+	if cn.r.Buffered() >= have {
+		return nil
+	}
+	return cn.flush()
+}
+
 // readLine returns the next command line without its "\r\n" (or "\n"),
 // truncated at a NUL byte as memcached's C string handling does.
 //
@@ -148,6 +164,9 @@ func (cn *conn) readLine() ([]byte, error) {
 			if n > maxShortLine && !isMultiGet(b) {
 				return nil, errLineTooLong
 			}
+		}
+		if err := cn.waitCommand(n + 1); err != nil {
+			return nil, err
 		}
 		if _, err := cn.r.Peek(n + 1); err != nil {
 			if err == bufio.ErrBufferFull {
@@ -274,6 +293,27 @@ func (o *outBuf) init() {
 }
 
 func (o *outBuf) pending() int { return o.total + len(o.scratch) - o.start }
+
+// outMark is a position in an outBuf that a command can roll back to.
+type outMark struct{ scratch, start, iov, held, total int }
+
+func (o *outBuf) mark() outMark {
+	return outMark{scratch: len(o.scratch), start: o.start, iov: len(o.iov), held: len(o.held), total: o.total}
+}
+
+// rollback drops what was written since m, which must be after the last
+// write to the network (a multi-get that fails on a later key).
+func (o *outBuf) rollback(m outMark) {
+	for i := m.held; i < len(o.held); i++ {
+		putBuf(o.held[i])
+		o.held[i] = nil
+	}
+	o.held = o.held[:m.held]
+	clear(o.iov[m.iov:])
+	o.iov = o.iov[:m.iov]
+	o.scratch = o.scratch[:m.scratch]
+	o.start, o.total = m.start, m.total
+}
 
 func (o *outBuf) str(s string)   { o.scratch = append(o.scratch, s...) }
 func (o *outBuf) bytes(b []byte) { o.scratch = append(o.scratch, b...) }

@@ -17,8 +17,9 @@
 // set/add/replace and their quiet forms, delete, incr/decr, append/prepend,
 // touch/gat, flush, noop, version, stat, quit) for older clients. Commands
 // are read through a per-connection buffered reader; replies are gathered
-// and written with one vectored write per batch of pipelined commands, large
-// values by reference, never copied.
+// and written with one vectored write per batch of pipelined commands (when
+// the connection must wait for more of a command, as memcached writes
+// before it waits for input), large values by reference, never copied.
 //
 // # Local tier
 //

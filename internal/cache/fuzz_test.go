@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// checkAccounting verifies that the charged bytes match the items held.
+// checkAccounting verifies that the charged bytes match the items held,
+// and each shard's count of items that can expire matches its LRU.
 func checkAccounting(t testing.TB, c *Cache) {
 	t.Helper()
 	var sum int64
@@ -16,8 +17,15 @@ func checkAccounting(t testing.TB, c *Cache) {
 		sh := &c.shards[i]
 		sh.mu.Lock()
 		n := 0
+		var mortal int64
 		for e := sh.head; e != nil; e = e.next {
 			n++
+			if e.exp != 0 {
+				mortal++
+			}
+		}
+		if got := sh.mortal.Load(); got != mortal {
+			t.Errorf("shard %d: counts %d items with an expiry time, its LRU holds %d", i, got, mortal)
 		}
 		for k, e := range sh.m {
 			if e.key != k {

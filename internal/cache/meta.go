@@ -194,6 +194,9 @@ func (cn *conn) metaGet(n int, _ []byte) error {
 		cn.errReply("CLIENT_ERROR opaque token too long")
 		return nil
 	}
+	if of.vivify {
+		c.reclaim(cn.now) // a miss stores a new item
+	}
 	sh := c.shardFor(key)
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		sh.mu.Lock()
@@ -228,10 +231,10 @@ func (cn *conn) metaGet(n int, _ []byte) error {
 		for i := 2; i < n; i++ {
 			switch t := cn.toks[i]; t[0] {
 			case 'T':
-				e.exp = of.exp
+				sh.setExp(e, of.exp)
 			case 'N':
 				if created {
-					e.exp = of.vivExp
+					sh.setExp(e, of.vivExp)
 					won = true
 				}
 			case 'R':
@@ -489,7 +492,7 @@ func (cn *conn) metaDelete(n int, _ []byte) error {
 		code = "EX"
 	case of.setStale:
 		if of.newTTL {
-			e.exp = of.exp
+			sh.setExp(e, of.exp)
 		}
 		e.bits |= bitStale
 		e.bits &^= bitTokenSent
@@ -575,10 +578,10 @@ func (cn *conn) metaArith(n int, _ []byte) error {
 			case 't':
 				h = appendTTL(h, e.exp, cn.now)
 			case 'T':
-				e.exp = of.exp
+				c.shardForString(e.key).setExp(e, of.exp) // apply runs under that shard's lock
 			case 'N':
 				if created {
-					e.exp = of.vivExp
+					c.shardForString(e.key).setExp(e, of.vivExp)
 				}
 			case 'O':
 				h = append(h, ' ')

@@ -97,7 +97,7 @@ func (c *Cache) get(key []byte, now int64, touch bool, exp int64) (hit, bool) {
 			return hit{}, false
 		}
 		if touch {
-			e.exp = exp
+			sh.setExp(e, exp)
 		}
 		h := hit{flags: e.flags, cas: e.cas, exp: e.exp, atime: e.atime, bits: e.bits}
 		e.bits |= bitFetched
@@ -146,6 +146,7 @@ func (c *Cache) promoteRemote(ref *remoteRef, v []byte) {
 		return
 	}
 	val := copyValue(v)
+	c.reclaim(c.now())
 	sh := c.shardForString(e.key)
 	sh.mu.Lock()
 	if sh.m[e.key] == e && e.where == whereRemote && e.seg == ref.seg && e.pos == ref.pos {
@@ -198,6 +199,7 @@ func itemSize(klen, vlen int) int64 { return itemOverhead + int64(klen) + int64(
 
 // store runs a storage command and returns its result and the new CAS.
 func (c *Cache) store(r *storeReq, now int64) (storeResult, uint64) {
+	c.reclaim(now) // as memcached allocates the item, even for an add that finds the key
 	sh := c.shardFor(r.key)
 	var f fetched
 	defer f.release()
@@ -367,7 +369,7 @@ func (c *Cache) touch(key []byte, now, exp int64) bool {
 	}
 	sh.st.touchHits++
 	c.class(e).touchHits.Add(1)
-	e.exp = exp
+	sh.setExp(e, exp)
 	e.bits |= bitFetched
 	e.atime = uint32(now)
 	if e.where == whereLocal {
@@ -410,6 +412,7 @@ type deltaOut struct {
 // numbers; incr wraps, decr stops at 0. Like memcached, a result no longer
 // than the stored value replaces it space-padded to the same length.
 func (c *Cache) arith(r *deltaReq, now int64, apply func(e *item, created bool)) (deltaResult, deltaOut) {
+	c.reclaim(now) // the result may be a new item
 	sh := c.shardFor(r.key)
 	var f fetched
 	defer f.release()

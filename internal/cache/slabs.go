@@ -100,6 +100,40 @@ type classStats struct {
 	casHits, casBadval, touchHits                   atomic.Int64
 }
 
+// classCounters are a class's counters at one moment.
+type classCounters struct {
+	evicted, evictedNonzero, evictedUnfetched                int64
+	reclaimed, expiredUnfetched                              int64
+	getHits, cmdSet, deleteHits, incrHits, decrHits, casHits int64
+	casBadval, touchHits                                     int64
+}
+
+func (cs *classStats) counters() classCounters {
+	return classCounters{
+		evicted: cs.evicted.Load(), evictedNonzero: cs.evictedNonzero.Load(), evictedUnfetched: cs.evictedUnfetched.Load(),
+		reclaimed: cs.reclaimed.Load(), expiredUnfetched: cs.expiredUnfetched.Load(),
+		getHits: cs.getHits.Load(), cmdSet: cs.cmdSet.Load(), deleteHits: cs.deleteHits.Load(), incrHits: cs.incrHits.Load(),
+		decrHits: cs.decrHits.Load(), casHits: cs.casHits.Load(), casBadval: cs.casBadval.Load(), touchHits: cs.touchHits.Load(),
+	}
+}
+
+// classReport returns class cls's counters since the last stats reset.
+func (c *Cache) classReport(cls int) classCounters {
+	cc := c.classes[cls].counters()
+	if b := c.statsBase.Load(); b != nil {
+		o := &b.cls[cls]
+		cc = classCounters{
+			evicted: cc.evicted - o.evicted, evictedNonzero: cc.evictedNonzero - o.evictedNonzero,
+			evictedUnfetched: cc.evictedUnfetched - o.evictedUnfetched, reclaimed: cc.reclaimed - o.reclaimed,
+			expiredUnfetched: cc.expiredUnfetched - o.expiredUnfetched, getHits: cc.getHits - o.getHits,
+			cmdSet: cc.cmdSet - o.cmdSet, deleteHits: cc.deleteHits - o.deleteHits, incrHits: cc.incrHits - o.incrHits,
+			decrHits: cc.decrHits - o.decrHits, casHits: cc.casHits - o.casHits, casBadval: cc.casBadval - o.casBadval,
+			touchHits: cc.touchHits - o.touchHits,
+		}
+	}
+	return cc
+}
+
 // slabLink counts local item e into its class.
 func (c *Cache) slabLink(e *item) {
 	cls := classOf(e)

@@ -160,3 +160,61 @@ func (c *Cache) Stats() Stats {
 	}
 	return s
 }
+
+// statsBaseline is what `stats reset` saw. memcached's `stats reset` zeroes
+// its counters (total and per slab class: commands, hits and misses,
+// evictions, reclaims, bytes read and written, connections and items
+// since start), not its gauges (items, bytes, connections now, pages);
+// rackpool's stats commands report its counters less this baseline, so
+// they read the same, while Stats, which the remote tier's sizer and the
+// usage reporter take differences of, stays cumulative since New.
+type statsBaseline struct {
+	s   Stats
+	cls [maxSlabClasses]classCounters
+}
+
+// resetStats is memcached's `stats reset` (text and binary).
+func (c *Cache) resetStats() {
+	b := &statsBaseline{s: c.Stats()}
+	for i := range c.classes {
+		b.cls[i] = c.classes[i].counters()
+	}
+	c.statsBase.Store(b)
+	c.detail.clear()
+}
+
+// reportedStats is Stats with its counters counted from the last stats
+// reset.
+func (c *Cache) reportedStats() Stats {
+	s := c.Stats()
+	if b := c.statsBase.Load(); b != nil {
+		s.since(&b.s)
+	}
+	return s
+}
+
+// since subtracts the counters of b (an earlier snapshot) from s, leaving
+// the gauges alone.
+func (s *Stats) since(b *Stats) {
+	for _, f := range [...]struct {
+		v *int64
+		b int64
+	}{
+		{&s.TotalConnections, b.TotalConnections}, {&s.BytesRead, b.BytesRead}, {&s.BytesWritten, b.BytesWritten},
+		{&s.CmdGet, b.CmdGet}, {&s.CmdSet, b.CmdSet}, {&s.CmdTouch, b.CmdTouch}, {&s.CmdFlush, b.CmdFlush}, {&s.CmdMeta, b.CmdMeta},
+		{&s.GetHits, b.GetHits}, {&s.GetMisses, b.GetMisses}, {&s.GetExpired, b.GetExpired}, {&s.GetFlushed, b.GetFlushed},
+		{&s.DeleteHits, b.DeleteHits}, {&s.DeleteMisses, b.DeleteMisses},
+		{&s.IncrHits, b.IncrHits}, {&s.IncrMisses, b.IncrMisses}, {&s.DecrHits, b.DecrHits}, {&s.DecrMisses, b.DecrMisses},
+		{&s.CasHits, b.CasHits}, {&s.CasMisses, b.CasMisses}, {&s.CasBadval, b.CasBadval},
+		{&s.TouchHits, b.TouchHits}, {&s.TouchMisses, b.TouchMisses},
+		{&s.StoreTooLarge, b.StoreTooLarge}, {&s.StoreNoMemory, b.StoreNoMemory}, {&s.TotalItems, b.TotalItems},
+		{&s.RemoteHits, b.RemoteHits}, {&s.RemoteReadBytes, b.RemoteReadBytes}, {&s.RemoteMisses, b.RemoteMisses},
+		{&s.RemoteErrors, b.RemoteErrors}, {&s.RemoteCorrupt, b.RemoteCorrupt},
+		{&s.Evictions, b.Evictions}, {&s.Reclaimed, b.Reclaimed}, {&s.Spills, b.Spills}, {&s.SpillDrops, b.SpillDrops},
+		{&s.Promotions, b.Promotions}, {&s.Compactions, b.Compactions}, {&s.CompactedItems, b.CompactedItems},
+		{&s.RemoteEvictions, b.RemoteEvictions}, {&s.RemoteEvictedBytes, b.RemoteEvictedBytes},
+		{&s.RemoteMoves, b.RemoteMoves}, {&s.RemoteMoved, b.RemoteMoved}, {&s.RemoteMoveDrops, b.RemoteMoveDrops},
+	} {
+		*f.v -= f.b
+	}
+}

@@ -63,10 +63,42 @@ type shard struct {
 	// tailTick mirrors tail.pos (MaxUint64 when empty) so the evictor can
 	// find the globally least recently used item without taking every lock.
 	tailTick atomic.Uint64
-	_        [40]byte
+	// mortal counts the items in the LRU with an expiry time, so reclaim
+	// passes over a shard none of whose items can expire without its lock.
+	mortal atomic.Int64
+	_      [32]byte
 }
 
+// setExp changes e's expiry time, keeping the shard's count of items that
+// can expire. The shard lock is held.
+func (sh *shard) setExp(e *item, exp int64) {
+	if e.where == whereLocal && (e.exp != 0) != (exp != 0) {
+		if exp != 0 {
+			sh.mortal.Add(1)
+		} else {
+			sh.mortal.Add(-1)
+		}
+	}
+	e.exp = exp
+}
+
+// pushFront adds e to the LRU as its most recent item.
 func (sh *shard) pushFront(e *item) {
+	if e.exp != 0 {
+		sh.mortal.Add(1)
+	}
+	sh.listPush(e)
+}
+
+// unlinkLRU takes e out of the LRU.
+func (sh *shard) unlinkLRU(e *item) {
+	if e.exp != 0 {
+		sh.mortal.Add(-1)
+	}
+	sh.listUnlink(e)
+}
+
+func (sh *shard) listPush(e *item) {
 	e.prev = nil
 	e.next = sh.head
 	if sh.head != nil {
@@ -79,7 +111,7 @@ func (sh *shard) pushFront(e *item) {
 	}
 }
 
-func (sh *shard) unlinkLRU(e *item) {
+func (sh *shard) listUnlink(e *item) {
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
@@ -107,8 +139,8 @@ func (c *Cache) bump(sh *shard, e *item) {
 		}
 		return
 	}
-	sh.unlinkLRU(e)
-	sh.pushFront(e)
+	sh.listUnlink(e)
+	sh.listPush(e)
 }
 
 // dead reports whether e is expired or flushed at now.
@@ -173,31 +205,83 @@ func (e *item) remoteLen() int {
 	return int(e.vlen)
 }
 
-// reclaimSearch is how many items at the LRU tail a store looks at for
-// dead ones to reclaim (memcached's lru_pull_tail search depth).
+// reclaimSearch is how many of the least recently used items a store looks
+// at for dead ones to reclaim (memcached's lru_pull_tail search depth).
 const reclaimSearch = 5
 
-// reclaimLocked removes the dead (expired or flushed) items among the last
-// reclaimSearch of sh's LRU, as memcached's allocator does before it takes
-// new memory: keys rewritten with expiry times reuse the memory of those
-// that expired instead of growing the cache to its limit. The shard lock
-// is held.
-func (c *Cache) reclaimLocked(sh *shard, now int64) {
-	v := sh.tail
-	for i := 0; i < reclaimSearch && v != nil; i++ {
-		prev := v.prev
-		if expired, flushed := c.dead(v, now); expired || flushed {
-			c.countReclaim(v, expired)
-			c.removeLocked(sh, v)
+// reclaim removes the dead (expired or flushed) items among the
+// reclaimSearch least recently used local items of the whole cache, as
+// memcached's allocator does at the tail of its LRU before it takes memory
+// for a new item: keys rewritten with expiry times reuse the memory of the
+// items that expired instead of growing the cache toward its limit, and the
+// slab accounting (total_pages, total_malloced) stays where memcached's
+// does. The LRU is global (every access takes a tick, and each shard's list
+// is in tick order), so this is a merge of the shards' tails in tick order,
+// at most reclaimSearch steps; looking at the storing key's shard alone
+// found an expired item only when it happened to share that shard. Like
+// memcached, which passes over an item whose lock is taken, it passes over
+// a shard whose lock is busy (that counts as one look). Unlike memcached,
+// whose look at an item that cannot expire still counts, it passes over a
+// shard none of whose items has an expiry time (unless a delayed flush_all
+// is in effect) without a look and without its lock, so a cache of items
+// without expiry times pays nothing for this. Every command that may link a
+// new local item calls it first, holding no lock.
+func (c *Cache) reclaim(now int64) {
+	fa := c.flushAt.Load()
+	flushed := fa != 0 && now >= fa // then any item may be dead
+	var buf [defaultShards]uint64
+	next := buf[:0] // per shard: the tick of its oldest item not looked at
+	for i := range c.shards {
+		t := uint64(math.MaxUint64)
+		if flushed || c.shards[i].mortal.Load() > 0 {
+			t = c.shards[i].tailTick.Load()
 		}
-		v = prev
+		next = append(next, t)
+	}
+	for tries := reclaimSearch; tries > 0; {
+		// The shard holding the oldest item not looked at, and the tick
+		// of the oldest such item in any other shard.
+		best, oldest, after := -1, uint64(math.MaxUint64), uint64(math.MaxUint64)
+		for i, t := range next {
+			if t < oldest {
+				best, oldest, after = i, t, oldest
+			} else if t < after {
+				after = t
+			}
+		}
+		if best < 0 {
+			return
+		}
+		sh := &c.shards[best]
+		if !sh.mu.TryLock() {
+			next[best] = math.MaxUint64
+			tries--
+			continue
+		}
+		v := sh.tail
+		for v != nil && v.pos < oldest { // looked at already
+			v = v.prev
+		}
+		for ; tries > 0 && v != nil && v.pos < after; tries-- {
+			prev := v.prev
+			if expired, flushed := c.dead(v, now); expired || flushed {
+				c.countReclaim(v, expired)
+				c.removeLocked(sh, v)
+			}
+			v = prev
+		}
+		next[best] = math.MaxUint64
+		if v != nil {
+			next[best] = v.pos
+		}
+		sh.mu.Unlock()
 	}
 }
 
 // linkLocked installs the new local item e, replacing any item with its key.
-// The shard lock is held; the caller runs evictIfNeeded after unlocking.
+// The shard lock is held; the caller ran reclaim before locking it and runs
+// evictIfNeeded after unlocking.
 func (c *Cache) linkLocked(sh *shard, e *item) {
-	c.reclaimLocked(sh, c.now())
 	if old := sh.m[e.key]; old != nil {
 		c.removeLocked(sh, old)
 	}

@@ -186,6 +186,7 @@ func (cn *conn) cmdGet(line []byte, withCAS, touch bool) {
 		i = j
 	}
 	o := &cn.out
+	start := o.mark()
 	for {
 		for i < len(line) && line[i] == ' ' {
 			i++
@@ -200,10 +201,14 @@ func (cn *conn) cmdGet(line []byte, withCAS, touch bool) {
 		key := line[i:j]
 		i = j
 		if len(key) > maxKeyLen {
+			// memcached answers the whole command with the error: the
+			// values of the keys before this one are not sent.
+			o.rollback(start)
 			o.str(msgBadFormat + "\r\n")
 			return
 		}
 		h, ok := c.get(key, cn.now, touch, exp)
+		c.detail.record(key, prefixGet, ok)
 		if !ok {
 			continue
 		}
@@ -276,6 +281,7 @@ func (cn *conn) cmdUpdate(n int, mode storeMode, withCAS bool) error {
 		cn.reply(msgBadFormat)
 		return nil
 	}
+	c.detail.record(key, prefixSet, false)
 	if c.itemTooLarge(len(key), flags, int(vlen)) || !c.fits(itemSize(len(key), int(vlen))) {
 		if c.itemTooLarge(len(key), flags, int(vlen)) {
 			c.st.storeTooLarge.Add(1)
@@ -361,6 +367,7 @@ func (cn *conn) cmdDelete(n int) {
 		cn.reply(msgBadFormat)
 		return
 	}
+	cn.c.detail.record(key, prefixDel, false)
 	if cn.c.delete(key, cn.now) {
 		cn.reply("DELETED")
 	} else {
@@ -439,7 +446,6 @@ func (cn *conn) cmdStats(n int) {
 		o.str(v)
 		o.str("\r\n")
 	}
-	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	if n == 1 {
 		for _, kv := range c.generalStats() {
 			stat(kv[0], kv[1])
@@ -449,76 +455,16 @@ func (cn *conn) cmdStats(n int) {
 	}
 	switch string(cn.toks[1]) {
 	case "reset":
+		c.resetStats()
 		cn.reply("RESET")
 	case "settings":
 		for _, kv := range c.settingsStats() {
 			stat(kv[0], kv[1])
 		}
 		o.str("END\r\n")
-	case "items":
-		for cls := 1; cls < len(slabSizes); cls++ {
-			cs := &c.classes[cls]
-			n := cs.number.Load()
-			if n <= 0 {
-				continue
-			}
-			p := "items:" + strconv.Itoa(cls) + ":"
-			for _, kv := range [...]struct {
-				name string
-				v    int64
-			}{
-				{"number", n}, {"number_hot", 0}, {"number_warm", 0}, {"number_cold", n},
-				{"age_hot", 0}, {"age_warm", 0}, {"age", 0}, {"mem_requested", cs.requested.Load()},
-				{"evicted", cs.evicted.Load()}, {"evicted_nonzero", cs.evictedNonzero.Load()}, {"evicted_time", 0},
-				{"outofmemory", 0}, {"tailrepairs", 0}, {"reclaimed", cs.reclaimed.Load()},
-				{"expired_unfetched", cs.expiredUnfetched.Load()}, {"evicted_unfetched", cs.evictedUnfetched.Load()},
-				{"evicted_active", 0}, {"crawler_reclaimed", 0}, {"crawler_items_checked", 0}, {"lrutail_reflocked", 0},
-				{"moves_to_cold", 0}, {"moves_to_warm", 0}, {"moves_within_lru", 0}, {"direct_reclaims", 0},
-				{"hits_to_hot", 0}, {"hits_to_warm", 0}, {"hits_to_cold", cs.getHits.Load() + cs.touchHits.Load()}, {"hits_to_temp", 0},
-			} {
-				stat(p+kv.name, i64(kv.v))
-			}
-		}
-		o.str("END\r\n")
-	case "slabs":
-		active, pages := 0, int64(0)
-		for cls := 1; cls < len(slabSizes); cls++ {
-			cs := &c.classes[cls]
-			np := cs.pages.Load()
-			if np == 0 {
-				continue
-			}
-			active++
-			pages += np
-			used := cs.number.Load()
-			total := np * perSlab(cls)
-			p := strconv.Itoa(cls) + ":"
-			for _, kv := range [...]struct {
-				name string
-				v    int64
-			}{
-				{"chunk_size", int64(slabSizes[cls])}, {"chunks_per_page", perSlab(cls)}, {"total_pages", np},
-				{"total_chunks", total}, {"used_chunks", used}, {"free_chunks", total - used}, {"free_chunks_end", 0},
-				{"get_hits", cs.getHits.Load()}, {"cmd_set", cs.cmdSet.Load()}, {"delete_hits", cs.deleteHits.Load()},
-				{"incr_hits", cs.incrHits.Load()}, {"decr_hits", cs.decrHits.Load()}, {"cas_hits", cs.casHits.Load()},
-				{"cas_badval", cs.casBadval.Load()}, {"touch_hits", cs.touchHits.Load()},
-			} {
-				stat(p+kv.name, i64(kv.v))
-			}
-		}
-		stat("active_slabs", strconv.Itoa(active))
-		stat("total_malloced", i64(pages*slabPageSize))
-		o.str("END\r\n")
-	case "sizes":
-		h := c.sizes.Load()
-		if h == nil {
-			stat("sizes_status", "disabled")
-		} else {
-			for b := range h.buckets {
-				if n := h.buckets[b].Load(); n > 0 {
-					stat(strconv.Itoa(b*32), i64(n))
-				}
-			}
+	case "items", "slabs", "sizes", "conns":
+		for _, kv := range c.groupStats(string(cn.toks[1]), cn) {
+			stat(kv[0], kv[1])
 		}
 		o.str("END\r\n")
 	case "sizes_enable":
@@ -527,35 +473,6 @@ func (cn *conn) cmdStats(n int) {
 	case "sizes_disable":
 		c.sizes.Store(nil)
 		stat("sizes_status", "disabled")
-	case "conns":
-		now := c.now()
-		type entry struct {
-			id    int64
-			lines [][2]string
-		}
-		var es []entry
-		c.mu.Lock()
-		for l, id := range c.listeners {
-			es = append(es, entry{id, [][2]string{{"addr", "tcp:" + l.Addr().String()}, {"state", "conn_listening"},
-				{"secs_since_last_cmd", i64(int64(c.clock.Now().Sub(c.started) / time.Second))}}})
-		}
-		for other := range c.conns {
-			state := "conn_waiting"
-			if other == cn {
-				state = "conn_parse_cmd"
-			}
-			es = append(es, entry{other.id, [][2]string{{"addr", "tcp:" + other.nc.RemoteAddr().String()},
-				{"listen_addr", "tcp:" + other.nc.LocalAddr().String()}, {"state", state},
-				{"secs_since_last_cmd", i64(now - other.lastCmd.Load())}}})
-		}
-		c.mu.Unlock()
-		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
-		for _, e := range es {
-			for _, kv := range e.lines {
-				stat(strconv.FormatInt(e.id, 10)+":"+kv[0], kv[1])
-			}
-		}
-		o.str("END\r\n")
 	case "detail":
 		if n < 3 {
 			cn.reply("CLIENT_ERROR usage: stats detail on|off|dump")
@@ -563,9 +480,10 @@ func (cn *conn) cmdStats(n int) {
 		}
 		switch string(cn.toks[2]) {
 		case "on", "off":
+			c.detail.on.Store(string(cn.toks[2]) == "on")
 			cn.reply("OK")
 		case "dump":
-			o.str("END\r\n")
+			o.str(c.detail.dump())
 		default:
 			cn.reply("CLIENT_ERROR usage: stats detail on|off|dump")
 		}
@@ -590,6 +508,111 @@ func (cn *conn) cmdStats(n int) {
 	}
 }
 
+// groupStats is the reply to `stats GROUP` for items, slabs, sizes and
+// conns (text and binary), in memcached's order; self is the asking
+// connection (stats conns reports it parsing a command).
+func (c *Cache) groupStats(group string, self *conn) [][2]string {
+	var out [][2]string
+	stat := func(name, v string) { out = append(out, [2]string{name, v}) }
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	switch group {
+	case "items":
+		for cls := 1; cls < len(slabSizes); cls++ {
+			cs := &c.classes[cls]
+			n := cs.number.Load()
+			if n <= 0 {
+				continue
+			}
+			cc := c.classReport(cls)
+			p := "items:" + strconv.Itoa(cls) + ":"
+			for _, kv := range [...]struct {
+				name string
+				v    int64
+			}{
+				{"number", n}, {"number_hot", 0}, {"number_warm", 0}, {"number_cold", n},
+				{"age_hot", 0}, {"age_warm", 0}, {"age", 0}, {"mem_requested", cs.requested.Load()},
+				{"evicted", cc.evicted}, {"evicted_nonzero", cc.evictedNonzero}, {"evicted_time", 0},
+				{"outofmemory", 0}, {"tailrepairs", 0}, {"reclaimed", cc.reclaimed},
+				{"expired_unfetched", cc.expiredUnfetched}, {"evicted_unfetched", cc.evictedUnfetched},
+				{"evicted_active", 0}, {"crawler_reclaimed", 0}, {"crawler_items_checked", 0}, {"lrutail_reflocked", 0},
+				{"moves_to_cold", 0}, {"moves_to_warm", 0}, {"moves_within_lru", 0}, {"direct_reclaims", 0},
+				{"hits_to_hot", 0}, {"hits_to_warm", 0}, {"hits_to_cold", cc.getHits + cc.touchHits}, {"hits_to_temp", 0},
+			} {
+				stat(p+kv.name, i64(kv.v))
+			}
+		}
+	case "slabs":
+		active, pages := 0, int64(0)
+		for cls := 1; cls < len(slabSizes); cls++ {
+			cs := &c.classes[cls]
+			np := cs.pages.Load()
+			if np == 0 {
+				continue
+			}
+			active++
+			pages += np
+			used := cs.number.Load()
+			total := np * perSlab(cls)
+			cc := c.classReport(cls)
+			p := strconv.Itoa(cls) + ":"
+			for _, kv := range [...]struct {
+				name string
+				v    int64
+			}{
+				{"chunk_size", int64(slabSizes[cls])}, {"chunks_per_page", perSlab(cls)}, {"total_pages", np},
+				{"total_chunks", total}, {"used_chunks", used}, {"free_chunks", total - used}, {"free_chunks_end", 0},
+				{"get_hits", cc.getHits}, {"cmd_set", cc.cmdSet}, {"delete_hits", cc.deleteHits},
+				{"incr_hits", cc.incrHits}, {"decr_hits", cc.decrHits}, {"cas_hits", cc.casHits},
+				{"cas_badval", cc.casBadval}, {"touch_hits", cc.touchHits},
+			} {
+				stat(p+kv.name, i64(kv.v))
+			}
+		}
+		stat("active_slabs", strconv.Itoa(active))
+		stat("total_malloced", i64(pages*slabPageSize))
+	case "sizes":
+		h := c.sizes.Load()
+		if h == nil {
+			stat("sizes_status", "disabled")
+		} else {
+			for b := range h.buckets {
+				if n := h.buckets[b].Load(); n > 0 {
+					stat(strconv.Itoa(b*32), i64(n))
+				}
+			}
+		}
+	case "conns":
+		now := c.now()
+		type entry struct {
+			id    int64
+			lines [][2]string
+		}
+		var es []entry
+		c.mu.Lock()
+		for l, id := range c.listeners {
+			es = append(es, entry{id, [][2]string{{"addr", "tcp:" + l.Addr().String()}, {"state", "conn_listening"},
+				{"secs_since_last_cmd", i64(int64(c.clock.Now().Sub(c.started) / time.Second))}}})
+		}
+		for other := range c.conns {
+			state := "conn_waiting"
+			if other == self {
+				state = "conn_parse_cmd"
+			}
+			es = append(es, entry{other.id, [][2]string{{"addr", "tcp:" + other.nc.RemoteAddr().String()},
+				{"listen_addr", "tcp:" + other.nc.LocalAddr().String()}, {"state", state},
+				{"secs_since_last_cmd", i64(now - other.lastCmd.Load())}}})
+		}
+		c.mu.Unlock()
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
+		for _, e := range es {
+			for _, kv := range e.lines {
+				stat(strconv.FormatInt(e.id, 10)+":"+kv[0], kv[1])
+			}
+		}
+	}
+	return out
+}
+
 func boolStat(b bool) string {
 	if b {
 		return "1"
@@ -600,16 +623,16 @@ func boolStat(b bool) string {
 // generalStats is the reply to a plain "stats", in memcached's order
 // followed by the tier counters.
 func (c *Cache) generalStats() [][2]string {
-	s := c.Stats()
+	s := c.reportedStats()
 	now := c.clock.Now()
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	user, sys := rusage()
 	var itemBytes, expiredUnfetched, evictedUnfetched int64
 	for cls := range c.classes {
-		cs := &c.classes[cls]
-		itemBytes += cs.requested.Load()
-		expiredUnfetched += cs.expiredUnfetched.Load()
-		evictedUnfetched += cs.evictedUnfetched.Load()
+		itemBytes += c.classes[cls].requested.Load()
+		cc := c.classReport(cls)
+		expiredUnfetched += cc.expiredUnfetched
+		evictedUnfetched += cc.evictedUnfetched
 	}
 	// memcached 1.6's fields in its order; those naming memcached
 	// internals rackpool does not have (response objects, read buffers,
@@ -780,7 +803,7 @@ func (c *Cache) settingsStats() [][2]string {
 		{"num_threads", threads},
 		{"num_threads_per_udp", threads},
 		{"stat_key_prefix", ":"},
-		{"detail_enabled", "no"},
+		{"detail_enabled", yesNo(c.detail.on.Load())},
 		{"reqs_per_event", "20"},
 		{"cas_enabled", "yes"},
 		{"tcp_backlog", "1024"},
