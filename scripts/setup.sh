@@ -6,7 +6,8 @@
 #
 #   Debian packages  the real components the tests start themselves (never as
 #                    system services): PostgreSQL, memcached and its
-#                    memccapable suite, promtool, nbdkit, libnbd's tools,
+#                    memccapable suite, perl (memcached's own tests),
+#                    promtool, nbdkit, libnbd's tools,
 #                    qemu-img/qemu-io, fio, Chromium, Node.js and npm, curl,
 #                    a C compiler for the race detector, Python's venv
 #   Go modules       go mod download (GOTOOLCHAIN=auto fetches the Go of go.mod)
@@ -38,6 +39,7 @@ want curl curl
 want go golang-go
 want memcached memcached
 want memccapable libmemcached-tools
+want prove perl # prove and Test::More run memcached's own tests
 want promtool prometheus
 want nbdkit nbdkit
 want nbdinfo libnbd-bin
