@@ -367,3 +367,32 @@ func TestTLSCloseUnread(t *testing.T) {
 		t.Fatalf("the socket is still open: %v", err)
 	}
 }
+
+// FuzzServerOptionsTLSRequired: whatever a client sends in plain text to a
+// server that requires TLS (a static input cannot complete a handshake),
+// no export is opened.
+func FuzzServerOptionsTLSRequired(f *testing.F) {
+	srv, x := fuzzServer(f)
+	srv.TLSConfig = serverTLS(f, newCreds(f, "localhost").server, false)
+	prefix := binary.BigEndian.AppendUint32(nil, clientFixedNewstyle|clientNoZeroes)
+	for _, s := range [][]byte{
+		appendOption(nil, optList, nil),
+		appendOption(appendOption(nil, optStructuredReply, nil), optGo, goData("disk")),
+		appendOption(nil, optInfo, goData("ro", infoBlockSize)),
+		appendOption(nil, optExportName, []byte("disk")),
+		appendOption(nil, optStartTLS, nil),
+		appendOption(appendOption(nil, optStartTLS, nil), optGo, goData("disk")),
+		append(appendOption(nil, optStartTLS, nil), 0x16, 3, 1, 0, 4, 1, 0, 0, 0),
+		appendOption(nil, optInfo, make([]byte, maxOptionLen+1)),
+		appendOption(nil, optAbort, nil),
+		{},
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		serveBytes(t, srv, x, append(append([]byte(nil), prefix...), data...))
+		if n := x.opens.Load(); n != 0 {
+			t.Fatalf("an export was opened %d times without TLS", n)
+		}
+	})
+}
