@@ -202,7 +202,8 @@ func TestStatsResetZeroesEvictions(t *testing.T) {
 
 // TestStatsResetDifferential runs the same commands, a `stats reset` and
 // more commands against real memcached and rackpool cache and compares
-// `stats` (except the fields differingStats names), `stats items` (except
+// `stats` (except the fields differingStats names, and bytes_read),
+// `stats items` (except
 // the LRU-segment fields) and `stats slabs`: counters count from the
 // reset, gauges (items, bytes, pages) do not move.
 func TestStatsResetDifferential(t *testing.T) {
@@ -217,7 +218,10 @@ func TestStatsResetDifferential(t *testing.T) {
 	for i, size := range []int{10, 500, 3000, 50000} {
 		v := strings.Repeat("v", size)
 		fmt.Fprintf(&before, "set k%d 0 0 %d\r\n%s\r\nget k%d missing\r\ntouch k%d 100\r\n", i, len(v), v, i, i)
-		fmt.Fprintf(&after, "set j%d 0 0 %d\r\n%s\r\nget k%d j%d\r\ndelete k%d\r\n", i, len(v), v, i, i, i)
+		// No get of an item deleted in the same batch: memcached frees
+		// its chunk only once the reply holding it is written, so
+		// used_chunks would depend on timing.
+		fmt.Fprintf(&after, "set j%d 0 0 %d\r\n%s\r\nget j%d missing\r\ndelete k%d\r\n", i, len(v), v, i, i)
 	}
 	before.WriteString("set n 0 0 1\r\n1\r\nincr n 2\r\ncas n 0 0 1 1\r\nx\r\n")
 	after.WriteString("incr n 1\r\ndecr n 1\r\ndecr missing 1\r\n")
@@ -254,10 +258,14 @@ func TestStatsResetDifferential(t *testing.T) {
 	if len(got) < len(want) {
 		t.Fatalf("stats: rackpool has %d fields, memcached %d", len(got), len(want))
 	}
+	// bytes_read counts whole reads, and whether the marker sent behind
+	// "stats reset" came in the same read (and was zeroed with it) depends
+	// on timing, on both servers.
+	differ := append([]string{"bytes_read"}, differingStats...)
 	for i, w := range want {
 		if g := got[i]; g[0] != w[0] {
 			t.Errorf("stats field %d: rackpool %s, memcached %s", i, g[0], w[0])
-		} else if g[1] != w[1] && !slices.Contains(differingStats, w[0]) {
+		} else if g[1] != w[1] && !slices.Contains(differ, w[0]) {
 			t.Errorf("stats %s after a reset: rackpool %q, memcached %q", w[0], g[1], w[1])
 		}
 	}
