@@ -341,7 +341,7 @@ func runDriveConnect(args []string) error {
 	resolve := connectResolver(c, *rights, *holder, *preempt)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mp, err := hba.New(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log, Dial: dial})
+	mp, err := newPath(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log, Dial: dial}, log)
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
@@ -387,5 +387,30 @@ func runDriveConnect(args []string) error {
 	case <-mp.Revoked():
 		_ = srv.Close()
 		return revokedError(id, mp.Err())
+	}
+}
+
+// connectWait is how long drive connect keeps trying at start-up while the
+// service answers that the drive is not in service yet (it is being failed
+// over or moved between blocknodes, which takes about a lease).
+const connectWait = 30 * time.Second
+
+// newPath opens the drive's path, retrying while the service answers 503
+// (the drive is between owners), for at most connectWait: a drive that is
+// moving when drive connect starts is waited for, as it is once connected.
+func newPath(ctx context.Context, o hba.Options, log *slog.Logger) (*hba.Multipath, error) {
+	deadline := time.Now().Add(connectWait)
+	for {
+		mp, err := hba.New(ctx, o)
+		var ae *api.Error
+		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return mp, err
+		}
+		log.Info("the drive is not in service yet; retrying", "drive", o.Drive, "err", ae.Message)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
