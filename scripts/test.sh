@@ -95,7 +95,7 @@ smokes_lane() {
 	step bench-compose-pg "$GO" run ./bench/compose -seconds 0.2 -large=false -store postgres || ok=1
 	step build "$GO" build -o build/rackpool ./cmd/rackpool || return 1
 	step bench-cache "$GO" run ./bench/cache -bin build/rackpool -quick -rtt-iters 500 -out build/bench-cache-smoke || ok=1
-	step bench-drives "$GO" run ./bench/drives -bin build/rackpool -quick -out build/bench-drives-smoke || ok=1
+	step bench-drives "$GO" run ./bench/drives -bin build/rackpool -quick -drive-lease 2s -out build/bench-drives-smoke || ok=1
 	step sim "$GO" run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke || ok=1
 	step bench-southbound "$GO" run ./bench/southbound -cycles 20 -out build/bench-southbound-smoke || ok=1
 	mkdir -p build/scaling-smoke

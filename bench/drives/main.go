@@ -113,6 +113,7 @@ func main() {
 	replot := flag.Bool("replot", false, "redraw drives.md and the charts from -out's drives.json, measuring nothing")
 	only := flag.String("rows", "", "run only the rows whose name matches this regular expression")
 	profile := flag.String("profile", "", "write CPU profiles of the blocknode and of drive connect to this directory (go tool pprof), instead of measuring failovers")
+	lease := flag.Duration("drive-lease", 400*time.Millisecond, "serve --drive-lease: how long a blocknode serves without a heartbeat answered (the failover detection time); make test's smoke gives 2s, so that a loaded machine's late heartbeat does not move the drive under fio")
 	withTLS := flag.Bool("tls", true, "also run every row over TLS (nbdkit --tls=require, blocknode --tls-certificates, drive connect to it, nbdkit's nbd plugin with TLS)")
 	flag.Parse()
 	match, err := regexp.Compile(*only)
@@ -158,7 +159,7 @@ func main() {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		childproc.Fatal(err)
 	}
-	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs, tls: *withTLS}
+	b := &bench{work: work, bin: rp, size: *size, connectProcs: *connectProcs, tls: *withTLS, lease: *lease}
 	if *profile != "" {
 		if b.profile, err = filepath.Abs(*profile); err != nil {
 			childproc.Fatal(err)
@@ -265,8 +266,9 @@ type bench struct {
 	logs      map[string]*bytes.Buffer
 	mu        sync.Mutex
 
-	profile                             string // directory for CPU profiles, or ""
-	connectProcs                        int    // drive connect --procs, or -1 for its default
+	lease                               time.Duration // serve --drive-lease
+	profile                             string        // directory for CPU profiles, or ""
+	connectProcs                        int           // drive connect --procs, or -1 for its default
 	nbdkitURI, blocknodeURI, connectURI string
 	proxyURI                            string // nbdkit's nbd plugin in front of nbdkit, drive connect's peer
 	sock                                string
@@ -416,7 +418,7 @@ func (b *bench) setUp() error {
 	addr := freeAddr()
 	b.url, b.ca = "https://"+addr, filepath.Join(data, "tls", "ca.pem")
 	if err := b.start("serve", "rackpool serving", []string{"RACKPOOL_ADMIN_PASSWORD=" + password}, b.bin,
-		"serve", "--addr", addr, "--data", data, "--topology", topo, "--drive-lease", "400ms"); err != nil {
+		"serve", "--addr", addr, "--data", data, "--topology", topo, "--drive-lease", b.lease.String()); err != nil {
 		return err
 	}
 	cfg, err := api.TLSConfig(b.ca)
