@@ -2,7 +2,6 @@ package pki
 
 import (
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -59,16 +58,7 @@ func Issue(dir string, req LeafRequest, now time.Time) (*Leaf, error) {
 	if !ca.IsCA || now.After(ca.NotAfter) || now.Before(ca.NotBefore) {
 		return nil, fmt.Errorf("the CA certificate %s is not a CA valid now", filepath.Join(dir, CAFile))
 	}
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: req.Names[0], Organization: []string{"rackpool"}},
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(serverLifetime),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if tmpl.NotAfter.After(ca.NotAfter) {
-		tmpl.NotAfter = ca.NotAfter
-	}
+	tmpl := serverTemplate(ca, req.Names[0], now)
 	if req.Client {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	} else {

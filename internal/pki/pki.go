@@ -218,9 +218,12 @@ func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}, nil, nil)
 }
 
-func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// serverTemplate is the template of a server certificate named cn that
+// ca signs: valid from an hour before now (clocks differ) for
+// serverLifetime, and never past the CA.
+func serverTemplate(ca *x509.Certificate, cn string, now time.Time) *x509.Certificate {
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: names[0], Organization: []string{"rackpool"}},
+		Subject:     pkix.Name{CommonName: cn, Organization: []string{"rackpool"}},
 		NotBefore:   now.Add(-time.Hour),
 		NotAfter:    now.Add(serverLifetime),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
@@ -229,6 +232,11 @@ func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now ti
 	if tmpl.NotAfter.After(ca.NotAfter) {
 		tmpl.NotAfter = ca.NotAfter
 	}
+	return tmpl
+}
+
+func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, names []string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	tmpl := serverTemplate(ca, names[0], now)
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
