@@ -147,22 +147,7 @@ func (r *driveRack) owner(t *testing.T, drive string) api.Drive {
 func (r *driveRack) connect(t *testing.T, drive string) (sock string, p *proc) {
 	t.Helper()
 	sock = filepath.Join(shortDir(t), "d.sock")
-	cmd := childproc.Command(binary, "drive", "connect", drive, "--listen", "unix:"+sock, "--url", r.s.url)
-	cmd.Env = r.s.env()
-	p = &proc{cmd: cmd, stderr: &syncBuffer{}}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.kill)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(p.stderr.String(), "drive connected") {
-		if time.Now().After(deadline) || p.cmd.ProcessState != nil {
-			t.Fatalf("drive connect did not come up:\n%s", p.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return sock, p
+	return sock, startConnect(t, r.s, drive, "--listen", "unix:"+sock)
 }
 
 // shortDir is a temporary directory with a path short enough for a unix
