@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 	"slices"
 	"strings"
 	"sync"
@@ -105,7 +105,7 @@ func New(ctx context.Context, o Options) (*Client, error) {
 	}
 	// Follow redirects only within the BMC: the credentials must never
 	// reach another host, nor travel over another scheme.
-	c.hc = &http.Client{Transport: tr, CheckRedirect: rfhttp.SameHost(base, "the BMC")}
+	c.hc = &http.Client{Transport: tr, CheckRedirect: rf.SameHost(base, "the BMC")}
 	if err := c.resolve(ctx, o.System); err != nil {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("bmc %s: %w", c.base, err)
@@ -131,7 +131,7 @@ func parseBase(o Options) (*url.URL, error) {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("bmc URL %s: no query or fragment, please", u.Redacted())
 	}
-	if u.Scheme == "http" && (o.User != "" || o.Password != "") && !rfhttp.Loopback(u.Hostname()) {
+	if u.Scheme == "http" && (o.User != "" || o.Password != "") && !rf.Loopback(u.Hostname()) {
 		return nil, fmt.Errorf("bmc URL %s: refusing to send credentials over plain http to a host other than this one: use https", u.Redacted())
 	}
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
@@ -389,7 +389,7 @@ func success(s int) bool {
 }
 
 // readSystem GETs the system.
-func (c *Client) readSystem(ctx context.Context, path string) (*rfhttp.Reply, *systemRes, error) {
+func (c *Client) readSystem(ctx context.Context, path string) (*rf.Reply, *systemRes, error) {
 	var sys systemRes
 	r, err := c.get(ctx, path, &sys)
 	if err != nil {
@@ -439,7 +439,7 @@ func norm(ref string) string {
 }
 
 // etagOf is the answer's ETag header, else the system's @odata.etag.
-func etagOf(r *rfhttp.Reply, sys *systemRes) string {
+func etagOf(r *rf.Reply, sys *systemRes) string {
 	if e := r.Header.Get("ETag"); e != "" {
 		return e
 	}
@@ -449,12 +449,12 @@ func etagOf(r *rfhttp.Reply, sys *systemRes) string {
 // url resolves a path or link of the BMC's to an absolute URL, and refuses
 // one that points elsewhere.
 func (c *Client) url(ref string) (string, error) {
-	return rfhttp.Resolve(c.base, ref, "the BMC")
+	return rf.Resolve(c.base, ref, "the BMC")
 }
 
 // do makes one request with Basic authentication under the request
 // timeout and reads the whole answer, capped at maxBody.
-func (c *Client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rfhttp.Reply, error) {
+func (c *Client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rf.Reply, error) {
 	u, err := c.url(ref)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, ref, err)
@@ -467,14 +467,14 @@ func (c *Client) do(ctx context.Context, method, ref string, body any, hdr http.
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := rfhttp.NewRequest(rctx, method, u, data, hdr)
+	req, err := rf.NewRequest(rctx, method, u, data, hdr)
 	if err != nil {
 		return nil, err
 	}
 	if c.user != "" || c.password != "" {
 		req.SetBasicAuth(c.user, c.password)
 	}
-	r, err := rfhttp.Send(c.hc, req, u, maxBody, func(err error) error { return c.failed(ctx, method, u, err) })
+	r, err := rf.Send(c.hc, req, u, maxBody, func(err error) error { return c.failed(ctx, method, u, err) })
 	if err != nil {
 		return nil, err
 	}
@@ -507,12 +507,12 @@ const (
 
 // get reads ref into out. Transport failures and busy answers are retried
 // (readRetries); another status that is not 200 is an *Error.
-func (c *Client) get(ctx context.Context, ref string, out any) (*rfhttp.Reply, error) {
+func (c *Client) get(ctx context.Context, ref string, out any) (*rf.Reply, error) {
 	wait := readBackoff
 	for attempt := 0; ; attempt++ {
 		r, err := c.do(ctx, http.MethodGet, ref, nil, nil)
 		var te *TransportError
-		retry := attempt < readRetries && (errors.As(err, &te) && !te.untrusted || err == nil && rfhttp.Busy(r.Status))
+		retry := attempt < readRetries && (errors.As(err, &te) && !te.untrusted || err == nil && rf.Busy(r.Status))
 		if retry {
 			t := time.NewTimer(wait)
 			select {

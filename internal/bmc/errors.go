@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 )
 
 // ErrAuth is what an *Error of status 401 or 403 unwraps to: the BMC
@@ -43,7 +43,7 @@ func (e *Error) Error() string {
 	if e.Local {
 		head = fmt.Sprintf("%s %s: refused before sending (%d %s)", e.Method, e.URL, e.Status, http.StatusText(e.Status))
 	}
-	return rfhttp.ErrorText(head, e.MessageID, e.Message)
+	return rf.ErrorText(head, e.MessageID, e.Message)
 }
 
 // Unwrap returns ErrAuth for a 401 or 403, else nil.
@@ -71,9 +71,9 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // first @Message.ExtendedInfo entry's MessageId and Message, each else the
 // error's code and message. A body that is not a Redfish error is quoted
 // (shortened), never trusted.
-func statusError(r *rfhttp.Reply) *Error {
+func statusError(r *rf.Reply) *Error {
 	e := &Error{Method: r.Method, URL: r.URL, Status: r.Status}
-	if body, ok := rfhttp.ParseError(r.Body); ok {
+	if body, ok := rf.ParseError(r.Body); ok {
 		e.MessageID, e.Message = body.Code, body.Message
 		if len(body.Info) > 0 {
 			m := body.Info[0]
@@ -81,7 +81,7 @@ func statusError(r *rfhttp.Reply) *Error {
 			e.Message = cmp.Or(m.Message, e.Message)
 		}
 	} else {
-		e.Message = rfhttp.QuoteBody(r.Body)
+		e.Message = rf.QuoteBody(r.Body)
 	}
 	if e.Unwrap() == ErrAuth && e.Message == "" {
 		e.Message = "check the account and password"
@@ -96,11 +96,11 @@ func transportError(method, u string, err error) error {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	var re *rfhttp.RedirectError
+	var re *rf.RedirectError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%s %s: %w", method, u, re)
 	}
-	if rfhttp.Untrusted(err) {
+	if rf.Untrusted(err) {
 		return &TransportError{Method: method, URL: u, Err: fmt.Errorf("the BMC's certificate is not trusted (give its CA): %w", err), untrusted: true}
 	}
 	return &TransportError{Method: method, URL: u, Err: err}

@@ -14,7 +14,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 )
 
@@ -754,7 +754,7 @@ func prefixProperty(err error, prefix string) error {
 		}
 	}
 	for i, ptr := range e.related {
-		e.related[i] = base.Pointer(prefix + strings.TrimPrefix(ptr, "#/"))
+		e.related[i] = rf.Pointer(prefix + strings.TrimPrefix(ptr, "#/"))
 	}
 	return e
 }

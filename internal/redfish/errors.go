@@ -8,14 +8,14 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 )
 
 // Registry prefixes of the message IDs rackpool uses.
 const (
-	baseRegistry        = base.Registry
+	baseRegistry        = rf.Registry
 	compositionRegistry = "Composition.1.1."
 )
 
@@ -44,23 +44,23 @@ func (e *apiError) withResolution(r string) *apiError {
 }
 
 // fromProblem is the northbound error of a Base registry problem.
-func fromProblem(p *base.Problem) *apiError {
+func fromProblem(p *rf.Problem) *apiError {
 	return &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution,
 		related: p.Related}
 }
 
 func newError(status int, id, msg string, args ...string) *apiError {
-	return fromProblem(base.New(status, id, msg, args...))
+	return fromProblem(rf.New(status, id, msg, args...))
 }
 
-func errNotFound(kind, name string) *apiError { return fromProblem(base.NotFound(kind, name)) }
+func errNotFound(kind, name string) *apiError { return fromProblem(rf.NotFound(kind, name)) }
 
-func errMalformed(detail string) *apiError { return fromProblem(base.Malformed(detail)) }
+func errMalformed(detail string) *apiError { return fromProblem(rf.Malformed(detail)) }
 
-func errPropertyMissing(prop string) *apiError { return fromProblem(base.PropertyMissing(prop)) }
+func errPropertyMissing(prop string) *apiError { return fromProblem(rf.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
-	return fromProblem(base.PropertyValue(prop, value, why))
+	return fromProblem(rf.PropertyValue(prop, value, why))
 }
 
 // sessionClient reports whether r comes from a client that logs in with a
@@ -99,7 +99,7 @@ func errMethod() *apiError {
 		"The HTTP method is not allowed on this resource.")
 }
 
-func errTooLarge(limit int64) *apiError { return fromProblem(base.TooLarge(limit)) }
+func errTooLarge(limit int64) *apiError { return fromProblem(rf.TooLarge(limit)) }
 
 // errInternal answers an error the client cannot act on: the client gets
 // the Redfish message and a request ID (Server.fail), the log gets err.

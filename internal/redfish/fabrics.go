@@ -9,7 +9,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 )
 
 // fabricRoutes are the routes of Fabrics, Switches, Ports, Endpoints, Zones and fault injection (routes.go).
@@ -33,7 +33,7 @@ var fabricRoutes = []route{
 // attachments on a fabric form one Zone of endpoints. Zones are computed
 // from the compositions (one truth, two views).
 
-var fabricTypes = base.FabricTypes
+var fabricTypes = rf.FabricTypes
 
 func (s *Server) fabric(r *http.Request) (*inventory.Fabric, error) {
 	f := s.top.Fabric(r.PathValue("id"))

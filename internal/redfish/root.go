@@ -3,7 +3,7 @@ package redfish
 import (
 	"errors"
 	"net/http"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
 
@@ -63,7 +63,7 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 // metadataNamespaces lists the schemas the service uses, for $metadata.
-var metadataNamespaces = []base.SchemaRef{
+var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "ServiceRoot", Version: "v1_17_0"},
 	{Namespace: "ComputerSystemCollection"},
 	{Namespace: "ComputerSystem", Version: "v1_22_0"},
@@ -135,7 +135,7 @@ var metadataNamespaces = []base.SchemaRef{
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
 	// The OEM schema (oem_schema.go) is served by the service itself.
-	return base.WriteMetadata(w, metadataNamespaces, rackpoolSchemaURI, []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0",
+	return rf.WriteMetadata(w, metadataNamespaces, rackpoolSchemaURI, []string{"Rackpool", rackpoolOemNamespace, "RackpoolTopology", "RackpoolTopology.v1_0_0",
 		"RackpoolTenantCollection", "RackpoolTenant", "RackpoolTenant.v1_0_0"})
 }
 

@@ -22,7 +22,7 @@ import (
 	"net/http"
 	"rackpool/internal/fabric"
 	"rackpool/internal/hostagent"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 	"runtime/debug"
 	"strings"
@@ -398,10 +398,10 @@ func clientAddr(r *http.Request) string {
 	return host
 }
 
-// decode reads a JSON object body into v strictly (base.Decode).
+// decode reads a JSON object body into v strictly (rf.Decode).
 func decode(r *http.Request, v any) error {
-	err := base.Decode(r, v, MaxBody)
-	var p *base.Problem
+	err := rf.Decode(r, v, MaxBody)
+	var p *rf.Problem
 	if errors.As(err, &p) {
 		return fromProblem(p)
 	}
@@ -409,12 +409,12 @@ func decode(r *http.Request, v any) error {
 }
 
 // odataID is a Redfish reference.
-type odataID = base.ODataID
+type odataID = rf.ODataID
 
 var (
-	ref        = base.Ref
-	reff       = base.Reff
-	collection = base.Collection
+	ref        = rf.Ref
+	reff       = rf.Reff
+	collection = rf.Collection
 )
 
 func serviceUUID(name string) string {

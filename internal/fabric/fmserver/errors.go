@@ -8,12 +8,12 @@ import (
 	"strconv"
 
 	"rackpool/internal/fabric"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 )
 
 // Registry prefixes of the message IDs the server answers with.
 const (
-	baseRegistry = base.Registry
+	baseRegistry = rf.Registry
 	// Registry is the prefix of the Rackpool registry's message IDs: the
 	// fabric refusals a client maps back to fabric errors (Errors).
 	Registry = "Rackpool.1.0."
@@ -77,12 +77,12 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msgs[0].text }
 
 // fromProblem is the emulator's error of a Base registry problem.
-func fromProblem(p *base.Problem) *apiError {
+func fromProblem(p *rf.Problem) *apiError {
 	return &apiError{status: p.Status, msgs: []message{{id: p.ID, text: p.Text, severity: p.Severity, args: p.Args, resolution: p.Resolution}}}
 }
 
 func newError(status int, id, text string, args ...string) *apiError {
-	return fromProblem(base.New(status, id, text, args...))
+	return fromProblem(rf.New(status, id, text, args...))
 }
 
 // resolve sets the first message's resolution and returns e.
@@ -91,19 +91,19 @@ func (e *apiError) resolve(r string) *apiError {
 	return e
 }
 
-func errNotFound(kind, name string) *apiError { return fromProblem(base.NotFound(kind, name)) }
+func errNotFound(kind, name string) *apiError { return fromProblem(rf.NotFound(kind, name)) }
 
 func errMissingAtURI(uri string) *apiError {
 	return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
 		fmt.Sprintf("The resource at the URI '%s' was not found.", uri), uri)
 }
 
-func errMalformed(detail string) *apiError { return fromProblem(base.Malformed(detail)) }
+func errMalformed(detail string) *apiError { return fromProblem(rf.Malformed(detail)) }
 
-func errPropertyMissing(prop string) *apiError { return fromProblem(base.PropertyMissing(prop)) }
+func errPropertyMissing(prop string) *apiError { return fromProblem(rf.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
-	return fromProblem(base.PropertyValue(prop, value, why))
+	return fromProblem(rf.PropertyValue(prop, value, why))
 }
 
 // errUnknownLink refuses a link to something that is not part of this
@@ -133,7 +133,7 @@ func errPreconditionFailed(cur string) *apiError {
 		resolve("The resource's current ETag is " + cur + "; GET it again and retry with that ETag in If-Match.")
 }
 
-func errTooLarge(limit int64) *apiError { return fromProblem(base.TooLarge(limit)) }
+func errTooLarge(limit int64) *apiError { return fromProblem(rf.TooLarge(limit)) }
 
 func errUnavailable(retryAfter int) *apiError {
 	e := newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",

@@ -10,7 +10,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 )
 
 // fabricRoutes are the routes of the Fabric, its Switches, Ports and
@@ -26,7 +26,7 @@ var fabricRoutes = []route{
 	{"GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", login, (*Server).getEndpoint},
 }
 
-var fabricTypes = base.FabricTypes
+var fabricTypes = rf.FabricTypes
 
 // InitiatorID is the Id of the initiator endpoint of a host's port: the
 // same name the northbound API uses.

@@ -3,7 +3,7 @@ package fmserver
 import (
 	_ "embed"
 	"net/http"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 )
 
 // serviceRoutes are the routes of the service root and the OData
@@ -56,7 +56,7 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 }
 
 // metadataNamespaces lists the schemas the server uses, for $metadata.
-var metadataNamespaces = []base.SchemaRef{
+var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "ServiceRoot", Version: "v1_17_0"},
 	{Namespace: "SessionService", Version: "v1_1_8"},
 	{Namespace: "SessionCollection"},
@@ -89,7 +89,7 @@ var metadataNamespaces = []base.SchemaRef{
 }
 
 func (s *Server) getMetadata(w http.ResponseWriter, r *http.Request) error {
-	return base.WriteMetadata(w, metadataNamespaces, oemSchemaURI, []string{"Rackpool", "Rackpool.v1_0_0"})
+	return rf.WriteMetadata(w, metadataNamespaces, oemSchemaURI, []string{"Rackpool", "Rackpool.v1_0_0"})
 }
 
 func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {

@@ -19,7 +19,7 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
-	"rackpool/internal/redfish/base"
+	"rackpool/internal/rf"
 	"rackpool/internal/topology"
 )
 
@@ -279,10 +279,10 @@ func (s *Server) credentialsOK(user, pass string) bool {
 	return u&p == 1
 }
 
-// decode reads a JSON object body into v strictly (base.Decode).
+// decode reads a JSON object body into v strictly (rf.Decode).
 func decode(r *http.Request, v any) error {
-	err := base.Decode(r, v, MaxBody)
-	var p *base.Problem
+	err := rf.Decode(r, v, MaxBody)
+	var p *rf.Problem
 	if errors.As(err, &p) {
 		return fromProblem(p)
 	}
@@ -309,12 +309,12 @@ func decodeOptional(r *http.Request) error {
 }
 
 // odataID is a Redfish reference.
-type odataID = base.ODataID
+type odataID = rf.ODataID
 
 var (
-	ref        = base.Ref
-	reff       = base.Reff
-	collection = base.Collection
+	ref        = rf.Ref
+	reff       = rf.Reff
+	collection = rf.Collection
 )
 
 func statusOK(health fabric.Health) map[string]string {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"rackpool/internal/fabric"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 )
 
 var gpu1 = fabric.Attachment{Block: "gpu1", Device: "gpu1", Host: "host1", HostPort: "pcie"}
@@ -355,7 +355,7 @@ func FuzzAnswer(f *testing.F) {
 		f.Add([]byte(seed), 409)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, status int) {
-		r := &rfhttp.Reply{Method: "GET", URL: "https://fm.test/redfish/v1/x", Status: status, Header: http.Header{}, Body: body}
+		r := &rf.Reply{Method: "GET", URL: "https://fm.test/redfish/v1/x", Status: status, Header: http.Header{}, Body: body}
 		if e := statusError(r); !strings.Contains(e.Error(), r.URL) {
 			t.Errorf("statusError %q does not name the URL", e)
 		}

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"rackpool/internal/fabric"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +55,7 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("manager URL %q: want http(s)://host[:port]", rawURL)
 	}
-	if u.Scheme == "http" && !rfhttp.Loopback(u.Hostname()) {
+	if u.Scheme == "http" && !rf.Loopback(u.Hostname()) {
 		return nil, fmt.Errorf("manager URL %s: refusing to send credentials over plain http to a host other than this one: use https", u.Redacted())
 	}
 	if u.User != nil {
@@ -70,14 +70,14 @@ func newClient(rawURL, user, password string, transport http.RoundTripper, reque
 	}
 	// Follow redirects only within the manager: a token must never reach
 	// another host, nor travel over another scheme.
-	c.hc = &http.Client{Transport: transport, CheckRedirect: rfhttp.SameHost(c.base, "the manager")}
+	c.hc = &http.Client{Transport: transport, CheckRedirect: rf.SameHost(c.base, "the manager")}
 	return c, nil
 }
 
 // url resolves a path or link of the manager's to an absolute URL, and
 // refuses one that points elsewhere.
 func (c *client) url(ref string) (string, error) {
-	u, err := rfhttp.Resolve(c.base, ref, "the manager")
+	u, err := rf.Resolve(c.base, ref, "the manager")
 	if err != nil {
 		return "", fmt.Errorf("manager %s: %w", c.base, err)
 	}
@@ -97,14 +97,14 @@ func (e *transientError) Unwrap() error { return e.err }
 
 // roundTrip makes one request under the request deadline and reads the
 // whole answer, capped at maxBody. It never retries.
-func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte, hdr http.Header, token string) (*rfhttp.Reply, error) {
+func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte, hdr http.Header, token string) (*rf.Reply, error) {
 	u, err := c.url(ref)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	req, err := rfhttp.NewRequest(rctx, method, u, body, hdr)
+	req, err := rf.NewRequest(rctx, method, u, body, hdr)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (c *client) roundTrip(ctx context.Context, method, ref string, body []byte,
 	if e, ok := fabric.EpochFrom(ctx); ok && method != http.MethodGet {
 		req.Header.Set(fabric.EpochHeader, e.String())
 	}
-	return rfhttp.Send(c.hc, req, u, maxBody, func(err error) error { return c.classify(ctx, method, u, err) })
+	return rf.Send(c.hc, req, u, maxBody, func(err error) error { return c.classify(ctx, method, u, err) })
 }
 
 // classify turns a failed request into the operation's error when the
@@ -124,11 +124,11 @@ func (c *client) classify(ctx context.Context, method, u string, err error) erro
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: %w (%v)", method, u, ctx.Err(), err)
 	}
-	var re *rfhttp.RedirectError
+	var re *rf.RedirectError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%s %s: %w", method, u, re)
 	}
-	if rfhttp.Untrusted(err) {
+	if rf.Untrusted(err) {
 		return fmt.Errorf("%s %s: the manager's certificate is not trusted (set the manager's CA): %w", method, u, unwrapURLError(err))
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -155,7 +155,7 @@ func unwrapURLError(err error) error {
 // maxRelogins is how many times one request logs in again after a 401.
 const maxRelogins = 3
 
-func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rfhttp.Reply, error) {
+func (c *client) do(ctx context.Context, method, ref string, body any, hdr http.Header) (*rf.Reply, error) {
 	var data []byte
 	if body != nil {
 		var err error
@@ -257,7 +257,7 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 			continue
 		case err != nil:
 			return "", "", fmt.Errorf("log in to %s: %w", c.base, err)
-		case rfhttp.Busy(r.Status):
+		case rf.Busy(r.Status):
 			last = statusError(r)
 			continue
 		case r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden:
@@ -311,7 +311,7 @@ func (c *client) logout(ctx context.Context) error {
 
 // get reads ref into out, retrying transient failures and busy answers
 // with backoff until ctx ends. A 404 is errNotFound.
-func (c *client) get(ctx context.Context, ref string, out any) (*rfhttp.Reply, error) {
+func (c *client) get(ctx context.Context, ref string, out any) (*rf.Reply, error) {
 	var last error
 	var wait time.Duration // Retry-After of the last answer
 	for attempt := 0; ; attempt++ {
@@ -330,7 +330,7 @@ func (c *client) get(ctx context.Context, ref string, out any) (*rfhttp.Reply, e
 			continue
 		case err != nil:
 			return nil, err
-		case rfhttp.Busy(r.Status):
+		case rf.Busy(r.Status):
 			last, wait = statusError(r), retryAfter(r.Header)
 			continue
 		case r.Status == http.StatusNotFound:

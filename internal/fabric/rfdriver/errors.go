@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 )
 
 // Error is an answer of the manager's that refuses or fails a request:
@@ -19,7 +19,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return rfhttp.ErrorText(fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status)), e.MessageID, e.Message)
+	return rf.ErrorText(fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, http.StatusText(e.Status)), e.MessageID, e.Message)
 }
 
 // Unwrap returns the fabric error the MessageId maps to, or nil.
@@ -27,9 +27,9 @@ func (e *Error) Unwrap() error { return e.mapped }
 
 // statusError makes the Error of an answer that is not a success. A body
 // that is not a Redfish error is quoted (shortened), never trusted.
-func statusError(r *rfhttp.Reply) *Error {
+func statusError(r *rf.Reply) *Error {
 	e := &Error{Method: r.Method, URL: r.URL, Status: r.Status}
-	if body, ok := rfhttp.ParseError(r.Body); ok {
+	if body, ok := rf.ParseError(r.Body); ok {
 		e.MessageID, e.Message = body.Code, body.Message
 		for i, m := range body.Info {
 			if i == 0 && m.MessageID != "" {
@@ -48,13 +48,13 @@ func statusError(r *rfhttp.Reply) *Error {
 			e.mapped = messageError(e.MessageID)
 		}
 	} else {
-		e.Message = cmp.Or(rfhttp.QuoteBody(r.Body), "no body")
+		e.Message = cmp.Or(rf.QuoteBody(r.Body), "no body")
 	}
 	return e
 }
 
 // taskMessageError makes the Error of a task that ended in Exception.
-func taskMessageError(r *rfhttp.Reply, status int, id, msg string) *Error {
+func taskMessageError(r *rf.Reply, status int, id, msg string) *Error {
 	if status == 0 || status < 400 {
 		status = http.StatusBadRequest
 	}

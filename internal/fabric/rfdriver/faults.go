@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"rackpool/internal/fabric"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 )
 
 // The manager's OEM fault-injection actions on the Fabric (fabric-emulator
@@ -59,7 +59,7 @@ func (d *Driver) action(name string, body any) error {
 			continue
 		case err != nil:
 			return fmt.Errorf("fabric %s: %w", d.fab.ID, err)
-		case rfhttp.Busy(r.Status):
+		case rf.Busy(r.Status):
 			last = statusError(r)
 			continue
 		case r.Status >= 300:

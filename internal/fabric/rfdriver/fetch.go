@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 	"sync"
 )
 
@@ -87,7 +87,7 @@ func fetchAll[T any](ctx context.Context, c *client, ref string) ([]member[T], e
 }
 
 // etagOf is the answer's ETag header, or its @odata.etag property.
-func etagOf(r *rfhttp.Reply) string {
+func etagOf(r *rf.Reply) string {
 	if e := r.Header.Get("ETag"); e != "" {
 		return e
 	}

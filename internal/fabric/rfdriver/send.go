@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"rackpool/internal/redfish/rfhttp"
+	"rackpool/internal/rf"
 	"strings"
 	"time"
 )
@@ -55,7 +55,7 @@ func (d *Driver) send(ctx context.Context, ch *change) (outcome, error) {
 }
 
 // judge classifies a change's final answer.
-func judge(r *rfhttp.Reply) (outcome, error) {
+func judge(r *rf.Reply) (outcome, error) {
 	switch s := r.Status; {
 	case s == http.StatusOK || s == http.StatusCreated || s == http.StatusNoContent:
 		return applied, nil
@@ -63,7 +63,7 @@ func judge(r *rfhttp.Reply) (outcome, error) {
 		return refused, statusError(r) // a fabric refusal (fabric-emulator says 409 or 400)
 	case s == http.StatusPreconditionFailed || s == http.StatusConflict || s == http.StatusNotFound:
 		return conflict, statusError(r)
-	case s >= 500 || rfhttp.Busy(s):
+	case s >= 500 || rf.Busy(s):
 		return unclear, statusError(r)
 	case s >= 400:
 		return refused, statusError(r)
@@ -74,7 +74,7 @@ func judge(r *rfhttp.Reply) (outcome, error) {
 
 // await polls the task monitor of a 202 answer until the task ends, the
 // monitor disappears, or ctx ends. Retry-After is honoured (within ctx).
-func (d *Driver) await(ctx context.Context, accepted *rfhttp.Reply) (outcome, error) {
+func (d *Driver) await(ctx context.Context, accepted *rf.Reply) (outcome, error) {
 	monitor := accepted.Header.Get("Location")
 	if monitor == "" {
 		var t struct {
@@ -121,7 +121,7 @@ func (d *Driver) await(ctx context.Context, accepted *rfhttp.Reply) (outcome, er
 			continue
 		case r.Status == http.StatusNotFound || r.Status == http.StatusGone:
 			return unclear, fmt.Errorf("task monitor %s of %s %s is gone (%d; the manager may have restarted)", r.URL, accepted.Method, accepted.URL, r.Status)
-		case rfhttp.Busy(r.Status):
+		case rf.Busy(r.Status):
 			wait = retryAfter(r.Header)
 			given = wait > 0
 			continue
@@ -140,7 +140,7 @@ func (d *Driver) await(ctx context.Context, accepted *rfhttp.Reply) (outcome, er
 // taskResult reads a 200 from a task monitor: the operation's own answer
 // (done and applied), or a Task resource, done when its TaskState is
 // final.
-func taskResult(r *rfhttp.Reply) (outcome, bool, error) {
+func taskResult(r *rf.Reply) (outcome, bool, error) {
 	var t taskRes
 	if len(r.Body) == 0 || r.Decode(&t) != nil || !strings.HasPrefix(t.ODataType, "#Task.") || t.TaskState == "" {
 		return applied, true, nil

@@ -1,4 +1,4 @@
-package rfhttp
+package rf
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestQuoteBody(t *testing.T) {
 	}
 }
 
-func TestDecode(t *testing.T) {
+func TestReplyDecode(t *testing.T) {
 	type res struct {
 		ID      string `json:"Id"`
 		Members []struct {

@@ -1,17 +1,4 @@
-// Package rfhttp is what every southbound Redfish client of this project
-// (the fabric driver internal/fabric/rfdriver, the BMC client
-// internal/bmc) shares of HTTP: resolving the service's links, the request
-// headers, sending a request and reading its answer whole under a size
-// limit, following redirects only within the service, the statuses that
-// say it is busy, telling an untrusted certificate from other transport
-// failures, decoding an answer into a struct with errors that name the
-// method, the URL and the property's path, and reading a Redfish error
-// body (its MessageId and message) into an error's text.
-//
-// Each client keeps its own policy: authentication, retries and backoff,
-// its error types and the words its errors use for the service ("the
-// BMC", "the manager").
-package rfhttp
+package rf
 
 import (
 	"bytes"

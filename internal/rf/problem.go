@@ -1,12 +1,4 @@
-// Package base is what rackpool's two Redfish services — the control
-// plane's northbound API (internal/redfish) and the fabric managers of
-// `rackpool fabric-emulator` (internal/fabric/fmserver) — say the same way:
-// the DMTF Base registry's messages for the errors every Redfish service
-// answers, the strict decoding of request bodies that produces them, and
-// OData references and collections. Each service wraps a Problem into its
-// own error type (the northbound one adds OEM detail and internal causes,
-// the emulator several messages) and renders its own error body.
-package base
+package rf
 
 import (
 	"bytes"

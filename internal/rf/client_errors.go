@@ -1,4 +1,4 @@
-package rfhttp
+package rf
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package base
+package rf
 
 import (
 	"encoding/json"
