@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rackpool/api"
+	"rackpool/internal/redfish"
 	"rackpool/internal/topology"
 )
 
@@ -22,7 +23,7 @@ func runTopology(args []string) error {
 		if err != nil {
 			return err
 		}
-		v = top.View()
+		v = redfish.TopologyView(top)
 	} else {
 		c, err := cf.client()
 		if err != nil {

@@ -10,6 +10,6 @@ var oemRoutes = []route{
 }
 
 func (s *Server) getTopology(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.top.View())
+	writeJSON(w, http.StatusOK, TopologyView(s.top))
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"rackpool/internal/redfish"
 	"rackpool/internal/topology"
 )
 
@@ -55,8 +56,8 @@ func TestBuildMatchesTopologyFile(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the written topology does not load: %v\n%s", err, file)
 			}
-			bv, _ := json.Marshal(built.View())
-			pv, _ := json.Marshal(parsed.View())
+			bv, _ := json.Marshal(redfish.TopologyView(built))
+			pv, _ := json.Marshal(redfish.TopologyView(parsed))
 			if !bytes.Equal(bv, pv) {
 				t.Errorf("views differ:\nbuilt  %s\nparsed %s", bv, pv)
 			}

@@ -1,15 +1,17 @@
-package topology
+package redfish
 
 import (
 	"maps"
-	"rackpool/api"
 	"slices"
+
+	"rackpool/api"
+	"rackpool/internal/topology"
 )
 
-// View renders the topology as the API's topology document, which both the
+// TopologyView renders a topology as the API's topology document, which both the
 // server (GET /redfish/v1/Oem/Rackpool/Topology) and the CLI's local
 // `topology --file` show.
-func (t *Topology) View() *api.TopologyView {
+func TopologyView(t *topology.Topology) *api.TopologyView {
 	v := &api.TopologyView{ODataID: "/redfish/v1/Oem/Rackpool/Topology", ODataType: "#RackpoolTopology.v1_0_0.RackpoolTopology", Name: t.Name}
 	for _, h := range t.Hosts {
 		hv := api.HostView{ID: h.ID, Rack: h.Rack, Cores: h.Cores, MemoryGiB: h.MemoryGiB}

@@ -1,4 +1,4 @@
-package inventory
+package layers
 
 import (
 	"go/parser"
@@ -9,11 +9,12 @@ import (
 	"testing"
 )
 
-// TestEveryPackageHasADocComment walks the module and fails for any
-// package none of whose files carries a package comment.
-func TestEveryPackageHasADocComment(t *testing.T) {
+// TestEveryPackageHasOneDocComment walks the module and fails for any
+// package whose files carry no package comment, or more than one (go doc
+// would show them run together, in file order).
+func TestEveryPackageHasOneDocComment(t *testing.T) {
 	root := filepath.Join("..", "..")
-	documented := map[string]bool{} // "dir (package)" -> has a package comment
+	documented := map[string][]string{} // "dir (package)" -> the files with a package comment
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -29,7 +30,12 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 			return err
 		}
 		key := filepath.Dir(path) + " (" + f.Name.Name + ")"
-		documented[key] = documented[key] || (f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "")
+		if _, ok := documented[key]; !ok {
+			documented[key] = nil
+		}
+		if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+			documented[key] = append(documented[key], filepath.Base(path))
+		}
 		return nil
 	})
 	if err != nil {
@@ -38,9 +44,13 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 	if len(documented) < 10 {
 		t.Fatalf("found only %d packages; is the walk rooted right?", len(documented))
 	}
-	for pkg, ok := range documented {
-		if !ok {
+	for pkg, files := range documented {
+		switch len(files) {
+		case 0:
 			t.Errorf("package %s has no package comment", pkg)
+		case 1:
+		default:
+			t.Errorf("package %s has a package comment in each of %s: keep one (doc.go, or the package's main file)", pkg, strings.Join(files, ", "))
 		}
 	}
 }
