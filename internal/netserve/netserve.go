@@ -1,9 +1,18 @@
-// Package netserve is the accept loop the data-plane servers share
-// (rackpool cache and memnode). Accept failures that a wait can cure —
-// the process or the system out of file descriptors (EMFILE, ENFILE), a
+// Package netserve is what the data-plane servers (rackpool cache,
+// memnode and the NBD server) share apart from their protocols: the accept
+// loop and the tracking of listeners and connections that lets Close end
+// them all.
+//
+// Loop is the accept loop. Accept failures that a wait can cure — the
+// process or the system out of file descriptors (EMFILE, ENFILE), a
 // connection aborted before it was accepted, out of buffer space — are
 // retried with a backoff from 5 ms doubling to 1 s, logged once per
 // failure; the loop ends when its server closes the listener.
+//
+// Server runs Loop on each of its listeners and serves every connection
+// on a goroutine of its own, keeping the connection's protocol state with
+// it; Close closes the listeners, cancels and closes the connections and
+// waits for their goroutines.
 package netserve
 
 import (
