@@ -104,7 +104,6 @@ type Cache struct {
 	mask   uint64
 	// classes are the memcached slab-class accounting (slabs.go).
 	classes [maxSlabClasses]classStats
-	connIDs atomic.Int64                  // IDs of listeners and connections (stats conns)
 	sizes   atomic.Pointer[sizeHistogram] // nil until stats sizes_enable
 	// statsBase is the counters at the last `stats reset` (nil: none),
 	// which the protocol's stats report from (Stats stays cumulative).
@@ -124,11 +123,13 @@ type Cache struct {
 
 	st globalStats
 
-	mu        sync.Mutex
-	closed    bool
-	listeners map[net.Listener]int64 // → ID in stats conns
-	conns     map[*conn]struct{}
-	wg        sync.WaitGroup
+	// net holds the listeners and the connections, each with its ID in
+	// stats conns.
+	net netserve.Server[*conn]
+	// bytesMu is held while a closing connection adds the bytes it read
+	// to st.bytesRead and while Stats sums those with the live ones, so
+	// no byte is counted twice or never.
+	bytesMu   sync.Mutex
 	verbosity atomic.Int32
 }
 
@@ -144,8 +145,6 @@ func New(opts Options) (*Cache, error) {
 		promote:       opts.PromoteOnHit,
 		remoteTimeout: opts.RemoteTimeout,
 		seed:          maphash.MakeSeed(),
-		listeners:     make(map[net.Listener]int64),
-		conns:         make(map[*conn]struct{}),
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -182,72 +181,28 @@ func New(opts Options) (*Cache, error) {
 // backoff (internal/netserve). It returns nil after Close, and an error
 // when l is closed under an open cache.
 func (c *Cache) Serve(l net.Listener) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		l.Close()
-		return nil
-	}
-	c.listeners[l] = c.connIDs.Add(1)
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.listeners, l)
-		c.mu.Unlock()
-	}()
-
-	return netserve.Loop{Closed: c.isClosed, Handle: c.startConn, Logger: c.logger}.Serve(l)
+	return c.net.Serve(l, netserve.Handler[*conn]{Open: c.openConn, Serve: c.serveConn, Logger: c.logger})
 }
 
-func (c *Cache) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// startConn serves nc on a goroutine of its own.
-func (c *Cache) startConn(nc net.Conn) {
+// openConn makes the state of a connection accepted as number id.
+func (c *Cache) openConn(nc net.Conn, id int64) *conn {
 	cn := newConn(c, nc)
-	cn.id = c.connIDs.Add(1)
+	cn.id = id
 	cn.lastCmd.Store(c.now())
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		nc.Close()
-		return
-	}
-	c.conns[cn] = struct{}{}
-	c.wg.Add(1)
-	c.mu.Unlock()
+	return cn
+}
+
+func (c *Cache) serveConn(_ context.Context, tc *netserve.Conn[*conn]) {
 	c.st.currConns.Add(1)
 	c.st.totalConns.Add(1)
-	go func() {
-		defer c.wg.Done()
-		cn.serve()
-		c.st.currConns.Add(-1)
-		c.mu.Lock()
-		delete(c.conns, cn)
-		c.mu.Unlock()
-	}()
+	tc.State.serve()
+	c.st.currConns.Add(-1)
 }
 
 // Close stops every Serve loop, closes client connections and waits for
 // their goroutines. It is idempotent.
 func (c *Cache) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	for l := range c.listeners {
-		l.Close()
-	}
-	for cn := range c.conns {
-		cn.nc.Close()
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
+	c.net.Close()
 	return nil
 }
 

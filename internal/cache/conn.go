@@ -87,9 +87,9 @@ func (cn *conn) serve() {
 		cn.nc.Close()
 		cn.r.Reset(nil)
 		readerPool.Put(cn.r)
-		cn.c.mu.Lock() // with Stats' sum: no byte counted twice or never
+		cn.c.bytesMu.Lock() // with Stats' sum: no byte counted twice or never
 		cn.c.st.bytesRead.Add(cn.cr.n.Swap(0))
-		cn.c.mu.Unlock()
+		cn.c.bytesMu.Unlock()
 	}()
 	for {
 		if cn.waitCommand(1) != nil {

@@ -1,6 +1,10 @@
 package cache
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"rackpool/internal/netserve"
+)
 
 // Stats is a snapshot of the cache's counters. Counters are cumulative since
 // New; gauges (Curr*, Local*, Remote*Items/Bytes, IndexBytes) are current.
@@ -127,12 +131,10 @@ func (c *Cache) Stats() Stats {
 	g := &c.st
 	s.CurrConnections = g.currConns.Load()
 	s.TotalConnections = g.totalConns.Load()
-	c.mu.Lock()
+	c.bytesMu.Lock()
 	s.BytesRead = g.bytesRead.Load()
-	for cn := range c.conns {
-		s.BytesRead += cn.cr.n.Load()
-	}
-	c.mu.Unlock()
+	c.net.Conns(func(tc *netserve.Conn[*conn]) { s.BytesRead += tc.State.cr.n.Load() })
+	c.bytesMu.Unlock()
 	s.BytesWritten = g.bytesWritten.Load()
 	s.CmdFlush = g.cmdFlush.Load()
 	s.CmdMeta = g.cmdMeta.Load()

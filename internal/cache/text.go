@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"rackpool/internal/netserve"
 )
 
 // Version is what the version command and stats report: the memcached
@@ -588,12 +590,13 @@ func (c *Cache) groupStats(group string, self *conn) [][2]string {
 			lines [][2]string
 		}
 		var es []entry
-		c.mu.Lock()
-		for l, id := range c.listeners {
+		up := i64(int64(c.clock.Now().Sub(c.started) / time.Second))
+		c.net.Listeners(func(l net.Listener, id int64) {
 			es = append(es, entry{id, [][2]string{{"addr", "tcp:" + l.Addr().String()}, {"state", "conn_listening"},
-				{"secs_since_last_cmd", i64(int64(c.clock.Now().Sub(c.started) / time.Second))}}})
-		}
-		for other := range c.conns {
+				{"secs_since_last_cmd", up}}})
+		})
+		c.net.Conns(func(tc *netserve.Conn[*conn]) {
+			other := tc.State
 			state := "conn_waiting"
 			if other == self {
 				state = "conn_parse_cmd"
@@ -601,8 +604,7 @@ func (c *Cache) groupStats(group string, self *conn) [][2]string {
 			es = append(es, entry{other.id, [][2]string{{"addr", "tcp:" + other.nc.RemoteAddr().String()},
 				{"listen_addr", "tcp:" + other.nc.LocalAddr().String()}, {"state", state},
 				{"secs_since_last_cmd", i64(now - other.lastCmd.Load())}}})
-		}
-		c.mu.Unlock()
+		})
 		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.id, b.id) })
 		for _, e := range es {
 			for _, kv := range e.lines {
@@ -773,14 +775,13 @@ func rusage() (user, sys string) {
 // TLS, UDP) are reported off.
 func (c *Cache) settingsStats() [][2]string {
 	port, inter := "0", "NULL"
-	c.mu.Lock()
-	for l := range c.listeners {
-		if a, ok := l.Addr().(*net.TCPAddr); ok {
+	first := true
+	c.net.Listeners(func(l net.Listener, _ int64) {
+		if a, ok := l.Addr().(*net.TCPAddr); ok && first {
 			port, inter = strconv.Itoa(a.Port), a.IP.String()
 		}
-		break
-	}
-	c.mu.Unlock()
+		first = false
+	})
 	threads := strconv.Itoa(runtime.GOMAXPROCS(0))
 	track := "no"
 	if c.sizes.Load() != nil {

@@ -153,25 +153,19 @@ func (s *Server) ReapExpired() int {
 // startReaper starts the goroutine that calls ReapExpired, once.
 func (s *Server) startReaper() {
 	s.reapOnce.Do(func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
+		done := s.net.Done()
+		s.net.Go(func() {
 			t := clock.NewTicker(s.clock, reapEvery)
 			defer t.Stop()
 			for {
 				select {
-				case <-s.done:
+				case <-done:
 					return
 				case <-t.C():
 					s.ReapExpired()
 				}
 			}
-		}()
+		})
 	})
 }
 

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -89,17 +90,14 @@ type Server struct {
 	mem      *arena
 	stats    serverCounters
 
-	mu        sync.Mutex
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[*serverConn]struct{}
-	wg        sync.WaitGroup // connection goroutines
+	// net holds the listeners and connections; its goroutines are the
+	// connections' and the reaper's.
+	net netserve.Server[struct{}]
 
 	leaseMu      sync.Mutex
 	leases       map[string]*lease
 	leasePruneAt int
 
-	done     chan struct{} // closed by Close
 	reapOnce sync.Once
 
 	revMu   sync.RWMutex
@@ -155,12 +153,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		maxFrame:     opts.MaxFrame,
 		epoch:        binary.BigEndian.Uint64(eb[:]) | 1, // never 0
 		mem:          mem,
-		listeners:    make(map[net.Listener]struct{}),
-		conns:        make(map[*serverConn]struct{}),
 		leases:       make(map[string]*lease),
 		leasePruneAt: 64,
 		revoked:      make(map[string]time.Time),
-		done:         make(chan struct{}),
 	}
 	if s.clock == nil {
 		s.clock = clock.Real{}
@@ -315,78 +310,32 @@ func (s *Server) Stats() ServerStats {
 // Close, then returns nil. It returns an error if l fails for another reason.
 // Serve may be called on several listeners.
 func (s *Server) Serve(l net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return nil
-	}
-	s.listeners[l] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-
-	if err := (netserve.Loop{Closed: s.isClosed, Handle: s.startConn, Logger: s.log}).Serve(l); err != nil {
+	if err := s.net.Serve(l, netserve.Handler[struct{}]{Serve: s.serveConn, Logger: s.log}); err != nil {
 		return fmt.Errorf("memory: accept: %w", err)
 	}
 	return nil
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) serveConn(_ context.Context, tc *netserve.Conn[struct{}]) {
+	nc := tc.NC
 	c := s.newConn(nc, nc)
 	c.nc = nc
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		nc.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
 	s.stats.accepted.Add(1)
 	s.stats.conns.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := c.serve()
-		nc.Close()
-		s.stats.conns.Add(-1)
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		if err != nil && !s.isClosed() {
-			s.log.Debug("connection closed", "remote", nc.RemoteAddr().String(), "lease", c.claims.Lease, "err", err)
-		}
-	}()
+	err := c.serve()
+	nc.Close()
+	s.stats.conns.Add(-1)
+	if err != nil && !s.net.Closed() {
+		s.log.Debug("connection closed", "remote", nc.RemoteAddr().String(), "lease", c.claims.Lease, "err", err)
+	}
 }
 
 // Close stops every Serve, closes every connection, waits for their
 // goroutines and unmaps the capacity. It is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.net.Close() {
 		return nil
 	}
-	s.closed = true
-	close(s.done)
-	for l := range s.listeners {
-		l.Close()
-	}
-	for c := range s.conns {
-		c.nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
 	s.dropAllGrants()
 	return s.mem.close()
 }

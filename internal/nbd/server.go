@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"rackpool/internal/netserve"
@@ -75,11 +74,8 @@ type Server struct {
 	// serves plain text and answers STARTTLS NBD_REP_ERR_UNSUP.
 	TLSConfig *tls.Config
 
-	mu        sync.Mutex
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]context.CancelFunc
-	wg        sync.WaitGroup // connections being served
+	// net holds the listeners and the connections being served.
+	net netserve.Server[struct{}]
 }
 
 // settings are a server's fields with defaults and bounds applied.
@@ -132,39 +128,9 @@ func (s *Server) Serve(l net.Listener) error {
 	if s.Exports == nil {
 		return errors.New("nbd: server has no Exports")
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		l.Close()
-		return nil
-	}
-	if s.listeners == nil {
-		s.listeners = make(map[net.Listener]struct{})
-	}
-	s.listeners[l] = struct{}{}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-
 	st := s.settings()
-	loop := netserve.Loop{
-		Closed: s.isClosed,
-		Logger: st.log,
-		Handle: func(nc net.Conn) {
-			ctx, ok := s.track(context.Background(), nc)
-			if !ok {
-				return
-			}
-			go func() {
-				defer s.untrack(nc)
-				s.serveConn(ctx, nc, st)
-			}()
-		},
-	}
-	if err := loop.Serve(l); err != nil {
+	serve := func(ctx context.Context, c *netserve.Conn[struct{}]) { s.serveConn(ctx, c.NC, st) }
+	if err := s.net.Serve(l, netserve.Handler[struct{}]{Serve: serve, Logger: st.log}); err != nil {
 		return fmt.Errorf("nbd: accept: %w", err)
 	}
 	return nil
@@ -173,69 +139,20 @@ func (s *Server) Serve(l net.Listener) error {
 // ServeConn serves one connection and returns when it is done; it closes
 // nc. Cancelling ctx, or Close, ends the connection.
 func (s *Server) ServeConn(ctx context.Context, nc net.Conn) {
-	ctx, ok := s.track(ctx, nc)
-	if !ok {
+	if s.Exports == nil {
+		nc.Close()
 		return
 	}
-	defer s.untrack(nc)
-	s.serveConn(ctx, nc, s.settings())
+	st := s.settings()
+	s.net.ServeConn(ctx, nc, struct{}{}, func(ctx context.Context, c *netserve.Conn[struct{}]) { s.serveConn(ctx, c.NC, st) })
 }
 
 // Close stops every Serve, closes every connection (cancelling the
 // contexts its exports' methods got), and waits until every connection's
 // requests have finished and its export is closed. It is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
-	}
-	s.closed = true
-	for l := range s.listeners {
-		l.Close()
-	}
-	for nc, cancel := range s.conns {
-		cancel()
-		nc.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.net.Close()
 	return nil
-}
-
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-
-// track registers a connection so that Close can end it, and returns the
-// connection's context; false means the server is closed (nc is closed).
-func (s *Server) track(parent context.Context, nc net.Conn) (context.Context, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.Exports == nil {
-		nc.Close()
-		return nil, false
-	}
-	if s.conns == nil {
-		s.conns = make(map[net.Conn]context.CancelFunc)
-	}
-	ctx, cancel := context.WithCancel(parent)
-	s.conns[nc] = cancel
-	s.wg.Add(1)
-	return ctx, true
-}
-
-func (s *Server) untrack(nc net.Conn) {
-	s.mu.Lock()
-	if cancel, ok := s.conns[nc]; ok {
-		cancel()
-		delete(s.conns, nc)
-	}
-	s.mu.Unlock()
-	s.wg.Done()
 }
 
 // serveConn runs the negotiation and then the transmission phase of one
