@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"rackpool/api"
+	"rackpool/bench/internal/harness"
 	"rackpool/internal/childproc"
 )
 
@@ -129,31 +131,29 @@ func (p *proc) exitError() error {
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(port)
 }
 
 // waitTCP waits until addr accepts connections, p exits or timeout passes.
 func waitTCP(addr string, p *proc, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
+	err := harness.WaitDial(addr, timeout, func() error {
 		if !p.running() {
 			return p.exitError()
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: %s not accepting connections after %s; log %s:\n%s", p.name, addr, timeout, p.logPath, p.logTail(15))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil && p.running() {
+		return fmt.Errorf("%s: %v; log %s:\n%s", p.name, err, p.logPath, p.logTail(15))
 	}
+	return err
 }
 
 // waitHTTP waits until GET url answers 200, trusting caFile (which

@@ -26,7 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"rackpool/api"
+	"rackpool/bench/internal/harness"
 	"rackpool/internal/childproc"
 	"rackpool/internal/clock"
 	"rackpool/internal/compose"
@@ -242,14 +243,9 @@ type result struct {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
 
+// pct is the p-th percentile of ds, which it leaves unsorted.
 func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(float64(len(s)-1) * p / 100)
-	return s[i]
+	return harness.Percentile(slices.Sorted(slices.Values(ds)), p)
 }
 
 // controlPlane is a running server as serve wires it.

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/bench/internal/harness"
 	"rackpool/internal/chart"
 	"rackpool/internal/childproc"
 	"rackpool/internal/nbd"
@@ -142,20 +143,9 @@ func main() {
 			childproc.Fatalf("%s is not installed (.ci/run installs it)", tool)
 		}
 	}
-	work, err := os.MkdirTemp("", "rp-drives")
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	// Removed on every exit path: an error or an interrupt too.
-	childproc.AtExit(func() { os.RemoveAll(work) })
+	work := harness.WorkDir("rp-drives")
 	defer childproc.RunAtExit()
-	rp := *bin
-	if rp == "" {
-		rp = filepath.Join(work, "rackpool")
-		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			childproc.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	rp := harness.Binary(*bin, work)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		childproc.Fatal(err)
 	}
@@ -297,12 +287,11 @@ fabrics:
 `
 
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		childproc.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // start runs the binary with args and waits for marker in its log.
@@ -445,7 +434,7 @@ func (b *bench) setUp() error {
 	if err := b.start("nbdkit", "", nil, "nbdkit", "--foreground", "-i", host, "-p", port, "file", "file="+img); err != nil {
 		return err
 	}
-	if err := waitDial(kaddr); err != nil {
+	if err := harness.WaitDial(kaddr, 20*time.Second, nil); err != nil {
 		return err
 	}
 	b.nbdkitURI = "nbd://" + kaddr + "/"
@@ -467,7 +456,7 @@ func (b *bench) setUp() error {
 	if err := b.start("proxy", "", nil, "nbdkit", "--foreground", "--unix", psock, "nbd", "uri="+b.nbdkitURI); err != nil {
 		return err
 	}
-	if err := waitDial("unix:" + psock); err != nil {
+	if err := harness.WaitDial("unix:"+psock, 20*time.Second, nil); err != nil {
 		return err
 	}
 	b.proxyURI = "nbd+unix:///?socket=" + psock
@@ -520,7 +509,7 @@ func (b *bench) setUpTLS(data, img string) error {
 		"--tls-certificates="+node, "file", "file="+img); err != nil {
 		return err
 	}
-	if err := waitDial(kaddr); err != nil {
+	if err := harness.WaitDial(kaddr, 20*time.Second, nil); err != nil {
 		return err
 	}
 	b.nbdkitTLSURI = "nbds://" + kaddr + "/" + noVerify
@@ -538,7 +527,7 @@ func (b *bench) setUpTLS(data, img string) error {
 		"tls-certificates="+client); err != nil {
 		return err
 	}
-	if err := waitDial("unix:" + psock); err != nil {
+	if err := harness.WaitDial("unix:"+psock, 20*time.Second, nil); err != nil {
 		return err
 	}
 	b.proxyTLSURI = "nbd+unix:///?socket=" + psock
@@ -566,26 +555,6 @@ func (b *bench) startNode(host string) error {
 		args = append(args, "--cpuprofile", filepath.Join(b.profile, "blocknode.pprof"))
 	}
 	return b.start(host, "blocknode serving", b.env(), b.bin, args...)
-}
-
-// waitDial waits until addr (host:port, or unix:PATH) takes connections.
-func waitDial(addr string) error {
-	network := "tcp"
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		network, addr = "unix", path
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := net.Dial(network, addr)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // waitOwner waits until ssd1 is in service on a node other than not.

@@ -57,6 +57,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"rackpool/api"
+	"rackpool/bench/internal/harness"
 	"rackpool/internal/childproc"
 	"rackpool/internal/pki"
 )
@@ -180,20 +181,9 @@ func main() {
 	}
 	most := slices.Max(clients)
 
-	work, err := os.MkdirTemp("", "rp-bench-power")
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	// Removed on every exit path: an error or an interrupt too.
-	childproc.AtExit(func() { os.RemoveAll(work) })
+	work := harness.WorkDir("rp-bench-power")
 	defer childproc.RunAtExit()
-	rp := *bin
-	if rp == "" {
-		rp = filepath.Join(work, "rackpool")
-		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			childproc.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	rp := harness.Binary(*bin, work)
 	sb := *sushyBin
 	if sb == "" {
 		sb = os.Getenv("RACKPOOL_SUSHY_EMULATOR")
@@ -311,14 +301,7 @@ func run(s *service, o op, c, n int, limit time.Duration) result {
 	all := slices.Concat(lats...)
 	slices.Sort(all)
 	return result{op: o.name, service: s.name, clients: c, ops: len(all), seconds: took.Seconds(),
-		p50: pct(all, 50), p99: pct(all, 99), dials: s.dialCount.Load() - dials0, reachedLimit: reached.Load()}
-}
-
-func pct(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[(len(sorted)-1)*p/100]
+		p50: harness.Percentile(all, 50), p99: harness.Percentile(all, 99), dials: s.dialCount.Load() - dials0, reachedLimit: reached.Load()}
 }
 
 // filters prints what each service does with $filter on its Systems
@@ -367,7 +350,7 @@ func filters(rpSvc, suSvc *service) {
 		n = len(coll.Members)
 	}
 	slices.Sort(lat)
-	fmt.Printf("- rackpool: GET ResourceBlocks?$filter=Status/Health eq 'OK' and CompositionStatus/CompositionState eq 'Unused' (example rack): %d members, p50 %s of 20\n", n, ms(pct(lat, 50)))
+	fmt.Printf("- rackpool: GET ResourceBlocks?$filter=Status/Health eq 'OK' and CompositionStatus/CompositionState eq 'Unused' (example rack): %d members, p50 %s of 20\n", n, ms(harness.Percentile(lat, 50)))
 }
 
 // escape encodes a query value with %20 for spaces.
@@ -449,19 +432,10 @@ func waitReady(s *service, path string, exited <-chan error, out *tail) error {
 	}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // startRackpool runs `rackpool serve` on the example rack (SQLite in dir,
 // --fabric-time instant, never a task monitor, HTTPS) and composes n systems, one per client.
 func startRackpool(bin, dir string, n int) (*service, error) {
-	addr, err := freeAddr()
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -561,7 +535,7 @@ func startSushy(bin, dir string, n int, useTLS bool) (*service, error) {
 	if err := os.WriteFile(conf, []byte(cfg.String()), 0o600); err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

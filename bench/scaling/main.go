@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"rackpool/bench/internal/harness"
 	"rackpool/internal/chart"
 	"rackpool/internal/childproc"
 )
@@ -72,20 +73,9 @@ func main() {
 		}
 		return
 	}
-	work, err := os.MkdirTemp("", "rackpool-scaling")
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	// Removed on every exit path: an error or an interrupt too.
-	childproc.AtExit(func() { os.RemoveAll(work) })
+	work := harness.WorkDir("rackpool-scaling")
 	defer childproc.RunAtExit()
-	rp := *bin
-	if rp == "" {
-		rp = filepath.Join(work, "rackpool")
-		if out, err := childproc.Command("go", "build", "-o", rp, "./cmd/rackpool").CombinedOutput(); err != nil {
-			childproc.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	rp := harness.Binary(*bin, work)
 	var points []point
 	fmt.Printf("# placement cost against pod size\n\n%s, %d CPUs\n\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU())
 	fmt.Println(tableHeader)
