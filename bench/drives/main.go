@@ -253,7 +253,7 @@ type bench struct {
 	client    *api.Client
 	dir       string
 	procs     map[string]*exec.Cmd // by name: serve, nbdkit, host1, host2, connect
-	logs      map[string]*bytes.Buffer
+	logs      map[string]*harness.Output
 	mu        sync.Mutex
 
 	lease                               time.Duration // serve --drive-lease
@@ -298,9 +298,8 @@ func freeAddr() string {
 func (b *bench) start(name, marker string, env []string, bin string, args ...string) error {
 	cmd := childproc.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	buf := &bytes.Buffer{}
-	lw := &lockedWriter{mu: &b.mu, w: buf}
-	cmd.Stdout, cmd.Stderr = lw, lw
+	buf := &harness.Output{}
+	cmd.Stdout, cmd.Stderr = buf, buf
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -309,9 +308,7 @@ func (b *bench) start(name, marker string, env []string, bin string, args ...str
 	b.mu.Unlock()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		b.mu.Lock()
 		s := buf.String()
-		b.mu.Unlock()
 		if strings.Contains(s, marker) {
 			return nil
 		}
@@ -322,39 +319,24 @@ func (b *bench) start(name, marker string, env []string, bin string, args ...str
 	}
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
+func (b *bench) kill(name string) { b.end(name, syscall.SIGKILL) }
+
+// interrupt stops the named processes with SIGINT and waits for them.
+func (b *bench) interrupt(names ...string) {
+	for _, name := range names {
+		b.end(name, os.Interrupt)
+	}
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (b *bench) kill(name string) {
+// end sends sig to the named process, if it runs, and waits for it.
+func (b *bench) end(name string, sig os.Signal) {
 	b.mu.Lock()
 	cmd := b.procs[name]
 	delete(b.procs, name)
 	b.mu.Unlock()
 	if cmd != nil && cmd.Process != nil {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Process.Signal(sig)
 		_ = cmd.Wait()
-	}
-}
-
-// interrupt stops the named processes with SIGINT and waits for them.
-func (b *bench) interrupt(names ...string) {
-	for _, name := range names {
-		b.mu.Lock()
-		cmd := b.procs[name]
-		delete(b.procs, name)
-		b.mu.Unlock()
-		if cmd != nil && cmd.Process != nil {
-			_ = cmd.Process.Signal(os.Interrupt)
-			_ = cmd.Wait()
-		}
 	}
 }
 
@@ -371,7 +353,7 @@ func (b *bench) env() []string {
 // setUp starts serve, a blocknode on host1, nbdkit on the same image and
 // drive connect.
 func (b *bench) setUp() error {
-	b.procs, b.logs = map[string]*exec.Cmd{}, map[string]*bytes.Buffer{}
+	b.procs, b.logs = map[string]*exec.Cmd{}, map[string]*harness.Output{}
 	b.dir = filepath.Join(b.work, "drives")
 	data := filepath.Join(b.work, "data")
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {

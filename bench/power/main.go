@@ -363,37 +363,15 @@ func quote(text string) string {
 	return fmt.Sprintf(" (body: %q)", text)
 }
 
-// tail keeps the last 64 KiB a process wrote, for an error message.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > 64<<10 {
-		t.b = append([]byte(nil), t.b[len(t.b)-64<<10:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
 // process starts bin with args and env (added to this one's, without the
 // names in drop) and returns a function that kills it and its exit.
-func process(bin string, args, env, drop []string) (func(), <-chan error, *tail, error) {
+func process(bin string, args, env, drop []string) (func(), <-chan error, *harness.Output, error) {
 	cmd := childproc.Command(bin, args...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return slices.ContainsFunc(drop, func(name string) bool { return strings.HasPrefix(kv, name+"=") })
 	})
 	cmd.Env = append(cmd.Env, env...)
-	out := &tail{}
+	out := &harness.Output{Max: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, nil, nil, err
@@ -411,7 +389,7 @@ func process(bin string, args, env, drop []string) (func(), <-chan error, *tail,
 }
 
 // waitReady GETs path on s until it answers 200 (30 s at most).
-func waitReady(s *service, path string, exited <-chan error, out *tail) error {
+func waitReady(s *service, path string, exited <-chan error, out *harness.Output) error {
 	hc := s.client()
 	defer hc.CloseIdleConnections()
 	deadline := time.Now().Add(30 * time.Second)

@@ -1,8 +1,8 @@
 // Package harness is what the benchmark mains (bench/*) share around the
 // thing they measure: a work directory removed on every exit path, the
 // rackpool binary built into it unless one is given, free loopback
-// addresses, waiting for a started server to take connections, and the
-// percentile their tables print.
+// addresses, a started server's output and waiting for it to take
+// connections, and the percentile their tables print.
 package harness
 
 import (
@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"rackpool/internal/childproc"
@@ -49,6 +50,33 @@ func FreeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// Output collects a child process's output (its Stdout and Stderr) for
+// the benchmark to search and to show on errors. It keeps the last Max
+// bytes (0: all) and is safe for concurrent use.
+type Output struct {
+	Max int
+
+	mu sync.Mutex
+	b  []byte
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.b = append(o.b, p...)
+	if o.Max > 0 && len(o.b) > o.Max {
+		o.b = append([]byte(nil), o.b[len(o.b)-o.Max:]...)
+	}
+	return len(p), nil
+}
+
+// String returns what was kept.
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return string(o.b)
 }
 
 // WaitDial waits until addr (host:port, or unix:PATH) takes connections,

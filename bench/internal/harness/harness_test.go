@@ -108,3 +108,21 @@ func TestBinaryGiven(t *testing.T) {
 		t.Fatalf("Binary with a path given: %q", got)
 	}
 }
+
+func TestOutputKeepsTheLastBytes(t *testing.T) {
+	all := &harness.Output{}
+	last := &harness.Output{Max: 8}
+	for _, w := range []string{"serve: ", "listening on 127.0.0.1:1\n", "ready\n"} {
+		for _, o := range []*harness.Output{all, last} {
+			if n, err := o.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", w, n, err)
+			}
+		}
+	}
+	if got, want := all.String(), "serve: listening on 127.0.0.1:1\nready\n"; got != want {
+		t.Fatalf("unbounded output %q, want %q", got, want)
+	}
+	if got, want := last.String(), "1\nready\n"; got != want {
+		t.Fatalf("output kept to 8 bytes %q, want %q", got, want)
+	}
+}
