@@ -8,29 +8,37 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"rackpool/api"
 )
 
 // Administration verbs: allocation export and the audit log.
 
-func runExport(args []string) error {
-	fs, cf := newClientFlags("export")
-	out := fs.String("o", "", "write to this file instead of standard output")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	var doc json.RawMessage
-	if _, err := c.Do(context.Background(), "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", map[string]any{}, &doc); err != nil {
-		return err
-	}
-	if *out == "" {
-		_, err := os.Stdout.Write(append(doc, '\n'))
-		return err
-	}
-	return writeFile(*out, append(doc, '\n'), 0o600)
+func exportCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var out string
+	cmd := clientVerb(&cobra.Command{
+		Use:   "export [-o FILE]",
+		Short: "export the current allocation (systems, tenants) for 'serve --import'",
+		Long: "Exports the current allocation, every composed system and tenant, as the JSON document\n" +
+			"'rackpool serve --import' restores (the Rackpool.ExportAllocation action).",
+		Example: "  rackpool export -o alloc.json",
+		Args:    noArgs,
+	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		var doc json.RawMessage
+		if _, err := c.Do(ctx, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", map[string]any{}, &doc); err != nil {
+			return err
+		}
+		if out == "" {
+			_, err := os.Stdout.Write(append(doc, '\n'))
+			return err
+		}
+		return writeFile(out, append(doc, '\n'), 0o600)
+	})
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
+	return cmd
 }
 
 type auditEntry struct {
@@ -44,27 +52,35 @@ type auditEntry struct {
 	}
 }
 
-func runAudit(args []string) error {
-	fs, cf := newClientFlags("audit")
-	user := fs.String("user", "", "only this account's entries")
-	outcome := fs.String("outcome", "", "only success, failure or denied")
-	since := fs.String("since", "", "only entries at or after this RFC 3339 time")
-	format := fs.String("format", "table", "table, csv or jsonl")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
+func auditCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var user, outcome, since, format string
+	cmd := clientVerb(&cobra.Command{
+		Use:     "audit [--user U] [--outcome O] [--since T] [--format table|csv|jsonl]",
+		Short:   "print or export the audit log",
+		Long:    "Prints the audit log, every entry or those the flags select, as a table, CSV or JSON lines.",
+		Example: "  rackpool audit --outcome denied --since 2026-01-01T00:00:00Z --format csv",
+		Args:    noArgs,
+	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		return printAudit(ctx, c, user, outcome, since, format)
+	})
+	fs := cmd.Flags()
+	fs.StringVar(&user, "user", "", "only this account's entries")
+	fs.StringVar(&outcome, "outcome", "", "only success, failure or denied")
+	fs.StringVar(&since, "since", "", "only entries at or after this RFC 3339 time")
+	fs.StringVar(&format, "format", "table", "table, csv or jsonl")
+	return cmd
+}
+
+func printAudit(ctx context.Context, c *api.Client, user, outcome, since, format string) error {
 	q := url.Values{"limit": {"1000"}}
-	for k, v := range map[string]string{"user": *user, "outcome": *outcome, "since": *since} {
+	for k, v := range map[string]string{"user": user, "outcome": outcome, "since": since} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
 	var w *csv.Writer
-	switch *format {
+	switch format {
 	case "table":
 		fmt.Printf("%-6s %-30s %-14s %-8s %-7s %-4s %s\n", "ID", "TIME", "USER", "TENANT", "OUTCOME", "CODE", "ACTION")
 	case "csv":
@@ -72,19 +88,19 @@ func runAudit(args []string) error {
 		_ = w.Write([]string{"id", "time", "user", "tenant", "remote", "method", "target", "action", "outcome", "status", "detail"})
 	case "jsonl":
 	default:
-		return fmt.Errorf("--format: want table, csv or jsonl, got %q", *format)
+		return fmt.Errorf("--format: want table, csv or jsonl, got %q", format)
 	}
 	for {
 		var page struct {
 			Members []auditEntry
 			Oem     struct{ Rackpool struct{ NextPage string } }
 		}
-		if _, err := c.Do(context.Background(), "GET", "/redfish/v1/Managers/rackpool/LogServices/Audit/Entries?"+q.Encode(), nil, &page); err != nil {
+		if _, err := c.Do(ctx, "GET", "/redfish/v1/Managers/rackpool/LogServices/Audit/Entries?"+q.Encode(), nil, &page); err != nil {
 			return err
 		}
 		for _, e := range page.Members {
 			r := e.Oem.Rackpool
-			switch *format {
+			switch format {
 			case "table":
 				fmt.Printf("%-6s %-30s %-14s %-8s %-7s %-4d %s %s\n", e.ID, e.Created, r.User, r.Tenant, r.Outcome, r.Status, r.Method, r.Target)
 			case "csv":

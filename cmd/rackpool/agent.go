@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,11 +14,48 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/api"
 	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/telemetry/host"
 	"rackpool/internal/telemetry/report"
 )
+
+func agentCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent --control URL --system ID [--cgroup PATH]",
+		Short: "report a composed host's real usage to the control plane (telemetry for provisioning)",
+		Long: "Runs on a host until SIGTERM. With --system it reports what the composed host really uses (memory\n" +
+			"of a cgroup or of the whole machine, block I/O, GPU memory) every --interval (docs/telemetry.md).\n" +
+			"With --host it takes the host's saga steps: after an attach, rescan and confirm the device is\n" +
+			"healthy; before a detach, drain and confirm it is gone (docs/southbound.md).",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
+	var o agentConfig
+	fs.StringVar(&o.control, "control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	caFileFlag(fs, &o.caFile)
+	fs.StringVar(&o.system, "system", "", "report usage for this composed system (or, for an administrator, the host)")
+	fs.StringVar(&o.hostID, "host", "", "take this host's attach and detach steps (the account must be a HostAgent of this host)")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/sys", "sysfs root the host steps rescan and read (tests point it at a tree they build)")
+	fs.StringVar(&o.procRoot, "proc-root", "/proc", "procfs root the host steps read mounts and swaps from")
+	fs.StringVar(&o.devRoot, "dev-root", "/dev", "device root the host steps resolve mounted devices in")
+	fs.StringVar(&o.cgroup, "cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
+	fs.DurationVar(&o.interval, "interval", 10*time.Second, "how often to sample and push")
+	fs.IntVar(&o.buffered, "max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log debug messages")
+	cmd.RunE = func(*cobra.Command, []string) error { return runAgent(o) }
+	return cmd
+}
+
+// agentConfig is agent's command line.
+type agentConfig struct {
+	control, caFile, system, hostID, sysfsRoot, procRoot, devRoot, cgroup string
+	interval                                                              time.Duration
+	buffered                                                              int
+	verbose                                                               bool
+}
 
 // runAgent runs on a host until SIGTERM. With --system it reports what the
 // composed host really uses to the control plane (docs/telemetry.md):
@@ -28,41 +64,23 @@ import (
 // (docs/southbound.md): after the fabric attached a device, rescan and
 // confirm the OS sees it healthy; before a detach, drain and confirm it is
 // gone. It authenticates as a HostAgent account bound to that host.
-func runAgent(args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	var caFile string
-	caFlag(fs, &caFile)
-	system := fs.String("system", "", "report usage for this composed system (or, for an administrator, the host)")
-	hostID := fs.String("host", "", "take this host's attach and detach steps (the account must be a HostAgent of this host)")
-	sysfsRoot := fs.String("sysfs-root", "/sys", "sysfs root the host steps rescan and read (tests point it at a tree they build)")
-	procRoot := fs.String("proc-root", "/proc", "procfs root the host steps read mounts and swaps from")
-	devRoot := fs.String("dev-root", "/dev", "device root the host steps resolve mounted devices in")
-	cgroup := fs.String("cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
-	interval := fs.Duration("interval", 10*time.Second, "how often to sample and push")
-	buffered := fs.Int("max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
-	verbose := fs.Bool("v", false, "log debug messages")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+func runAgent(o agentConfig) error {
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case *control == "":
+	case o.control == "":
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
-	case *system == "" && *hostID == "":
+	case o.system == "" && o.hostID == "":
 		return errors.New("--system ID (report usage) or --host ID (take attach and detach steps) is required")
-	case *interval < 100*time.Millisecond:
+	case o.interval < 100*time.Millisecond:
 		return errors.New("--interval must be at least 100ms")
-	case *buffered < 1:
+	case o.buffered < 1:
 		return errors.New("--max-buffered must be at least 1")
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cf := &clientFlags{url: *control, caFile: caFile}
+	cf := &clientFlags{url: o.control, caFile: o.caFile}
 	c, err := cf.client()
 	if err != nil {
 		return err
@@ -70,48 +88,48 @@ func runAgent(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var steps sync.WaitGroup
-	if *hostID != "" {
-		h, err := hoststep.New(hoststep.Options{SysfsRoot: *sysfsRoot, ProcRoot: *procRoot, DevRoot: *devRoot, Logger: log})
+	if o.hostID != "" {
+		h, err := hoststep.New(hoststep.Options{SysfsRoot: o.sysfsRoot, ProcRoot: o.procRoot, DevRoot: o.devRoot, Logger: log})
 		if err != nil {
 			return err
 		}
-		log.Info("agent taking host steps", "host", *hostID, "control", *control, "sysfs", *sysfsRoot)
+		log.Info("agent taking host steps", "host", o.hostID, "control", o.control, "sysfs", o.sysfsRoot)
 		steps.Add(1)
 		go func() {
 			defer steps.Done()
-			runHostSteps(ctx, c, h, *hostID, log)
+			runHostSteps(ctx, c, h, o.hostID, log)
 		}()
 	}
 	defer steps.Wait()
-	if *system == "" {
+	if o.system == "" {
 		<-ctx.Done()
 		log.Info("agent stopping")
 		return nil
 	}
-	reader, err := host.New(host.Options{Cgroup: *cgroup})
+	reader, err := host.New(host.Options{Cgroup: o.cgroup})
 	if err != nil {
 		return err
 	}
-	if err := checkSystem(ctx, c, *system); err != nil {
+	if err := checkSystem(ctx, c, o.system); err != nil {
 		return err
 	}
-	timeout := min(max(*interval, 2*time.Second), 10*time.Second)
+	timeout := min(max(o.interval, 2*time.Second), 10*time.Second)
 	rep, err := report.New(report.Options{
-		Interval:    *interval,
-		MaxBuffered: *buffered,
+		Interval:    o.interval,
+		MaxBuffered: o.buffered,
 		Logger:      log,
 		Sample:      reader.Read,
 		Push: func(ctx context.Context, s []api.UsageSample) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			return c.SubmitSystemUsage(ctx, *system, s)
+			return c.SubmitSystemUsage(ctx, o.system, s)
 		},
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("agent reporting", "system", *system, "control", *control, "memory", string(reader.Mode()), "cgroup", reader.Dir(),
-		"gpus", reader.GPUs(), "interval", *interval)
+	log.Info("agent reporting", "system", o.system, "control", o.control, "memory", string(reader.Mode()), "cgroup", reader.Dir(),
+		"gpus", reader.GPUs(), "interval", o.interval)
 	rep.Run(ctx)
 	log.Info("agent stopping", "unsent", rep.Buffered())
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"net/url"
@@ -14,10 +13,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"rackpool/api"
 )
 
-// clientFlags are shared by the client verbs.
+// clientFlags are the flags every client verb shares: where the service
+// is, whom to trust, and how to print.
 type clientFlags struct {
 	url    string
 	caFile string
@@ -25,26 +28,89 @@ type clientFlags struct {
 	quiet  bool // --quiet, on verbs that registered it with idFlag
 }
 
-func newClientFlags(name string) (*flag.FlagSet, *clientFlags) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	cf := &clientFlags{}
+// register adds --url, --ca-file and --json to fs.
+func (cf *clientFlags) register(fs *pflag.FlagSet) {
 	def := os.Getenv("RACKPOOL_URL")
 	if def == "" {
 		def = "https://127.0.0.1:8080"
 	}
 	fs.StringVar(&cf.url, "url", def, "rackpool service URL")
-	caFlag(fs, &cf.caFile)
+	caFileFlag(fs, &cf.caFile)
 	fs.BoolVar(&cf.json, "json", false, "print JSON instead of tables")
-	return fs, cf
 }
 
 // idFlag adds -q/--quiet to a verb that creates or changes one thing: it
 // then prints that thing's ID alone, for a shell variable
 // (SYS=$(rackpool compose -q ...)).
-func (cf *clientFlags) idFlag(fs *flag.FlagSet, what string) {
-	usage := "print only the " + what + "'s ID (for scripts: ID=$(rackpool " + fs.Name() + " -q ...))"
-	fs.BoolVar(&cf.quiet, "quiet", false, usage)
-	fs.BoolVar(&cf.quiet, "q", false, "short for --quiet")
+func (cf *clientFlags) idFlag(fs *pflag.FlagSet, verb, what string) {
+	fs.BoolVarP(&cf.quiet, "quiet", "q", false, "print only the "+what+"'s ID (for scripts: ID=$(rackpool "+verb+" -q ...))")
+}
+
+// clientVerb makes cmd a client verb: the shared flags, and a run that
+// gets the service's client once the command line has parsed.
+func clientVerb(cmd *cobra.Command, cf *clientFlags, run func(ctx context.Context, c *api.Client, args []string) error) *cobra.Command {
+	cf.register(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := cf.client()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, args)
+	}
+	return cmd
+}
+
+// newClientFlags is the client flag set of the verbs that parse their own
+// arguments (topology, drive release; see rawVerb).
+func newClientFlags(name string) (*pflag.FlagSet, *clientFlags) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	cf := &clientFlags{}
+	cf.register(fs)
+	return fs, cf
+}
+
+// parseInterspersed parses a raw verb's arguments (flags anywhere among
+// them) and returns the positional ones.
+func parseInterspersed(fs *pflag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
+// list is a list verb: it fetches items, keeps those its flags select, and
+// prints them as a table or, with --json, as JSON.
+type list[T any] struct {
+	cmd    *cobra.Command
+	fetch  func(*api.Client, context.Context) ([]T, error)
+	keep   func(T) bool // nil: every item
+	header string       // tab-separated columns
+	row    func(T) []string
+}
+
+func (l list[T]) command() *cobra.Command {
+	cf := &clientFlags{}
+	if l.cmd.Args == nil {
+		l.cmd.Args = noArgs
+	}
+	return clientVerb(l.cmd, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		items, err := l.fetch(c, ctx)
+		if err != nil {
+			return err
+		}
+		if l.keep != nil {
+			items = slices.DeleteFunc(items, func(x T) bool { return !l.keep(x) })
+		}
+		if cf.json {
+			return printJSON(items)
+		}
+		rows := make([][]string, 0, len(items))
+		for _, x := range items {
+			rows = append(rows, l.row(x))
+		}
+		table(l.header, rows)
+		return nil
+	})
 }
 
 func (cf *clientFlags) client() (*api.Client, error) {
@@ -99,121 +165,91 @@ func human(n int64) string {
 	return strconv.FormatFloat(f, 'f', -1, 64) + units[i]
 }
 
-func runBlocks(args []string) error {
-	fs, cf := newClientFlags("blocks")
-	kind := fs.String("kind", "", "only blocks of this kind (compute, gpu, fpga, nvme, ssd, hdd, nic, memory)")
-	state := fs.String("state", "", "only blocks in this state (Unused, Composed, ...)")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
+func blocksCmd() *cobra.Command {
+	var kind, state string
+	l := list[api.Block]{
+		cmd: &cobra.Command{
+			Use:   "blocks [--kind K] [--state S]",
+			Short: "list resource blocks with their composition state",
+			Long: "Lists the resource blocks (hosts and pooled devices): kind, model, capacity, where they sit, their\n" +
+				"composition state and health, and the systems they are composed into.",
+			Example: "  rackpool blocks --kind gpu --state Unused",
+		},
+		fetch: (*api.Client).Blocks,
+		keep: func(b api.Block) bool {
+			return (kind == "" || strings.EqualFold(b.Oem.Rackpool.Kind, kind)) &&
+				(state == "" || strings.EqualFold(b.CompositionStatus.CompositionState, state))
+		},
+		header: "BLOCK\tKIND\tMODEL\tCAPACITY\tWHERE\tSTATE\tHEALTH\tUSE\tSYSTEMS",
+		row: func(b api.Block) []string {
+			var systems []string
+			for _, s := range b.Links.ComputerSystems {
+				systems = append(systems, s.Last())
+			}
+			where := b.Oem.Rackpool.Fabric
+			if b.Oem.Rackpool.Drawer != "" {
+				where += fmt.Sprintf("/%s/slot%d", b.Oem.Rackpool.Drawer, b.Oem.Rackpool.Slot)
+			}
+			return []string{b.ID, b.Oem.Rackpool.Kind, b.Oem.Rackpool.Model, human(b.Oem.Rackpool.CapacityBytes), orDash(where),
+				b.CompositionStatus.CompositionState, b.Status.Health,
+				fmt.Sprintf("%d/%d", b.CompositionStatus.NumberOfCompositions, b.CompositionStatus.MaxCompositions), strings.Join(systems, ",")}
+		},
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	blocks, err := c.Blocks(context.Background())
-	if err != nil {
-		return err
-	}
-	var out []api.Block
-	for _, b := range blocks {
-		if (*kind == "" || strings.EqualFold(b.Oem.Rackpool.Kind, *kind)) && (*state == "" || strings.EqualFold(b.CompositionStatus.CompositionState, *state)) {
-			out = append(out, b)
-		}
-	}
-	if cf.json {
-		return printJSON(out)
-	}
-	var rows [][]string
-	for _, b := range out {
-		var systems []string
-		for _, s := range b.Links.ComputerSystems {
-			systems = append(systems, s.Last())
-		}
-		where := b.Oem.Rackpool.Fabric
-		if b.Oem.Rackpool.Drawer != "" {
-			where += fmt.Sprintf("/%s/slot%d", b.Oem.Rackpool.Drawer, b.Oem.Rackpool.Slot)
-		}
-		if where == "" {
-			where = "-"
-		}
-		rows = append(rows, []string{b.ID, b.Oem.Rackpool.Kind, b.Oem.Rackpool.Model, human(b.Oem.Rackpool.CapacityBytes), where,
-			b.CompositionStatus.CompositionState, b.Status.Health, fmt.Sprintf("%d/%d", b.CompositionStatus.NumberOfCompositions, b.CompositionStatus.MaxCompositions),
-			strings.Join(systems, ",")})
-	}
-	table("BLOCK\tKIND\tMODEL\tCAPACITY\tWHERE\tSTATE\tHEALTH\tUSE\tSYSTEMS", rows)
-	return nil
+	cmd := l.command()
+	cmd.Flags().StringVar(&kind, "kind", "", "only blocks of this kind (compute, gpu, fpga, nvme, ssd, hdd, nic, memory)")
+	cmd.Flags().StringVar(&state, "state", "", "only blocks in this state (Unused, Composed, ...)")
+	return cmd
 }
 
-func runZones(args []string) error {
-	fs, cf := newClientFlags("zones")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	zones, err := c.Zones(context.Background())
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(zones)
-	}
-	var rows [][]string
-	for _, z := range zones {
-		kinds := map[string]int{}
-		for _, b := range z.Links.ResourceBlocks {
-			id := b.Last()
-			kinds[strings.TrimRightFunc(strings.SplitN(id, "-b", 2)[0], func(r rune) bool { return r >= '0' && r <= '9' })]++
-		}
-		var parts []string
-		for _, k := range slices.Sorted(maps.Keys(kinds)) {
-			parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
-		}
-		rows = append(rows, []string{z.ID, strconv.Itoa(len(z.Links.ResourceBlocks)), strings.Join(parts, ", "), z.Description})
-	}
-	table("ZONE\tBLOCKS\tBY NAME\tDESCRIPTION", rows)
-	return nil
+func zonesCmd() *cobra.Command {
+	return list[api.Zone]{
+		cmd: &cobra.Command{
+			Use:   "zones",
+			Short: "list resource zones (what each host can be composed with)",
+			Long:  "Lists the resource zones: the blocks each host can be composed with, counted by name.",
+		},
+		fetch:  (*api.Client).Zones,
+		header: "ZONE\tBLOCKS\tBY NAME\tDESCRIPTION",
+		row: func(z api.Zone) []string {
+			kinds := map[string]int{}
+			for _, b := range z.Links.ResourceBlocks {
+				id := b.Last()
+				kinds[strings.TrimRightFunc(strings.SplitN(id, "-b", 2)[0], func(r rune) bool { return r >= '0' && r <= '9' })]++
+			}
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(kinds)) {
+				parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
+			}
+			return []string{z.ID, strconv.Itoa(len(z.Links.ResourceBlocks)), strings.Join(parts, ", "), z.Description}
+		},
+	}.command()
 }
 
-func runSystems(args []string) error {
-	fs, cf := newClientFlags("systems")
-	all := fs.Bool("all", false, "include physical hosts")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	systems, err := c.Systems(context.Background())
-	if err != nil {
-		return err
-	}
-	var out []api.System
-	for _, s := range systems {
-		if *all || s.SystemType == "Composed" {
-			out = append(out, s)
-		}
-	}
-	if cf.json {
-		return printJSON(out)
-	}
-	var rows [][]string
-	for _, s := range out {
-		var blocks []string
-		for _, b := range s.Links.ResourceBlocks {
-			blocks = append(blocks, b.Last())
-		}
-		state := s.Oem.Rackpool.CompositionState
-		if s.SystemType != "Composed" {
-			state = "Physical"
-		}
-		rows = append(rows, []string{s.ID, s.Name, state, s.Oem.Rackpool.Host, fmt.Sprintf("%.0f", s.MemorySummary.TotalSystemMemoryGiB), strings.Join(blocks, ",")})
-	}
-	table("SYSTEM\tNAME\tSTATE\tHOST\tMEMORY GiB\tBLOCKS", rows)
-	return nil
+func systemsCmd() *cobra.Command {
+	var all bool
+	cmd := list[api.System]{
+		cmd: &cobra.Command{
+			Use:   "systems [--all]",
+			Short: "list composed systems",
+			Long:  "Lists the composed systems (with --all, the physical hosts too): state, host, memory and blocks.",
+		},
+		fetch:  (*api.Client).Systems,
+		keep:   func(s api.System) bool { return all || s.SystemType == "Composed" },
+		header: "SYSTEM\tNAME\tSTATE\tHOST\tMEMORY GiB\tBLOCKS",
+		row: func(s api.System) []string {
+			var blocks []string
+			for _, b := range s.Links.ResourceBlocks {
+				blocks = append(blocks, b.Last())
+			}
+			state := s.Oem.Rackpool.CompositionState
+			if s.SystemType != "Composed" {
+				state = "Physical"
+			}
+			return []string{s.ID, s.Name, state, s.Oem.Rackpool.Host, fmt.Sprintf("%.0f", s.MemorySummary.TotalSystemMemoryGiB), strings.Join(blocks, ",")}
+		},
+	}.command()
+	cmd.Flags().BoolVar(&all, "all", false, "include physical hosts")
+	return cmd
 }
 
 // printSystem prints s block by block, as JSON (--json) or as its ID
@@ -244,24 +280,20 @@ func (cf *clientFlags) printSystem(s *api.System) error {
 	return nil
 }
 
-func runShow(args []string) error {
-	fs, cf := newClientFlags("show")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: rackpool show SYSTEM")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	s, err := c.System(context.Background(), pos[0])
-	if err != nil {
-		return err
-	}
-	return cf.printSystem(s)
+func showCmd() *cobra.Command {
+	cf := &clientFlags{}
+	return clientVerb(&cobra.Command{
+		Use:   "show SYSTEM",
+		Short: "show one composed system, block by block",
+		Long:  "Shows one composed system block by block: kind, host port, round trip and hops of each.",
+		Args:  oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		s, err := c.System(ctx, args[0])
+		if err != nil {
+			return err
+		}
+		return cf.printSystem(s)
+	})
 }
 
 // parseNeed reads "2 gpu model=V100", "64GiB memory", "1 nvme
@@ -308,57 +340,81 @@ func parseNeed(spec string) (api.Need, error) {
 	return n, nil
 }
 
-func composeFlags(name string) (*flag.FlagSet, *clientFlags, *api.ComposeRequest, *multi) {
-	fs, cf := newClientFlags(name)
-	if name == "compose" {
-		cf.idFlag(fs, "new system")
-	}
-	req := &api.ComposeRequest{}
-	needs := &multi{}
-	fs.StringVar(&req.Name, "name", "", "name of the composed system")
-	fs.StringVar(&req.Host, "host", "", "host to compose on (default: the scheduler chooses)")
-	fs.StringVar(&req.Zone, "zone", "", "confine placement to a topology zone")
-	fs.StringVar(&req.Affinity, "affinity", "", "same-drawer or same-switch")
-	fs.IntVar(&req.MinCores, "min-cores", 0, "host needs at least this many cores")
-	fs.IntVar(&req.MinMemoryGiB, "min-memory", 0, "host needs at least this much local memory (GiB)")
-	fs.Var(needs, "need", "a need SPEC (repeatable), e.g. \"2 gpu model=V100\"")
-	return fs, cf, req, needs
+// composeRequest holds the flags of compose and explain.
+type composeRequest struct {
+	req   api.ComposeRequest
+	needs []string
 }
 
-func buildCompose(name string, args []string) (*api.ComposeRequest, *clientFlags, error) {
-	fs, cf, req, needs := composeFlags(name)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return nil, nil, err
+func (r *composeRequest) register(fs *pflag.FlagSet) {
+	fs.StringVar(&r.req.Name, "name", "", "name of the composed system")
+	fs.StringVar(&r.req.Host, "host", "", "host to compose on (default: the scheduler chooses)")
+	fs.StringVar(&r.req.Zone, "zone", "", "confine placement to a topology zone")
+	fs.StringVar(&r.req.Affinity, "affinity", "", "same-drawer or same-switch")
+	fs.IntVar(&r.req.MinCores, "min-cores", 0, "host needs at least this many cores")
+	fs.IntVar(&r.req.MinMemoryGiB, "min-memory", 0, "host needs at least this much local memory (GiB)")
+	needFlag(fs, &r.needs)
+}
+
+// build completes the request with the blocks named in args and the
+// needs parsed (a PreRunE: the command line is checked before the client
+// is made).
+func (r *composeRequest) build(_ *cobra.Command, args []string) error {
+	r.req.Blocks = args
+	var err error
+	if r.req.Needs, err = parseNeeds(r.needs); err != nil {
+		return err
 	}
-	req.Blocks = pos
-	for _, spec := range *needs {
+	if len(r.req.Blocks) == 0 && len(r.req.Needs) == 0 && r.req.Host == "" {
+		return usagef("name blocks, --need or --host (see rackpool help)")
+	}
+	return nil
+}
+
+// needFlag adds --need, repeatable.
+func needFlag(fs *pflag.FlagSet, needs *[]string) {
+	fs.StringArrayVar(needs, "need", nil, "a need `SPEC` (repeatable), e.g. \"2 gpu model=V100\" or \"64GiB memory\"")
+}
+
+func parseNeeds(specs []string) ([]api.Need, error) {
+	var ns []api.Need
+	for _, spec := range specs {
 		n, err := parseNeed(spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		req.Needs = append(req.Needs, n)
+		ns = append(ns, n)
 	}
-	if len(req.Blocks) == 0 && len(req.Needs) == 0 && req.Host == "" {
-		return nil, nil, errors.New("name blocks, --need or --host (see rackpool help)")
-	}
-	return req, cf, nil
+	return ns, nil
 }
 
-func runCompose(args []string) error {
-	req, cf, err := buildCompose("compose", args)
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	s, err := c.Compose(context.Background(), *req)
-	if err != nil {
-		return explainError(err)
-	}
-	return cf.printSystem(s)
+const composeLong = `Composes a logical system: from the blocks named (specific composition), or from
+needs the scheduler places (constrained composition), on --host or a host it chooses.
+A need SPEC is "COUNT KIND [key=value...]" or "SIZE memory"; the keys are model,
+capacity, max-latency (ns) and any attribute of the blocks. A request that does not
+fit is refused with the scheduler's reasons, host by host.`
+
+const composeExample = `  SYS=$(rackpool compose -q --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB")
+  rackpool compose --host host3 hdd1 hdd2 ssd1`
+
+func composeCmd() *cobra.Command {
+	cf, r := &clientFlags{}, &composeRequest{}
+	cmd := clientVerb(&cobra.Command{
+		Use:     "compose [-q] [--host H] [--need SPEC]... [BLOCK...]",
+		Short:   "compose a system from specific blocks or by need",
+		Long:    composeLong,
+		Example: composeExample,
+		PreRunE: r.build,
+	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		s, err := c.Compose(ctx, r.req)
+		if err != nil {
+			return explainError(err)
+		}
+		return cf.printSystem(s)
+	})
+	cf.idFlag(cmd.Flags(), "compose", "new system")
+	r.register(cmd.Flags())
+	return cmd
 }
 
 // explainError adds the scheduler's rejections to an error.
@@ -381,22 +437,31 @@ func explainError(err error) error {
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
-func runExplain(args []string) error {
-	req, cf, err := buildCompose("explain", args)
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	e, err := c.Explain(context.Background(), *req)
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(e)
-	}
+func explainCmd() *cobra.Command {
+	cf, r := &clientFlags{}, &composeRequest{}
+	cmd := clientVerb(&cobra.Command{
+		Use:   "explain [same as compose]",
+		Short: "say where a request would go, or why it does not fit",
+		Long: "Asks the scheduler where a compose request would go, changing nothing: the blocks with their\n" +
+			"round trips, or why it does not fit, host by host, now or on this topology at all.",
+		Example: "  rackpool explain --host host4 gpu1",
+		PreRunE: r.build,
+	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		e, err := c.Explain(ctx, r.req)
+		if err != nil {
+			return err
+		}
+		if cf.json {
+			return printJSON(e)
+		}
+		printExplanation(e)
+		return nil
+	})
+	r.register(cmd.Flags())
+	return cmd
+}
+
+func printExplanation(e *api.Explanation) {
 	if e.Fits {
 		fmt.Printf("fits on %s, total round trip %.1f ns:\n", e.Host, e.TotalRoundTripNs)
 		var rows [][]string
@@ -404,7 +469,7 @@ func runExplain(args []string) error {
 			rows = append(rows, []string{b.ID, b.Kind, b.HostPort, fmt.Sprintf("%.1f", b.RoundTripNs), strconv.Itoa(b.Hops)})
 		}
 		table("BLOCK\tKIND\tHOST PORT\tRTT ns\tHOPS", rows)
-		return nil
+		return
 	}
 	when := "now (blocks in use)"
 	if e.Details.CanNeverFit {
@@ -416,86 +481,77 @@ func runExplain(args []string) error {
 		rows = append(rows, []string{r.Host, r.Reason, r.Detail})
 	}
 	table("HOST\tREASON\tDETAIL", rows)
-	return nil
 }
 
-func runDecompose(args []string) error {
-	fs, cf := newClientFlags("decompose")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return errors.New("usage: rackpool decompose SYSTEM [SYSTEM ...]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, id := range pos {
-		if err := c.Decompose(context.Background(), id); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", id, err))
-			continue
+func decomposeCmd() *cobra.Command {
+	cf := &clientFlags{}
+	return clientVerb(&cobra.Command{
+		Use:   "decompose SYSTEM...",
+		Short: "decompose systems, returning their blocks to the pools",
+		Long:  "Decomposes each system named: its devices are detached and its blocks return to the pools.",
+		Args:  someArgs,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		var errs []error
+		for _, id := range args {
+			if err := c.Decompose(ctx, id); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+				continue
+			}
+			if !cf.json {
+				fmt.Println("decomposed", id)
+			}
 		}
-		if !cf.json {
-			fmt.Println("decomposed", id)
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
-func runExpand(args []string) error {
-	fs, cf := newClientFlags("expand")
-	cf.idFlag(fs, "system")
-	needs := &multi{}
-	fs.Var(needs, "need", "a need SPEC (repeatable)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) < 1 || (len(pos) == 1 && len(*needs) == 0) {
-		return errors.New("usage: rackpool expand SYSTEM [--need SPEC] [BLOCK ...]")
-	}
-	var ns []api.Need
-	for _, spec := range *needs {
-		n, err := parseNeed(spec)
+func expandCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var needs []string
+	cmd := clientVerb(&cobra.Command{
+		Use:     "expand SYSTEM [--need SPEC]... [BLOCK...]",
+		Short:   "add blocks to a composed system",
+		Long:    "Adds the blocks named, or blocks the scheduler places for each --need, to a composed system.",
+		Example: "  rackpool expand $SYS --need \"1 fpga\"",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) == 1 && len(needs) == 0 {
+				return usagef("usage: %s", cmd.UseLine())
+			}
+			return nil
+		},
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		ns, err := parseNeeds(needs)
 		if err != nil {
 			return err
 		}
-		ns = append(ns, n)
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	s, err := c.Expand(context.Background(), pos[0], pos[1:], ns, nil)
-	if err != nil {
-		return explainError(err)
-	}
-	return cf.printSystem(s)
+		s, err := c.Expand(ctx, args[0], args[1:], ns, nil)
+		if err != nil {
+			return explainError(err)
+		}
+		return cf.printSystem(s)
+	})
+	cf.idFlag(cmd.Flags(), "expand", "system")
+	needFlag(cmd.Flags(), &needs)
+	return cmd
 }
 
-// runShrink removes blocks with the Rackpool.Shrink action: one update,
+// shrinkCmd removes blocks with the Rackpool.Shrink action: one update,
 // audited as a Shrink.
-func runShrink(args []string) error {
-	fs, cf := newClientFlags("shrink")
-	cf.idFlag(fs, "system")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) < 2 {
-		return errors.New("usage: rackpool shrink SYSTEM BLOCK [BLOCK ...]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	var s api.System
-	if _, err := c.Do(context.Background(), "POST", "/redfish/v1/Systems/"+url.PathEscape(pos[0])+"/Actions/Oem/Rackpool.Shrink",
-		map[string]any{"Blocks": pos[1:]}, &s); err != nil {
-		return err
-	}
-	return cf.printSystem(&s)
+func shrinkCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := clientVerb(&cobra.Command{
+		Use:   "shrink SYSTEM BLOCK...",
+		Short: "remove blocks from a composed system",
+		Long:  "Removes the blocks named from a composed system, in one update (audited as a Shrink).",
+		Args:  twoOrMore,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		var s api.System
+		if _, err := c.Do(ctx, "POST", "/redfish/v1/Systems/"+url.PathEscape(args[0])+"/Actions/Oem/Rackpool.Shrink",
+			map[string]any{"Blocks": args[1:]}, &s); err != nil {
+			return err
+		}
+		return cf.printSystem(&s)
+	})
+	cf.idFlag(cmd.Flags(), "shrink", "system")
+	return cmd
 }

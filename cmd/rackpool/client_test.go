@@ -32,13 +32,19 @@ func (f *fakeService) start(t *testing.T) string {
 			"Oem": map[string]any{"Rackpool": map[string]any{"CompositionState": "Composed", "Host": "host1", "Version": 4}}})
 	}))
 	t.Cleanup(srv.Close)
+	trust(t, srv)
+	return srv.URL
+}
+
+// trust makes the client verbs trust srv's certificate, with a password.
+func trust(t *testing.T, srv *httptest.Server) {
+	t.Helper()
 	ca := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("RACKPOOL_PASSWORD", "secret")
 	t.Setenv("RACKPOOL_CA_FILE", ca)
-	return srv.URL
 }
 
 // stdout runs f and returns what it printed.
@@ -71,24 +77,24 @@ func stdout(t *testing.T, f func() error) string {
 func TestUpdateVerbsNameTheirAction(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		run     func([]string) error
+		verb    []string
 		args    []string
 		request string
 		out     string
 	}{
-		{"shrink", runShrink, []string{"sys-1", "gpu2", "hdd1"},
+		{"shrink", []string{"shrink"}, []string{"sys-1", "gpu2", "hdd1"},
 			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Shrink {"Blocks":["gpu2","hdd1"]}`, "sys-1 (sys-1) Composed on host1, version 4"},
-		{"shrink quiet", runShrink, []string{"-q", "sys-1", "gpu2"},
+		{"shrink quiet", []string{"shrink"}, []string{"-q", "sys-1", "gpu2"},
 			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Shrink {"Blocks":["gpu2"]}`, "sys-1\n"},
-		{"expand", runExpand, []string{"sys-1", "--need", "1 fpga", "--quiet"},
+		{"expand", []string{"expand"}, []string{"sys-1", "--need", "1 fpga", "--quiet"},
 			`POST /redfish/v1/Systems/sys-1/Actions/Oem/Rackpool.Expand {"Needs":[{"Kind":"fpga","Count":1}]}`, "sys-1\n"},
-		{"compose quiet", runCompose, []string{"--host", "host1", "-q", "gpu1"},
+		{"compose quiet", []string{"compose"}, []string{"--host", "host1", "-q", "gpu1"},
 			`POST /redfish/v1/Systems `, "sys-1\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeService{}
 			url := f.start(t)
-			out := stdout(t, func() error { return tc.run(append([]string{"--url", url}, tc.args...)) })
+			out := stdout(t, func() error { return execute(append(append(tc.verb, "--url", url), tc.args...)...) })
 			if len(f.reqs) == 0 || !strings.HasPrefix(f.reqs[0], tc.request) {
 				t.Errorf("requests %q, want the first to start %q", f.reqs, tc.request)
 			}
@@ -105,18 +111,18 @@ func TestUpdateVerbsNameTheirAction(t *testing.T) {
 func TestTTLMustBePositive(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		run  func([]string) error
+		verb []string
 		args []string
 	}{
-		{"drive token", runDriveToken, []string{"ssd1"}},
-		{"lease", runLease, []string{"--size", "1MiB"}},
-		{"renew", runRenew, []string{"lease-1"}},
+		{"drive token", []string{"drive", "token"}, []string{"ssd1"}},
+		{"lease", []string{"lease"}, []string{"--size", "1MiB"}},
+		{"renew", []string{"renew"}, []string{"lease-1"}},
 	} {
 		for _, ttl := range []string{"-5s", "0", "0s", "-1ns"} {
 			t.Run(tc.name+" "+ttl, func(t *testing.T) {
 				f := &fakeService{}
 				url := f.start(t)
-				err := tc.run(append([]string{"--url", url, "--ttl", ttl}, tc.args...))
+				err := execute(append(append(tc.verb, "--url", url, "--ttl", ttl), tc.args...)...)
 				if err == nil || !strings.Contains(err.Error(), "-ttl") || !strings.Contains(err.Error(), "positive") {
 					t.Errorf("--ttl %s: %v, want an error saying the flag must be positive", ttl, err)
 				}
@@ -128,7 +134,7 @@ func TestTTLMustBePositive(t *testing.T) {
 		t.Run(tc.name+" 90s", func(t *testing.T) {
 			f := &fakeService{}
 			url := f.start(t)
-			_ = tc.run(append([]string{"--url", url, "--ttl", "90s"}, tc.args...)) // the fake's answer is no grant
+			_ = execute(append(append(tc.verb, "--url", url, "--ttl", "90s"), tc.args...)...) // the fake's answer is no grant
 			if len(f.reqs) != 1 || !strings.Contains(f.reqs[0], `"TTLSeconds":90`) {
 				t.Errorf("--ttl 90s sent %q, want one request with TTLSeconds 90", f.reqs)
 			}

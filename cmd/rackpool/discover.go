@@ -3,48 +3,60 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"os/signal"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/internal/fabric/discover"
 	"rackpool/internal/topology"
 )
 
-// runDiscover reads a Redfish service's fabrics (GETs only) and writes a
-// topology file for them, with a summary on stderr.
-func runDiscover(args []string) error {
-	fs := flag.NewFlagSet("discover", flag.ContinueOnError)
-	rf := fs.String("redfish", "", "the Redfish service's URL: https://HOST[:PORT] (its root is URL/redfish/v1)")
-	user := fs.String("user", "", "log in as this user (session, or Basic when the service has no sessions); password from $RACKPOOL_DISCOVER_PASSWORD")
-	caFile := fs.String("ca-file", "", "PEM file of CAs to trust for the service's certificate, besides the system's")
-	out := fs.String("out", "", "write the topology to this file (default: stdout)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole walk")
-	var fabrics multi
-	fs.Var(&fabrics, "fabric", "read only this fabric Id (repeatable; default: all)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: rackpool discover --redfish URL [--user U] [--ca-file F] [--fabric ID]... [--out FILE]")
-		fs.PrintDefaults()
+func discoverCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "discover --redfish URL [--user U] [--ca-file F] [--fabric ID]... [--out FILE]",
+		Short: "read a Redfish service's fabrics (GET only) and write a topology file for them",
+		Long: "Walks a Redfish service's fabrics with GET requests only and writes a topology file for them, with\n" +
+			"a summary on stderr; the file's header notes every default and omission (docs/southbound.md).\n" +
+			"The password of --user comes from $RACKPOOL_DISCOVER_PASSWORD.",
+		Example: "  RACKPOOL_DISCOVER_PASSWORD=... rackpool discover --redfish https://fm.example --user admin --out rack.yaml",
+		Args:    noArgs,
 	}
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+	fs := cmd.Flags()
+	var o discoverConfig
+	fs.StringVar(&o.url, "redfish", "", "the Redfish service's URL: https://HOST[:PORT] (its root is URL/redfish/v1)")
+	fs.StringVar(&o.user, "user", "", "log in as this user (session, or Basic when the service has no sessions); password from $RACKPOOL_DISCOVER_PASSWORD")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of CAs to trust for the service's certificate, besides the system's")
+	fs.StringVar(&o.out, "out", "", "write the topology to this file (default: stdout)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole walk")
+	fs.StringArrayVar(&o.fabrics, "fabric", nil, "read only this fabric Id (repeatable; default: all)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.url == "" {
+			return usagef("--redfish URL is required")
+		}
+		return discoverTopology(o)
 	}
-	if len(rest) > 0 {
-		return fmt.Errorf("unexpected arguments %q", rest)
-	}
-	if *rf == "" {
-		fs.Usage()
-		return errors.New("--redfish URL is required")
-	}
+	return cmd
+}
+
+// discoverConfig is discover's command line.
+type discoverConfig struct {
+	url, user, caFile, out string
+	timeout                time.Duration
+	fabrics                []string
+}
+
+// discoverTopology reads a Redfish service's fabrics (GETs only) and
+// writes a topology file for them, with a summary on stderr.
+func discoverTopology(o discoverConfig) error {
 	pw := os.Getenv("RACKPOOL_DISCOVER_PASSWORD")
-	if *user != "" && pw == "" {
+	if o.user != "" && pw == "" {
 		return errors.New("--user needs the password in $RACKPOOL_DISCOVER_PASSWORD")
 	}
-	g, err := discover.NewHTTPGetter(discover.HTTPOptions{URL: *rf, User: *user, Password: pw, CAFile: *caFile})
+	g, err := discover.NewHTTPGetter(discover.HTTPOptions{URL: o.url, User: o.user, Password: pw, CAFile: o.caFile})
 	if err != nil {
 		return err
 	}
@@ -52,15 +64,15 @@ func runDiscover(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	res, err := discover.Walk(ctx, g.Get, discover.Options{Fabrics: fabrics})
+	res, err := discover.Walk(ctx, g.Get, discover.Options{Fabrics: o.fabrics})
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(os.Stderr, res.Summary())
 
-	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(*rf)})
+	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(o.url)})
 	if draft == nil {
 		return derr
 	}
@@ -79,7 +91,7 @@ func runDiscover(args []string) error {
 	if err != nil {
 		return err
 	}
-	name := *out
+	name := o.out
 	if name == "" {
 		name = "discovered.yaml"
 	}
@@ -87,14 +99,14 @@ func runDiscover(args []string) error {
 	if err != nil {
 		return fmt.Errorf("the discovered topology does not compile (a bug in discover): %w", err)
 	}
-	if *out == "" {
+	if o.out == "" {
 		_, err = os.Stdout.Write(data)
 		return err
 	}
-	if err := writeFile(*out, data, 0o644); err != nil {
+	if err := writeFile(o.out, data, 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s: %d hosts, %d fabrics, %d devices\n", *out, len(top.Inventory.Hosts), len(top.Inventory.Fabrics), len(top.Inventory.Devices))
+	fmt.Fprintf(os.Stderr, "wrote %s: %d hosts, %d fabrics, %d devices\n", o.out, len(top.Inventory.Hosts), len(top.Inventory.Fabrics), len(top.Inventory.Devices))
 	return nil
 }
 

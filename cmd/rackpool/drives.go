@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/api"
 	"rackpool/internal/blocknode"
 	"rackpool/internal/drive"
@@ -27,87 +28,106 @@ import (
 // Pooled drive verbs: blocknode (the storage server), blocknodes, drives,
 // drive (show, token, connect).
 
-// runBlocknode serves the drives the SAS switch maps to this node's host.
-func runBlocknode(args []string) error {
-	fs := flag.NewFlagSet("blocknode", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:10809", "address to serve NBD on")
-	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	var caFile string
-	caFlag(fs, &caFile)
-	name := fs.String("name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
-	dir := fs.String("drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
-	advertise := fs.String("advertise", "", "address clients should dial, HOST:PORT (default: the listening address)")
-	tlsDir := tlsDirFlag(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
-	maxDrives := fs.Int("max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
-	heartbeat := fs.Duration("heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
-	verbose := fs.Bool("v", false, "log debug messages")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
-	procs := fs.Int("procs", 0, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). 1 serves deep queues with fewer wake-ups, at a cost at queue depth 1 (docs/storage.md)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// blocknodeCmd serves the drives the SAS switch maps to this node's host.
+func blocknodeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "blocknode --addr A --name HOST --drive-dir DIR --control URL",
+		Short: "serve the pooled drives the SAS switch maps to HOST over NBD",
+		Long: "Serves over NBD the pooled drives the SAS circuit switch maps to --name, from the drive images\n" +
+			"in --drive-dir, while it holds each drive's ownership epoch from the control plane; heartbeats\n" +
+			"carry its load (docs/storage.md). Beyond loopback it serves NBD over TLS only.",
+		Args: noArgs,
 	}
+	fs := cmd.Flags()
+	var cfg blocknodeConfig
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:10809", "address to serve NBD on")
+	fs.StringVar(&cfg.control, "control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	caFileFlag(fs, &cfg.caFile)
+	fs.StringVar(&cfg.name, "name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
+	fs.StringVar(&cfg.dir, "drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
+	fs.StringVar(&cfg.advertise, "advertise", "", "address clients should dial, HOST:PORT (default: the listening address)")
+	tlsDir := tlsDirFlagP(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
+	fs.IntVar(&cfg.maxDrives, "max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
+	fs.DurationVar(&cfg.heartbeat, "heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
+	fs.BoolVarP(&cfg.verbose, "verbose", "v", false, "log debug messages")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
+	fs.IntVar(&cfg.procs, "procs", 0, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). 1 serves deep queues with fewer wake-ups, at a cost at queue depth 1 (docs/storage.md)")
+	cmd.RunE = func(*cobra.Command, []string) error {
+		cfg.tlsDir = *tlsDir
+		return serveBlocknode(cfg)
+	}
+	return cmd
+}
+
+// blocknodeConfig is blocknode's command line.
+type blocknodeConfig struct {
+	addr, control, caFile, name, dir, advertise, tlsDir, cpuProfile string
+	maxDrives, procs                                                int
+	heartbeat                                                       time.Duration
+	verbose                                                         bool
+}
+
+func serveBlocknode(cfg blocknodeConfig) error {
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case *procs < 0:
-		return fmt.Errorf("--procs %d: want 0 or more", *procs)
-	case *control == "":
+	case cfg.procs < 0:
+		return fmt.Errorf("--procs %d: want 0 or more", cfg.procs)
+	case cfg.control == "":
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
-	case *name == "":
+	case cfg.name == "":
 		return errors.New("--name HOST is required: the topology host this blocknode runs on")
-	case *dir == "":
+	case cfg.dir == "":
 		return errors.New("--drive-dir DIR is required")
-	case *heartbeat <= 0:
+	case cfg.heartbeat <= 0:
 		return errors.New("--heartbeat must be positive")
-	case *maxDrives <= 0:
+	case cfg.maxDrives <= 0:
 		return errors.New("--max-drives must be positive")
 	}
-	tlsCfg, endpointOf, err := blocknodeTLS(*tlsDir, *addr, *advertise)
+	tlsCfg, endpointOf, err := blocknodeTLS(cfg.tlsDir, cfg.addr, cfg.advertise)
 	if err != nil {
 		return err
 	}
-	if *procs > 0 {
-		runtime.GOMAXPROCS(*procs)
+	if cfg.procs > 0 {
+		runtime.GOMAXPROCS(cfg.procs)
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if cfg.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	stopProfile, err := profiling.Start(*cpuProfile, "")
+	stopProfile, err := profiling.Start(cfg.cpuProfile, "")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = stopProfile() }()
-	cf := &clientFlags{url: *control, caFile: caFile}
+	cf := &clientFlags{url: cfg.control, caFile: cfg.caFile}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	srv, err := blocknode.New(blocknode.Options{Dir: *dir, Logger: log, TLS: tlsCfg})
+	srv, err := blocknode.New(blocknode.Options{Dir: cfg.dir, Logger: log, TLS: tlsCfg})
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", *addr)
+	l, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	endpoint := *advertise
+	endpoint := cfg.advertise
 	if endpoint == "" {
 		endpoint = l.Addr().String()
 	}
 	endpoint = endpointOf(endpoint)
-	agent := &blocknode.Agent{Server: srv, Control: apiController{c}, Host: *name, Endpoint: endpoint, Epoch: drive.NewEpoch(),
-		MaxDrives: *maxDrives, Interval: *heartbeat, Logger: log}
+	agent := &blocknode.Agent{Server: srv, Control: apiController{c}, Host: cfg.name, Endpoint: endpoint, Epoch: drive.NewEpoch(),
+		MaxDrives: cfg.maxDrives, Interval: cfg.heartbeat, Logger: log}
 	srv.SetRefresh(agent.Beat)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := agent.Beat(ctx); err != nil {
 		l.Close()
-		return fmt.Errorf("register with %s: %w", *control, err)
+		return fmt.Errorf("register with %s: %w", cfg.control, err)
 	}
 	go agent.Run(ctx)
-	log.Info("blocknode serving", "host", *name, "nbd", endpoint, "drives", len(srv.Served()), "dir", *dir)
+	log.Info("blocknode serving", "host", cfg.name, "nbd", endpoint, "drives", len(srv.Served()), "dir", cfg.dir)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {
@@ -140,176 +160,173 @@ func (a apiController) Heartbeat(ctx context.Context, hb blocknode.Heartbeat) (b
 	return out, nil
 }
 
-func runBlocknodes(args []string) error {
-	fs, cf := newClientFlags("blocknodes")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
+func blocknodesCmd() *cobra.Command {
+	return list[api.BlockNode]{
+		cmd: &cobra.Command{
+			Use:   "blocknodes",
+			Short: "list registered blocknodes",
+			Long:  "Lists the registered blocknodes: NBD endpoint, state, drives served, most drives, operations.",
+		},
+		fetch:  (*api.Client).BlockNodes,
+		header: "BLOCKNODE\tENDPOINT\tSTATE\tDRIVES\tMAX\tOPS",
+		row: func(n api.BlockNode) []string {
+			return []string{n.ID, n.Endpoint, onlineState(n.Online), strconv.Itoa(len(n.Links.Drives)), strconv.Itoa(n.MaxDrives),
+				strconv.FormatUint(n.Load.Operations, 10)}
+		},
+	}.command()
+}
+
+func drivesCmd() *cobra.Command {
+	return list[api.Drive]{
+		cmd: &cobra.Command{
+			Use:   "drives",
+			Short: "list pooled drives: state, blocknode, epoch",
+			Long:  "Lists the pooled drives: size, state, the blocknode serving each at its ownership epoch, the writer.",
+		},
+		fetch:  (*api.Client).Drives,
+		header: "DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tWRITER\tREASON",
+		row: func(d api.Drive) []string {
+			return []string{d.ID, d.Kind, human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
+				strconv.FormatUint(d.Epoch, 10), writerColumn(d), orDash(d.Reason)}
+		},
+	}.command()
+}
+
+// driveCmd is `rackpool drive show|token|connect|release`.
+func driveCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "drive show|token|connect|release DRIVE",
+		Short: "where a drive is served, a token for it, serve it locally over NBD (connect --listen), or give its write reservation back",
+		Long: "Works on one pooled drive: where it is served (show), a capability token for it (token), serving it\n" +
+			"on this machine over NBD and following it from blocknode to blocknode (connect), or giving its\n" +
+			"write reservation back (release). See docs/storage.md.",
+		Args: cobra.ArbitraryArgs,
+		RunE: groupRun,
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	ns, err := c.BlockNodes(context.Background())
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(ns)
-	}
-	var rows [][]string
-	for _, n := range ns {
-		state := "online"
-		if !n.Online {
-			state = "offline"
+	cmd.AddCommand(driveShowCmd(), driveTokenCmd(), driveConnectCmd(), driveReleaseCmd())
+	return cmd
+}
+
+func driveShowCmd() *cobra.Command {
+	cf := &clientFlags{}
+	return clientVerb(&cobra.Command{
+		Use:   "show DRIVE",
+		Short: "show where a drive is served, and its writer",
+		Long:  "Shows a pooled drive: size, kind, model, state, the blocknode serving it and its epoch, its writer.",
+		Args:  oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		d, err := c.Drive(ctx, args[0])
+		if err != nil {
+			return err
 		}
-		rows = append(rows, []string{n.ID, n.Endpoint, state, strconv.Itoa(len(n.Links.Drives)), strconv.Itoa(n.MaxDrives),
-			strconv.FormatUint(n.Load.Operations, 10)})
-	}
-	table("BLOCKNODE\tENDPOINT\tSTATE\tDRIVES\tMAX\tOPS", rows)
-	return nil
+		if cf.json {
+			return printJSON(d)
+		}
+		fmt.Printf("%s: %s %s, %s, %s", d.ID, human(d.CapacityBytes), d.Kind, d.Model, d.State)
+		if d.BlockNode != "" {
+			fmt.Printf(" on blocknode %s at %s (epoch %d)", d.BlockNode, d.Endpoint, d.Epoch)
+		}
+		fmt.Println()
+		if w := d.WriteReservation; w != nil {
+			fmt.Printf("written by %s since %s (write reservation generation %d)\n", w.Holder, w.Since.Local().Format(time.RFC3339), w.Generation)
+		}
+		if d.Reason != "" {
+			fmt.Println(d.Reason)
+		}
+		return nil
+	})
 }
 
-func runDrives(args []string) error {
-	fs, cf := newClientFlags("drives")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	ds, err := c.Drives(context.Background())
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(ds)
-	}
-	var rows [][]string
-	for _, d := range ds {
-		rows = append(rows, []string{d.ID, d.Kind, human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
-			strconv.FormatUint(d.Epoch, 10), writerColumn(d), orDash(d.Reason)})
-	}
-	table("DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tWRITER\tREASON", rows)
-	return nil
+func driveTokenCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var req api.DriveConnect
+	cmd := clientVerb(&cobra.Command{
+		Use:   "token DRIVE [--rights rw] [--ttl D] [--holder NAME] [--preempt]",
+		Short: "a capability token for a drive, and its NBD URI",
+		Long: "Asks for a capability token for the drive: the blocknode serving it, its epoch, the token's rights\n" +
+			"and expiry, and the NBD URI an NBD client (qemu-io, nbdcopy, fio) connects to. With write rights\n" +
+			"the holder takes the drive's write reservation.",
+		Example: "  rackpool drive token ssd1 --rights r",
+		Args:    oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		g, err := c.ConnectDrive(ctx, args[0], req)
+		if err != nil {
+			return err
+		}
+		if cf.json {
+			return printJSON(g)
+		}
+		fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
+			g.Expires.Local().Format(time.RFC3339))
+		if g.Holder != "" {
+			fmt.Printf(", writer %s (generation %d)", g.Holder, g.WriteGeneration)
+		}
+		fmt.Println()
+		fmt.Println(nbdURI(g.Endpoint, g.ExportName))
+		return nil
+	})
+	fs := cmd.Flags()
+	fs.StringVar(&req.Rights, "rights", "rw", "r, w or rw")
+	fs.Var((*positiveDuration)(&req.TTL), "ttl", "token lifetime, a positive `duration` (default: the service's, 10m)")
+	fs.StringVar(&req.Holder, "holder", "", "with write rights, the drive's write reservation holder (default: ACCOUNT@ADDRESS, as the service sees this client)")
+	fs.BoolVar(&req.Preempt, "preempt", false, "take the write reservation over from its holder, fencing its writes")
+	return cmd
 }
 
-// runDrive dispatches `rackpool drive show|token|connect|release`.
-func runDrive(args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: rackpool drive show DRIVE | token DRIVE [--rights rw] [--ttl D] [--holder NAME] [--preempt] | " +
-			"connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--holder NAME] [--preempt] | release DRIVE [--holder NAME]")
-	}
-	switch args[0] {
-	case "show":
-		return runDriveShow(args[1:])
-	case "token":
-		return runDriveToken(args[1:])
-	case "connect":
-		return runDriveConnect(args[1:])
-	case "release":
-		return runDriveRelease(args[1:])
-	}
-	return fmt.Errorf("unknown drive verb %q: show, token, connect or release", args[0])
-}
-
-func runDriveShow(args []string) error {
-	fs, cf := newClientFlags("drive show")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: rackpool drive show DRIVE")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	d, err := c.Drive(context.Background(), pos[0])
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(d)
-	}
-	fmt.Printf("%s: %s %s, %s, %s", d.ID, human(d.CapacityBytes), d.Kind, d.Model, d.State)
-	if d.BlockNode != "" {
-		fmt.Printf(" on blocknode %s at %s (epoch %d)", d.BlockNode, d.Endpoint, d.Epoch)
-	}
-	fmt.Println()
-	if w := d.WriteReservation; w != nil {
-		fmt.Printf("written by %s since %s (write reservation generation %d)\n", w.Holder, w.Since.Local().Format(time.RFC3339), w.Generation)
-	}
-	if d.Reason != "" {
-		fmt.Println(d.Reason)
-	}
-	return nil
-}
-
-func runDriveToken(args []string) error {
-	fs, cf := newClientFlags("drive token")
-	rights := fs.String("rights", "rw", "r, w or rw")
-	ttl := ttlFlag(fs, "token lifetime, a positive `duration` (default: the service's, 10m)")
-	holder := fs.String("holder", "", "with write rights, the drive's write reservation holder (default: ACCOUNT@ADDRESS, as the service sees this client)")
-	preempt := fs.Bool("preempt", false, "take the write reservation over from its holder, fencing its writes")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: rackpool drive token DRIVE [--rights rw] [--ttl D] [--holder NAME] [--preempt]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	g, err := c.ConnectDrive(context.Background(), pos[0], api.DriveConnect{Rights: *rights, TTL: *ttl, Holder: *holder, Preempt: *preempt})
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(g)
-	}
-	fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
-		g.Expires.Local().Format(time.RFC3339))
-	if g.Holder != "" {
-		fmt.Printf(", writer %s (generation %d)", g.Holder, g.WriteGeneration)
-	}
-	fmt.Println()
-	fmt.Println(nbdURI(g.Endpoint, g.ExportName))
-	return nil
-}
-
-// runDriveConnect serves a pooled drive locally over NBD, following it
+// driveConnectCmd serves a pooled drive locally over NBD, following it
 // from blocknode to blocknode.
-func runDriveConnect(args []string) error {
-	fs, cf := newClientFlags("drive connect")
-	listen := fs.String("listen", "", "where to serve the drive: unix:PATH or tcp:HOST:PORT (required; beyond loopback only with --tls-certificates)")
-	tlsDir := tlsDirFlag(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
-	rights := fs.String("rights", "rw", "r, w or rw")
-	holder := fs.String("holder", defaultConnectHolder(), "with write rights, the drive's write reservation holder: another holder's connect is refused while this one writes")
-	preempt := fs.Bool("preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
-	conns := fs.Int("connections", hba.DefaultConns, "NBD connections to the owning blocknode")
-	timeout := fs.Duration("timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
-	verbose := fs.Bool("v", false, "log debug messages")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
-	procs := fs.Int("procs", 1, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). One avoids a cross-thread wake-up per request; raise it for a drive that needs more than a core")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+func driveConnectCmd() *cobra.Command {
+	cf := &clientFlags{}
+	cmd := &cobra.Command{
+		Use:   "connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--rights rw] [--connections N]",
+		Short: "serve a drive on this machine over NBD, following it between blocknodes",
+		Long: "Serves the drive on --listen over NBD for local NBD clients, over --connections to the blocknode that\n" +
+			"owns it, re-resolving through the control plane and replaying what was not acknowledged when the\n" +
+			"drive moves, so that clients see a pause, not an error. With write rights it holds the drive's\n" +
+			"write reservation until it exits (docs/storage.md).",
+		Example: "  rackpool drive connect ssd1 --listen unix:/run/rackpool/ssd1.sock",
+		Args:    oneArg,
 	}
-	if len(pos) != 1 || *listen == "" {
-		return errors.New("usage: rackpool drive connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--rights rw] [--connections N]")
+	fs := cmd.Flags()
+	cf.register(fs)
+	var o driveConnectConfig
+	fs.StringVar(&o.listen, "listen", "", "where to serve the drive: unix:PATH or tcp:HOST:PORT (required; beyond loopback only with --tls-certificates)")
+	tlsDir := tlsDirFlagP(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
+	fs.StringVar(&o.rights, "rights", "rw", "r, w or rw")
+	fs.StringVar(&o.holder, "holder", defaultConnectHolder(), "with write rights, the drive's write reservation holder: another holder's connect is refused while this one writes")
+	fs.BoolVar(&o.preempt, "preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
+	fs.IntVar(&o.conns, "connections", hba.DefaultConns, "NBD connections to the owning blocknode")
+	fs.DurationVar(&o.timeout, "timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log debug messages")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
+	fs.IntVar(&o.procs, "procs", 1, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). One avoids a cross-thread wake-up per request; raise it for a drive that needs more than a core")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if o.listen == "" {
+			return usagef("usage: %s", cmd.UseLine())
+		}
+		o.tlsDir = *tlsDir
+		return connectDrive(cf, args[0], o)
 	}
-	if _, err := blocknode.ParseRights(*rights); err != nil {
+	return cmd
+}
+
+// driveConnectConfig is drive connect's command line.
+type driveConnectConfig struct {
+	listen, tlsDir, rights, holder, cpuProfile string
+	preempt, verbose                           bool
+	conns, procs                               int
+	timeout                                    time.Duration
+}
+
+func connectDrive(cf *clientFlags, id string, o driveConnectConfig) error {
+	if _, err := blocknode.ParseRights(o.rights); err != nil {
 		return fmt.Errorf("--rights: %w", err)
 	}
-	network, address, ok := strings.Cut(*listen, ":")
+	network, address, ok := strings.Cut(o.listen, ":")
 	if !ok || address == "" || network != "unix" && network != "tcp" {
-		return fmt.Errorf("--listen %q: want unix:PATH or tcp:HOST:PORT", *listen)
+		return fmt.Errorf("--listen %q: want unix:PATH or tcp:HOST:PORT", o.listen)
 	}
-	listenTLS, err := connectListenTLS(*tlsDir, pos[0], network, address)
+	listenTLS, err := connectListenTLS(o.tlsDir, id, network, address)
 	if err != nil {
 		return err
 	}
@@ -318,17 +335,17 @@ func runDriveConnect(args []string) error {
 		return err
 	}
 	switch {
-	case *procs < 0:
-		return fmt.Errorf("--procs %d: want 0 or more", *procs)
-	case *procs > 0:
-		runtime.GOMAXPROCS(*procs)
+	case o.procs < 0:
+		return fmt.Errorf("--procs %d: want 0 or more", o.procs)
+	case o.procs > 0:
+		runtime.GOMAXPROCS(o.procs)
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if o.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	stopProfile, err := profiling.Start(*cpuProfile, "")
+	stopProfile, err := profiling.Start(o.cpuProfile, "")
 	if err != nil {
 		return err
 	}
@@ -337,11 +354,10 @@ func runDriveConnect(args []string) error {
 	if err != nil {
 		return err
 	}
-	id := pos[0]
-	resolve := connectResolver(c, *rights, *holder, *preempt)
+	resolve := connectResolver(c, o.rights, o.holder, o.preempt)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mp, err := newPath(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: *conns, Timeout: *timeout, Logger: log, Dial: dial}, log)
+	mp, err := newPath(ctx, hba.Options{Drive: id, Resolver: resolve, Conns: o.conns, Timeout: o.timeout, Logger: log, Dial: dial}, log)
 	if err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
@@ -353,10 +369,10 @@ func runDriveConnect(args []string) error {
 		return err
 	}
 	defer mp.Close()
-	if writes(*rights) {
+	if writes(o.rights) {
 		defer func() {
 			if mp.Err() == nil { // a preempted holder has nothing to release
-				releaseWriter(c, id, *holder, log)
+				releaseWriter(c, id, o.holder, log)
 			}
 		}()
 	}
@@ -375,8 +391,8 @@ func runDriveConnect(args []string) error {
 	}
 	srv := &nbd.Server{Exports: mp, Logger: log, TLSConfig: listenTLS}
 	p := mp.Current()
-	log.Info("drive connected", "drive", id, "listen", *listen, "blocknode", p.Node, "endpoint", p.Endpoint, "epoch", p.Epoch,
-		"bytes", mp.Size(), "holder", holderLog(*rights, *holder))
+	log.Info("drive connected", "drive", id, "listen", o.listen, "blocknode", p.Node, "endpoint", p.Endpoint, "epoch", p.Epoch,
+		"bytes", mp.Size(), "holder", holderLog(o.rights, o.holder))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {

@@ -1,72 +1,89 @@
 // Command rackpool is the composable disaggregated infrastructure control
 // plane and its client. Run "rackpool help" for the verbs.
+//
+// The verbs are cobra commands (github.com/spf13/cobra, flags from
+// github.com/spf13/pflag): newRoot lists them all, grouped; each verb's
+// file builds its command, flags and help. Flags may come before, between
+// or after the positional arguments, and "rackpool completion
+// bash|zsh|fish" writes a shell completion script.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"rackpool/internal/pager"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-type command struct {
-	name, args, help string
-	run              func(args []string) error
+// Exit statuses.
+const (
+	exitFailure = 1 // the verb failed
+	exitUsage   = 2 // the command line is wrong: no such verb, flag or argument count
+)
+
+func main() {
+	// `rackpool page` starts this executable again as its pager's
+	// fault-handling helper, marked by the environment.
+	if pager.IsHelper() {
+		os.Exit(pager.RunHelper())
+	}
+	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func commands() []command {
-	return []command{
-		{"serve", "[--addr A] [--data DIR] [--topology FILE]", "run the control plane (Redfish API) on the emulated fabrics", runServe},
-		{"blocks", "[--kind K] [--state S]", "list resource blocks with their composition state", runBlocks},
-		{"zones", "", "list resource zones (what each host can be composed with)", runZones},
-		{"systems", "", "list composed systems", runSystems},
-		{"show", "SYSTEM", "show one composed system, block by block", runShow},
-		{"compose", "[-q] [--host H] [--need SPEC]... [BLOCK...]", "compose a system from specific blocks or by need", runCompose},
-		{"decompose", "SYSTEM...", "decompose systems, returning their blocks to the pools", runDecompose},
-		{"expand", "SYSTEM [--need SPEC]... [BLOCK...]", "add blocks to a composed system", runExpand},
-		{"shrink", "SYSTEM BLOCK...", "remove blocks from a composed system", runShrink},
-		{"explain", "[same as compose]", "say where a request would go, or why it does not fit", runExplain},
-		{"export", "[-o FILE]", "export the current allocation (systems, tenants) for 'serve --import'", runExport},
-		{"audit", "[--user U] [--outcome O] [--since T] [--format table|csv|jsonl]", "print or export the audit log", runAudit},
-		{"memnode", "--addr A --capacity SIZE --control URL", "serve pooled memory to lease holders (registers with the control plane)", runMemnode},
-		{"cache", "--addr A --local-memory SIZE [--remote-memory SIZE --control URL]", "memcached-compatible cache spilling evictions to pooled memory", runCache},
-		{"lease", "[-q] --size SIZE [--host H] [--ttl D]", "lease pooled memory (GetMemory): endpoint, token, expiry", runLease},
-		{"leases", "", "list memory leases", runLeases},
-		{"renew", "LEASE [--ttl D]", "renew a memory lease (new token and expiry)", runRenew},
-		{"page", "--memnode A --token T | --control URL [--workload sort|table]", "run a workload on a region paged to pooled memory (userfaultfd), against all local", runPage},
-		{"release", "LEASE...", "release memory leases (their memory is zeroed before reuse)", runRelease},
-		{"memnodes", "", "list registered memory nodes", runMemnodes},
-		{"blocknode", "--addr A --name HOST --drive-dir DIR --control URL", "serve the pooled drives the SAS switch maps to HOST over NBD", runBlocknode},
-		{"blocknodes", "", "list registered blocknodes", runBlocknodes},
-		{"nbd-certs", "--out DIR --server NAMES | --client NAME", "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)", runNbdCerts},
-		{"drives", "", "list pooled drives: state, blocknode, epoch", runDrives},
-		{"drive", "show|token|connect|release DRIVE", "where a drive is served, a token for it, serve it locally over NBD (connect --listen), or give its write reservation back", runDrive},
-		{"agent", "--control URL --system ID [--cgroup PATH]", "report a composed host's real usage to the control plane (telemetry for provisioning)", runAgent},
-		{"sim", "--scenario FILE --out DIR | --trace CSV ...", "simulate a datacenter on the placement engine (see sim --help)", runSim},
-		{"provision", "record|gen|eval|subscribe|status ...", "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)", runProvision},
-		{"fabric-emulator", "--topology FILE --fabric ID --addr A", "serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)", runFabricEmulator},
-		{"discover", "--redfish URL [--user U] [--fabric ID]... [--out FILE]", "read a Redfish service's fabrics (GET only) and write a topology file for them", runDiscover},
-		{"topology", "[--file FILE]", "show the topology as text (from the server, or a file validated locally)", runTopology},
-		{"version", "", "print the version", func([]string) error { fmt.Println("rackpool", version); return nil }},
+// run executes one command line and returns its exit status, having
+// written any error to stderr as "rackpool VERB: ...".
+func run(args []string, stderr io.Writer) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, pflag.ErrHelp) {
+		return 0
 	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, cmd.CommandPath()+": "+err.Error()+tlsHint(err))
+	return exitFailure
 }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, `rackpool composes logical servers out of pooled GPUs, drives, NICs and memory.
+// execute runs one command line as run does and returns the verb's error
+// (tests: they look at the error, not at stderr).
+func execute(args ...string) error {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	_, err := root.ExecuteC()
+	return err
+}
 
-Usage: rackpool VERB [flags] [args]
+// Verb groups, in the order "rackpool help" lists them.
+var groups = []*cobra.Group{
+	{ID: "compose", Title: "Composition (client verbs):"},
+	{ID: "memory", Title: "Pooled memory (client verbs):"},
+	{ID: "drives", Title: "Pooled drives (client verbs):"},
+	{ID: "admin", Title: "Administration (client verbs):"},
+	{ID: "servers", Title: "Servers and agents:"},
+	{ID: "offline", Title: "Simulation, provisioning and tools:"},
+}
 
-Verbs:
-`)
-	for _, c := range commands() {
-		fmt.Fprintf(os.Stderr, "  %-10s %-44s %s\n", c.name, c.args, c.help)
-	}
-	fmt.Fprintf(os.Stderr, `
+const rootLong = `rackpool composes logical servers out of pooled GPUs, drives, NICs and memory.
+
 Client verbs talk to --url (default $RACKPOOL_URL or https://127.0.0.1:8080) as
 $RACKPOOL_USER (default Administrator) with $RACKPOOL_PASSWORD, and print
 tables; add --json for machine-readable output. compose, expand, shrink and
@@ -77,49 +94,157 @@ directory).
 
 A need SPEC is "COUNT KIND [key=value...]" or "SIZE memory", e.g.
   --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB max-latency=2000"
-`)
+
+Shell completion: source <(rackpool completion bash), or see
+'rackpool completion --help' for zsh and fish.`
+
+// newRoot builds the command tree: every verb, in its group.
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "rackpool",
+		Short:         "composable disaggregated infrastructure: control plane, data plane and client",
+		Long:          rootLong,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          groupRun,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// "rackpool [command]", not "rackpool [flags]": the root's only
+		// flag is --help.
+		DisableFlagsInUseLine: true,
+	}
+	root.SetFlagErrorFunc(flagUsageError)
+	root.AddGroup(groups...)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add("compose", blocksCmd(), zonesCmd(), systemsCmd(), showCmd(), composeCmd(), decomposeCmd(), expandCmd(),
+		shrinkCmd(), explainCmd(), topologyCmd())
+	add("memory", leaseCmd(), leasesCmd(), renewCmd(), releaseCmd(), memnodesCmd())
+	add("drives", drivesCmd(), driveCmd(), blocknodesCmd(), nbdCertsCmd())
+	add("admin", exportCmd(), auditCmd())
+	add("servers", serveCmd(), memnodeCmd(), blocknodeCmd(), cacheCmd(), agentCmd(), fabricEmulatorCmd())
+	add("offline", simCmd(), provisionCmd(), pageCmd(), discoverCmd(), versionCmd())
+	root.SetHelpCommandGroupID("offline")
+	root.SetCompletionCommandGroupID("offline")
+	return root
 }
 
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Long:  "Prints the version this binary was built as (make sets it from git describe).",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Println("rackpool", version)
+			return nil
+		},
 	}
-	verb := os.Args[1]
-	if verb == "help" || verb == "-h" || verb == "--help" {
-		usage()
-		return
-	}
-	for _, c := range commands() {
-		if c.name == verb {
-			if err := c.run(os.Args[2:]); err != nil {
-				if errors.Is(err, flag.ErrHelp) {
-					os.Exit(2)
-				}
-				fmt.Fprintln(os.Stderr, "rackpool "+verb+": "+err.Error()+tlsHint(err))
-				os.Exit(1)
-			}
-			return
-		}
-	}
-	fmt.Fprintf(os.Stderr, "rackpool: unknown verb %q (try rackpool help)\n", verb)
-	os.Exit(2)
 }
 
-// parseInterspersed parses flags wherever they appear among positional
-// arguments and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// usageError is a command line that does not parse: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// flagUsageError makes a flag that does not parse a usage error.
+func flagUsageError(_ *cobra.Command, err error) error { return usageError{err} }
+
+// groupRun is the Run of a verb made of sub-verbs (the root, drive,
+// provision): without one, or with one it does not know, the command line
+// is wrong.
+func groupRun(cmd *cobra.Command, args []string) error {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() && c.Name() != "help" && c.Name() != "completion" {
+			names = append(names, c.Name())
 		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
+	if len(args) == 0 {
+		if !cmd.HasParent() {
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Help()
+			return usageError{errors.New("missing verb")}
+		}
+		return usagef("missing subcommand: %s", strings.Join(names, ", "))
+	}
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	msg := fmt.Sprintf("unknown subcommand %q: %s", args[0], strings.Join(names, ", "))
+	if !cmd.HasParent() {
+		msg = fmt.Sprintf("unknown verb %q", args[0])
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+	}
+	return usageError{errors.New(msg)}
+}
+
+// Positional argument rules, as usage errors naming the verb's usage line.
+var (
+	noArgs = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unexpected argument %q", args[0])
+		}
+		return nil
+	}
+	oneArg       = argCount(func(n int) bool { return n == 1 })
+	someArgs     = argCount(func(n int) bool { return n >= 1 })
+	twoOrMore    = argCount(func(n int) bool { return n >= 2 })
+	atMostOneArg = argCount(func(n int) bool { return n <= 1 })
+)
+
+func argCount(ok func(int) bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if !ok(len(args)) {
+			return usagef("usage: %s", cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// rawVerb is a verb whose run function parses its own flags from the
+// arguments as given. serve, cache, fabric-emulator, topology, nbd-certs
+// and drive release are wired this way while their configuration moves
+// onto pflag (issue 36, item 3); their --help is their flag set's.
+func rawVerb(use, short, long string, run func(args []string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:                use,
+		Short:              short,
+		Long:               long,
+		DisableFlagParsing: true,
+		RunE:               func(_ *cobra.Command, args []string) error { return run(args) },
+	}
+}
+
+// goFlags adds flags that a helper declares on a standard library flag set
+// (caFlag, tlsDirFlag, shared with the raw verbs) to fs.
+func goFlags(fs *pflag.FlagSet, add func(*flag.FlagSet)) {
+	g := flag.NewFlagSet("", flag.ContinueOnError)
+	add(g)
+	fs.AddGoFlagSet(g)
+}
+
+// caFileFlag adds --ca-file to fs.
+func caFileFlag(fs *pflag.FlagSet, p *string) { goFlags(fs, func(g *flag.FlagSet) { caFlag(g, p) }) }
+
+// tlsDirFlagP adds --tls-certificates to fs.
+func tlsDirFlagP(fs *pflag.FlagSet, what string) *string {
+	var p *string
+	goFlags(fs, func(g *flag.FlagSet) { p = tlsDirFlag(g, what) })
+	return p
+}
+
+// verboseFlag adds -v (--verbose): debug messages.
+func verboseFlag(fs *pflag.FlagSet) *bool {
+	return fs.BoolP("verbose", "v", false, "log debug messages")
 }
 
 // positiveDuration is a duration flag that must be above zero when it is
@@ -127,6 +252,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 type positiveDuration time.Duration
 
 func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Type() string   { return "duration" }
 func (d *positiveDuration) Set(v string) error {
 	x, err := time.ParseDuration(v)
 	if err != nil {
@@ -140,14 +266,50 @@ func (d *positiveDuration) Set(v string) error {
 }
 
 // ttlFlag adds --ttl, a positive duration that is 0 when not given.
-func ttlFlag(fs *flag.FlagSet, usage string) *time.Duration {
+func ttlFlag(fs *pflag.FlagSet, usage string) *time.Duration {
 	var d time.Duration
 	fs.Var((*positiveDuration)(&d), "ttl", usage)
 	return &d
 }
 
-// multi is a repeatable string flag.
-type multi []string
+// The verbs whose files move onto pflag with serve's configuration (issue
+// 36, item 3) hand their arguments over as given.
 
-func (m *multi) String() string     { return strings.Join(*m, "; ") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+func serveCmd() *cobra.Command {
+	return rawVerb("serve [--addr A] [--data DIR] [--topology FILE]", "run the control plane (Redfish API) on the emulated fabrics",
+		"Runs the control plane: the Redfish service on --addr over HTTPS, its state in --data (or --store\n"+
+			"postgres), the fabrics of --topology. See rackpool serve --help for every flag.", runServe)
+}
+
+func cacheCmd() *cobra.Command {
+	return rawVerb("cache --addr A --local-memory SIZE [--remote-memory SIZE --control URL]",
+		"memcached-compatible cache spilling evictions to pooled memory",
+		"Serves the memcached protocol from --local-memory, spilling evicted items to a lease of pooled\n"+
+			"memory (--remote-memory, or auto). See rackpool cache --help for every flag and docs/cache.md.", runCache)
+}
+
+func fabricEmulatorCmd() *cobra.Command {
+	return rawVerb("fabric-emulator --topology FILE --fabric ID --addr A",
+		"serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)",
+		"Serves one fabric of a topology file as a Redfish fabric manager, for the redfish southbound\n"+
+			"driver's tests (docs/southbound.md). See rackpool fabric-emulator --help for every flag.", runFabricEmulator)
+}
+
+func topologyCmd() *cobra.Command {
+	return rawVerb("topology [--file FILE] [--json]", "show the topology as text (from the server, or a file validated locally)",
+		"Shows the service's topology, or with --file validates a topology file locally and shows it.\n"+
+			"Takes the client flags --url, --ca-file and --json.", runTopology)
+}
+
+func nbdCertsCmd() *cobra.Command {
+	return rawVerb("nbd-certs --out DIR --server NAMES | --client NAME",
+		"issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)",
+		"Writes ca-cert.pem and server or client certificates signed by the CA of rackpool serve's data\n"+
+			"directory, in the layout nbdkit, qemu and libnbd read (docs/storage.md, \"TLS\").", runNbdCerts)
+}
+
+func driveReleaseCmd() *cobra.Command {
+	return rawVerb("release DRIVE [--holder NAME]", "give a drive's write reservation back",
+		"Gives the drive's write reservation back, so that another holder may write. Takes the client\n"+
+			"flags --url, --ca-file and --json.", runDriveRelease)
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/api"
 	"rackpool/internal/clock"
 	"rackpool/internal/memory"
@@ -26,44 +27,50 @@ import (
 // Pooled memory verbs: memnode (the data-plane server), lease, leases,
 // renew, release, memnodes (clients of the GetMemory API).
 
-func runLease(args []string) error {
-	fs, cf := newClientFlags("lease")
-	cf.idFlag(fs, "lease")
-	size := fs.String("size", "", "bytes to lease, e.g. 64MiB (required)")
-	host := fs.String("host", "", "topology host the memory is for: the nearest memory node is picked")
-	ttl := ttlFlag(fs, "lease `duration`, positive (default: the service's, 10m)")
-	rights := fs.String("rights", "", "r, w or rw (default rw)")
-	maxLat := fs.Float64("max-latency", 0, "largest acceptable round trip from --host, in ns")
-	node := fs.String("node", "", "pin the lease to one memory node")
-	mapped := fs.Bool("mapped", false, "memory --host can map with loads and stores (a memory node on its machine)")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	if *size == "" {
-		return errors.New("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N] [--mapped]")
-	}
-	n, err := units.ParsePositive(*size)
-	if err != nil {
-		return fmt.Errorf("--size: %w", err)
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	l, err := c.GetMemory(context.Background(), api.LeaseRequest{Size: n, Host: *host, TTL: *ttl, Rights: *rights,
-		MaxLatencyNs: *maxLat, MemoryNode: *node, Mapped: *mapped})
-	if err != nil {
-		return err
-	}
-	switch {
-	case cf.json:
-		return printJSON(l)
-	case cf.quiet:
-		fmt.Println(l.ID)
+func leaseCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var req api.LeaseRequest
+	var size string
+	cmd := clientVerb(&cobra.Command{
+		Use:   "lease [-q] --size SIZE [--host H] [--ttl D]",
+		Short: "lease pooled memory (GetMemory): endpoint, token, expiry",
+		Long: "Leases pooled memory from the memory node nearest --host (or --node): prints the node's endpoint,\n" +
+			"the lease's offset and a capability token for it, valid until the lease expires (docs/memory.md).",
+		Example: "  LEASE=$(rackpool lease -q --size 64MiB --host host1)",
+		Args:    noArgs,
+	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
+		if size == "" {
+			return usagef("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N] [--mapped]")
+		}
+		n, err := units.ParsePositive(size)
+		if err != nil {
+			return fmt.Errorf("--size: %w", err)
+		}
+		req.Size = n
+		l, err := c.GetMemory(ctx, req)
+		if err != nil {
+			return err
+		}
+		switch {
+		case cf.json:
+			return printJSON(l)
+		case cf.quiet:
+			fmt.Println(l.ID)
+			return nil
+		}
+		printGrant(l)
 		return nil
-	}
-	printGrant(l)
-	return nil
+	})
+	fs := cmd.Flags()
+	cf.idFlag(fs, "lease", "lease")
+	fs.StringVar(&size, "size", "", "bytes to lease, e.g. 64MiB (required)")
+	fs.StringVar(&req.Host, "host", "", "topology host the memory is for: the nearest memory node is picked")
+	fs.Var((*positiveDuration)(&req.TTL), "ttl", "lease `duration`, positive (default: the service's, 10m)")
+	fs.StringVar(&req.Rights, "rights", "", "r, w or rw (default rw)")
+	fs.Float64Var(&req.MaxLatencyNs, "max-latency", 0, "largest acceptable round trip from --host, in ns")
+	fs.StringVar(&req.MemoryNode, "node", "", "pin the lease to one memory node")
+	fs.BoolVar(&req.Mapped, "mapped", false, "memory --host can map with loads and stores (a memory node on its machine)")
+	return cmd
 }
 
 func printGrant(l *api.MemoryLease) {
@@ -78,29 +85,20 @@ func printGrant(l *api.MemoryLease) {
 	fmt.Printf("token: %s\n", l.Token)
 }
 
-func runLeases(args []string) error {
-	fs, cf := newClientFlags("leases")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	ls, err := c.Leases(context.Background())
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(ls)
-	}
-	var rows [][]string
-	for _, l := range ls {
-		rows = append(rows, []string{l.ID, l.MemoryNode, human(int64(l.CapacityBytes)), strconv.FormatUint(l.Offset, 10),
-			l.Rights, l.State, l.Expires.Local().Format(time.RFC3339), orDash(l.Tenant), orDash(l.Host)})
-	}
-	table("LEASE\tNODE\tSIZE\tOFFSET\tRIGHTS\tSTATE\tEXPIRES\tTENANT\tHOST", rows)
-	return nil
+func leasesCmd() *cobra.Command {
+	return list[api.MemoryLease]{
+		cmd: &cobra.Command{
+			Use:   "leases",
+			Short: "list memory leases",
+			Long:  "Lists the memory leases: node, size, offset, rights, state, expiry, tenant and host.",
+		},
+		fetch:  (*api.Client).Leases,
+		header: "LEASE\tNODE\tSIZE\tOFFSET\tRIGHTS\tSTATE\tEXPIRES\tTENANT\tHOST",
+		row: func(l api.MemoryLease) []string {
+			return []string{l.ID, l.MemoryNode, human(int64(l.CapacityBytes)), strconv.FormatUint(l.Offset, 10),
+				l.Rights, l.State, l.Expires.Local().Format(time.RFC3339), orDash(l.Tenant), orDash(l.Host)}
+		},
+	}.command()
 }
 
 func orDash(s string) string {
@@ -110,84 +108,73 @@ func orDash(s string) string {
 	return s
 }
 
-func runRenew(args []string) error {
-	fs, cf := newClientFlags("renew")
-	ttl := ttlFlag(fs, "new `duration` from now, positive (default: the service's)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: rackpool renew LEASE [--ttl D]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	l, err := c.RenewLease(context.Background(), pos[0], *ttl)
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(l)
-	}
-	printGrant(l)
-	return nil
+func renewCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var ttl time.Duration
+	cmd := clientVerb(&cobra.Command{
+		Use:   "renew LEASE [--ttl D]",
+		Short: "renew a memory lease (new token and expiry)",
+		Long:  "Renews a memory lease for --ttl from now (default: the service's): a new token and expiry.",
+		Args:  oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		l, err := c.RenewLease(ctx, args[0], ttl)
+		if err != nil {
+			return err
+		}
+		if cf.json {
+			return printJSON(l)
+		}
+		printGrant(l)
+		return nil
+	})
+	cmd.Flags().Var((*positiveDuration)(&ttl), "ttl", "new `duration` from now, positive (default: the service's)")
+	return cmd
 }
 
-func runRelease(args []string) error {
-	fs, cf := newClientFlags("release")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 0 {
-		return errors.New("usage: rackpool release LEASE [LEASE ...]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, id := range pos {
-		if err := c.ReleaseLease(context.Background(), id); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", id, err))
-			continue
+func releaseCmd() *cobra.Command {
+	cf := &clientFlags{}
+	return clientVerb(&cobra.Command{
+		Use:   "release LEASE...",
+		Short: "release memory leases (their memory is zeroed before reuse)",
+		Long:  "Releases each memory lease named; the memory node zeroes the memory before it leases it again.",
+		Args:  someArgs,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		var errs []error
+		for _, id := range args {
+			if err := c.ReleaseLease(ctx, id); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", id, err))
+				continue
+			}
+			if !cf.json {
+				fmt.Println("released", id)
+			}
 		}
-		if !cf.json {
-			fmt.Println("released", id)
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(errs...)
+	})
 }
 
-func runMemnodes(args []string) error {
-	fs, cf := newClientFlags("memnodes")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
+func memnodesCmd() *cobra.Command {
+	return list[api.MemoryNode]{
+		cmd: &cobra.Command{
+			Use:   "memnodes",
+			Short: "list registered memory nodes",
+			Long:  "Lists the registered memory nodes: endpoint, capacity, bytes leased, leases, state and blocks.",
+		},
+		fetch:  (*api.Client).MemoryNodes,
+		header: "NODE\tENDPOINT\tCAPACITY\tLEASED\tLEASES\tSTATE\tBLOCKS",
+		row: func(n api.MemoryNode) []string {
+			return []string{n.ID, n.Endpoint, human(int64(n.CapacityBytes)), human(int64(n.LeasedBytes)),
+				strconv.Itoa(n.Leases), onlineState(n.Online), strconv.Itoa(len(n.Links.ResourceBlocks))}
+		},
+	}.command()
+}
+
+// onlineState is the STATE column of the node lists.
+func onlineState(online bool) string {
+	if online {
+		return "online"
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	ns, err := c.MemoryNodes(context.Background())
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(ns)
-	}
-	var rows [][]string
-	for _, n := range ns {
-		state := "online"
-		if !n.Online {
-			state = "offline"
-		}
-		rows = append(rows, []string{n.ID, n.Endpoint, human(int64(n.CapacityBytes)), human(int64(n.LeasedBytes)),
-			strconv.Itoa(n.Leases), state, strconv.Itoa(len(n.Links.ResourceBlocks))})
-	}
-	table("NODE\tENDPOINT\tCAPACITY\tLEASED\tLEASES\tSTATE\tBLOCKS", rows)
-	return nil
+	return "offline"
 }
 
 // listenUnix listens on the unix socket path, replacing a stale socket a
@@ -220,63 +207,84 @@ func listenUnix(path string) (net.Listener, error) {
 
 // runMemnode serves pooled memory: it registers with the control plane,
 // heartbeats, and serves leased regions to token holders.
-func runMemnode(args []string) error {
-	fs := flag.NewFlagSet("memnode", flag.ContinueOnError)
+// memnodeCmd serves pooled memory: it registers with the control plane,
+// heartbeats, and serves leased regions to token holders.
+func memnodeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "memnode --addr A --capacity SIZE --control URL",
+		Short: "serve pooled memory to lease holders (registers with the control plane)",
+		Long: "Serves --capacity of memory over the memory protocol on --addr: it registers with the control\n" +
+			"plane as a topology memory device, heartbeats, and serves leased regions to token holders\n" +
+			"(docs/memory.md). With --map-socket, clients on this machine map their lease instead.",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	addr := fs.String("addr", "127.0.0.1:7070", "address to serve the memory protocol on")
 	capacity := fs.String("capacity", "1GiB", "memory to serve")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	var caFile string
-	caFlag(fs, &caFile)
+	caFileFlag(fs, &caFile)
 	device := fs.String("device", "", "topology memory device this node serves (default: the first one without a node)")
 	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
 	mapSocket := fs.String("map-socket", "", "unix socket for mapped leases: local clients map their lease's memory (load/store) instead of using TCP")
 	mapHosts := fs.String("map-hosts", "", "comma-separated topology hosts on this machine, whose leases may be mapped (needs --map-socket)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane (each heartbeat reports the bytes each lease has in use)")
-	verbose := fs.Bool("v", false, "log debug messages")
-	if err := fs.Parse(args); err != nil {
-		return err
+	verbose := verboseFlag(fs)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		if *control == "" {
+			return errors.New("--control URL is required (or set RACKPOOL_URL)")
+		}
+		size, err := units.ParsePositive(*capacity)
+		if err != nil {
+			return fmt.Errorf("--capacity: %w", err)
+		}
+		if *heartbeat <= 0 {
+			return errors.New("--heartbeat must be positive")
+		}
+		return serveMemnode(memnodeConfig{addr: *addr, size: size, control: *control, caFile: caFile, device: *device,
+			advertise: *advertise, mapSocket: *mapSocket, mapHosts: *mapHosts, heartbeat: *heartbeat, verbose: *verbose})
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if *control == "" {
-		return errors.New("--control URL is required (or set RACKPOOL_URL)")
-	}
-	size, err := units.ParsePositive(*capacity)
-	if err != nil {
-		return fmt.Errorf("--capacity: %w", err)
-	}
-	if *heartbeat <= 0 {
-		return errors.New("--heartbeat must be positive")
-	}
+	return cmd
+}
+
+// memnodeConfig is memnode's command line, checked.
+type memnodeConfig struct {
+	addr, control, caFile, device, advertise, mapSocket, mapHosts string
+	size                                                          uint64
+	heartbeat                                                     time.Duration
+	verbose                                                       bool
+}
+
+func serveMemnode(cfg memnodeConfig) error {
+	var err error
 	var hosts []string
-	if *mapHosts != "" {
-		hosts = strings.Split(*mapHosts, ",")
+	if cfg.mapHosts != "" {
+		hosts = strings.Split(cfg.mapHosts, ",")
 	}
-	if (*mapSocket == "") != (len(hosts) == 0) {
+	if (cfg.mapSocket == "") != (len(hosts) == 0) {
 		return errors.New("--map-socket and --map-hosts go together")
 	}
-	sockPath := *mapSocket
+	sockPath := cfg.mapSocket
 	if sockPath != "" {
 		if sockPath, err = filepath.Abs(sockPath); err != nil {
 			return fmt.Errorf("--map-socket: %w", err)
 		}
 	}
 	level := slog.LevelInfo
-	if *verbose {
+	if cfg.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cf := &clientFlags{url: *control, caFile: caFile}
+	cf := &clientFlags{url: cfg.control, caFile: cfg.caFile}
 	c, err := cf.client()
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", *addr)
+	l, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-	endpoint := *advertise
+	endpoint := cfg.advertise
 	if endpoint == "" {
 		endpoint = l.Addr().String()
 	}
@@ -300,10 +308,10 @@ func runMemnode(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		return memory.NewServer(memory.ServerOptions{Node: node, Capacity: size, Key: key, Logger: log})
+		return memory.NewServer(memory.ServerOptions{Node: node, Capacity: cfg.size, Key: key, Logger: log})
 	}
 	var srv *memory.Server
-	reg := api.NodeRegistration{Device: *device, Endpoint: endpoint, CapacityBytes: size, MapSocket: sockPath, MapHosts: hosts}
+	reg := api.NodeRegistration{Device: cfg.device, Endpoint: endpoint, CapacityBytes: cfg.size, MapSocket: sockPath, MapHosts: hosts}
 	register := func() (*api.MemoryNode, error) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -336,7 +344,7 @@ func runMemnode(args []string) error {
 		}
 		return n, nil
 	}
-	name := *device
+	name := cfg.device
 	if name == "" {
 		name = "unbound"
 	}
@@ -348,7 +356,7 @@ func runMemnode(args []string) error {
 		}
 		if n, err = register(); err != nil {
 			l.Close()
-			return fmt.Errorf("register with %s: %w", *control, err)
+			return fmt.Errorf("register with %s: %w", cfg.control, err)
 		}
 		if n.ID == name {
 			break
@@ -357,11 +365,11 @@ func runMemnode(args []string) error {
 	}
 	if n.ID != name {
 		l.Close()
-		return fmt.Errorf("register with %s: bound to %s, then to %s", *control, name, n.ID)
+		return fmt.Errorf("register with %s: bound to %s, then to %s", cfg.control, name, n.ID)
 	}
-	log.Info("memnode serving", "node", n.ID, "addr", endpoint, "capacity", size, "blocks", len(n.Links.ResourceBlocks), "control", *control)
+	log.Info("memnode serving", "node", n.ID, "addr", endpoint, "capacity", cfg.size, "blocks", len(n.Links.ResourceBlocks), "control", cfg.control)
 	go func() {
-		t := clock.NewTicker(clock.Real{}, *heartbeat)
+		t := clock.NewTicker(clock.Real{}, cfg.heartbeat)
 		defer t.Stop()
 		failing := false
 		for {

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"rackpool/api"
 	"rackpool/internal/pager"
@@ -16,62 +17,74 @@ import (
 	"rackpool/internal/units"
 )
 
+func pageCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "page --memnode A --token T | --control URL [--workload sort|table]",
+		Short: "run a workload on a region paged to pooled memory (userfaultfd), against all local",
+		Long: "Runs a memory-bound workload once on a plain slice and once on a region paged to pooled memory\n" +
+			"(userfaultfd) with a smaller local budget, and prints the slowdown and the pager's counters\n" +
+			"(docs/paging.md). The memory is a lease from --control, or --memnode with --token.",
+		Example: "  rackpool page --control https://127.0.0.1:8080 --workload table --size 256MiB --local 25%",
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
+	var o pageConfig
+	fs.StringVar(&o.control, "control", "", "control plane URL to lease the memory from (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
+	caFileFlag(fs, &o.caFile)
+	fs.StringVar(&o.memnode, "memnode", "", "memnode address to use directly, with --token, instead of --control")
+	fs.StringVar(&o.token, "token", "", "capability token for --memnode (a lease of at least --size, rights rw)")
+	fs.StringVar(&o.host, "host", "", "with --control: topology host the memory is for")
+	fs.StringVar(&o.work, "workload", "sort", "sort (a sort of --size bytes of keys) or table (--ops random updates of a --size table)")
+	fs.StringVar(&o.size, "size", "64MiB", "region size")
+	fs.StringVar(&o.local, "local", "25%", "local memory budget: a size, or a percentage of --size")
+	fs.IntVar(&o.ops, "ops", 200000, "with --workload table: number of random updates")
+	fs.IntVar(&o.prefetch, "prefetch", 0, "pages brought in per fault (a power of two up to 256; 0: the default, 8)")
+	cmd.RunE = func(*cobra.Command, []string) error { return runPage(o) }
+	return cmd
+}
+
+// pageConfig is page's command line.
+type pageConfig struct {
+	control, caFile, memnode, token, host, work, size, local string
+	ops, prefetch                                            int
+}
+
 // runPage demonstrates paging to the pool (docs/paging.md): it runs a
 // memory-bound workload once on a plain slice and once on a pager region
 // backed by a memory lease with a smaller local budget, and prints the
 // slowdown and the pager's counters. The same executable, started again
-// by the pager with HelperEnv set, is the pager's fault-handling helper.
-func runPage(args []string) error {
-	if pager.IsHelper() {
-		os.Exit(pager.RunHelper())
-	}
-	fs := flag.NewFlagSet("page", flag.ContinueOnError)
-	control := fs.String("control", "", "control plane URL to lease the memory from (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	var caFile string
-	caFlag(fs, &caFile)
-	memnode := fs.String("memnode", "", "memnode address to use directly, with --token, instead of --control")
-	token := fs.String("token", "", "capability token for --memnode (a lease of at least --size, rights rw)")
-	host := fs.String("host", "", "with --control: topology host the memory is for")
-	work := fs.String("workload", "sort", "sort (a sort of --size bytes of keys) or table (--ops random updates of a --size table)")
-	size := fs.String("size", "64MiB", "region size")
-	local := fs.String("local", "25%", "local memory budget: a size, or a percentage of --size")
-	ops := fs.Int("ops", 200000, "with --workload table: number of random updates")
-	prefetch := fs.Int("prefetch", 0, "pages brought in per fault (a power of two up to 256; 0: the default, 8)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	regionBytes, localBytes, err := pageSizes(*size, *local)
+// by the pager with HelperEnv set, is the pager's fault-handling helper
+// (see main).
+func runPage(o pageConfig) error {
+	regionBytes, localBytes, err := pageSizes(o.size, o.local)
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(" "+strings.Join(workload.Names, " ")+" ", " "+*work+" ") {
-		return fmt.Errorf("--workload %q: want one of %s", *work, strings.Join(workload.Names, ", "))
+	if !strings.Contains(" "+strings.Join(workload.Names, " ")+" ", " "+o.work+" ") {
+		return fmt.Errorf("--workload %q: want one of %s", o.work, strings.Join(workload.Names, ", "))
 	}
-	if *ops <= 0 {
+	if o.ops <= 0 {
 		return errors.New("--ops must be positive")
 	}
 	switch {
-	case *control != "" && *memnode != "":
+	case o.control != "" && o.memnode != "":
 		return errors.New("give --control or --memnode, not both")
-	case *memnode != "" && *token == "":
+	case o.memnode != "" && o.token == "":
 		return errors.New("--memnode needs --token")
-	case *memnode == "" && *token != "":
+	case o.memnode == "" && o.token != "":
 		return errors.New("--token needs --memnode")
-	case *control == "" && *memnode == "":
-		return errors.New("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%]")
+	case o.control == "" && o.memnode == "":
+		return usagef("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%%]")
 	}
 	ctx := context.Background()
-	endpoint, tok := *memnode, *token
-	if *control != "" {
-		cf := &clientFlags{url: *control, caFile: caFile}
+	endpoint, tok := o.memnode, o.token
+	if o.control != "" {
+		cf := &clientFlags{url: o.control, caFile: o.caFile}
 		c, err := cf.client()
 		if err != nil {
 			return err
 		}
-		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: *host, TTL: time.Hour})
+		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: o.host, TTL: time.Hour})
 		if err != nil {
 			return fmt.Errorf("lease %s of pooled memory: %w", human(regionBytes), err)
 		}
@@ -82,7 +95,7 @@ func runPage(args []string) error {
 
 	plain := make([]byte, regionBytes)
 	t0 := time.Now()
-	want, err := workload.Run(*work, plain, *ops, 1)
+	want, err := workload.Run(o.work, plain, o.ops, 1)
 	if err != nil {
 		return err
 	}
@@ -92,7 +105,7 @@ func runPage(args []string) error {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	p, err := pager.Open(openCtx, pager.Options{Size: regionBytes, Local: localBytes, Endpoint: endpoint, Token: tok,
-		Prefetch: *prefetch, HelperArgs: []string{"page"}})
+		Prefetch: o.prefetch, HelperArgs: []string{"page"}})
 	if err != nil {
 		return err
 	}
@@ -100,7 +113,7 @@ func runPage(args []string) error {
 	var got uint64
 	var werr error
 	t0 = time.Now()
-	if err := p.Access(func(r []byte) { got, werr = workload.Run(*work, r, *ops, 1) }); err != nil {
+	if err := p.Access(func(r []byte) { got, werr = workload.Run(o.work, r, o.ops, 1) }); err != nil {
 		return err
 	}
 	pagedTime := time.Since(t0)
@@ -111,7 +124,7 @@ func runPage(args []string) error {
 		return fmt.Errorf("checksum %x through the pager, %x all local: the pager lost data", got, want)
 	}
 	s := p.Stats()
-	fmt.Printf("%s of %s, local budget %s (%.0f%%)\n", *work, human(regionBytes), human(localBytes), 100*float64(localBytes)/float64(regionBytes))
+	fmt.Printf("%s of %s, local budget %s (%.0f%%)\n", o.work, human(regionBytes), human(localBytes), 100*float64(localBytes)/float64(regionBytes))
 	fmt.Printf("all local: %v   paged: %v   slowdown: %.2fx   checksum %x (same)\n",
 		localTime.Round(time.Millisecond), pagedTime.Round(time.Millisecond), pagedTime.Seconds()/localTime.Seconds(), got)
 	fmt.Printf("faults %d (write-protect %d), fetches %d (%s), zero-filled %d, prefetched %d\n",

@@ -26,7 +26,7 @@ func TestPageBadFlags(t *testing.T) {
 		{[]string{"--memnode", "a:1", "--token", "t", "extra"}, `unexpected argument "extra"`},
 		{[]string{"--memnode", "a:1", "--token", "t", "--prefetch", "3", "--size", "64KiB"}, "prefetch 3"},
 	} {
-		err := runPage(tc.args)
+		err := execute(append([]string{"page"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("page %q: %v, want an error containing %q", tc.args, err, tc.want)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -10,80 +9,91 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/internal/demand"
 	"rackpool/internal/forecast"
 	"rackpool/internal/provision"
 )
 
-const provisionEvalUsage = `Usage:
-  rackpool provision eval --trace FILE.csv --out DIR [--policy static-peak|reactive|predictive|oracle]
-                          [--window W] [--horizon H] [--lead L] [--granule G] [--resource memory|gpus|io_mbps]
-                          [--method ar|arma|ewma|seasonal-naive] [--quantile Q] [--headroom F]
-                          [--hysteresis F] [--min-hold N] [--sweep] [--match-reactive=false]
-
-Replays a demand trace (docs/provisioning.md: CSV time_s,entity,memory_gib[,gpus][,io_mbps]) under a
+const provisionEvalLong = `Replays a demand trace (docs/provisioning.md: CSV time_s,entity,memory_gib[,gpus][,io_mbps]) under a
 provisioning policy and writes DIR/summary.json (that policy), DIR/comparison.json (every policy) and
 DIR/report.html (tables and plots). W, H and L are a number of trace intervals or a duration (10m, 1h),
 rounded up to whole intervals. Policies only see the past; static-peak and oracle use the whole trace
 and bound the others. With --match-reactive (the default) the reactive policy in the comparison gets
-the least headroom that provisions as much as the predictive one, so the two compare at equal memory.
-Flags:
-`
+the least headroom that provisions as much as the predictive one, so the two compare at equal memory.`
 
-// runProvisionEval is `rackpool provision eval`.
-func runProvisionEval(args []string) error {
-	fs := flag.NewFlagSet("provision eval", flag.ContinueOnError)
-	tracePath := fs.String("trace", "", "demand trace (CSV); required")
-	out := fs.String("out", "", "directory for summary.json, comparison.json and report.html; required")
-	policy := fs.String("policy", string(provision.Predictive), "policy whose summary.json is written: static-peak, reactive, predictive or oracle")
-	window := fs.String("window", "", "observation window: intervals or a duration (default 128 intervals)")
-	horizon := fs.String("horizon", "", "prediction window: intervals or a duration (default 2 intervals)")
-	lead := fs.String("lead", "", "steps a change takes to be in force: intervals or a duration (default 1 interval)")
-	granule := fs.Float64("granule", 0, "unit the resource is provisioned in, GiB for memory (default 1, or a power of two near a sixteenth of the largest peak below 16)")
-	resource := fs.String("resource", "memory", "trace column to evaluate: memory, gpus or io_mbps")
-	method := fs.String("method", "", "predictive model: ar, arma, ewma or seasonal-naive (default: AR of log growth, lag ≤ 32)")
-	quantile := fs.Float64("quantile", 0, "upper quantile of the forecast peak (default 0.99)")
-	headroom := fs.Float64("headroom", 0, "reactive margin over the last use when not matched, as a fraction (default 0.1)")
-	hysteresis := fs.Float64("hysteresis", 0, "how far below the level a target must be before it shrinks, as a fraction (default 0.1)")
-	minHold := fs.Int("min-hold", 0, "steps a level is held before it may shrink (default: the prediction window)")
-	sweep := fs.Bool("sweep", false, "also evaluate the predictive policy over a grid of windows and horizons (slower)")
-	match := fs.Bool("match-reactive", true, "compare the reactive policy at the predictive policy's quantity")
-	quiet := fs.Bool("quiet", false, "print nothing but errors")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), provisionEvalUsage)
-		fs.PrintDefaults()
+const provisionEvalExample = `  rackpool provision eval --trace FILE.csv --out DIR [--policy static-peak|reactive|predictive|oracle]
+                          [--window W] [--horizon H] [--lead L] [--granule G] [--resource memory|gpus|io_mbps]
+                          [--method ar|arma|ewma|seasonal-naive] [--quantile Q] [--headroom F]
+                          [--hysteresis F] [--min-hold N] [--sweep] [--match-reactive=false]`
+
+// provisionEvalCmd is `rackpool provision eval`.
+func provisionEvalCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "eval --trace FILE.csv --out DIR [--policy P] [--window W] [--horizon H] ...",
+		Short:   "replay a trace under every provisioning policy and report",
+		Long:    provisionEvalLong,
+		Example: provisionEvalExample,
+		Args:    noArgs,
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	fs := cmd.Flags()
+	var o evalConfig
+	fs.StringVar(&o.tracePath, "trace", "", "demand trace (CSV); required")
+	fs.StringVar(&o.out, "out", "", "directory for summary.json, comparison.json and report.html; required")
+	fs.StringVar(&o.policy, "policy", string(provision.Predictive), "policy whose summary.json is written: static-peak, reactive, predictive or oracle")
+	fs.StringVar(&o.window, "window", "", "observation window: intervals or a duration (default 128 intervals)")
+	fs.StringVar(&o.horizon, "horizon", "", "prediction window: intervals or a duration (default 2 intervals)")
+	fs.StringVar(&o.lead, "lead", "", "steps a change takes to be in force: intervals or a duration (default 1 interval)")
+	fs.Float64Var(&o.granule, "granule", 0, "unit the resource is provisioned in, GiB for memory (default 1, or a power of two near a sixteenth of the largest peak below 16)")
+	fs.StringVar(&o.resource, "resource", "memory", "trace column to evaluate: memory, gpus or io_mbps")
+	fs.StringVar(&o.method, "method", "", "predictive model: ar, arma, ewma or seasonal-naive (default: AR of log growth, lag ≤ 32)")
+	fs.Float64Var(&o.quantile, "quantile", 0, "upper quantile of the forecast peak (default 0.99)")
+	fs.Float64Var(&o.headroom, "headroom", 0, "reactive margin over the last use when not matched, as a fraction (default 0.1)")
+	fs.Float64Var(&o.hysteresis, "hysteresis", 0, "how far below the level a target must be before it shrinks, as a fraction (default 0.1)")
+	fs.IntVar(&o.minHold, "min-hold", 0, "steps a level is held before it may shrink (default: the prediction window)")
+	fs.BoolVar(&o.sweep, "sweep", false, "also evaluate the predictive policy over a grid of windows and horizons (slower)")
+	fs.BoolVar(&o.match, "match-reactive", true, "compare the reactive policy at the predictive policy's quantity")
+	fs.BoolVar(&o.quiet, "quiet", false, "print nothing but errors")
+	cmd.RunE = func(*cobra.Command, []string) error { return evaluate(o) }
+	return cmd
+}
+
+// evalConfig is provision eval's command line.
+type evalConfig struct {
+	tracePath, out, policy, window, horizon, lead, resource, method string
+	granule, quantile, headroom, hysteresis                         float64
+	minHold                                                         int
+	sweep, match, quiet                                             bool
+}
+
+func evaluate(o evalConfig) error {
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case *tracePath == "":
+	case o.tracePath == "":
 		return errors.New("--trace FILE.csv is required")
-	case *out == "":
+	case o.out == "":
 		return errors.New("--out DIR is required")
 	}
-	pol, err := provision.ParsePolicy(*policy)
+	pol, err := provision.ParsePolicy(o.policy)
 	if err != nil {
 		return fmt.Errorf("--policy: %w", err)
 	}
-	tr, err := demand.ReadFile(*tracePath)
+	tr, err := demand.ReadFile(o.tracePath)
 	if err != nil {
 		return err
 	}
-	in, err := provision.InputOf(tr, *resource)
+	in, err := provision.InputOf(tr, o.resource)
 	if err != nil {
 		return fmt.Errorf("--resource: %w", err)
 	}
-	if *granule == 0 {
-		*granule = provision.AutoGranule(in)
+	if o.granule == 0 {
+		o.granule = provision.AutoGranule(in)
 	}
-	rules := provision.Rules{Granule: *granule, Headroom: *headroom, Hysteresis: *hysteresis, MinHold: *minHold}
+	rules := provision.Rules{Granule: o.granule, Headroom: o.headroom, Hysteresis: o.hysteresis, MinHold: o.minHold}
 	for _, f := range []struct {
 		name, v string
 		dst     *int
-	}{{"--window", *window, &rules.Window}, {"--horizon", *horizon, &rules.Horizon}, {"--lead", *lead, &rules.Lead}} {
+	}{{"--window", o.window, &rules.Window}, {"--horizon", o.horizon, &rules.Horizon}, {"--lead", o.lead, &rules.Lead}} {
 		if f.v == "" {
 			continue
 		}
@@ -91,41 +101,41 @@ func runProvisionEval(args []string) error {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
-	if *method != "" || *quantile != 0 {
+	if o.method != "" || o.quantile != 0 {
 		rules.Forecast = provision.DefaultForecast
-		if *method != "" {
-			rules.Forecast = forecast.Config{Method: forecast.Method(*method), FloorAtLast: true}
+		if o.method != "" {
+			rules.Forecast = forecast.Config{Method: forecast.Method(o.method), FloorAtLast: true}
 		}
-		if *quantile != 0 {
-			rules.Forecast.Quantile = *quantile
+		if o.quantile != 0 {
+			rules.Forecast.Quantile = o.quantile
 		}
 	}
 	if rules, err = rules.WithDefaults(); err != nil {
 		return err
 	}
 	start := time.Now()
-	all, err := provision.Compare(in, rules, *match)
+	all, err := provision.Compare(in, rules, o.match)
 	if err != nil {
 		return err
 	}
-	rep := provision.Report{Trace: *tracePath, All: all, Matched: *match}
+	rep := provision.Report{Trace: o.tracePath, All: all, Matched: o.match}
 	for _, r := range all {
 		if r.Summary.Policy == pol {
 			rep.Chosen = r
 		}
 	}
-	if pol == provision.Reactive && *match {
+	if pol == provision.Reactive && o.match {
 		// The reactive summary asked for is the one at the rules' headroom,
 		// not the matched comparison's.
 		if rep.Chosen, err = provision.Evaluate(in, provision.Reactive, rules); err != nil {
 			return err
 		}
 	}
-	if *sweep {
+	if o.sweep {
 		windows := []int{max(8, rules.Window/4), max(16, rules.Window/2), rules.Window, 2 * rules.Window}
 		horizons := []int{1, 2, 4, 8, 16}
 		progress := func(done, total int) {
-			if !*quiet {
+			if !o.quiet {
 				fmt.Fprintf(os.Stderr, "\rsweep %d/%d", done, total)
 				if done == total {
 					fmt.Fprintln(os.Stderr)
@@ -137,18 +147,18 @@ func runProvisionEval(args []string) error {
 		}
 	}
 	for i := range rep.All {
-		rep.All[i].Summary.Resource = *resource
+		rep.All[i].Summary.Resource = o.resource
 	}
-	rep.Chosen.Summary.Resource = *resource
-	if err := provision.WriteReport(*out, rep); err != nil {
+	rep.Chosen.Summary.Resource = o.resource
+	if err := provision.WriteReport(o.out, rep); err != nil {
 		return err
 	}
-	if *quiet {
+	if o.quiet {
 		return nil
 	}
 	cs := rep.Chosen.Summary
 	fmt.Printf("%s: %d entities, %d intervals of %gs; window %d, horizon %d, lead %d, granule %g (%.1fs)\n",
-		*tracePath, cs.Entities, cs.Intervals, cs.IntervalSeconds, rules.Window, rules.Horizon, rules.Lead, rules.Granule,
+		o.tracePath, cs.Entities, cs.Intervals, cs.IntervalSeconds, rules.Window, rules.Horizon, rules.Lead, rules.Granule,
 		time.Since(start).Seconds())
 	var rows [][]string
 	for _, r := range all {
@@ -162,7 +172,7 @@ func runProvisionEval(args []string) error {
 			strconv.FormatFloat(s.ShortfallGiBHours, 'g', 3, 64), strconv.FormatFloat(s.ReconfigurationsPerHour, 'f', 1, 64), head})
 	}
 	table("POLICY\tPROVISIONED·H\tSAVING\tSHORT\tSHORTFALL·H\tRECONF/H\tHEADROOM", rows)
-	fmt.Printf("wrote %s/{%s,%s,%s}\n", strings.TrimSuffix(*out, "/"), provision.SummaryFile, provision.ComparisonFile, provision.ReportFile)
+	fmt.Printf("wrote %s/{%s,%s,%s}\n", strings.TrimSuffix(o.out, "/"), provision.SummaryFile, provision.ComparisonFile, provision.ReportFile)
 	return nil
 }
 

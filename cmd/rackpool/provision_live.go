@@ -2,44 +2,50 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
+	"rackpool/api"
 	"rackpool/internal/units"
 )
 
-// runProvisionSubscribe is `rackpool provision subscribe SYSTEM [--mode
+// provisionSubscribeCmd is `rackpool provision subscribe SYSTEM [--mode
 // on|dry-run] [--min SIZE] [--max SIZE]`.
-func runProvisionSubscribe(args []string) error {
-	fs, cf := newClientFlags("provision subscribe")
-	mode := fs.String("mode", "on", "on (grow and shrink) or dry-run (explain only)")
-	minSize := fs.String("min", "0", "least pooled memory to keep (0: none)")
-	maxSize := fs.String("max", "0", "most pooled memory to grow to (0: the quota and the pool)")
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) != 1 {
-		return errors.New("usage: rackpool provision subscribe SYSTEM [--mode on|dry-run] [--min SIZE] [--max SIZE]")
-	}
-	wire := map[string]string{"on": "On", "dry-run": "DryRun"}[*mode]
+func provisionSubscribeCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var mode, minSize, maxSize string
+	cmd := clientVerb(&cobra.Command{
+		Use:   "subscribe SYSTEM [--mode on|dry-run] [--min SIZE] [--max SIZE]",
+		Short: "opt a composed system into serve --provisioning",
+		Long: "Opts a composed system into the provisioning loop of serve --provisioning: on, it grows and\n" +
+			"shrinks the system's pooled memory between --min and --max; dry-run, it only explains.",
+		Args: oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		return subscribe(ctx, c, cf, args[0], mode, minSize, maxSize)
+	})
+	fs := cmd.Flags()
+	fs.StringVar(&mode, "mode", "on", "on (grow and shrink) or dry-run (explain only)")
+	fs.StringVar(&minSize, "min", "0", "least pooled memory to keep (0: none)")
+	fs.StringVar(&maxSize, "max", "0", "most pooled memory to grow to (0: the quota and the pool)")
+	return cmd
+}
+
+func subscribe(ctx context.Context, c *api.Client, cf *clientFlags, system, mode, minSize, maxSize string) error {
+	wire := map[string]string{"on": "On", "dry-run": "DryRun"}[mode]
 	if wire == "" {
-		return fmt.Errorf("--mode %q: want on or dry-run", *mode)
+		return fmt.Errorf("--mode %q: want on or dry-run", mode)
 	}
-	lo, err := units.ParseBytes(*minSize)
+	lo, err := units.ParseBytes(minSize)
 	if err != nil {
 		return fmt.Errorf("--min: %w", err)
 	}
-	hi, err := units.ParseBytes(*maxSize)
+	hi, err := units.ParseBytes(maxSize)
 	if err != nil {
 		return fmt.Errorf("--max: %w", err)
 	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	s, err := c.Subscribe(context.Background(), rest[0], wire, lo, hi)
+	s, err := c.Subscribe(ctx, system, wire, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -50,62 +56,60 @@ func runProvisionSubscribe(args []string) error {
 	return nil
 }
 
-// runProvisionUnsubscribe is `rackpool provision unsubscribe SYSTEM...`.
-func runProvisionUnsubscribe(args []string) error {
-	fs, cf := newClientFlags("provision unsubscribe")
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(rest) == 0 {
-		return errors.New("usage: rackpool provision unsubscribe SYSTEM [SYSTEM]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	for _, id := range rest {
-		if err := c.Unsubscribe(context.Background(), id); err != nil {
-			return err
+func provisionUnsubscribeCmd() *cobra.Command {
+	return clientVerb(&cobra.Command{
+		Use:   "unsubscribe SYSTEM...",
+		Short: "opt composed systems out of the provisioning loop",
+		Long:  "Opts each system named out of the provisioning loop; its pooled memory stays as it is.",
+		Args:  someArgs,
+	}, &clientFlags{}, func(ctx context.Context, c *api.Client, args []string) error {
+		for _, id := range args {
+			if err := c.Unsubscribe(ctx, id); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+}
+
+// provisionStatusCmd is `rackpool provision status [SYSTEM]`: every
+// subscription, or one with its last decision explained.
+func provisionStatusCmd() *cobra.Command {
+	cf := &clientFlags{}
+	return clientVerb(&cobra.Command{
+		Use:   "status [SYSTEM]",
+		Short: "show the provisioning loop's subscriptions, or one with its last decision explained",
+		Long: "Shows the provisioning loop and every subscription with its last decision, or one system's\n" +
+			"subscription with its last decision explained.",
+		Args: atMostOneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		if len(args) == 1 {
+			return printSubscription(ctx, c, cf, args[0])
+		}
+		return printSubscriptions(ctx, c, cf)
+	})
+}
+
+func printSubscription(ctx context.Context, c *api.Client, cf *clientFlags, system string) error {
+	s, err := c.Subscription(ctx, system)
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return printJSON(s)
+	}
+	fmt.Printf("system %s: mode %s (applied: %s), pooled %s, local %s\n", s.ID, s.Mode, s.Effective,
+		units.FormatBytes(s.PooledBytes), units.FormatBytes(s.LocalBytes))
+	if s.Error != "" {
+		fmt.Println("not decided:", s.Error)
+	}
+	if d := s.LastDecision; d != nil {
+		fmt.Printf("last decision %s (%s, applied %v): %s\n", d.Time, d.Action, d.Applied, d.Explanation)
 	}
 	return nil
 }
 
-// runProvisionStatus is `rackpool provision status [SYSTEM]`: every
-// subscription, or one with its last decision explained.
-func runProvisionStatus(args []string) error {
-	fs, cf := newClientFlags("provision status")
-	rest, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	if len(rest) == 1 {
-		s, err := c.Subscription(ctx, rest[0])
-		if err != nil {
-			return err
-		}
-		if cf.json {
-			return printJSON(s)
-		}
-		fmt.Printf("system %s: mode %s (applied: %s), pooled %s, local %s\n", s.ID, s.Mode, s.Effective,
-			units.FormatBytes(s.PooledBytes), units.FormatBytes(s.LocalBytes))
-		if s.Error != "" {
-			fmt.Println("not decided:", s.Error)
-		}
-		if d := s.LastDecision; d != nil {
-			fmt.Printf("last decision %s (%s, applied %v): %s\n", d.Time, d.Action, d.Applied, d.Explanation)
-		}
-		return nil
-	}
-	if len(rest) > 1 {
-		return errors.New("usage: rackpool provision status [SYSTEM]")
-	}
+func printSubscriptions(ctx context.Context, c *api.Client, cf *clientFlags) error {
 	p, err := c.Provisioning(ctx)
 	if err != nil {
 		return err

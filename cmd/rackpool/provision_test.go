@@ -45,7 +45,7 @@ func TestProvisionEvalBadInput(t *testing.T) {
 		{[]string{"--trace", good, "--out", out, "--hysteresis", "1"}, "hysteresis"},
 		{[]string{"--trace", good, "--out", out, "extra"}, "unexpected argument"},
 	} {
-		err := runProvisionEval(append(tc.args, "--quiet"))
+		err := execute(append(append([]string{"provision", "eval"}, tc.args...), "--quiet")...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("provision eval %v: %v, want an error naming %q", tc.args, err, tc.want)
 		}
@@ -53,7 +53,7 @@ func TestProvisionEvalBadInput(t *testing.T) {
 			t.Fatalf("provision eval %v wrote %s", tc.args, out)
 		}
 	}
-	if err := runProvisionEval([]string{"--trace", good, "--out", out, "--quiet", "--window", "1m"}); err != nil {
+	if err := execute("provision", "eval", "--trace", good, "--out", out, "--quiet", "--window", "1m"); err != nil {
 		t.Fatalf("a good trace: %v", err)
 	}
 	for _, f := range []string{"summary.json", "comparison.json", "report.html"} {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,114 +12,131 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/internal/profiling"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
 	"rackpool/internal/sim/report"
 )
 
-// runSim is `rackpool sim`: a scenario file, or quick flags for a trace
-// run; `rackpool sim merge` joins the outputs of a sharded sweep.
-func runSim(args []string) (err error) {
-	if len(args) > 0 && args[0] == "merge" {
-		return runSimMerge(args[1:])
-	}
-	if len(args) > 0 && args[0] == "storage" {
-		return runSimStorage(args[1:])
-	}
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	scenario := fs.String("scenario", "", "scenario file (YAML); the other run flags override its values")
-	out := fs.String("out", "", "output directory (summary.json, CSV, SVG, report.html); required")
-	seed := fs.Int64("seed", 0, "random seed (default: the scenario's, else 1)")
-	trace := fs.String("trace", "", "replay this CSV trace (id,arrival,cores,ram_gb,hold[,gpus,storage_gb,max_latency_ns])")
-	arch := fs.String("architecture", "", "traditional | rack | pod (default: traditional with --trace, else the scenario's)")
-	network := fs.String("network", "", "pod network: monet | fat-tree")
-	hosts := fs.Int("hosts", 0, "traditional: number of servers")
-	hostCores := fs.Int("host-cores", 0, "traditional: cores per server")
-	hostRAM := fs.Int("host-ram-gb", 0, "traditional: RAM per server (GB)")
-	policy := fs.String("policy", "", "first-fit | next-fit | best-fit | worst-fit | rackpool")
-	requests := fs.Int("requests", 0, "MONet generator: number of requests")
-	load := fs.Float64("load", 0, "MONet generator: arrival-rate multiplier")
-	writeTrace := fs.String("write-trace", "", "write the generated workload as a CSV trace to this file and exit")
-	writeTopology := fs.String("write-topology", "", "write the topology file the run simulates and exit")
-	shardFlag := fs.String("shard", "", "sweeps: run only shard I of N (I/N, 0-based), for sweeps split over machines")
-	workers := fs.Int("workers", 0, "sweeps: points run at once (default: one per core)")
-	quiet := fs.Bool("quiet", false, "no progress bar")
-	acceptedIDs := fs.String("accepted-ids", "", "also write the accepted requests' IDs, one per line, to this file")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage:
-  rackpool sim --scenario FILE --out DIR [--seed N] [--shard I/N]
-  rackpool sim --trace FILE.csv --architecture traditional --hosts N --host-cores C --host-ram-gb R
+const simLong = `Simulates a datacenter in virtual time on rackpool's own placement engine
+(docs/simulation.md): a scenario file (its sweep section runs every point, sharded
+over machines with --shard), or quick flags for a trace run. The run flags override
+the scenario's values. Writes summary.json, CSV, SVG and report.html to --out.`
+
+const simExample = `  rackpool sim --scenario FILE --out DIR [--seed N] [--shard I/N]
+  rackpool sim --trace FILE.csv --architecture traditional --hosts N --host-cores C --host-ram-gb R \\
                --policy first-fit|next-fit|best-fit|worst-fit|rackpool --out DIR
   rackpool sim merge --out DIR SHARD_DIR...
-  rackpool sim storage --out DIR [--servers N --drives-per-server K --trace LOAD.csv ...]
+  rackpool sim storage --out DIR [--servers N --drives-per-server K --trace LOAD.csv ...]`
 
-Simulates a datacenter in virtual time on rackpool's own placement engine.
-Flags:
-`)
-		fs.PrintDefaults()
+// simCmd is `rackpool sim`: a scenario file, or quick flags for a trace
+// run; `rackpool sim merge` joins the outputs of a sharded sweep, `rackpool
+// sim storage` simulates elastic storage.
+func simCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "sim --scenario FILE --out DIR | --trace CSV ...",
+		Short:   "simulate a datacenter on the placement engine (see sim --help)",
+		Long:    simLong,
+		Example: simExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q (see rackpool sim --help)", args[0])
+			}
+			return nil
+		},
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (see rackpool sim --help)", fs.Arg(0))
-	}
+	fs := cmd.Flags()
+	var o simConfig
+	fs.StringVar(&o.scenario, "scenario", "", "scenario file (YAML); the other run flags override its values")
+	fs.StringVar(&o.out, "out", "", "output directory (summary.json, CSV, SVG, report.html); required")
+	fs.Int64Var(&o.seed, "seed", 0, "random seed (default: the scenario's, else 1)")
+	fs.StringVar(&o.trace, "trace", "", "replay this CSV trace (id,arrival,cores,ram_gb,hold[,gpus,storage_gb,max_latency_ns])")
+	fs.StringVar(&o.arch, "architecture", "", "traditional | rack | pod (default: traditional with --trace, else the scenario's)")
+	fs.StringVar(&o.network, "network", "", "pod network: monet | fat-tree")
+	fs.IntVar(&o.hosts, "hosts", 0, "traditional: number of servers")
+	fs.IntVar(&o.hostCores, "host-cores", 0, "traditional: cores per server")
+	fs.IntVar(&o.hostRAM, "host-ram-gb", 0, "traditional: RAM per server (GB)")
+	fs.StringVar(&o.policy, "policy", "", "first-fit | next-fit | best-fit | worst-fit | rackpool")
+	fs.IntVar(&o.requests, "requests", 0, "MONet generator: number of requests")
+	fs.Float64Var(&o.load, "load", 0, "MONet generator: arrival-rate multiplier")
+	fs.StringVar(&o.writeTrace, "write-trace", "", "write the generated workload as a CSV trace to this file and exit")
+	fs.StringVar(&o.writeTopology, "write-topology", "", "write the topology file the run simulates and exit")
+	fs.StringVar(&o.shard, "shard", "", "sweeps: run only shard I of N (I/N, 0-based), for sweeps split over machines")
+	fs.IntVar(&o.workers, "workers", 0, "sweeps: points run at once (default: one per core)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&o.acceptedIDs, "accepted-ids", "", "also write the accepted requests' IDs, one per line, to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write a heap profile at the end of the run to this file (go tool pprof)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runSim(o, cmd.Flags().Changed) }
+	cmd.AddCommand(simMergeCmd(), simStorageCmd())
+	return cmd
+}
+
+// simConfig is sim's command line.
+type simConfig struct {
+	scenario, out, trace, arch, network, policy, writeTrace, writeTopology, shard, acceptedIDs, cpuProfile, memProfile string
+	seed                                                                                                               int64
+	hosts, hostCores, hostRAM, requests, workers                                                                       int
+	load                                                                                                               float64
+	quiet                                                                                                              bool
+}
+
+// runSim runs a scenario or a trace; set says which flags the command line
+// gave (they override the scenario's values).
+func runSim(o simConfig, set func(name string) bool) (err error) {
 	cfg := sim.Defaults()
 	var sweep *sim.Sweep
-	if *scenario != "" {
-		sc, err := sim.LoadScenario(*scenario)
+	if o.scenario != "" {
+		sc, err := sim.LoadScenario(o.scenario)
 		if err != nil {
 			return err
 		}
 		cfg, sweep = sc.Config, sc.Sweep
-	} else if *trace != "" {
+	} else if o.trace != "" {
 		cfg.Architecture = sim.Traditional
 		cfg.Name = "trace"
-	} else if *writeTrace == "" && *writeTopology == "" {
+	} else if o.writeTrace == "" && o.writeTopology == "" {
 		return errors.New("give --scenario FILE or --trace FILE (see rackpool sim --help)")
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *trace != "" {
-		cfg.Workload.Kind, cfg.Workload.Trace = sim.WorkloadTrace, *trace
+	if o.trace != "" {
+		cfg.Workload.Kind, cfg.Workload.Trace = sim.WorkloadTrace, o.trace
 	}
-	if set["seed"] {
-		cfg.Seed = *seed
+	if set("seed") {
+		cfg.Seed = o.seed
 	}
-	if set["architecture"] {
-		cfg.Architecture = *arch
+	if set("architecture") {
+		cfg.Architecture = o.arch
 	}
-	if set["network"] {
-		cfg.Network = *network
+	if set("network") {
+		cfg.Network = o.network
 	}
-	if set["hosts"] {
-		cfg.Hosts = *hosts
+	if set("hosts") {
+		cfg.Hosts = o.hosts
 	}
-	if set["host-cores"] {
-		cfg.HostCores = *hostCores
+	if set("host-cores") {
+		cfg.HostCores = o.hostCores
 	}
-	if set["host-ram-gb"] {
-		cfg.HostRAMGB = *hostRAM
+	if set("host-ram-gb") {
+		cfg.HostRAMGB = o.hostRAM
 	}
-	if set["policy"] {
-		cfg.Policy = schedule.Policy(*policy)
+	if set("policy") {
+		cfg.Policy = schedule.Policy(o.policy)
 	}
-	if set["requests"] {
-		cfg.Workload.Requests = *requests
+	if set("requests") {
+		cfg.Workload.Requests = o.requests
 	}
-	if set["load"] {
-		cfg.Workload.Load = *load
+	if set("load") {
+		cfg.Workload.Load = o.load
 	}
 	if err := cfg.Validate(); err != nil {
 		return flagError(err)
 	}
 	switch {
-	case *writeTopology != "":
-		return writeFileAtomic(*writeTopology, sim.TopologyFile(&cfg))
-	case *writeTrace != "":
+	case o.writeTopology != "":
+		return writeFileAtomic(o.writeTopology, sim.TopologyFile(&cfg))
+	case o.writeTrace != "":
 		if cfg.Workload.Kind != sim.WorkloadMONet {
 			return errors.New("--write-trace writes the MONet generator's workload; the scenario's workload is " + cfg.Workload.Kind)
 		}
@@ -128,12 +144,12 @@ Flags:
 		if err := sim.WriteTrace(&b, sim.GenerateMONet(cfg.Workload, cfg.Seed)); err != nil {
 			return err
 		}
-		return writeFileAtomic(*writeTrace, []byte(b.String()))
+		return writeFileAtomic(o.writeTrace, []byte(b.String()))
 	}
-	if *out == "" {
+	if o.out == "" {
 		return errors.New("--out DIR is required")
 	}
-	stopProfiles, err := profiling.Start(*cpuProfile, *memProfile)
+	stopProfiles, err := profiling.Start(o.cpuProfile, o.memProfile)
 	if err != nil {
 		return err
 	}
@@ -144,13 +160,13 @@ Flags:
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	bar := newProgressBar(os.Stderr, *quiet)
+	bar := newProgressBar(os.Stderr, o.quiet)
 	if sweep != nil {
-		shard, shards, err := parseShard(*shardFlag)
+		shard, shards, err := parseShard(o.shard)
 		if err != nil {
 			return err
 		}
-		rows, err := sim.RunSweep(ctx, cfg, sweep, shard, shards, *workers, bar.update("points"))
+		rows, err := sim.RunSweep(ctx, cfg, sweep, shard, shards, o.workers, bar.update("points"))
 		bar.done()
 		if err != nil {
 			return err
@@ -159,13 +175,13 @@ Flags:
 		for i, a := range sweep.Axes {
 			axes[i] = a.Name
 		}
-		if err := report.WriteSweepReport(*out, axes, rows); err != nil {
+		if err := report.WriteSweepReport(o.out, axes, rows); err != nil {
 			return err
 		}
-		fmt.Printf("sweep: %d points -> %s/report.html\n", len(rows), *out)
+		fmt.Printf("sweep: %d points -> %s/report.html\n", len(rows), o.out)
 		return nil
 	}
-	if *shardFlag != "" {
+	if o.shard != "" {
 		return errors.New("--shard needs a scenario with a sweep section")
 	}
 	res, err := sim.Run(ctx, cfg, bar.update("requests"))
@@ -173,22 +189,22 @@ Flags:
 	if err != nil {
 		return err
 	}
-	if err := report.WriteReport(*out, res); err != nil {
+	if err := report.WriteReport(o.out, res); err != nil {
 		return err
 	}
-	if *acceptedIDs != "" {
+	if o.acceptedIDs != "" {
 		var b strings.Builder
 		for _, id := range res.AcceptedIDs {
 			b.WriteString(id)
 			b.WriteByte('\n')
 		}
-		if err := writeFileAtomic(*acceptedIDs, []byte(b.String())); err != nil {
+		if err := writeFileAtomic(o.acceptedIDs, []byte(b.String())); err != nil {
 			return err
 		}
 	}
 	s := res.Summary
 	fmt.Printf("%s: %d requests, %d accepted (%.2f%%), %.1fs wall (%.0f decisions/s) -> %s/report.html\n",
-		s.Name, s.Requests, s.Accepted, 100*s.AcceptanceRatio, s.WallSeconds, s.DecisionsPerSec, *out)
+		s.Name, s.Requests, s.Accepted, 100*s.AcceptanceRatio, s.WallSeconds, s.DecisionsPerSec, o.out)
 	return nil
 }
 
@@ -214,28 +230,34 @@ func parseShard(s string) (int, int, error) {
 	return i, n, nil
 }
 
-func runSimMerge(args []string) error {
-	fs := flag.NewFlagSet("sim merge", flag.ContinueOnError)
-	out := fs.String("out", "", "output directory for the merged sweep; required")
-	if err := fs.Parse(args); err != nil {
-		return err
+func simMergeCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "merge --out DIR SHARD_DIR...",
+		Short: "join the outputs of a sharded sweep",
+		Long:  "Joins the output directories of a sweep's shards (sim --shard I/N) into one sweep report in --out.",
+		Args:  someArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usagef("usage: %s", cmd.UseLine())
+			}
+			rows, err := report.MergeSweeps(args)
+			if err != nil {
+				return err
+			}
+			var axes []string
+			if len(rows) > 0 {
+				axes = sim.SweepAxes(rows)
+			}
+			if err := report.WriteSweepReport(out, axes, rows); err != nil {
+				return err
+			}
+			fmt.Printf("merged %d points from %d shards -> %s/report.html\n", len(rows), len(args), out)
+			return nil
+		},
 	}
-	if *out == "" || fs.NArg() == 0 {
-		return errors.New("usage: rackpool sim merge --out DIR SHARD_DIR [SHARD_DIR]")
-	}
-	rows, err := report.MergeSweeps(fs.Args())
-	if err != nil {
-		return err
-	}
-	var axes []string
-	if len(rows) > 0 {
-		axes = sim.SweepAxes(rows)
-	}
-	if err := report.WriteSweepReport(*out, axes, rows); err != nil {
-		return err
-	}
-	fmt.Printf("merged %d points from %d shards -> %s/report.html\n", len(rows), fs.NArg(), *out)
-	return nil
+	cmd.Flags().StringVar(&out, "out", "", "output directory for the merged sweep; required")
+	return cmd
 }
 
 func writeFileAtomic(path string, data []byte) error { return writeFile(path, data, 0o644) }
