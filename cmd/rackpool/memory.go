@@ -205,8 +205,6 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// runMemnode serves pooled memory: it registers with the control plane,
-// heartbeats, and serves leased regions to token holders.
 // memnodeCmd serves pooled memory: it registers with the control plane,
 // heartbeats, and serves leased regions to token holders.
 func memnodeCmd() *cobra.Command {
