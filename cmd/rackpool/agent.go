@@ -44,7 +44,7 @@ func agentCmd() *cobra.Command {
 	fs.StringVar(&o.cgroup, "cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "how often to sample and push")
 	fs.IntVar(&o.buffered, "max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log debug messages")
+	verboseFlag(fs, &o.verbose)
 	cmd.RunE = func(*cobra.Command, []string) error { return runAgent(o) }
 	return cmd
 }

@@ -49,7 +49,7 @@ func blocknodeCmd() *cobra.Command {
 	tlsDir := tlsDirFlagP(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
 	fs.IntVar(&cfg.maxDrives, "max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
-	fs.BoolVarP(&cfg.verbose, "verbose", "v", false, "log debug messages")
+	verboseFlag(fs, &cfg.verbose)
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	fs.IntVar(&cfg.procs, "procs", 0, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). 1 serves deep queues with fewer wake-ups, at a cost at queue depth 1 (docs/storage.md)")
 	cmd.RunE = func(*cobra.Command, []string) error {
@@ -267,7 +267,7 @@ func driveTokenCmd() *cobra.Command {
 	})
 	fs := cmd.Flags()
 	fs.StringVar(&req.Rights, "rights", "rw", "r, w or rw")
-	fs.Var((*positiveDuration)(&req.TTL), "ttl", "token lifetime, a positive `duration` (default: the service's, 10m)")
+	ttlFlag(fs, &req.TTL, "token lifetime, a positive `duration` (default: the service's, 10m)")
 	fs.StringVar(&req.Holder, "holder", "", "with write rights, the drive's write reservation holder (default: ACCOUNT@ADDRESS, as the service sees this client)")
 	fs.BoolVar(&req.Preempt, "preempt", false, "take the write reservation over from its holder, fencing its writes")
 	return cmd
@@ -297,7 +297,7 @@ func driveConnectCmd() *cobra.Command {
 	fs.BoolVar(&o.preempt, "preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
 	fs.IntVar(&o.conns, "connections", hba.DefaultConns, "NBD connections to the owning blocknode")
 	fs.DurationVar(&o.timeout, "timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "log debug messages")
+	verboseFlag(fs, &o.verbose)
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	fs.IntVar(&o.procs, "procs", 1, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). One avoids a cross-thread wake-up per request; raise it for a drive that needs more than a core")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

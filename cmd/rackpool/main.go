@@ -243,8 +243,8 @@ func tlsDirFlagP(fs *pflag.FlagSet, what string) *string {
 }
 
 // verboseFlag adds -v (--verbose): debug messages.
-func verboseFlag(fs *pflag.FlagSet) *bool {
-	return fs.BoolP("verbose", "v", false, "log debug messages")
+func verboseFlag(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVarP(p, "verbose", "v", false, "log debug messages")
 }
 
 // positiveDuration is a duration flag that must be above zero when it is
@@ -265,11 +265,9 @@ func (d *positiveDuration) Set(v string) error {
 	return nil
 }
 
-// ttlFlag adds --ttl, a positive duration that is 0 when not given.
-func ttlFlag(fs *pflag.FlagSet, usage string) *time.Duration {
-	var d time.Duration
-	fs.Var((*positiveDuration)(&d), "ttl", usage)
-	return &d
+// ttlFlag adds --ttl, a positive duration that stays 0 when not given.
+func ttlFlag(fs *pflag.FlagSet, p *time.Duration, usage string) {
+	fs.Var((*positiveDuration)(p), "ttl", usage)
 }
 
 // The verbs whose files move onto pflag with serve's configuration (issue

@@ -65,7 +65,7 @@ func leaseCmd() *cobra.Command {
 	cf.idFlag(fs, "lease", "lease")
 	fs.StringVar(&size, "size", "", "bytes to lease, e.g. 64MiB (required)")
 	fs.StringVar(&req.Host, "host", "", "topology host the memory is for: the nearest memory node is picked")
-	fs.Var((*positiveDuration)(&req.TTL), "ttl", "lease `duration`, positive (default: the service's, 10m)")
+	ttlFlag(fs, &req.TTL, "lease `duration`, positive (default: the service's, 10m)")
 	fs.StringVar(&req.Rights, "rights", "", "r, w or rw (default rw)")
 	fs.Float64Var(&req.MaxLatencyNs, "max-latency", 0, "largest acceptable round trip from --host, in ns")
 	fs.StringVar(&req.MemoryNode, "node", "", "pin the lease to one memory node")
@@ -127,7 +127,7 @@ func renewCmd() *cobra.Command {
 		printGrant(l)
 		return nil
 	})
-	cmd.Flags().Var((*positiveDuration)(&ttl), "ttl", "new `duration` from now, positive (default: the service's)")
+	ttlFlag(cmd.Flags(), &ttl, "new `duration` from now, positive (default: the service's)")
 	return cmd
 }
 
@@ -227,7 +227,8 @@ func memnodeCmd() *cobra.Command {
 	mapSocket := fs.String("map-socket", "", "unix socket for mapped leases: local clients map their lease's memory (load/store) instead of using TCP")
 	mapHosts := fs.String("map-hosts", "", "comma-separated topology hosts on this machine, whose leases may be mapped (needs --map-socket)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane (each heartbeat reports the bytes each lease has in use)")
-	verbose := verboseFlag(fs)
+	var verbose bool
+	verboseFlag(fs, &verbose)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if *control == "" {
 			return errors.New("--control URL is required (or set RACKPOOL_URL)")
@@ -240,7 +241,7 @@ func memnodeCmd() *cobra.Command {
 			return errors.New("--heartbeat must be positive")
 		}
 		return serveMemnode(memnodeConfig{addr: *addr, size: size, control: *control, caFile: caFile, device: *device,
-			advertise: *advertise, mapSocket: *mapSocket, mapHosts: *mapHosts, heartbeat: *heartbeat, verbose: *verbose})
+			advertise: *advertise, mapSocket: *mapSocket, mapHosts: *mapHosts, heartbeat: *heartbeat, verbose: verbose})
 	}
 	return cmd
 }
