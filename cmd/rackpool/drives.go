@@ -202,6 +202,8 @@ func driveCmd() *cobra.Command {
 			"write reservation back (release). See docs/storage.md.",
 		Args: cobra.ArbitraryArgs,
 		RunE: groupRun,
+		// The usage line names the sub-verbs, whose flags are their own.
+		DisableFlagsInUseLine: true,
 	}
 	cmd.AddCommand(driveShowCmd(), driveTokenCmd(), driveConnectCmd(), driveReleaseCmd())
 	return cmd

@@ -129,6 +129,17 @@ func newRoot() *cobra.Command {
 	add("offline", simCmd(), provisionCmd(), pageCmd(), discoverCmd(), versionCmd())
 	root.SetHelpCommandGroupID("offline")
 	root.SetCompletionCommandGroupID("offline")
+	// cobra's own verbs, worded as ours.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Short = "help about any verb: rackpool help VERB [SUB-VERB]"
+		case "completion":
+			c.Short = "write a shell completion script: rackpool completion bash|zsh|fish|powershell"
+		}
+	}
 	return root
 }
 

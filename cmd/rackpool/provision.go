@@ -44,6 +44,8 @@ func provisionCmd() *cobra.Command {
 		Example: provisionExample,
 		Args:    cobra.ArbitraryArgs,
 		RunE:    groupRun,
+		// The usage line names the sub-verbs, whose flags are their own.
+		DisableFlagsInUseLine: true,
 	}
 	cmd.AddCommand(provisionRecordCmd(), provisionGenCmd(), provisionEvalCmd(),
 		provisionSubscribeCmd(), provisionUnsubscribeCmd(), provisionStatusCmd())
