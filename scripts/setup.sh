@@ -9,7 +9,8 @@
 #                    memccapable suite, perl (memcached's own tests),
 #                    promtool, nbdkit, libnbd's tools,
 #                    qemu-img/qemu-io, fio, Chromium, Node.js and npm, curl,
-#                    a C compiler for the race detector, Python's venv
+#                    a C compiler for the race detector, Python's venv,
+#                    bash-completion (the CLI's completion test)
 #   Go modules       go mod download (GOTOOLCHAIN=auto fetches the Go of go.mod)
 #   Python           one environment, .venv-rf (scripts/pyenv.sh): the DMTF
 #                    validators, sushy, statsmodels, pytest and pymemcache's
@@ -52,6 +53,9 @@ want setsid util-linux
 want python3 python3
 if have python3 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 	need+=(python3-venv)
+fi
+if [[ ! -f /usr/share/bash-completion/bash_completion ]]; then
+	need+=(bash-completion)
 fi
 if ! have initdb && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
 	need+=(postgresql)
