@@ -1,43 +1,25 @@
 package blocknode
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
+
+	"rackpool/internal/captoken"
 )
 
-// Rights is what a drive token allows.
-type Rights uint8
+// Rights is what a drive token allows: RightRead, RightWrite or both.
+type Rights = captoken.Rights
 
 // The rights a token can carry.
 const (
-	RightRead  Rights = 1 << iota // READ, BLOCK_STATUS
-	RightWrite                    // WRITE, TRIM, WRITE_ZEROES, FLUSH
+	RightRead  = captoken.Read  // READ, BLOCK_STATUS
+	RightWrite = captoken.Write // WRITE, TRIM, WRITE_ZEROES, FLUSH
 
 	rightsAll = RightRead | RightWrite
 )
-
-// String returns "r", "w", "rw" or "-".
-func (r Rights) String() string {
-	switch r {
-	case RightRead:
-		return "r"
-	case RightWrite:
-		return "w"
-	case rightsAll:
-		return "rw"
-	case 0:
-		return "-"
-	}
-	return fmt.Sprintf("Rights(%#02x)", uint8(r))
-}
 
 // ParseRights parses "r", "w" or "rw" (the empty string is "rw").
 func ParseRights(s string) (Rights, error) {
@@ -79,7 +61,7 @@ func (c Claims) validate() error {
 		return errors.New("ownership epoch must be positive")
 	case c.Rights == 0 || c.Rights&^rightsAll != 0:
 		return fmt.Errorf("invalid rights %v", c.Rights)
-	case c.Expiry.IsZero() || c.Expiry.Before(time.Unix(0, 0)) || c.Expiry.After(time.Unix(0, math.MaxInt64)):
+	case !captoken.ValidExpiry(c.Expiry) || c.Expiry.Before(time.Unix(0, 0)):
 		return errors.New("expiry missing or out of range")
 	case c.Rights&RightWrite != 0 && c.Generation == 0:
 		return errors.New("write rights need the write reservation's generation")
@@ -94,7 +76,7 @@ func (c Claims) validate() error {
 type Key []byte
 
 // KeySize is the length of a Key.
-const KeySize = 32
+const KeySize = captoken.KeySize
 
 // Token limits. Separator joins a drive ID and a token into an NBD export
 // name: "hdd3@<token>". The payload is version, rights, epoch, expiry,
@@ -106,7 +88,7 @@ const (
 	tokenVersion = 2
 	maxIDLen     = 255
 	tokenFixed   = 1 + 1 + 8 + 8 + 8 + 1
-	maxTokenLen  = (tokenFixed+maxIDLen+2)/3*4 + 1 + (sha256.Size+2)/3*4
+	maxPayload   = tokenFixed + maxIDLen
 )
 
 // Token errors.
@@ -117,24 +99,18 @@ var (
 
 // NewKey returns a random key.
 func NewKey() (Key, error) {
-	k := make(Key, KeySize)
-	if _, err := rand.Read(k); err != nil {
-		return nil, fmt.Errorf("drive token key: %w", err)
+	k, err := captoken.NewKey()
+	if err != nil {
+		return nil, fmt.Errorf("drive token %w", err)
 	}
-	return k, nil
+	return Key(k), nil
 }
 
 func (k Key) check() error {
-	if len(k) != KeySize {
-		return fmt.Errorf("drive token key is %d bytes, want %d", len(k), KeySize)
+	if err := captoken.Key(k).Check(); err != nil {
+		return fmt.Errorf("drive token %w", err)
 	}
 	return nil
-}
-
-func (k Key) mac(p []byte) []byte {
-	h := hmac.New(sha256.New, k)
-	h.Write(p)
-	return h.Sum(nil)
 }
 
 // Sign returns a token carrying c.
@@ -152,50 +128,16 @@ func (k Key) Sign(c Claims) (string, error) {
 	p = binary.BigEndian.AppendUint64(p, c.Generation)
 	p = append(p, byte(len(c.Drive)))
 	p = append(p, c.Drive...)
-	enc := tokenEncoding
-	return enc.EncodeToString(p) + "." + enc.EncodeToString(k.mac(p)), nil
-}
-
-// tokenEncoding is unpadded base64url in strict mode: the bits left over in
-// a last character that encodes a partial byte must be zero, so each byte
-// string has exactly one spelling. Non-strict decoding accepts four
-// spellings of such a character.
-var tokenEncoding = base64.RawURLEncoding.Strict()
-
-// decodeToken decodes base64url text and refuses every spelling but the one
-// Sign writes: strict mode refuses nonzero trailing bits, and the length
-// check refuses the CR and LF the decoder skips even in strict mode.
-func decodeToken(src string) ([]byte, error) {
-	b, err := tokenEncoding.DecodeString(src)
-	if err != nil {
-		return nil, err
-	}
-	if tokenEncoding.EncodedLen(len(b)) != len(src) {
-		return nil, errors.New("not canonical base64url")
-	}
-	return b, nil
+	return captoken.Key(k).Seal(p), nil
 }
 
 // Verify checks token's MAC in constant time and returns its claims; an
 // expired token returns its claims with ErrExpired.
 func (k Key) Verify(token string, now time.Time) (Claims, error) {
-	if err := k.check(); err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
-	}
-	if len(token) > maxTokenLen {
-		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
-	}
-	body, sig, ok := strings.Cut(token, ".")
-	if !ok {
-		return Claims{}, fmt.Errorf("%w: no MAC", ErrBadToken)
-	}
-	p, err := decodeToken(body)
+	var buf [maxPayload]byte
+	p, err := captoken.Key(k).Open(buf[:0], token)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
-	}
-	m, err := decodeToken(sig)
-	if err != nil || !hmac.Equal(k.mac(p), m) {
-		return Claims{}, fmt.Errorf("%w: MAC mismatch", ErrBadToken)
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	if len(p) < tokenFixed || p[0] != tokenVersion || len(p) != tokenFixed+int(p[tokenFixed-1]) {
 		return Claims{}, fmt.Errorf("%w: malformed payload", ErrBadToken)
@@ -210,7 +152,7 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 	if err := c.validate(); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
-	if !now.Before(c.Expiry) {
+	if captoken.Expired(c.Expiry, now) {
 		return c, ErrExpired
 	}
 	return c, nil

@@ -21,9 +21,9 @@ type Layer struct {
 // Layers are the module's layers, from the bottom: each may import its own
 // and those before it. cmd/..., bench/... and e2e sit above every layer.
 var Layers = []Layer{
-	{"foundation: clocks, units, limits, child processes, certificates, connection loops, the model's vocabulary", []string{
+	{"foundation: clocks, units, limits, child processes, certificates, capability tokens, connection loops, the model's vocabulary", []string{
 		"internal/clock", "internal/units", "internal/jsonlimit", "internal/childproc", "internal/profiling",
-		"internal/metrics", "internal/chart/...", "internal/pki", "internal/netserve", "internal/inventory",
+		"internal/metrics", "internal/chart/...", "internal/pki", "internal/netserve", "internal/captoken", "internal/inventory",
 		"internal/forecast", "internal/demand", "internal/console", "internal/pager/workload",
 		"internal/replica/alloctest", "internal/fabric", "internal/store", "internal/layers", "examples",
 	}},

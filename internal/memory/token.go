@@ -1,52 +1,28 @@
 package memory
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
+
+	"rackpool/internal/captoken"
 )
 
-// Rights is the set of operations a token allows.
-type Rights uint8
+// Rights is the set of operations a token allows: any of RightRead,
+// RightWrite and RightAdmin.
+type Rights = captoken.Rights
 
 // The rights a token can carry.
 const (
-	RightRead  Rights = 1 << iota // READ
-	RightWrite                    // WRITE and APPEND
-	RightAdmin                    // ZERO the region (control plane only)
+	RightRead  = captoken.Read  // READ
+	RightWrite = captoken.Write // WRITE and APPEND
+	RightAdmin = captoken.Admin // ZERO the region (control plane only)
 
 	rightsAll = RightRead | RightWrite | RightAdmin
 )
-
-// String returns the rights as letters in the order r, w, a ("r", "rw",
-// "rwa", "a"), "-" for none, or a hex form if unknown bits are set.
-func (r Rights) String() string {
-	if r&^rightsAll != 0 {
-		return fmt.Sprintf("Rights(%#02x)", uint8(r))
-	}
-	if r == 0 {
-		return "-"
-	}
-	var b [3]byte
-	n := 0
-	for _, x := range [...]struct {
-		bit    Rights
-		letter byte
-	}{{RightRead, 'r'}, {RightWrite, 'w'}, {RightAdmin, 'a'}} {
-		if r&x.bit != 0 {
-			b[n] = x.letter
-			n++
-		}
-	}
-	return string(b[:n])
-}
 
 // ParseRights parses the String form: any of the letters r, w and a, each at
 // most once, in any order, or "-" for no rights.
@@ -104,18 +80,18 @@ func (c Claims) validate() error {
 		return fmt.Errorf("memory: invalid rights %v", c.Rights)
 	case c.Expiry.IsZero():
 		return errors.New("memory: token needs an expiry")
-	case c.Expiry.Before(time.Unix(0, math.MinInt64)) || c.Expiry.After(time.Unix(0, math.MaxInt64)):
+	case !captoken.ValidExpiry(c.Expiry):
 		return errors.New("memory: expiry out of range")
 	}
 	return nil
 }
 
 // Key is an HMAC-SHA256 key shared by the control plane, which signs tokens,
-// and the memnodes, which verify them. It is 32 bytes long.
+// and the memnodes, which verify them. It is KeySize bytes long.
 type Key []byte
 
 // KeySize is the length of a Key in bytes.
-const KeySize = 32
+const KeySize = captoken.KeySize
 
 // Token format limits.
 const (
@@ -123,23 +99,25 @@ const (
 	maxIDLen     = 255
 	// tokenFixed is the payload size without the two IDs.
 	tokenFixed = 1 + 1 + 8 + 8 + 8 + 1 + 1
+	// maxPayload is the longest payload, with both IDs at their longest.
+	maxPayload = tokenFixed + 2*maxIDLen
 	// maxTokenLen bounds the token text; anything longer is refused
-	// before decoding.
-	maxTokenLen = (tokenFixed+2*maxIDLen+2)/3*4 + 1 + (sha256.Size+2)/3*4
+	// before decoding (an AUTH frame longer than it too: doc.go).
+	maxTokenLen = (maxPayload+2)/3*4 + 1 + (sha256.Size+2)/3*4
 )
 
 // NewKey returns a new random key from crypto/rand.
 func NewKey() (Key, error) {
-	k := make(Key, KeySize)
-	if _, err := rand.Read(k); err != nil {
-		return nil, fmt.Errorf("memory: new key: %w", err)
+	k, err := captoken.NewKey()
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
 	}
-	return k, nil
+	return Key(k), nil
 }
 
 func (k Key) check() error {
-	if len(k) != KeySize {
-		return fmt.Errorf("memory: key is %d bytes, want %d", len(k), KeySize)
+	if err := captoken.Key(k).Check(); err != nil {
+		return fmt.Errorf("memory: %w", err)
 	}
 	return nil
 }
@@ -163,41 +141,7 @@ func (k Key) Sign(c Claims) (string, error) {
 	p = append(p, c.Lease...)
 	p = append(p, byte(len(c.Node)))
 	p = append(p, c.Node...)
-
-	enc := tokenEncoding
-	var b strings.Builder
-	b.Grow(enc.EncodedLen(len(p)) + 1 + enc.EncodedLen(sha256.Size))
-	b.WriteString(enc.EncodeToString(p))
-	b.WriteByte('.')
-	b.WriteString(enc.EncodeToString(k.mac(p)))
-	return b.String(), nil
-}
-
-// tokenEncoding is unpadded base64url in strict mode: the bits left over in
-// a last character that encodes a partial byte must be zero, so each byte
-// string has exactly one spelling. Non-strict decoding accepts four
-// spellings of such a character.
-var tokenEncoding = base64.RawURLEncoding.Strict()
-
-// decodeToken decodes the base64url text src into dst (large enough) and
-// refuses every spelling but the one Sign writes: strict mode refuses
-// nonzero trailing bits, and the length check refuses the CR and LF the
-// decoder skips even in strict mode.
-func decodeToken(dst []byte, src string) (int, error) {
-	n, err := tokenEncoding.Decode(dst, []byte(src))
-	if err != nil {
-		return 0, err
-	}
-	if tokenEncoding.EncodedLen(n) != len(src) {
-		return 0, errors.New("not canonical base64url")
-	}
-	return n, nil
-}
-
-func (k Key) mac(payload []byte) []byte {
-	h := hmac.New(sha256.New, k)
-	h.Write(payload)
-	return h.Sum(nil)
+	return captoken.Key(k).Seal(p), nil
 }
 
 // Verify checks token's MAC under k in constant time and returns its claims.
@@ -206,39 +150,16 @@ func (k Key) mac(payload []byte) []byte {
 // the token's expiry. It does not check the node, range or revocation; the
 // server does.
 func (k Key) Verify(token string, now time.Time) (Claims, error) {
-	if err := k.check(); err != nil {
-		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
-	}
-	if len(token) > maxTokenLen {
-		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
-	}
-	body, sig, ok := strings.Cut(token, ".")
-	if !ok {
-		return Claims{}, fmt.Errorf("%w: no MAC", ErrBadToken)
-	}
-	enc := tokenEncoding
-	var pbuf [tokenFixed + 2*maxIDLen]byte
-	var sbuf [sha256.Size + 3]byte
-	if enc.DecodedLen(len(body)) > len(pbuf) || enc.DecodedLen(len(sig)) > len(sbuf) {
-		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
-	}
-	n, err := decodeToken(pbuf[:], body)
+	var buf [maxPayload]byte
+	payload, err := captoken.Key(k).Open(buf[:0], token)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
-	}
-	payload := pbuf[:n]
-	m, err := decodeToken(sbuf[:], sig)
-	if err != nil || m != sha256.Size {
-		return Claims{}, fmt.Errorf("%w: MAC encoding", ErrBadToken)
-	}
-	if !hmac.Equal(k.mac(payload), sbuf[:m]) {
-		return Claims{}, fmt.Errorf("%w: MAC mismatch", ErrBadToken)
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	c, err := decodeClaims(payload)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
-	if !now.Before(c.Expiry) {
+	if captoken.Expired(c.Expiry, now) {
 		return c, ErrExpired
 	}
 	return c, nil
@@ -247,26 +168,19 @@ func (k Key) Verify(token string, now time.Time) (Claims, error) {
 // peekClaims returns the claims a token states without checking its MAC:
 // for a holder to learn its own region and expiry, never to decide access.
 func peekClaims(token string) (Claims, error) {
-	body, _, ok := strings.Cut(token, ".")
-	if !ok || len(token) > maxTokenLen {
-		return Claims{}, fmt.Errorf("%w: malformed", ErrBadToken)
-	}
-	var pbuf [tokenFixed + 2*maxIDLen]byte
-	if tokenEncoding.DecodedLen(len(body)) > len(pbuf) {
-		return Claims{}, fmt.Errorf("%w: too long", ErrBadToken)
-	}
-	n, err := decodeToken(pbuf[:], body)
+	var buf [maxPayload]byte
+	payload, err := captoken.Peek(buf[:0], token)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: payload encoding", ErrBadToken)
+		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
-	c, err := decodeClaims(pbuf[:n])
+	c, err := decodeClaims(payload)
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrBadToken, err)
 	}
 	return c, nil
 }
 
-// decodeClaims parses a MAC-checked token payload.
+// decodeClaims parses a token payload.
 func decodeClaims(p []byte) (Claims, error) {
 	if len(p) < tokenFixed {
 		return Claims{}, errors.New("short payload")
