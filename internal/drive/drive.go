@@ -63,7 +63,6 @@ package drive
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -83,13 +82,13 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Store kinds, the token key (an object of keyKind with ID keySetting, a
-// setting of that name in stores written before) and the holder records.
+// Store kinds, the token key (store.TokenKey: an object of kind
+// store.SecretKind with ID keySetting, a setting of that name in stores
+// written before) and the holder records.
 const (
 	kindNode     = "blocknode"
 	kindDrive    = "drive"
 	kindGrant    = "drive-grant"
-	keyKind      = "secret"
 	keySetting   = "drive.token-key"
 	holdOwner    = "pooled-drives"
 	holderPrefix = "blocknode-"
@@ -385,25 +384,11 @@ func (m *Manager) Reload(ctx context.Context) error {
 	}
 	start := m.o.Clock.Now()
 	nodes, drives, ready, handovers := map[string]*Node{}, map[string]*Drive{}, map[string]bool{}, map[string]handover{}
-	objs, err := m.o.Store.Objects(ctx, kindNode)
+	err := store.Decode(ctx, m.o.Store, kindNode, func(_ store.Object, n *Node) error { nodes[n.ID] = n; return nil })
 	if err != nil {
 		return fmt.Errorf("drive: load blocknodes: %w", err)
 	}
-	for _, ob := range objs {
-		n := &Node{}
-		if err := json.Unmarshal(ob.Data, n); err != nil {
-			return fmt.Errorf("drive: blocknode %s: %w", ob.ID, err)
-		}
-		nodes[n.ID] = n
-	}
-	if objs, err = m.o.Store.Objects(ctx, kindDrive); err != nil {
-		return fmt.Errorf("drive: load drives: %w", err)
-	}
-	for _, ob := range objs {
-		d := &Drive{}
-		if err := json.Unmarshal(ob.Data, d); err != nil {
-			return fmt.Errorf("drive: drive %s: %w", ob.ID, err)
-		}
+	err = store.Decode(ctx, m.o.Store, kindDrive, func(_ store.Object, d *Drive) error {
 		if m.o.Topology.Device(d.ID) == nil {
 			return fmt.Errorf("drive: stored drive %s is not in the topology", d.ID)
 		}
@@ -416,17 +401,15 @@ func (m *Manager) Reload(ctx context.Context) error {
 		if d.Node != "" && d.State == Mapping {
 			handovers[d.ID] = handover{to: d.Node, since: start}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("drive: load drives: %w", err)
 	}
 	grants := map[string]time.Time{}
-	if objs, err = m.o.Store.Objects(ctx, kindGrant); err != nil {
+	err = store.Decode(ctx, m.o.Store, kindGrant, func(ob store.Object, g *grantRecord) error { grants[ob.ID] = g.Until; return nil })
+	if err != nil {
 		return fmt.Errorf("drive: load token grants: %w", err)
-	}
-	for _, ob := range objs {
-		var g grantRecord
-		if err := json.Unmarshal(ob.Data, &g); err != nil {
-			return fmt.Errorf("drive: token grant %s: %w", ob.ID, err)
-		}
-		grants[ob.ID] = g.Until
 	}
 	ws, err := loadWriters(ctx, m.o.Store)
 	if err != nil {
@@ -447,21 +430,9 @@ func (m *Manager) Reload(ctx context.Context) error {
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {
-	// A store written before the key was an object keeps it as a setting.
-	v, ok, err := m.o.Store.Setting(ctx, keySetting)
+	k, err := store.TokenKey(ctx, m.o.Store, keySetting, blocknode.KeySize, func() ([]byte, error) { return blocknode.NewKey() })
 	if err != nil {
-		return fmt.Errorf("drive: read token key: %w", err)
-	}
-	var k []byte
-	if ok {
-		if k, err = base64.StdEncoding.DecodeString(v); err != nil {
-			k = nil
-		}
-	} else if k, err = store.Once(ctx, m.o.Store, keyKind, keySetting, func() ([]byte, error) { return blocknode.NewKey() }); err != nil {
-		return fmt.Errorf("drive: store token key: %w", err)
-	}
-	if len(k) != blocknode.KeySize {
-		return errors.New("drive: stored token key is malformed")
+		return fmt.Errorf("drive: %w", err)
 	}
 	m.key = k
 	return nil

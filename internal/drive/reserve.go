@@ -124,17 +124,13 @@ func (ws *writers) set(id string, s storedWriter) {
 
 // load reads every stored reservation.
 func loadWriters(ctx context.Context, st store.Store) (map[string]storedWriter, error) {
-	objs, err := st.Objects(ctx, kindWriter)
+	out := map[string]storedWriter{}
+	err := store.Decode(ctx, st, kindWriter, func(ob store.Object, r *writerRecord) error {
+		out[ob.ID] = storedWriter{w: r.Writer, version: ob.Version}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("drive: load write reservations: %w", err)
-	}
-	out := map[string]storedWriter{}
-	for _, ob := range objs {
-		var r writerRecord
-		if err := json.Unmarshal(ob.Data, &r); err != nil {
-			return nil, fmt.Errorf("drive: write reservation %s: %w", ob.ID, err)
-		}
-		out[ob.ID] = storedWriter{w: r.Writer, version: ob.Version}
 	}
 	return out, nil
 }

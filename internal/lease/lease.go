@@ -42,7 +42,6 @@ package lease
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -65,12 +64,12 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Store object kinds and the token key: an object of keyKind with ID
-// keySetting (a setting of that name in stores written before).
+// Store object kinds and the token key (store.TokenKey: an object of kind
+// store.SecretKind with ID keySetting, a setting of that name in stores
+// written before).
 const (
 	kindNode   = "memnode"
 	kindLease  = "memlease"
-	keyKind    = "secret"
 	keySetting = "memory.token-key"
 	holdOwner  = "memory-leases"
 	// holderPrefix + node ID is the holder record of a node's leased blocks.
@@ -294,26 +293,11 @@ func (m *Manager) Reload(ctx context.Context) error {
 		return err
 	}
 	nodes, leases := map[string]*Node{}, map[string]*Lease{}
-	objs, err := m.o.Store.Objects(ctx, kindNode)
-	if err != nil {
+	if err := store.Decode(ctx, m.o.Store, kindNode, func(_ store.Object, n *Node) error { nodes[n.ID] = n; return nil }); err != nil {
 		return fmt.Errorf("lease: load memory nodes: %w", err)
 	}
-	for _, ob := range objs {
-		n := &Node{}
-		if err := json.Unmarshal(ob.Data, n); err != nil {
-			return fmt.Errorf("lease: memory node %s: %w", ob.ID, err)
-		}
-		nodes[n.ID] = n
-	}
-	if objs, err = m.o.Store.Objects(ctx, kindLease); err != nil {
+	if err := store.Decode(ctx, m.o.Store, kindLease, func(_ store.Object, l *Lease) error { leases[l.ID] = l; return nil }); err != nil {
 		return fmt.Errorf("lease: load leases: %w", err)
-	}
-	for _, ob := range objs {
-		l := &Lease{}
-		if err := json.Unmarshal(ob.Data, l); err != nil {
-			return fmt.Errorf("lease: lease %s: %w", ob.ID, err)
-		}
-		leases[l.ID] = l
 	}
 	m.mu.Lock()
 	m.nodes, m.leases, m.revoked = nodes, leases, map[string]map[string]time.Time{}
@@ -336,21 +320,9 @@ func (m *Manager) Reload(ctx context.Context) error {
 }
 
 func (m *Manager) loadKey(ctx context.Context) error {
-	// A store written before the key was an object keeps it as a setting.
-	v, ok, err := m.o.Store.Setting(ctx, keySetting)
+	k, err := store.TokenKey(ctx, m.o.Store, keySetting, memory.KeySize, func() ([]byte, error) { return memory.NewKey() })
 	if err != nil {
-		return fmt.Errorf("lease: read token key: %w", err)
-	}
-	var k []byte
-	if ok {
-		if k, err = base64.StdEncoding.DecodeString(v); err != nil {
-			k = nil
-		}
-	} else if k, err = store.Once(ctx, m.o.Store, keyKind, keySetting, func() ([]byte, error) { return memory.NewKey() }); err != nil {
-		return fmt.Errorf("lease: store token key: %w", err)
-	}
-	if len(k) < 32 {
-		return errors.New("lease: stored token key is malformed")
+		return fmt.Errorf("lease: %w", err)
 	}
 	m.key = k
 	return nil
