@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,11 +119,47 @@ func (e AuditEntry) Validate() error {
 // backends select and insert them (id first).
 const AuditColumns = `id, time, username, tenant, remote, method, target, action, outcome, status, detail`
 
-// Where returns the SQL conditions q selects, joined by AND ("" for none),
-// and their arguments, for the SQL backends' audit tables (AuditColumns,
-// time in Unix nanoseconds). placeholder(n) writes the n-th parameter (1
-// first): "?" for SQLite, "$n" for PostgreSQL.
-func (q AuditQuery) Where(placeholder func(n int) string) (string, []any) {
+// Placeholders for the SQL backends' statements: placeholder(n) writes the
+// n-th parameter (1 first).
+func QuestionMark(int) string { return "?" }                   // SQLite
+func DollarN(n int) string    { return "$" + strconv.Itoa(n) } // PostgreSQL
+
+// AuditInsert is the statement that inserts an audit entry into the SQL
+// backends' audit table, its ID assigned by the database and its
+// parameters (written by placeholder) the values InsertArgs returns.
+func AuditInsert(placeholder func(n int) string) string {
+	marks := make([]string, auditInsertColumns)
+	for i := range marks {
+		marks[i] = placeholder(i + 1)
+	}
+	return `INSERT INTO audit (` + AuditColumns[len("id, "):] + `) VALUES (` + strings.Join(marks, ", ") + `)`
+}
+
+// auditInsertColumns is how many columns AuditInsert sets: all but id.
+const auditInsertColumns = 10
+
+// InsertArgs are e's values for AuditInsert, its time in Unix nanoseconds.
+func (e AuditEntry) InsertArgs() []any {
+	return []any{e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail}
+}
+
+// Select returns the statement that selects the entries q asks for from
+// the SQL backends' audit table (AuditColumns, time in Unix nanoseconds),
+// ordered by ID and at most q.EffectiveLimit() of them, and its arguments.
+// placeholder(n) writes the n-th parameter.
+func (q AuditQuery) Select(placeholder func(n int) string) (string, []any) {
+	query := `SELECT ` + AuditColumns + ` FROM audit`
+	where, args := q.where(placeholder)
+	if where != "" {
+		query += " WHERE " + where
+	}
+	args = append(args, q.EffectiveLimit())
+	return query + " ORDER BY id LIMIT " + placeholder(len(args)), args
+}
+
+// where returns the SQL conditions q selects, joined by AND ("" for none),
+// and their arguments.
+func (q AuditQuery) where(placeholder func(n int) string) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -197,5 +235,28 @@ func (e AuditEntry) ForAppend() (AuditEntry, error) {
 		return AuditEntry{}, err
 	}
 	e.ID, e.Time = 0, e.Time.UTC()
+	return e, nil
+}
+
+// AppendAudit is what both backends' Store.AppendAudit do around their
+// own insert: refuse when ctx has ended or the store is closed, validate e
+// (an error wrapping ErrInvalidAudit), clear its ID and put its time in
+// UTC, then insert it durably and return it with the ID insert assigned.
+func AppendAudit(ctx context.Context, closed bool, e AuditEntry, insert func(AuditEntry) (int64, error)) (AuditEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return AuditEntry{}, err
+	}
+	if closed {
+		return AuditEntry{}, ErrClosed
+	}
+	e, err := e.ForAppend()
+	if err != nil {
+		return AuditEntry{}, err
+	}
+	id, err := insert(e)
+	if err != nil {
+		return AuditEntry{}, err
+	}
+	e.ID = id
 	return e, nil
 }

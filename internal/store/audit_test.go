@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -51,5 +53,81 @@ func TestAuditEntryValidate(t *testing.T) {
 				t.Fatalf("Validate = %v, not ErrInvalidAudit", err)
 			}
 		})
+	}
+}
+
+func TestAuditSQL(t *testing.T) {
+	since := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		q           AuditQuery
+		placeholder func(int) string
+		sql         string
+		args        []any
+	}{
+		{"all, SQLite", AuditQuery{}, QuestionMark,
+			"SELECT " + AuditColumns + " FROM audit ORDER BY id LIMIT ?", []any{DefaultAuditLimit}},
+		{"every bound, PostgreSQL", AuditQuery{AfterID: 7, Limit: 5, User: "alice", Tenant: "t1", Outcome: AuditDenied,
+			Since: since, Until: time.Unix(0, 1<<63-1).Add(time.Hour)}, DollarN,
+			"SELECT " + AuditColumns + " FROM audit WHERE id > $1 AND username = $2 AND tenant = $3 AND outcome = $4" +
+				" AND time >= $5 AND time < $6 ORDER BY id LIMIT $7",
+			[]any{int64(7), "alice", "t1", AuditDenied, since.UnixNano(), int64(1<<63 - 1), 5}},
+		{"one bound, SQLite", AuditQuery{Tenant: "t2", Limit: MaxAuditLimit + 1}, QuestionMark,
+			"SELECT " + AuditColumns + " FROM audit WHERE tenant = ? ORDER BY id LIMIT ?", []any{"t2", MaxAuditLimit}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sql, args := tc.q.Select(tc.placeholder)
+			if sql != tc.sql || !reflect.DeepEqual(args, tc.args) {
+				t.Errorf("Select = %q %v\nwant     %q %v", sql, args, tc.sql, tc.args)
+			}
+		})
+	}
+	const wantInsert = "INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)" +
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+	if got := AuditInsert(DollarN); got != wantInsert {
+		t.Errorf("AuditInsert = %q, want %q", got, wantInsert)
+	}
+	e := AuditEntry{Time: since, User: "u", Tenant: "t", Remote: "r", Method: "POST", Target: "/x", Action: "a",
+		Outcome: AuditSuccess, Status: 201, Detail: "d"}
+	if got := e.InsertArgs(); !reflect.DeepEqual(got, []any{since.UnixNano(), "u", "t", "r", "POST", "/x", "a", AuditSuccess, 201, "d"}) {
+		t.Errorf("InsertArgs = %v", got)
+	}
+}
+
+func TestAppendAudit(t *testing.T) {
+	ctx := context.Background()
+	e := AuditEntry{ID: 99, Time: time.Date(2025, 6, 1, 14, 0, 0, 0, time.FixedZone("X", 7200)), Outcome: AuditSuccess}
+	var inserted []AuditEntry
+	insert := func(e AuditEntry) (int64, error) { inserted = append(inserted, e); return 42, nil }
+	got, err := AppendAudit(ctx, false, e, insert)
+	if err != nil || got.ID != 42 || got.Time.Location() != time.UTC || !got.Time.Equal(e.Time) {
+		t.Fatalf("AppendAudit = %+v, %v", got, err)
+	}
+	if len(inserted) != 1 || inserted[0].ID != 0 || inserted[0].Time.Location() != time.UTC {
+		t.Fatalf("inserted %+v, want the entry without ID, in UTC", inserted)
+	}
+	failed := errors.New("disk full")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		closed bool
+		e      AuditEntry
+		insert func(AuditEntry) (int64, error)
+		want   error
+	}{
+		{"closed", ctx, true, e, insert, ErrClosed},
+		{"cancelled", cancelled, false, e, insert, context.Canceled},
+		{"invalid", ctx, false, AuditEntry{Time: e.Time}, insert, ErrInvalidAudit},
+		{"insert fails", ctx, false, e, func(AuditEntry) (int64, error) { return 0, failed }, failed},
+	} {
+		inserted = nil
+		if got, err := AppendAudit(tc.ctx, tc.closed, tc.e, tc.insert); !errors.Is(err, tc.want) || got != (AuditEntry{}) {
+			t.Errorf("%s: %+v, %v; want %v", tc.name, got, err, tc.want)
+		}
+		if tc.name != "insert fails" && len(inserted) != 0 {
+			t.Errorf("%s: inserted %+v", tc.name, inserted)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,41 +12,28 @@ import (
 // AppendAudit adds e to the audit table, durably. The returned entry
 // carries the assigned ID and e.Time in UTC.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return store.AuditEntry{}, err
-	}
-	if s.isClosed() {
-		return store.AuditEntry{}, store.ErrClosed
-	}
-	e, err := e.ForAppend()
-	if err != nil {
-		return store.AuditEntry{}, err
-	}
-	var id int64
-	err = s.write(ctx, txn{queue: func(b *pgx.Batch) { queueAudit(b, e, &id) }})
-	if err != nil {
-		return store.AuditEntry{}, err
-	}
-	e.ID = id
-	return e, nil
+	return store.AppendAudit(ctx, s.isClosed(), e, func(e store.AuditEntry) (id int64, err error) {
+		err = s.write(ctx, txn{queue: func(b *pgx.Batch) { queueAudit(b, e, &id) }})
+		return id, err
+	})
 }
+
+// auditInsert inserts an entry and returns its ID.
+var auditInsert = store.AuditInsert(store.DollarN) + " RETURNING id"
 
 // queueAudit queues the insertion of e, storing its ID in id if id is not
 // nil.
 func queueAudit(b *pgx.Batch, e store.AuditEntry, id *int64) {
-	b.Queue(`INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-		e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail).
-		QueryRow(func(row pgx.Row) error {
-			var n int64
-			if err := row.Scan(&n); err != nil {
-				return fmt.Errorf("append audit entry: %w", err)
-			}
-			if id != nil {
-				*id = n
-			}
-			return nil
-		})
+	b.Queue(auditInsert, e.InsertArgs()...).QueryRow(func(row pgx.Row) error {
+		var n int64
+		if err := row.Scan(&n); err != nil {
+			return fmt.Errorf("append audit entry: %w", err)
+		}
+		if id != nil {
+			*id = n
+		}
+		return nil
+	})
 }
 
 // Audit returns the entries q selects, ordered by ID.
@@ -55,13 +41,7 @@ func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEnt
 	if s.isClosed() {
 		return nil, store.ErrClosed
 	}
-	query := `SELECT ` + store.AuditColumns + ` FROM audit`
-	where, args := q.Where(func(n int) string { return "$" + strconv.Itoa(n) })
-	if where != "" {
-		query += " WHERE " + where
-	}
-	args = append(args, q.EffectiveLimit())
-	query += " ORDER BY id LIMIT $" + strconv.Itoa(len(args))
+	query, args := q.Select(store.DollarN)
 	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.readErr("read audit log", err)

@@ -11,33 +11,19 @@ import (
 // so it is durable when AppendAudit returns nil, exactly as Apply is. The
 // returned entry carries the assigned ID and e.Time in UTC.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
-		return store.AuditEntry{}, err
-	}
-	if s.closed() {
-		return store.AuditEntry{}, store.ErrClosed
-	}
-	e, err := e.ForAppend()
-	if err != nil {
-		return store.AuditEntry{}, err
-	}
-	var id int64
-	err = s.submit(ctx, func(w *writer) error {
-		var err error
-		id, err = w.appendAudit(e)
-		return err
+	return store.AppendAudit(ctx, s.closed(), e, func(e store.AuditEntry) (id int64, err error) {
+		err = s.submit(ctx, func(w *writer) error {
+			var err error
+			id, err = w.appendAudit(e)
+			return err
+		})
+		return id, err
 	})
-	if err != nil {
-		return store.AuditEntry{}, err
-	}
-	e.ID = id
-	return e, nil
 }
 
 // appendAudit inserts e inside the current transaction and returns its ID.
 func (w *writer) appendAudit(e store.AuditEntry) (int64, error) {
-	res, err := w.insAudit.Exec(e.Time.UnixNano(), e.User, e.Tenant, e.Remote,
-		e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail)
+	res, err := w.insAudit.Exec(e.InsertArgs()...)
 	if err != nil {
 		return 0, fmt.Errorf("append audit entry: %w", err)
 	}
@@ -54,14 +40,7 @@ func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEnt
 	if s.closed() {
 		return nil, store.ErrClosed
 	}
-	query := `SELECT ` + store.AuditColumns + ` FROM audit`
-	where, args := q.Where(func(int) string { return "?" })
-	if where != "" {
-		query += " WHERE " + where
-	}
-	query += " ORDER BY id LIMIT ?"
-	args = append(args, q.EffectiveLimit())
-
+	query, args := q.Select(store.QuestionMark)
 	rows, err := s.readDB.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.readErr("read audit log", err)

@@ -61,8 +61,7 @@ func newWriter(ctx context.Context, conn *sql.Conn) (*writer, error) {
 		{&w.delObjV, `DELETE FROM objects WHERE kind = ? AND id = ? AND version = ?`},
 		{&w.selObjV, `SELECT version FROM objects WHERE kind = ? AND id = ?`},
 		{&w.delObj, `DELETE FROM objects WHERE kind = ? AND id = ?`},
-		{&w.insAudit, `INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&w.insAudit, store.AuditInsert(store.QuestionMark)},
 	} {
 		st, err := conn.PrepareContext(ctx, p.sql)
 		if err != nil {
