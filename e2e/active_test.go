@@ -54,7 +54,8 @@ func answeredBy(t *testing.T, s *server, path, token string) (int, string) {
 
 // TestPostgresActive: three active replicas of one database and one
 // fabric manager. A system composed at one is read and decomposed at
-// another; a session opened at one is valid at the others; the leader's
+// another; a session opened at one is valid at the others, and so is the
+// composition policy changed at one; the leader's
 // subsystems are answered by the leader whichever replica is asked. A
 // replica cut from the database and paused mid-composition is evicted by
 // the leader, which settles its half-done composition on the fabric with
@@ -99,6 +100,24 @@ func TestPostgresActive(t *testing.T) {
 	for _, s := range []*server{a, c} {
 		if status, _ := answeredBy(t, s, "/redfish/v1/Systems", token); status != http.StatusOK {
 			t.Errorf("b's session at another replica: %d", status)
+		}
+	}
+
+	// The composition policy changed at c (compose's versioned record)
+	// reaches a and b through the change log.
+	if status, body := c.request(http.MethodPatch, "/redfish/v1/CompositionService", `{"ReservationDuration": "PT45S"}`, true); status != http.StatusOK {
+		t.Fatalf("PATCH CompositionService at c: %d %s", status, body)
+	}
+	for _, s := range []*server{a, b} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, body := s.request(http.MethodGet, "/redfish/v1/CompositionService", "", true)
+			var svc struct{ ReservationDuration string }
+			if json.Unmarshal([]byte(body), &svc) == nil && svc.ReservationDuration == "PT45S" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the policy changed at c never reached %s: %s", replicaTag(t, s), body)
+			}
 		}
 	}
 

@@ -265,8 +265,8 @@ func runServe(args []string) error {
 	}
 	if act != nil {
 		api.DropSubscriptions() // the leader delivers them
-		follower.Handle(postgres.KindSetting, func(ctx context.Context, _ []string) {
-			if err := api.ReloadSettings(ctx); err != nil {
+		follower.Handle(compose.PolicyKind, func(ctx context.Context, _ []string) {
+			if err := mgr.ReloadPolicy(ctx); err != nil {
 				log.Warn("replica: reloading the composition policy", "err", err)
 			}
 		})

@@ -168,6 +168,13 @@ type Request struct {
 	MinCores     int
 	MinMemoryGiB int
 	Share        schedule.Share
+
+	// What the request asks of the composition policy (ApplyPolicy):
+	// Overprovision, that Needs may be met with more than they count;
+	// ZoneAffinity, when not nil, the resource zone to place in (a host's
+	// ID, or "zone-" and a topology zone's).
+	Overprovision bool
+	ZoneAffinity  *string
 }
 
 // placement is req as the scheduler takes it.
@@ -249,10 +256,13 @@ type Manager struct {
 	stuck     map[string]bool
 	conflicts atomic.Int64
 	replans   atomic.Int64
+
+	// policy is the composition policy record (policy.go).
+	policy policyState
 }
 
 // New builds a Manager, loads the stored compositions and recovers any that
-// a crash left in transition.
+// a crash left in transition, and reads the composition policy.
 func New(ctx context.Context, o Options) (*Manager, error) {
 	if o.Topology == nil || o.Store == nil {
 		return nil, errors.New("compose: topology and store are required")
@@ -293,6 +303,9 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		}
 	}
 	if err := m.recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.ReloadPolicy(ctx); err != nil {
 		return nil, err
 	}
 	return m, nil

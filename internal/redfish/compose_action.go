@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"rackpool/internal/compose"
@@ -50,92 +49,30 @@ var composeRoutes = []route{
 // Decomposing (retry its DELETE); this is the one case in which an Apply
 // reports an error with part of its work done, and the error says so.
 
-const (
-	reservationsPath = "/redfish/v1/CompositionService/CompositionReservations/"
-	// DefaultReservationDuration is how long a PreviewReserve holds blocks.
-	DefaultReservationDuration = 5 * time.Minute
-	compositionSettingKey      = "composition-service"
-)
+const reservationsPath = "/redfish/v1/CompositionService/CompositionReservations/"
 
-type compositionSettings struct {
-	mu              sync.Mutex
-	allowOverprov   bool
-	disallowZoneAff bool
-	reservationTTL  time.Duration
-}
-
-type compositionRecord struct {
-	AllowOverprovisioning bool   `json:"allow_overprovisioning"`
-	AllowZoneAffinity     bool   `json:"allow_zone_affinity"`
-	ReservationSeconds    int64  `json:"reservation_seconds"`
-	Note                  string `json:"note,omitempty"`
-}
-
-// ReloadSettings reads the composition policy again (another active
-// replica changed it).
-func (s *Server) ReloadSettings(ctx context.Context) error { return s.loadCompositionSettings(ctx) }
-
-// loadCompositionSettings reads the persisted policy, if any.
-func (s *Server) loadCompositionSettings(ctx context.Context) error {
-	if s.store == nil {
-		return nil
-	}
-	raw, ok, err := s.store.Setting(ctx, compositionSettingKey)
-	if err != nil || !ok {
-		return err
-	}
-	var rec compositionRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return fmt.Errorf("setting %s: %w", compositionSettingKey, err)
-	}
-	s.settings.mu.Lock()
-	defer s.settings.mu.Unlock()
-	s.settings.allowOverprov = rec.AllowOverprovisioning
-	s.settings.disallowZoneAff = !rec.AllowZoneAffinity
-	if rec.ReservationSeconds > 0 {
-		s.settings.reservationTTL = time.Duration(rec.ReservationSeconds) * time.Second
-	}
-	return nil
-}
-
-func (s *Server) policy() (overprov, zoneAffinity bool, ttl time.Duration) {
-	s.settings.mu.Lock()
-	defer s.settings.mu.Unlock()
-	return s.settings.allowOverprov, !s.settings.disallowZoneAff, s.settings.reservationTTL
-}
-
-// applyPolicy applies the request annotations @Redfish.ZoneAffinity and
-// @Redfish.AllowOverprovisioning under the service's policy.
+// applyPolicy hands the request annotations @Redfish.ZoneAffinity and
+// @Redfish.AllowOverprovisioning to the composition policy (compose
+// applies it) and words its refusals.
 func (s *Server) applyPolicy(body *composeRequest, req *compose.Request) error {
-	overprov, zoneAff, _ := s.policy()
-	if body.AllowOverprovisioning != nil && *body.AllowOverprovisioning && overprov {
-		for i := range req.Needs {
-			req.Needs[i].Exact = false
-		}
-	}
-	if body.ZoneAffinity != nil {
+	req.Overprovision = body.AllowOverprovisioning != nil && *body.AllowOverprovisioning
+	req.ZoneAffinity = body.ZoneAffinity
+	err := s.mgr.ApplyPolicy(req)
+	switch {
+	case errors.Is(err, compose.ErrZoneAffinityOff):
+		return errPropertyValue("@Redfish.ZoneAffinity", *body.ZoneAffinity, "This service has AllowZoneAffinity false; omit the annotation.")
+	case errors.Is(err, compose.ErrZoneConflict):
 		z := *body.ZoneAffinity
-		if !zoneAff {
-			return errPropertyValue("@Redfish.ZoneAffinity", z, "This service has AllowZoneAffinity false; omit the annotation.")
-		}
-		switch {
-		case s.top.Host(z) != nil:
-			if req.Host != "" && req.Host != z {
-				return errPropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
-			}
-			req.Host = z
-		case strings.HasPrefix(z, "zone-") && s.top.Zone(strings.TrimPrefix(z, "zone-")) != nil:
-			req.Zone = strings.TrimPrefix(z, "zone-")
-		default:
-			return errPropertyValue("@Redfish.ZoneAffinity", z, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
-		}
+		return errPropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
+	case errors.Is(err, compose.ErrUnknownZone):
+		return errPropertyValue("@Redfish.ZoneAffinity", *body.ZoneAffinity, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
 	}
-	return nil
+	return err
 }
 
 // compositionServiceBody extends the service resource with v1.2.
 func (s *Server) compositionServiceBody() map[string]any {
-	overprov, zoneAff, ttl := s.policy()
+	p := s.mgr.Policy()
 	return map[string]any{
 		"@odata.id":               "/redfish/v1/CompositionService",
 		"@odata.type":             "#CompositionService.v1_2_0.CompositionService",
@@ -143,9 +80,9 @@ func (s *Server) compositionServiceBody() map[string]any {
 		"Name":                    "Composition Service",
 		"Status":                  map[string]string{"State": "Enabled", "Health": "OK"},
 		"ServiceEnabled":          true,
-		"AllowOverprovisioning":   overprov,
-		"AllowZoneAffinity":       zoneAff,
-		"ReservationDuration":     isoDuration(ttl),
+		"AllowOverprovisioning":   p.AllowOverprovisioning,
+		"AllowZoneAffinity":       p.AllowZoneAffinity,
+		"ReservationDuration":     isoDuration(p.ReservationDuration),
 		"ResourceBlocks":          ref("/redfish/v1/CompositionService/ResourceBlocks"),
 		"ResourceZones":           ref("/redfish/v1/CompositionService/ResourceZones"),
 		"FreePool":                ref("/redfish/v1/CompositionService/FreePool"),
@@ -228,29 +165,29 @@ func (s *Server) patchCompositionService(w http.ResponseWriter, r *http.Request)
 	if body.ServiceEnabled != nil && !*body.ServiceEnabled {
 		return errPropertyValue("ServiceEnabled", "false", "The composition service cannot be disabled.")
 	}
-	overprov, zoneAff, ttl := s.policy()
-	if body.AllowOverprovisioning != nil {
-		overprov = *body.AllowOverprovisioning
-	}
-	if body.AllowZoneAffinity != nil {
-		zoneAff = *body.AllowZoneAffinity
-	}
+	var ttl time.Duration
 	if body.ReservationDuration != nil {
 		d, err := parseISODuration(*body.ReservationDuration)
-		if err != nil || d < time.Second || d > 7*24*time.Hour {
+		if err != nil || d < compose.MinReservationDuration || d > compose.MaxReservationDuration {
 			return errPropertyValue("ReservationDuration", *body.ReservationDuration, "Use an ISO 8601 duration between PT1S and P7D, such as PT5M.")
 		}
 		ttl = d
 	}
-	if s.store != nil {
-		raw, _ := json.Marshal(compositionRecord{AllowOverprovisioning: overprov, AllowZoneAffinity: zoneAff, ReservationSeconds: int64(ttl / time.Second)})
-		if err := s.store.PutSetting(r.Context(), compositionSettingKey, string(raw)); err != nil {
-			return err
+	_, err := s.mgr.UpdatePolicy(r.Context(), func(p *compose.Policy) error {
+		if body.AllowOverprovisioning != nil {
+			p.AllowOverprovisioning = *body.AllowOverprovisioning
 		}
+		if body.AllowZoneAffinity != nil {
+			p.AllowZoneAffinity = *body.AllowZoneAffinity
+		}
+		if ttl != 0 {
+			p.ReservationDuration = ttl
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	s.settings.mu.Lock()
-	s.settings.allowOverprov, s.settings.disallowZoneAff, s.settings.reservationTTL = overprov, !zoneAff, ttl
-	s.settings.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.compositionServiceBody())
 	return nil
 }
@@ -624,7 +561,7 @@ func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) 
 
 // reserveAll reserves every stanza or none, in one store plan.
 func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
-	_, _, ttl := s.policy()
+	ttl := s.mgr.Policy().ReservationDuration
 	group := "r" + randomHex(6)
 	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {

@@ -276,11 +276,9 @@ func nonNilRefs(r []odataID) []odataID {
 	return r
 }
 
-// Restore loads what the service keeps in the store besides compositions
-// and accounts: the composition policy and the event subscriptions.
+// Restore loads what the service keeps in the store besides compositions,
+// accounts and the composition policy (compose's): the event
+// subscriptions.
 func (s *Server) Restore(ctx context.Context) error {
-	if err := s.loadCompositionSettings(ctx); err != nil {
-		return err
-	}
 	return s.restoreSubscriptions(ctx)
 }

@@ -76,7 +76,6 @@ type Server struct {
 	broker         *hostagent.Broker
 	tasks          taskList
 	resLocks       resourceLocks
-	settings       compositionSettings
 	leases         *lease.Manager    // nil: no memory service
 	drives         *drive.Manager    // nil: no pooled drives
 	healthSrc      HealthSource      // nil: ask the fabric
@@ -152,7 +151,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
-		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, settings: compositionSettings{reservationTTL: DefaultReservationDuration}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
+		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {
