@@ -124,13 +124,9 @@ func (k Key) Open(buf []byte, token string) ([]byte, error) {
 	if err := k.Check(); err != nil {
 		return nil, err
 	}
-	body, sig, err := split(buf, token)
+	payload, sig, err := parse(buf, token)
 	if err != nil {
 		return nil, err
-	}
-	payload, err := decode(buf, body)
-	if err != nil {
-		return nil, errors.New("payload encoding")
 	}
 	var sbuf [sha256.Size + 3]byte
 	if encoding.DecodedLen(len(sig)) > len(sbuf) {
@@ -150,31 +146,27 @@ func (k Key) Open(buf []byte, token string) ([]byte, error) {
 // strictly decoded as Open's: for a holder to learn its own claims, never
 // to decide access.
 func Peek(buf []byte, token string) ([]byte, error) {
-	body, _, err := split(buf, token)
-	if err != nil {
-		return nil, err
-	}
-	payload, err := decode(buf, body)
-	if err != nil {
-		return nil, errors.New("payload encoding")
-	}
-	return payload, nil
+	payload, _, err := parse(buf, token)
+	return payload, err
 }
 
-// split cuts token into its payload and MAC text, refusing one too long
-// for a payload of cap(buf) bytes.
-func split(buf []byte, token string) (body, sig string, err error) {
+// parse cuts token into its payload, decoded into buf, and its MAC text,
+// refusing a token too long for a payload of cap(buf) bytes.
+func parse(buf []byte, token string) (payload []byte, sig string, err error) {
 	if len(token) > MaxLen(cap(buf)) {
-		return "", "", errors.New("too long")
+		return nil, "", errors.New("too long")
 	}
 	body, sig, ok := strings.Cut(token, ".")
 	if !ok {
-		return "", "", errors.New("no MAC")
+		return nil, "", errors.New("no MAC")
 	}
 	if encoding.DecodedLen(len(body)) > cap(buf) {
-		return "", "", errors.New("too long")
+		return nil, "", errors.New("too long")
 	}
-	return body, sig, nil
+	if payload, err = decode(buf, body); err != nil {
+		return nil, "", errors.New("payload encoding")
+	}
+	return payload, sig, nil
 }
 
 // decode decodes the base64url text src into buf (with the capacity for

@@ -100,12 +100,14 @@ func TestTokenExpiry(t *testing.T) {
 	}
 }
 
+// TestTokenRejects: what captoken refuses (its tests cover the framing)
+// comes back as ErrBadToken, and so does a validly MACed payload that is
+// not a memory token.
 func TestTokenRejects(t *testing.T) {
 	tok := mustSign(t, testKey, testClaims())
 	body, sig, _ := strings.Cut(tok, ".")
 	enc := base64.RawURLEncoding
 	payload, _ := enc.DecodeString(body)
-	mac, _ := enc.DecodeString(sig)
 
 	flip := func(b []byte, i int) []byte {
 		b = bytes.Clone(b)
@@ -124,23 +126,12 @@ func TestTokenRejects(t *testing.T) {
 		token string
 	}{
 		{"empty", testKey, ""},
-		{"no dot", testKey, body},
-		{"empty mac", testKey, body + "."},
-		{"empty body", testKey, "." + sig},
-		{"tampered payload", testKey, enc.EncodeToString(flip(payload, 12)) + "." + sig},
 		{"tampered rights", testKey, enc.EncodeToString(flip(payload, 1)) + "." + sig},
-		{"tampered mac", testKey, body + "." + enc.EncodeToString(flip(mac, 31))},
-		{"short mac", testKey, body + "." + enc.EncodeToString(mac[:31])},
-		{"long mac", testKey, body + "." + enc.EncodeToString(append(bytes.Clone(mac), 0))},
 		{"wrong key", otherKey, tok},
 		{"short key", testKey[:16], tok},
-		{"padded", testKey, body + "=." + sig},
-		{"std alphabet", testKey, strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+"},
-		{"two dots", testKey, tok + ".x"},
-		{"truncated", testKey, tok[:len(tok)-5]},
-		{"garbage", testKey, "!!!!.????"},
 		{"huge", testKey, strings.Repeat("A", 1<<20) + "." + sig},
 		{"bad version", testKey, macd(badVersion)},
+		{"unknown rights", testKey, macd(append([]byte{payload[0], 8}, payload[2:]...))},
 		{"trailing bytes", testKey, macd(trailing)},
 		{"short payload", testKey, macd(payload[:20])},
 	} {
