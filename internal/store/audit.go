@@ -243,11 +243,8 @@ func (e AuditEntry) ForAppend() (AuditEntry, error) {
 // (an error wrapping ErrInvalidAudit), clear its ID and put its time in
 // UTC, then insert it durably and return it with the ID insert assigned.
 func AppendAudit(ctx context.Context, closed bool, e AuditEntry, insert func(AuditEntry) (int64, error)) (AuditEntry, error) {
-	if err := ctx.Err(); err != nil {
+	if err := Admit(ctx, closed); err != nil {
 		return AuditEntry{}, err
-	}
-	if closed {
-		return AuditEntry{}, ErrClosed
 	}
 	e, err := e.ForAppend()
 	if err != nil {

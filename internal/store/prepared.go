@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -81,6 +82,32 @@ func Prepare(p Plan) (*PreparedPlan, error) {
 			}
 		}
 		pp.Puts = append(pp.Puts, op)
+	}
+	return pp, nil
+}
+
+// Admit is how both backends begin a write: it refuses when ctx has
+// ended or the store is closed (ErrClosed).
+func Admit(ctx context.Context, closed bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// PrepareApply is how both backends' Apply begin: Admit, then Prepare. It
+// returns nil and no error for a plan that changes and checks nothing,
+// which the backend commits by doing nothing.
+func PrepareApply(ctx context.Context, closed bool, p Plan) (*PreparedPlan, error) {
+	if err := Admit(ctx, closed); err != nil {
+		return nil, err
+	}
+	pp, err := Prepare(p)
+	if err != nil || pp.Empty() {
+		return nil, err
 	}
 	return pp, nil
 }

@@ -247,18 +247,9 @@ func unreachable(err error) bool {
 // entries, and the change log. Intents are committed as durably as any
 // plan (see doc.go).
 func (s *Store) Apply(ctx context.Context, p store.Plan) error {
-	if err := ctx.Err(); err != nil {
+	pp, err := store.PrepareApply(ctx, s.isClosed(), p)
+	if err != nil || pp == nil {
 		return err
-	}
-	if s.isClosed() {
-		return store.ErrClosed
-	}
-	pp, err := store.Prepare(p)
-	if err != nil {
-		return err
-	}
-	if pp.Empty() {
-		return nil
 	}
 	t := txn{queue: func(b *pgx.Batch) { queuePlan(b, pp) }}
 	for _, op := range pp.Puts {

@@ -261,18 +261,9 @@ func (s *Store) DeleteObject(ctx context.Context, kind, id string) error {
 // Apply returns ctx's error if ctx ends while the plan waits in the queue;
 // once the writer has taken the plan, Apply reports its true outcome.
 func (s *Store) Apply(ctx context.Context, p store.Plan) error {
-	if err := ctx.Err(); err != nil {
+	pp, err := store.PrepareApply(ctx, s.closed(), p)
+	if err != nil || pp == nil {
 		return err
-	}
-	if s.closed() {
-		return store.ErrClosed
-	}
-	pp, err := store.Prepare(p)
-	if err != nil {
-		return err
-	}
-	if pp.Empty() {
-		return nil
 	}
 	return s.submitRequest(ctx, &request{op: func(w *writer) error { return w.applyPlan(pp) }, intent: p.Intent})
 }
