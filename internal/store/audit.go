@@ -228,6 +228,72 @@ func ScanAudit(rows Rows) ([]AuditEntry, error) {
 	return out, rows.Err()
 }
 
+// ClosingRows is a result set its reader closes (pgx's rows are; a
+// backend on database/sql wraps its *sql.Rows).
+type ClosingRows interface {
+	Rows
+	Close()
+}
+
+// AuditReader is the audit log's read side as both SQL backends have it:
+// the statements and the scanning, over the backend's query function.
+type AuditReader struct {
+	// Closed reports whether the store is closed (reads then fail with
+	// ErrClosed).
+	Closed func() bool
+	// Placeholder writes the n-th statement parameter (QuestionMark,
+	// DollarN).
+	Placeholder func(n int) string
+	// Query runs a statement on the backend's read connections.
+	Query func(ctx context.Context, sql string, args ...any) (ClosingRows, error)
+	// ReadErr words a failed read, what saying which ("read audit log").
+	ReadErr func(what string, err error) error
+}
+
+// Audit returns the entries q selects, ordered by ID (Store.Audit).
+func (a AuditReader) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+	if a.Closed() {
+		return nil, ErrClosed
+	}
+	query, args := q.Select(a.Placeholder)
+	rows, err := a.Query(ctx, query, args...)
+	if err != nil {
+		return nil, a.ReadErr("read audit log", err)
+	}
+	defer rows.Close()
+	out, err := ScanAudit(rows)
+	if err != nil {
+		return nil, a.ReadErr("read audit log", err)
+	}
+	return out, nil
+}
+
+// AuditCount returns how many entries the audit table holds
+// (Store.AuditCount).
+func (a AuditReader) AuditCount(ctx context.Context) (int64, error) {
+	if a.Closed() {
+		return 0, ErrClosed
+	}
+	rows, err := a.Query(ctx, `SELECT COUNT(*) FROM audit`)
+	if err != nil {
+		return 0, a.ReadErr("count audit log", err)
+	}
+	defer rows.Close()
+	var n int64
+	if !rows.Next() {
+		err = rows.Err()
+		if err == nil {
+			err = errors.New("no row")
+		}
+	} else {
+		err = rows.Scan(&n)
+	}
+	if err != nil {
+		return 0, a.ReadErr("count audit log", err)
+	}
+	return n, nil
+}
+
 // ForAppend is e as a backend appends it: validated (an error wrapping
 // ErrInvalidAudit otherwise), its ID cleared and its time in UTC.
 func (e AuditEntry) ForAppend() (AuditEntry, error) {

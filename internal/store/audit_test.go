@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -129,5 +130,65 @@ func TestAppendAudit(t *testing.T) {
 		if tc.name != "insert fails" && len(inserted) != 0 {
 			t.Errorf("%s: inserted %+v", tc.name, inserted)
 		}
+	}
+}
+
+// fakeRows are rows of int64 columns, closed or not.
+type fakeRows struct {
+	rows   [][]int64
+	err    error
+	closed bool
+}
+
+func (r *fakeRows) Next() bool { return len(r.rows) > 0 }
+func (r *fakeRows) Scan(dest ...any) error {
+	row := r.rows[0]
+	r.rows = r.rows[1:]
+	for i, d := range dest {
+		*d.(*int64) = row[i]
+	}
+	return nil
+}
+func (r *fakeRows) Err() error { return r.err }
+func (r *fakeRows) Close()     { r.closed = true }
+
+func TestAuditReaderCount(t *testing.T) {
+	ctx := context.Background()
+	var (
+		rows   *fakeRows
+		closed bool
+		asked  string
+	)
+	failed := errors.New("connection reset")
+	a := AuditReader{Closed: func() bool { return closed }, Placeholder: QuestionMark,
+		Query: func(_ context.Context, sql string, _ ...any) (ClosingRows, error) {
+			asked = sql
+			if rows == nil {
+				return nil, failed
+			}
+			return rows, nil
+		},
+		ReadErr: func(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }}
+	rows = &fakeRows{rows: [][]int64{{7}}}
+	if n, err := a.AuditCount(ctx); n != 7 || err != nil || asked != "SELECT COUNT(*) FROM audit" || !rows.closed {
+		t.Errorf("AuditCount = %d, %v (asked %q, closed %v)", n, err, asked, rows.closed)
+	}
+	rows = &fakeRows{err: failed}
+	if _, err := a.AuditCount(ctx); !errors.Is(err, failed) || err.Error() != "count audit log: connection reset" || !rows.closed {
+		t.Errorf("AuditCount of failed rows = %v, closed %v", err, rows.closed)
+	}
+	rows = nil
+	if _, err := a.AuditCount(ctx); !errors.Is(err, failed) {
+		t.Errorf("AuditCount of a failed query = %v", err)
+	}
+	if _, err := a.Audit(ctx, AuditQuery{}); !errors.Is(err, failed) || err.Error() != "read audit log: connection reset" {
+		t.Errorf("Audit of a failed query = %v", err)
+	}
+	closed = true
+	if _, err := a.AuditCount(ctx); err != ErrClosed {
+		t.Errorf("AuditCount of a closed store = %v", err)
+	}
+	if _, err := a.Audit(ctx, AuditQuery{}); err != ErrClosed {
+		t.Errorf("Audit of a closed store = %v", err)
 	}
 }

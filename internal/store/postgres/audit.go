@@ -38,30 +38,18 @@ func queueAudit(b *pgx.Batch, e store.AuditEntry, id *int64) {
 
 // Audit returns the entries q selects, ordered by ID.
 func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	query, args := q.Select(store.DollarN)
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, s.readErr("read audit log", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanAudit(rows)
-	if err != nil {
-		return nil, s.readErr("read audit log", err)
-	}
-	return out, nil
+	return s.auditReader().Audit(ctx, q)
 }
 
 // AuditCount returns how many entries the audit table holds.
 func (s *Store) AuditCount(ctx context.Context) (int64, error) {
-	if s.isClosed() {
-		return 0, store.ErrClosed
-	}
-	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM audit`).Scan(&n); err != nil {
-		return 0, s.readErr("count audit log", err)
-	}
-	return n, nil
+	return s.auditReader().AuditCount(ctx)
+}
+
+// auditReader reads the audit log on the pool.
+func (s *Store) auditReader() store.AuditReader {
+	return store.AuditReader{Closed: s.isClosed, Placeholder: store.DollarN, ReadErr: s.readErr,
+		Query: func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+			return s.pool.Query(ctx, query, args...)
+		}}
 }

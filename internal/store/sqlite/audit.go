@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"rackpool/internal/store"
@@ -37,30 +38,27 @@ func (w *writer) appendAudit(e store.AuditEntry) (int64, error) {
 // Audit returns the entries q selects, ordered by ID. A time bound uses the
 // index on time; AfterID paging uses the primary key.
 func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
-	if s.closed() {
-		return nil, store.ErrClosed
-	}
-	query, args := q.Select(store.QuestionMark)
-	rows, err := s.readDB.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, s.readErr("read audit log", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanAudit(rows)
-	if err != nil {
-		return nil, s.readErr("read audit log", err)
-	}
-	return out, nil
+	return s.auditReader().Audit(ctx, q)
 }
 
 // AuditCount returns how many entries the audit table holds.
 func (s *Store) AuditCount(ctx context.Context) (int64, error) {
-	if s.closed() {
-		return 0, store.ErrClosed
-	}
-	var n int64
-	if err := s.readDB.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit`).Scan(&n); err != nil {
-		return 0, s.readErr("count audit log", err)
-	}
-	return n, nil
+	return s.auditReader().AuditCount(ctx)
 }
+
+// auditReader reads the audit log on the read connections.
+func (s *Store) auditReader() store.AuditReader {
+	return store.AuditReader{Closed: s.closed, Placeholder: store.QuestionMark, ReadErr: s.readErr,
+		Query: func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+			rows, err := s.readDB.QueryContext(ctx, query, args...)
+			if err != nil {
+				return nil, err
+			}
+			return sqlRows{rows}, nil
+		}}
+}
+
+// sqlRows are database/sql rows as store.ClosingRows.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
