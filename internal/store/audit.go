@@ -252,18 +252,28 @@ type AuditReader struct {
 
 // Audit returns the entries q selects, ordered by ID (Store.Audit).
 func (a AuditReader) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	if a.Closed() {
-		return nil, ErrClosed
-	}
 	query, args := q.Select(a.Placeholder)
-	rows, err := a.Query(ctx, query, args...)
+	return Read(a.Closed(), "read audit log", a.ReadErr, func() (ClosingRows, error) { return a.Query(ctx, query, args...) }, ScanAudit)
+}
+
+// Read is how both SQL backends read rows: it refuses when the store is
+// closed, runs query, scans its rows with scan and closes them. A failure
+// is worded by readErr, what saying which read failed ("read
+// compositions").
+func Read[T any](closed bool, what string, readErr func(what string, err error) error,
+	query func() (ClosingRows, error), scan func(Rows) (T, error)) (T, error) {
+	var none T
+	if closed {
+		return none, ErrClosed
+	}
+	rows, err := query()
 	if err != nil {
-		return nil, a.ReadErr("read audit log", err)
+		return none, readErr(what, err)
 	}
 	defer rows.Close()
-	out, err := ScanAudit(rows)
+	out, err := scan(rows)
 	if err != nil {
-		return nil, a.ReadErr("read audit log", err)
+		return none, readErr(what, err)
 	}
 	return out, nil
 }

@@ -192,3 +192,31 @@ func TestAuditReaderCount(t *testing.T) {
 		t.Errorf("Audit of a closed store = %v", err)
 	}
 }
+
+func TestRead(t *testing.T) {
+	word := func(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }
+	bad := errors.New("bad row")
+	sum := func(r Rows) (int64, error) {
+		var total int64
+		for r.Next() {
+			var n int64
+			if err := r.Scan(&n); err != nil {
+				return 0, err
+			}
+			total += n
+		}
+		return total, r.Err()
+	}
+	rows := &fakeRows{rows: [][]int64{{2}, {3}}}
+	if n, err := Read(false, "read sums", word, func() (ClosingRows, error) { return rows, nil }, sum); n != 5 || err != nil || !rows.closed {
+		t.Errorf("Read = %d, %v, closed %v", n, err, rows.closed)
+	}
+	rows = &fakeRows{err: bad}
+	if _, err := Read(false, "read sums", word, func() (ClosingRows, error) { return rows, nil }, sum); err == nil ||
+		err.Error() != "read sums: bad row" || !rows.closed {
+		t.Errorf("Read of failing rows = %v, closed %v", err, rows.closed)
+	}
+	if _, err := Read(true, "read sums", word, func() (ClosingRows, error) { t.Error("queried a closed store"); return nil, nil }, sum); err != ErrClosed {
+		t.Errorf("Read of a closed store = %v", err)
+	}
+}

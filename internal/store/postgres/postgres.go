@@ -162,19 +162,9 @@ func (s *Store) readErr(what string, err error) error {
 
 // Compositions returns every stored composition ordered by ID.
 func (s *Store) Compositions(ctx context.Context) ([]*inventory.Composition, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	rows, err := s.pool.Query(ctx, `SELECT version, data FROM compositions ORDER BY id`)
-	if err != nil {
-		return nil, s.readErr("read compositions", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanCompositions(rows)
-	if err != nil {
-		return nil, s.readErr("read compositions", err)
-	}
-	return out, nil
+	return store.Read(s.isClosed(), "read compositions", s.readErr, func() (store.ClosingRows, error) {
+		return s.pool.Query(ctx, `SELECT version, data FROM compositions ORDER BY id`)
+	}, store.ScanCompositions)
 }
 
 // Setting returns the value stored under key, and false if none is.
@@ -195,19 +185,9 @@ func (s *Store) Setting(ctx context.Context, key string) (string, bool, error) {
 
 // Objects returns every object of kind, ordered by ID.
 func (s *Store) Objects(ctx context.Context, kind string) ([]store.Object, error) {
-	if s.isClosed() {
-		return nil, store.ErrClosed
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id, data, version FROM objects WHERE kind = $1 ORDER BY id`, kind)
-	if err != nil {
-		return nil, s.readErr("read "+kind+" objects", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanObjects(rows)
-	if err != nil {
-		return nil, s.readErr("read "+kind+" objects", err)
-	}
-	return out, nil
+	return store.Read(s.isClosed(), "read "+kind+" objects", s.readErr, func() (store.ClosingRows, error) {
+		return s.pool.Query(ctx, `SELECT id, data, version FROM objects WHERE kind = $1 ORDER BY id`, kind)
+	}, store.ScanObjects)
 }
 
 // Close closes the pool; every later call returns store.ErrClosed.

@@ -50,11 +50,7 @@ func (s *Store) AuditCount(ctx context.Context) (int64, error) {
 func (s *Store) auditReader() store.AuditReader {
 	return store.AuditReader{Closed: s.closed, Placeholder: store.QuestionMark, ReadErr: s.readErr,
 		Query: func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
-			rows, err := s.readDB.QueryContext(ctx, query, args...)
-			if err != nil {
-				return nil, err
-			}
-			return sqlRows{rows}, nil
+			return closing(s.readDB.QueryContext(ctx, query, args...))
 		}}
 }
 
@@ -62,3 +58,11 @@ func (s *Store) auditReader() store.AuditReader {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// closing returns what a database/sql query returned as store.ClosingRows.
+func closing(rows *sql.Rows, err error) (store.ClosingRows, error) {
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}

@@ -181,19 +181,8 @@ func (s *Store) readErr(what string, err error) error {
 
 // Compositions returns every stored composition ordered by ID.
 func (s *Store) Compositions(ctx context.Context) ([]*inventory.Composition, error) {
-	if s.closed() {
-		return nil, store.ErrClosed
-	}
-	rows, err := s.selAll.QueryContext(ctx)
-	if err != nil {
-		return nil, s.readErr("read compositions", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanCompositions(rows)
-	if err != nil {
-		return nil, s.readErr("read compositions", err)
-	}
-	return out, nil
+	return store.Read(s.closed(), "read compositions", s.readErr,
+		func() (store.ClosingRows, error) { return closing(s.selAll.QueryContext(ctx)) }, store.ScanCompositions)
 }
 
 // Setting returns the value stored under key, and false if none is.
@@ -220,19 +209,8 @@ func (s *Store) PutSetting(ctx context.Context, key, value string) error {
 
 // Objects returns every object of kind, ordered by ID.
 func (s *Store) Objects(ctx context.Context, kind string) ([]store.Object, error) {
-	if s.closed() {
-		return nil, store.ErrClosed
-	}
-	rows, err := s.selObjects.QueryContext(ctx, kind)
-	if err != nil {
-		return nil, s.readErr("read "+kind+" objects", err)
-	}
-	defer rows.Close()
-	out, err := store.ScanObjects(rows)
-	if err != nil {
-		return nil, s.readErr("read "+kind+" objects", err)
-	}
-	return out, nil
+	return store.Read(s.closed(), "read "+kind+" objects", s.readErr,
+		func() (store.ClosingRows, error) { return closing(s.selObjects.QueryContext(ctx, kind)) }, store.ScanObjects)
 }
 
 // PutObject stores o under kind, durably, replacing any object with its ID.
