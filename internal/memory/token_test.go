@@ -172,24 +172,6 @@ func TestSignRejects(t *testing.T) {
 	}
 }
 
-func TestNewKey(t *testing.T) {
-	a, err := NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a) != KeySize || bytes.Equal(a, b) {
-		t.Fatalf("NewKey: %x, %x", a, b)
-	}
-	tok := mustSign(t, a, testClaims())
-	if _, err := b.Verify(tok, t0); !errors.Is(err, ErrBadToken) {
-		t.Fatalf("another random key verified the token: %v", err)
-	}
-}
-
 func TestRights(t *testing.T) {
 	for _, tc := range []struct {
 		r Rights
