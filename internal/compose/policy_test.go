@@ -221,3 +221,25 @@ func TestApplyPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyReservationDuration: a reservation without a duration of its
+// own holds its blocks for the policy's.
+func TestPolicyReservationDuration(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	if _, err := e.m.UpdatePolicy(ctx, func(p *compose.Policy) error { p.ReservationDuration = 30 * time.Second; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.m.Reserve(ctx, specific("host1", "gpu1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.ExpiresAt.Sub(r.CreatedAt); d != 30*time.Second {
+		t.Errorf("reservation held for %s, want the policy's 30s", d)
+	}
+	if r, err := e.m.Reserve(ctx, specific("host2", "gpu2"), time.Minute); err != nil || r.ExpiresAt.Sub(r.CreatedAt) != time.Minute {
+		t.Errorf("reservation with its own duration: %v, %v", r, err)
+	}
+	if _, err := e.m.Reserve(ctx, specific("host3", "gpu3"), -time.Second); !errors.Is(err, compose.ErrBadRequest) {
+		t.Errorf("negative duration: %v, want ErrBadRequest", err)
+	}
+}

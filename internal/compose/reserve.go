@@ -22,7 +22,8 @@ import (
 // system; Release and expiry delete it. Expiry is checked lazily before every placement and by
 // ExpireLoop, so an expired reservation never blocks a request.
 
-// Reserve places req and holds the result until ttl has passed.
+// Reserve places req and holds the result until ttl has passed (0: the
+// policy's ReservationDuration).
 func (m *Manager) Reserve(ctx context.Context, req Request, ttl time.Duration) (*inventory.Composition, error) {
 	rs, err := m.ReserveAll(ctx, []Request{req}, ttl)
 	if err != nil {
@@ -37,10 +38,14 @@ func (m *Manager) Reserve(ctx context.Context, req Request, ttl time.Duration) (
 
 // ReserveAll places every request of reqs, each seeing the blocks the ones
 // before it took, and records them all in one store plan, or none: a
-// failure to place returns a *StanzaError naming the request.
+// failure to place returns a *StanzaError naming the request. They are
+// held until ttl has passed; 0 means the policy's ReservationDuration.
 func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Duration) ([]*inventory.Composition, error) {
 	ctx = context.WithoutCancel(ctx)
-	if ttl <= 0 {
+	if ttl == 0 {
+		ttl = m.Policy().ReservationDuration
+	}
+	if ttl < 0 {
 		return nil, fmt.Errorf("%w: reservation duration must be positive", ErrBadRequest)
 	}
 	m.Expire(ctx)

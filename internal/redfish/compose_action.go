@@ -561,14 +561,13 @@ func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) 
 
 // reserveAll reserves every stanza or none, in one store plan.
 func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
-	ttl := s.mgr.Policy().ReservationDuration
 	group := "r" + randomHex(6)
 	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {
 		reqs[i] = c.req
 		reqs[i].Group = group
 	}
-	rs, err := s.mgr.ReserveAll(ctx, reqs, ttl)
+	rs, err := s.mgr.ReserveAll(ctx, reqs, 0) // for the policy's ReservationDuration
 	var se *compose.StanzaError
 	if errors.As(err, &se) {
 		return "", nil, stanzaError(se.Err, composes[se.Index].st.StanzaId)
