@@ -108,11 +108,8 @@ const (
 
 // NewKey returns a new random key from crypto/rand.
 func NewKey() (Key, error) {
-	k, err := captoken.NewKey()
-	if err != nil {
-		return nil, fmt.Errorf("memory: %w", err)
-	}
-	return Key(k), nil
+	k, err := captoken.NewKey() // crypto/rand does not fail
+	return Key(k), err
 }
 
 func (k Key) check() error {
