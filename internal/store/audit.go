@@ -236,24 +236,32 @@ type ClosingRows interface {
 }
 
 // AuditReader is the audit log's read side as both SQL backends have it:
-// the statements and the scanning, over the backend's query function.
+// the statements and the scanning, over the backend's query function. A
+// backend embeds one (NewAuditReader) for its Audit and AuditCount.
 type AuditReader struct {
-	// Closed reports whether the store is closed (reads then fail with
-	// ErrClosed).
-	Closed func() bool
-	// Placeholder writes the n-th statement parameter (QuestionMark,
-	// DollarN).
-	Placeholder func(n int) string
-	// Query runs a statement on the backend's read connections.
-	Query func(ctx context.Context, sql string, args ...any) (ClosingRows, error)
-	// ReadErr words a failed read, what saying which ("read audit log").
-	ReadErr func(what string, err error) error
+	closed      func() bool
+	placeholder func(n int) string
+	query       func(ctx context.Context, sql string, args ...any) (ClosingRows, error)
+	readErr     func(what string, err error) error
 }
 
-// Audit returns the entries q selects, ordered by ID (Store.Audit).
+// NewAuditReader returns the audit reader of a backend: closed reports
+// whether the store is closed (reads then fail with ErrClosed),
+// placeholder writes the n-th statement parameter (QuestionMark,
+// DollarN), query runs a statement on the backend's read connections and
+// readErr words a failed read, what saying which ("read audit log").
+func NewAuditReader(closed func() bool, placeholder func(n int) string,
+	query func(ctx context.Context, sql string, args ...any) (ClosingRows, error),
+	readErr func(what string, err error) error) AuditReader {
+	return AuditReader{closed: closed, placeholder: placeholder, query: query, readErr: readErr}
+}
+
+// Audit returns the entries q selects, ordered by ID (Store.Audit). A
+// time bound uses the audit table's index on time; AfterID paging uses
+// the primary key.
 func (a AuditReader) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	query, args := q.Select(a.Placeholder)
-	return Read(a.Closed(), "read audit log", a.ReadErr, func() (ClosingRows, error) { return a.Query(ctx, query, args...) }, ScanAudit)
+	query, args := q.Select(a.placeholder)
+	return Read(a.closed(), "read audit log", a.readErr, func() (ClosingRows, error) { return a.query(ctx, query, args...) }, ScanAudit)
 }
 
 // Read is how both SQL backends read rows: it refuses when the store is
@@ -281,12 +289,12 @@ func Read[T any](closed bool, what string, readErr func(what string, err error) 
 // AuditCount returns how many entries the audit table holds
 // (Store.AuditCount).
 func (a AuditReader) AuditCount(ctx context.Context) (int64, error) {
-	if a.Closed() {
+	if a.closed() {
 		return 0, ErrClosed
 	}
-	rows, err := a.Query(ctx, `SELECT COUNT(*) FROM audit`)
+	rows, err := a.query(ctx, `SELECT COUNT(*) FROM audit`)
 	if err != nil {
-		return 0, a.ReadErr("count audit log", err)
+		return 0, a.readErr("count audit log", err)
 	}
 	defer rows.Close()
 	var n int64
@@ -299,7 +307,7 @@ func (a AuditReader) AuditCount(ctx context.Context) (int64, error) {
 		err = rows.Scan(&n)
 	}
 	if err != nil {
-		return 0, a.ReadErr("count audit log", err)
+		return 0, a.readErr("count audit log", err)
 	}
 	return n, nil
 }

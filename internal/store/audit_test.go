@@ -160,15 +160,15 @@ func TestAuditReaderCount(t *testing.T) {
 		asked  string
 	)
 	failed := errors.New("connection reset")
-	a := AuditReader{Closed: func() bool { return closed }, Placeholder: QuestionMark,
-		Query: func(_ context.Context, sql string, _ ...any) (ClosingRows, error) {
+	a := NewAuditReader(func() bool { return closed }, QuestionMark,
+		func(_ context.Context, sql string, _ ...any) (ClosingRows, error) {
 			asked = sql
 			if rows == nil {
 				return nil, failed
 			}
 			return rows, nil
 		},
-		ReadErr: func(what string, err error) error { return fmt.Errorf("%s: %w", what, err) }}
+		func(what string, err error) error { return fmt.Errorf("%s: %w", what, err) })
 	rows = &fakeRows{rows: [][]int64{{7}}}
 	if n, err := a.AuditCount(ctx); n != 7 || err != nil || asked != "SELECT COUNT(*) FROM audit" || !rows.closed {
 		t.Errorf("AuditCount = %d, %v (asked %q, closed %v)", n, err, asked, rows.closed)

@@ -35,21 +35,3 @@ func queueAudit(b *pgx.Batch, e store.AuditEntry, id *int64) {
 		return nil
 	})
 }
-
-// Audit returns the entries q selects, ordered by ID.
-func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
-	return s.auditReader().Audit(ctx, q)
-}
-
-// AuditCount returns how many entries the audit table holds.
-func (s *Store) AuditCount(ctx context.Context) (int64, error) {
-	return s.auditReader().AuditCount(ctx)
-}
-
-// auditReader reads the audit log on the pool.
-func (s *Store) auditReader() store.AuditReader {
-	return store.AuditReader{Closed: s.isClosed, Placeholder: store.DollarN, ReadErr: s.readErr,
-		Query: func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
-			return s.pool.Query(ctx, query, args...)
-		}}
-}

@@ -40,6 +40,8 @@ const (
 // Store is the PostgreSQL implementation of store.Store. It is safe for
 // concurrent use, by several processes on one database too.
 type Store struct {
+	store.AuditReader // Audit and AuditCount, on the pool
+
 	pool *pgxpool.Pool
 	cfg  *pgxpool.Config
 	// origin identifies this store's commits in the change log.
@@ -134,7 +136,11 @@ func Open(ctx context.Context, raw string) (*Store, error) {
 	}
 	origin := make([]byte, 16)
 	rand.Read(origin)
-	return &Store{pool: pool, cfg: cfg, origin: origin}, nil
+	s := &Store{pool: pool, cfg: cfg, origin: origin}
+	s.AuditReader = store.NewAuditReader(s.isClosed, store.DollarN, func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+		return s.pool.Query(ctx, query, args...)
+	}, s.readErr)
+	return s, nil
 }
 
 // Pool returns the store's connection pool (for the replica machinery

@@ -35,25 +35,6 @@ func (w *writer) appendAudit(e store.AuditEntry) (int64, error) {
 	return id, nil
 }
 
-// Audit returns the entries q selects, ordered by ID. A time bound uses the
-// index on time; AfterID paging uses the primary key.
-func (s *Store) Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
-	return s.auditReader().Audit(ctx, q)
-}
-
-// AuditCount returns how many entries the audit table holds.
-func (s *Store) AuditCount(ctx context.Context) (int64, error) {
-	return s.auditReader().AuditCount(ctx)
-}
-
-// auditReader reads the audit log on the read connections.
-func (s *Store) auditReader() store.AuditReader {
-	return store.AuditReader{Closed: s.closed, Placeholder: store.QuestionMark, ReadErr: s.readErr,
-		Query: func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
-			return closing(s.readDB.QueryContext(ctx, query, args...))
-		}}
-}
-
 // sqlRows are database/sql rows as store.ClosingRows.
 type sqlRows struct{ *sql.Rows }
 

@@ -37,6 +37,8 @@ var _ store.Store = (*Store)(nil)
 // Store is the SQLite implementation of store.Store. It is safe for
 // concurrent use.
 type Store struct {
+	store.AuditReader // Audit and AuditCount, on readDB
+
 	path    string
 	writeDB *sql.DB // one connection, owned by the writer goroutine
 	readDB  *sql.DB // query_only pool for Compositions and Setting
@@ -88,6 +90,9 @@ func open(path string) (_ *Store, err error) {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	s.AuditReader = store.NewAuditReader(s.closed, store.QuestionMark, func(ctx context.Context, query string, args ...any) (store.ClosingRows, error) {
+		return closing(s.readDB.QueryContext(ctx, query, args...))
+	}, s.readErr)
 	var cleanup []func() error
 	defer func() {
 		if err != nil {
