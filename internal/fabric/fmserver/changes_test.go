@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // TestZonePatchAllOrNothing: a PATCH whose last attach fails undoes the
@@ -20,7 +21,7 @@ func TestZonePatchAllOrNothing(t *testing.T) {
 	// gpu5 sits in drawer2's first half, which only H2 reaches.
 	res := f.settle(f.raw("PATCH", zone, endpoints("falcon1", "host1-pcie", "gpu2", "gpu3", "gpu5"), map[string]string{"If-Match": etag}))
 	f.must(res, http.StatusConflict, "PATCH with an unreachable device")
-	if !slices.Contains(messageIDs(res), MsgUnreachable) {
+	if !slices.Contains(messageIDs(res), rf.MsgUnreachable) {
 		t.Fatalf("message IDs %v", messageIDs(res))
 	}
 	f.unchanged(before, "a refused PATCH")
@@ -31,7 +32,7 @@ func TestZonePatchAllOrNothing(t *testing.T) {
 	f.must(f.raw("POST", "/redfish/v1/Fabrics/falcon1/Actions/Oem/Rackpool.InjectFault", `{"Kind":"attach-fails","Target":"gpu3","Count":1}`, nil), http.StatusNoContent, "inject")
 	res = f.settle(f.raw("PATCH", zone, endpoints("falcon1", "host1-pcie", "gpu2", "gpu3"), map[string]string{"If-Match": etag}))
 	f.must(res, http.StatusConflict, "PATCH with an injected failure")
-	if !slices.Contains(messageIDs(res), MsgInjected) {
+	if !slices.Contains(messageIDs(res), rf.MsgInjected) {
 		t.Fatalf("message IDs %v", messageIDs(res))
 	}
 	f.unchanged(before, "a PATCH whose attach failed")
@@ -41,7 +42,7 @@ func TestZonePatchAllOrNothing(t *testing.T) {
 		task := "/redfish/v1/TaskService/Tasks/" + strings.TrimPrefix(res.header.Get("Location"), "/redfish/v1/TaskService/TaskMonitors/")
 		f.settle(res)
 		tk := f.get(task)
-		if tk.json["TaskState"] != "Exception" || !strings.Contains(string(tk.body), MsgUnreachable) {
+		if tk.json["TaskState"] != "Exception" || !strings.Contains(string(tk.body), rf.MsgUnreachable) {
 			t.Fatalf("task of a failed change: %s", tk.body)
 		}
 	}
@@ -75,7 +76,7 @@ func TestConnectionsCXL(t *testing.T) {
 	// The LD is bound: another host is refused, BlockInUse.
 	before := f.discover()
 	res = f.must(f.settle(f.raw("POST", conns, connection("cxl1", "host2-cxl", "cxlmem1", "Static", "cxlmem1-ld1"), nil)), http.StatusConflict, "LD in use")
-	if !slices.Contains(messageIDs(res), MsgInUse) {
+	if !slices.Contains(messageIDs(res), rf.MsgInUse) {
 		t.Fatalf("message IDs %v", messageIDs(res))
 	}
 	f.unchanged(before, "a refused connection")
@@ -110,7 +111,7 @@ func TestConnectionsOptical(t *testing.T) {
 	}
 	before := f.discover()
 	res := f.must(f.settle(f.raw("POST", conns, connection("ocs1", "host3-ocs-a", "memnode1", "Memory", "memnode1-b04"), nil)), http.StatusConflict, "third host")
-	if !slices.Contains(messageIDs(res), MsgPortBusy) {
+	if !slices.Contains(messageIDs(res), rf.MsgPortBusy) {
 		t.Fatalf("message IDs %v", messageIDs(res))
 	}
 	f.unchanged(before, "a refused connection")
@@ -155,9 +156,9 @@ func TestBadInput(t *testing.T) {
 		{"unknown property", "POST", zones, `{"Color":"red","Links":{"Endpoints":[` + ep("falcon1", "host2-pcie") + `]}}`, nil, 400, baseRegistry + "PropertyUnknown"},
 		{"unknown link property", "PATCH", zone, `{"Links":{"Endpoints":[{"@odata.id":"/redfish/v1/Fabrics/falcon1/Endpoints/host1-pcie","Extra":1}]}}`, any, 400, baseRegistry + "PropertyUnknown"},
 		{"no links", "PATCH", zone, `{"Name":"x"}`, any, 400, baseRegistry + "PropertyMissing"},
-		{"unknown endpoint", "PATCH", zone, endpoints("falcon1", "host1-pcie", "gpu99"), any, 400, MsgUnknown},
-		{"other fabric's endpoint", "PATCH", zone, `{"Links":{"Endpoints":[` + ep("falcon1", "host1-pcie") + `,` + ep("sas1", "hdd1") + `]}}`, any, 400, MsgUnknown},
-		{"device of another fabric", "PATCH", zone, endpoints("falcon1", "host1-pcie", "hdd1"), any, 400, MsgUnknown},
+		{"unknown endpoint", "PATCH", zone, endpoints("falcon1", "host1-pcie", "gpu99"), any, 400, rf.MsgUnknown},
+		{"other fabric's endpoint", "PATCH", zone, `{"Links":{"Endpoints":[` + ep("falcon1", "host1-pcie") + `,` + ep("sas1", "hdd1") + `]}}`, any, 400, rf.MsgUnknown},
+		{"device of another fabric", "PATCH", zone, endpoints("falcon1", "host1-pcie", "hdd1"), any, 400, rf.MsgUnknown},
 		{"two initiators", "POST", zones, endpoints("falcon1", "host2-pcie", "host3-pcie", "gpu1"), nil, 400, baseRegistry + "PropertyValueIncorrect"},
 		{"no initiator", "POST", zones, endpoints("falcon1", "gpu2"), nil, 400, baseRegistry + "PropertyValueIncorrect"},
 		{"other initiator", "PATCH", zone, endpoints("falcon1", "host2-pcie", "gpu2"), any, 400, baseRegistry + "PropertyValueIncorrect"},
@@ -185,9 +186,9 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range []struct{ name, body, id string }{
 		{"no chunk", `{"Links":{"InitiatorEndpoints":[` + ep("cxl1", "host2-cxl") + `]}}`, baseRegistry + "PropertyMissing"},
 		{"two chunks", `{"MemoryChunkInfo":[{"MemoryChunk":{"@odata.id":"/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld2"}},{"MemoryChunk":{"@odata.id":"/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld3"}}],"Links":{"InitiatorEndpoints":[` + ep("cxl1", "host2-cxl") + `]}}`, baseRegistry + "PropertyValueIncorrect"},
-		{"unknown chunk", chunk("/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld9"), MsgUnknown},
-		{"chunk in the wrong domain", chunk("/redfish/v1/Chassis/cxlmem1/MemoryDomains/Dynamic/MemoryChunks/cxlmem1-ld2"), MsgUnknown},
-		{"not a chunk", chunk("/redfish/v1/Systems/host1"), MsgUnknown},
+		{"unknown chunk", chunk("/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld9"), rf.MsgUnknown},
+		{"chunk in the wrong domain", chunk("/redfish/v1/Chassis/cxlmem1/MemoryDomains/Dynamic/MemoryChunks/cxlmem1-ld2"), rf.MsgUnknown},
+		{"not a chunk", chunk("/redfish/v1/Systems/host1"), rf.MsgUnknown},
 		{"no initiator", `{"MemoryChunkInfo":[{"MemoryChunk":{"@odata.id":"/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld2"}}]}`, baseRegistry + "PropertyMissing"},
 		{"device as initiator", `{"MemoryChunkInfo":[{"MemoryChunk":{"@odata.id":"/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld2"}}],"Links":{"InitiatorEndpoints":[` + ep("cxl1", "cxlmem2") + `]}}`, baseRegistry + "PropertyValueIncorrect"},
 		{"wrong target", `{"MemoryChunkInfo":[{"MemoryChunk":{"@odata.id":"/redfish/v1/Chassis/cxlmem1/MemoryDomains/Static/MemoryChunks/cxlmem1-ld2"}}],"Links":{"InitiatorEndpoints":[` + ep("cxl1", "host2-cxl") + `],"TargetEndpoints":[` + ep("cxl1", "cxlmem2") + `]}}`, baseRegistry + "PropertyValueIncorrect"},

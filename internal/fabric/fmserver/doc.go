@@ -40,7 +40,7 @@
 // nothing), and
 // is all or nothing: when one step fails, the steps already done are
 // undone and the failure answered. A fabric refusal answers 409 (400 for
-// ErrUnknown) with a Rackpool registry MessageId (Errors, MessageID).
+// ErrUnknown) with a Rackpool registry MessageId (rf.FabricMessageID).
 //
 // The steps run in the background on the driver's clock. On the wall
 // clock the handler waits Options.TaskThreshold; on any other clock

@@ -7,58 +7,12 @@ import (
 	"net/http"
 	"strconv"
 
-	"rackpool/internal/fabric"
 	"rackpool/internal/rf"
 )
 
-// Registry prefixes of the message IDs the server answers with.
-const (
-	baseRegistry = rf.Registry
-	// Registry is the prefix of the Rackpool registry's message IDs: the
-	// fabric refusals a client maps back to fabric errors (Errors).
-	Registry = "Rackpool.1.0."
-)
-
-// The Rackpool registry: one MessageId per fabric error. A client driver
-// looks the MessageId of every @Message.ExtendedInfo entry up in Errors.
-const (
-	MsgUnknown     = Registry + "UnknownElement"
-	MsgUnreachable = Registry + "Unreachable"
-	MsgDrawerHosts = Registry + "DrawerHostLimit"
-	MsgPortBusy    = Registry + "PortBusy"
-	MsgInUse       = Registry + "BlockInUse"
-	MsgFailed      = Registry + "ElementFailed"
-	MsgInjected    = Registry + "InjectedFault"
-	MsgFenced      = Registry + "StaleEpoch"
-)
-
-// Errors maps each Rackpool registry MessageId to the fabric error it
-// stands for.
-var Errors = map[string]error{
-	MsgUnknown:     fabric.ErrUnknown,
-	MsgUnreachable: fabric.ErrUnreachable,
-	MsgDrawerHosts: fabric.ErrDrawerHosts,
-	MsgPortBusy:    fabric.ErrPortBusy,
-	MsgInUse:       fabric.ErrInUse,
-	MsgFailed:      fabric.ErrFailed,
-	MsgInjected:    fabric.ErrInjected,
-	MsgFenced:      fabric.ErrFenced,
-}
-
-// registryOrder is the order MessageID tests the errors in: the first
-// that err wraps wins.
-var registryOrder = []string{MsgFenced, MsgInjected, MsgFailed, MsgUnreachable, MsgDrawerHosts, MsgPortBusy, MsgInUse, MsgUnknown}
-
-// MessageID returns the Rackpool registry MessageId of a fabric error, or
-// "" when err wraps none of them.
-func MessageID(err error) string {
-	for _, id := range registryOrder {
-		if errors.Is(err, Errors[id]) {
-			return id
-		}
-	}
-	return ""
-}
+// baseRegistry is the prefix of the Base registry's MessageIds; a fabric's
+// refusals use the Rackpool registry (rf.MsgUnknown and the rest).
+const baseRegistry = rf.Registry
 
 // message is one entry of @Message.ExtendedInfo.
 type message struct {
@@ -111,7 +65,7 @@ func errPropertyValue(prop, value, why string) *apiError {
 // maps to fabric.ErrUnknown.
 func errUnknownLink(prop, value, why string) *apiError {
 	e := errPropertyValue(prop, value, why)
-	e.msgs = append(e.msgs, message{id: MsgUnknown, severity: "Warning", args: []string{value},
+	e.msgs = append(e.msgs, message{id: rf.MsgUnknown, severity: "Warning", args: []string{value},
 		text: fmt.Sprintf("'%s' is not part of this fabric.", value)})
 	return e
 }
@@ -174,12 +128,12 @@ func fabricError(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	id := MessageID(err)
+	id := rf.FabricMessageID(err)
 	if id == "" {
 		return errInternal(err)
 	}
 	status := http.StatusConflict
-	if id == MsgUnknown {
+	if id == rf.MsgUnknown {
 		status = http.StatusBadRequest
 	}
 	e := newError(status, id, "The fabric refused the change: "+err.Error()+".", err.Error())
@@ -188,14 +142,14 @@ func fabricError(err error) *apiError {
 }
 
 var resolutions = map[string]string{
-	MsgUnknown:     "Name elements of this fabric.",
-	MsgUnreachable: "Use a host port that reaches the device.",
-	MsgDrawerHosts: "Detach another host's devices from the drawer first.",
-	MsgPortBusy:    "Free the port first, or use another one.",
-	MsgInUse:       "Detach the block from the host ports holding it first.",
-	MsgFailed:      "Repair the element (or clear the injected fault) and retry.",
-	MsgInjected:    "Retry, or clear the injected faults.",
-	MsgFenced:      "This control plane no longer leads; the one that does drives the fabric now.",
+	rf.MsgUnknown:     "Name elements of this fabric.",
+	rf.MsgUnreachable: "Use a host port that reaches the device.",
+	rf.MsgDrawerHosts: "Detach another host's devices from the drawer first.",
+	rf.MsgPortBusy:    "Free the port first, or use another one.",
+	rf.MsgInUse:       "Detach the block from the host ports holding it first.",
+	rf.MsgFailed:      "Repair the element (or clear the injected fault) and retry.",
+	rf.MsgInjected:    "Retry, or clear the injected faults.",
+	rf.MsgFenced:      "This control plane no longer leads; the one that does drives the fabric now.",
 }
 
 // errorBody is the Redfish error body of e.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // TestEpochHeader: the emulator remembers the highest Rackpool-Epoch it
@@ -19,8 +20,8 @@ func TestEpochHeader(t *testing.T) {
 	before := f.discover()
 	res := f.settle(f.raw("POST", zones, endpoints("falcon1", "host2-pcie", "gpu2"), map[string]string{fabric.EpochHeader: "4"}))
 	f.must(res, http.StatusConflict, "POST with epoch 4 after 5")
-	if !slices.Contains(messageIDs(res), MsgFenced) {
-		t.Errorf("stale epoch answered %v, want %s", messageIDs(res), MsgFenced)
+	if !slices.Contains(messageIDs(res), rf.MsgFenced) {
+		t.Errorf("stale epoch answered %v, want %s", messageIDs(res), rf.MsgFenced)
 	}
 	f.unchanged(before, "a stale epoch's POST")
 	for _, v := range []string{"abc", "0", "-3"} {

@@ -1,7 +1,6 @@
 package fmserver
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -243,16 +242,4 @@ func TestTaskThreshold(t *testing.T) {
 		t.Fatalf("monitor while running: %d", r.status)
 	}
 	h.must(h.settle(res), http.StatusCreated, "final")
-}
-
-func TestErrorsMapping(t *testing.T) {
-	for _, err := range []error{fabric.ErrUnknown, fabric.ErrUnreachable, fabric.ErrDrawerHosts, fabric.ErrPortBusy, fabric.ErrInUse, fabric.ErrFailed, fabric.ErrInjected} {
-		id := MessageID(fmt.Errorf("attach x: %w", err))
-		if !strings.HasPrefix(id, Registry) || !errors.Is(Errors[id], err) {
-			t.Fatalf("%v -> %q -> %v", err, id, Errors[id])
-		}
-	}
-	if MessageID(errors.New("other")) != "" {
-		t.Fatal("an unrelated error has a MessageId")
-	}
 }

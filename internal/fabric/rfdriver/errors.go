@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+
 	"rackpool/internal/rf"
 )
 
@@ -37,7 +38,7 @@ func statusError(r *rf.Reply) *Error {
 			}
 			// A fabric refusal may follow a Base message (the property
 			// that was wrong): the first entry that maps wins.
-			if mapped := messageError(m.MessageID); mapped != nil && e.mapped == nil {
+			if mapped := rf.FabricErrors[m.MessageID]; mapped != nil && e.mapped == nil {
 				e.mapped = mapped
 				if i > 0 {
 					e.Message += " (" + m.MessageID + ": " + m.Message + ")"
@@ -45,7 +46,7 @@ func statusError(r *rf.Reply) *Error {
 			}
 		}
 		if e.mapped == nil {
-			e.mapped = messageError(e.MessageID)
+			e.mapped = rf.FabricErrors[e.MessageID]
 		}
 	} else {
 		e.Message = cmp.Or(rf.QuoteBody(r.Body), "no body")
@@ -62,6 +63,6 @@ func taskMessageError(r *rf.Reply, status int, id, msg string) *Error {
 	if e.Message == "" {
 		e.Message = "task ended in Exception"
 	}
-	e.mapped = messageError(id)
+	e.mapped = rf.FabricErrors[id]
 	return e
 }
