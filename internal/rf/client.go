@@ -76,7 +76,8 @@ func NewRequest(ctx context.Context, method, u string, body []byte, hdr http.Hea
 // bytes; u is req's URL as the caller's errors name it. It never retries.
 // A request that got no complete answer (hc failed, or the body could not
 // be read) fails with failed's error of what went wrong, so that each
-// client classifies its own; an answer larger than maxBody is refused.
+// client classifies its own; an answer larger than maxBody is refused
+// with a *TooLargeError.
 func Send(hc *http.Client, req *http.Request, u string, maxBody int, failed func(error) error) (*Reply, error) {
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -88,12 +89,41 @@ func Send(hc *http.Client, req *http.Request, u string, maxBody int, failed func
 		return nil, failed(fmt.Errorf("reading the answer (%d): %w", resp.StatusCode, err))
 	}
 	if len(data) > maxBody {
-		return nil, fmt.Errorf("%s %s: answer larger than %d MiB", req.Method, u, maxBody>>20)
+		return nil, fmt.Errorf("%s %s: %w", req.Method, u, &TooLargeError{Limit: maxBody})
 	}
 	if resp.Request != nil && resp.Request.URL != nil {
 		u = resp.Request.URL.String() // after same-origin redirects
 	}
 	return &Reply{Method: req.Method, URL: u, Status: resp.StatusCode, Header: resp.Header, Body: data}, nil
+}
+
+// TooLargeError is an answer larger than Send's limit.
+type TooLargeError struct {
+	Limit int // bytes
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Limit >= 1<<20 && e.Limit%(1<<20) == 0 {
+		return fmt.Sprintf("answer larger than %d MiB", e.Limit>>20)
+	}
+	return fmt.Sprintf("answer larger than %d bytes", e.Limit)
+}
+
+// SessionsPath is the sessions collection of a Redfish service: a client
+// logs in by POSTing LoginBody to it.
+const SessionsPath = "/redfish/v1/SessionService/Sessions"
+
+// LoginBody is the body of a login: the account's UserName and Password.
+func LoginBody(user, password string) []byte {
+	b, _ := json.Marshal(map[string]string{"UserName": user, "Password": password})
+	return b
+}
+
+// Session reads the answer to a login that succeeded: the session's token
+// (X-Auth-Token, "" when the service sent none) and its URI (Location, ""
+// when none), which the client DELETEs to log out.
+func (r *Reply) Session() (token, location string) {
+	return r.Header.Get("X-Auth-Token"), r.Header.Get("Location")
 }
 
 // Busy reports the statuses that say the service did not act and may

@@ -3,6 +3,7 @@ package rf
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -222,7 +223,8 @@ func TestSend(t *testing.T) {
 	if _, err, failed := send("/loop"); !errors.As(failed, &re) || !strings.Contains(err.Error(), "more than 5 redirects from "+srv.URL+"/loop") {
 		t.Errorf("a redirect loop: %v", err)
 	}
-	if _, err, failed := send("/big"); failed != nil || err == nil || err.Error() != "GET "+srv.URL+"/big: answer larger than 2 MiB" {
+	var tl *TooLargeError
+	if _, err, failed := send("/big"); failed != nil || !errors.As(err, &tl) || tl.Limit != 2<<20 || err.Error() != "GET "+srv.URL+"/big: answer larger than 2 MiB" {
 		t.Errorf("a body over the limit: %v (failed with %v)", err, failed)
 	}
 	if _, err, failed := send("/cut"); failed == nil || !strings.HasPrefix(err.Error(), "classified: reading the answer (200): ") {
@@ -289,5 +291,34 @@ func TestBusy(t *testing.T) {
 		if got := Busy(status); got != want {
 			t.Errorf("Busy(%d) = %v, want %v", status, got, want)
 		}
+	}
+}
+
+func TestTooLargeError(t *testing.T) {
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{
+		{4 << 20, "answer larger than 4 MiB"},
+		{1000, "answer larger than 1000 bytes"},
+		{3<<20 + 1, "answer larger than 3145729 bytes"},
+	} {
+		if got := (&TooLargeError{Limit: tc.limit}).Error(); got != tc.want {
+			t.Errorf("limit %d: %q, want %q", tc.limit, got, tc.want)
+		}
+	}
+}
+
+func TestSession(t *testing.T) {
+	var got struct{ UserName, Password string }
+	if err := json.Unmarshal(LoginBody("admin", `p"w`), &got); err != nil || got.UserName != "admin" || got.Password != `p"w` {
+		t.Fatalf("LoginBody: %+v, %v", got, err)
+	}
+	r := &Reply{Header: http.Header{"X-Auth-Token": {"tok"}, "Location": {SessionsPath + "/7"}}}
+	if tok, loc := r.Session(); tok != "tok" || loc != SessionsPath+"/7" {
+		t.Errorf("Session = %q, %q", tok, loc)
+	}
+	if tok, loc := (&Reply{Header: http.Header{}}).Session(); tok != "" || loc != "" {
+		t.Errorf("Session of an answer without them = %q, %q", tok, loc)
 	}
 }

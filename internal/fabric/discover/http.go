@@ -1,14 +1,12 @@
 package discover
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -16,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"rackpool/internal/jsonlimit"
+	"rackpool/internal/rf"
 )
 
 // HTTPOptions configure the getter NewHTTPGetter makes. The zero value
@@ -48,7 +46,7 @@ type HTTPGetter struct {
 	o       HTTPOptions
 	mu      sync.Mutex
 	token   string // X-Auth-Token of the session
-	session string // its path, deleted by Close
+	session string // its URL, deleted by Close
 	basic   bool   // no session service: Basic authentication
 }
 
@@ -94,23 +92,33 @@ func NewHTTPGetter(o HTTPOptions) (*HTTPGetter, error) {
 		rt = t
 	}
 	g := &HTTPGetter{base: u, o: o}
-	g.client = &http.Client{Transport: rt, Timeout: o.Timeout, CheckRedirect: g.checkRedirect}
+	// Follow redirects only within the service: credentials must never
+	// reach another host, nor travel over another scheme.
+	g.client = &http.Client{Transport: rt, Timeout: o.Timeout, CheckRedirect: rf.SameHost(u, "the service")}
 	return g, nil
-}
-
-// checkRedirect follows a redirect only to the same scheme, host and port.
-func (g *HTTPGetter) checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 5 {
-		return errors.New("more than 5 redirects")
-	}
-	if req.URL.Scheme != g.base.Scheme || req.URL.Host != g.base.Host {
-		return fmt.Errorf("redirect to %s://%s refused: only %s://%s is read", req.URL.Scheme, req.URL.Host, g.base.Scheme, g.base.Host)
-	}
-	return nil
 }
 
 func (g *HTTPGetter) url(path string) string {
 	return g.base.Scheme + "://" + g.base.Host + g.base.Path + path
+}
+
+// send makes one request and reads the whole answer, at most
+// MaxBodyBytes (more is ErrTooLarge). auth, when not nil, sets the
+// request's credentials.
+func (g *HTTPGetter) send(ctx context.Context, method, u string, body []byte, auth func(*http.Request)) (*rf.Reply, error) {
+	req, err := rf.NewRequest(ctx, method, u, body, nil)
+	if err != nil {
+		return nil, err
+	}
+	if auth != nil {
+		auth(req)
+	}
+	r, err := rf.Send(g.client, req, u, int(g.o.MaxBodyBytes), func(err error) error { return err })
+	var tl *rf.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, fmt.Errorf("%s %s: %w: more than %d bytes", method, u, ErrTooLarge, g.o.MaxBodyBytes)
+	}
+	return r, err
 }
 
 // Get is a Getter: it GETs path and returns the body (at most
@@ -122,22 +130,12 @@ func (g *HTTPGetter) Get(ctx context.Context, path string) ([]byte, error) {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.url(path), nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Accept", "application/json")
-		g.authorize(req)
-		resp, err := g.client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		body, err := g.readBody(resp)
+		r, err := g.send(ctx, http.MethodGet, g.url(path), nil, g.authorize)
 		if err != nil {
 			return nil, err
 		}
 		switch {
-		case resp.StatusCode == http.StatusUnauthorized && attempt == 0 && g.hasSession():
+		case r.Status == http.StatusUnauthorized && attempt == 0 && g.hasSession():
 			g.mu.Lock()
 			g.token, g.session = "", ""
 			g.mu.Unlock()
@@ -145,49 +143,29 @@ func (g *HTTPGetter) Get(ctx context.Context, path string) ([]byte, error) {
 				return nil, err
 			}
 			continue
-		case resp.StatusCode == http.StatusNotFound:
+		case r.Status == http.StatusNotFound:
 			return nil, fmt.Errorf("%w (404)", ErrNotFound)
-		case resp.StatusCode < 200 || resp.StatusCode > 299:
-			return nil, statusError(resp, body)
+		case r.Status < 200 || r.Status > 299:
+			return nil, statusError(r)
 		}
-		return body, nil
+		return r.Body, nil
 	}
 }
 
-func (g *HTTPGetter) readBody(resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, g.o.MaxBodyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
+// statusError says what a non-2xx answer was ("503 Service Unavailable"),
+// with the MessageId and message of the Redfish error when the body is
+// one.
+func statusError(r *rf.Reply) error {
+	head := fmt.Sprintf("%d %s", r.Status, http.StatusText(r.Status))
+	b, ok := rf.ParseError(r.Body)
+	if !ok {
+		return errors.New(head)
 	}
-	if int64(len(body)) > g.o.MaxBodyBytes {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, g.o.MaxBodyBytes)
+	id, msg := b.Code, b.Message
+	if len(b.Info) > 0 {
+		id, msg = cmp.Or(b.Info[0].MessageID, id), cmp.Or(b.Info[0].Message, msg)
 	}
-	return body, nil
-}
-
-// statusError says what a non-2xx answer was, with the Redfish error
-// message when the body has one.
-func statusError(resp *http.Response, body []byte) error {
-	var e struct {
-		Error struct {
-			Message  string `json:"message"`
-			Extended []struct {
-				Message string `json:"Message"`
-			} `json:"@Message.ExtendedInfo"`
-		} `json:"error"`
-	}
-	msg := ""
-	if jsonlimit.Check(body, jsonlimit.MaxDepth) == nil && json.Unmarshal(body, &e) == nil {
-		msg = e.Error.Message
-		if len(e.Error.Extended) > 0 && e.Error.Extended[0].Message != "" {
-			msg = e.Error.Extended[0].Message
-		}
-	}
-	if msg != "" {
-		return fmt.Errorf("%s: %s", resp.Status, msg)
-	}
-	return errors.New(resp.Status)
+	return errors.New(rf.ErrorText(head, id, msg))
 }
 
 func (g *HTTPGetter) hasSession() bool {
@@ -219,34 +197,25 @@ func (g *HTTPGetter) login(ctx context.Context) error {
 	if g.token != "" || g.basic {
 		return nil
 	}
-	body, _ := json.Marshal(map[string]string{"UserName": g.o.User, "Password": g.o.Password})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url(ServiceRoot+"/SessionService/Sessions"), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("log in: %w", err)
-	}
-	rb, err := g.readBody(resp)
+	r, err := g.send(ctx, http.MethodPost, g.url(rf.SessionsPath), rf.LoginBody(g.o.User, g.o.Password), nil)
 	if err != nil {
 		return fmt.Errorf("log in: %w", err)
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
+	case r.Status == http.StatusNotFound || r.Status == http.StatusMethodNotAllowed || r.Status == http.StatusNotImplemented:
 		g.basic = true
 		return nil
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return fmt.Errorf("log in as %s: %w", g.o.User, statusError(resp, rb))
+	case r.Status < 200 || r.Status > 299:
+		return fmt.Errorf("log in as %s: %w", g.o.User, statusError(r))
 	}
-	g.token = resp.Header.Get("X-Auth-Token")
-	if g.token == "" {
+	token, loc := r.Session()
+	if token == "" {
 		g.basic = true
 		return nil
 	}
-	if loc, err := url.Parse(resp.Header.Get("Location")); err == nil && loc.Path != "" {
-		g.session = loc.Path
+	g.token = token
+	if u, err := rf.Resolve(g.base, loc, "the service"); err == nil {
+		g.session = u
 	}
 	return nil
 }
@@ -263,16 +232,9 @@ func (g *HTTPGetter) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.o.Timeout)
 	defer cancel()
-	u := g.base.Scheme + "://" + g.base.Host + session
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("X-Auth-Token", token)
-	resp, err := g.client.Do(req)
-	if err != nil {
+	auth := func(req *http.Request) { req.Header.Set("X-Auth-Token", token) }
+	if _, err := g.send(ctx, http.MethodDelete, session, nil, auth); err != nil {
 		return fmt.Errorf("log out: %w", err)
 	}
-	resp.Body.Close()
 	return nil
 }

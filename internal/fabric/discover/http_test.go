@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"rackpool/internal/rf"
 )
 
 // fakeService serves small() over HTTP and records every request's method
@@ -128,10 +130,12 @@ func TestHTTPGetterLimits(t *testing.T) {
 			http.Redirect(w, r, other.URL+"/redfish/v1", http.StatusFound)
 		case "/redfish/v1/here":
 			http.Redirect(w, r, "/redfish/v1/big", http.StatusFound)
+		case "/redfish/v1/busier":
+			http.Error(w, `{"error":{"@Message.ExtendedInfo":[{"Message":"The service is busy."}]}}`, http.StatusServiceUnavailable)
 		case "/redfish/v1/big":
 			w.Write([]byte(`{"x":"` + strings.Repeat("y", 5000) + `"}`))
 		default:
-			http.Error(w, `{"error":{"@Message.ExtendedInfo":[{"Message":"The service is busy."}]}}`, http.StatusServiceUnavailable)
+			http.Error(w, `{"error":{"@Message.ExtendedInfo":[{"MessageId":"Base.1.22.ServiceTemporarilyUnavailable","Message":"The service is busy."}]}}`, http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()
@@ -140,14 +144,18 @@ func TestHTTPGetterLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := g.Get(ctx, "/redfish/v1/away"); err == nil || !strings.Contains(err.Error(), "redirect to") {
+	var re *rf.RedirectError
+	if _, err := g.Get(ctx, "/redfish/v1/away"); !errors.As(err, &re) {
 		t.Errorf("redirect to another host: %v", err)
 	}
 	if _, err := g.Get(ctx, "/redfish/v1/here"); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("same-host redirect to a large body: %v", err)
 	}
-	if _, err := g.Get(ctx, "/redfish/v1/busy"); err == nil || !strings.Contains(err.Error(), "503 Service Unavailable: The service is busy.") {
+	if _, err := g.Get(ctx, "/redfish/v1/busy"); err == nil || !strings.Contains(err.Error(), "503 Service Unavailable (Base.1.22.ServiceTemporarilyUnavailable): The service is busy.") {
 		t.Errorf("503: %v", err)
+	}
+	if _, err := g.Get(ctx, "/redfish/v1/busier"); err == nil || err.Error() != "503 Service Unavailable: The service is busy." {
+		t.Errorf("503 without a MessageId: %v", err)
 	}
 	for _, u := range []string{"ftp://x", "http://", "https://user:pw@host"} {
 		if _, err := NewHTTPGetter(HTTPOptions{URL: u}); err == nil {

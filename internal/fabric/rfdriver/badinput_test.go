@@ -55,7 +55,7 @@ func TestFakeBasics(t *testing.T) {
 	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.seen(); got[len(got)-1] != "DELETE "+sessionsPath+"/1" {
+	if got := f.seen(); got[len(got)-1] != "DELETE "+rf.SessionsPath+"/1" {
 		t.Errorf("last request %q, want the session's DELETE", got[len(got)-1])
 	}
 }

@@ -10,12 +10,13 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"rackpool/internal/fabric"
-	"rackpool/internal/rf"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // maxBody is the largest answer the driver reads (docs/southbound.md).
@@ -27,9 +28,6 @@ const (
 	backoffMin = 10 * time.Millisecond
 	backoffMax = time.Second
 )
-
-// sessionsPath is where the driver logs in.
-const sessionsPath = "/redfish/v1/SessionService/Sessions"
 
 // client is one Redfish session with one manager: it sends requests with
 // the session's token, logs in again on 401, caps and decodes answers and
@@ -239,7 +237,7 @@ func (c *client) relogin(ctx context.Context, stale string) error {
 
 // login creates a session, retrying what is transient within ctx.
 func (c *client) login(ctx context.Context) (token, location string, err error) {
-	body, _ := json.Marshal(map[string]string{"UserName": c.user, "Password": c.password})
+	body := rf.LoginBody(c.user, c.password)
 	var last error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -247,7 +245,7 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 				return "", "", fmt.Errorf("log in to %s: %w", c.base, err)
 			}
 		}
-		r, err := c.roundTrip(ctx, http.MethodPost, sessionsPath, body, nil, "")
+		r, err := c.roundTrip(ctx, http.MethodPost, rf.SessionsPath, body, nil, "")
 		var te *transientError
 		switch {
 		case err != nil && ctx.Err() != nil && last != nil:
@@ -265,11 +263,10 @@ func (c *client) login(ctx context.Context) (token, location string, err error) 
 		case r.Status != http.StatusCreated && r.Status != http.StatusOK:
 			return "", "", fmt.Errorf("log in to %s as %s: %w", c.base, c.user, statusError(r))
 		}
-		token = r.Header.Get("X-Auth-Token")
+		token, location = r.Session()
 		if token == "" {
 			return "", "", fmt.Errorf("log in to %s: POST %s answered %d without X-Auth-Token", c.base, r.URL, r.Status)
 		}
-		location = r.Header.Get("Location")
 		if location != "" {
 			if _, err := c.url(location); err != nil {
 				c.log.Warn("session Location unusable; the session will not be deleted on close", "err", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/rf"
 	"rackpool/internal/topology"
 )
 
@@ -116,7 +117,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	base := "/redfish/v1/Fabrics/" + fakeFabric
-	if r.Method == http.MethodPost && r.URL.Path == sessionsPath {
+	if r.Method == http.MethodPost && r.URL.Path == rf.SessionsPath {
 		var cred struct{ UserName, Password string }
 		_ = json.NewDecoder(r.Body).Decode(&cred)
 		if cred.UserName != "admin" || cred.Password != "secret-pw" {
@@ -128,7 +129,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.token = "tok" + strconv.Itoa(f.logins)
 		w.Header().Set("X-Auth-Token", f.token)
 		f.mu.Unlock()
-		w.Header().Set("Location", sessionsPath+"/1")
+		w.Header().Set("Location", rf.SessionsPath+"/1")
 		writeJSON(w, http.StatusCreated, map[string]any{"Id": "1"})
 		return
 	}
@@ -140,7 +141,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch path := r.URL.Path; {
-	case r.Method == http.MethodDelete && path == sessionsPath+"/1":
+	case r.Method == http.MethodDelete && path == rf.SessionsPath+"/1":
 		w.WriteHeader(http.StatusNoContent)
 	case path == base:
 		writeJSON(w, http.StatusOK, map[string]any{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // stall is a fake hook that holds the requests it matches until release
@@ -103,7 +104,7 @@ func TestLoginWaitsWithinItsDeadline(t *testing.T) {
 	f.token = "revoked" // every request's session is refused now: 401, log in again
 	f.mu.Unlock()
 	st := newStall(t, f, func(r *http.Request) bool {
-		return r.Method == http.MethodPost && r.URL.Path == sessionsPath
+		return r.Method == http.MethodPost && r.URL.Path == rf.SessionsPath
 	})
 	bg, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
