@@ -29,6 +29,9 @@ type Problem struct {
 	// properties the problem is about: RelatedProperties, so a client can
 	// show the message next to the field.
 	Related []string
+	// Oem is the entry's Oem object ({"Rackpool": …}): detail the
+	// service adds to the message; nil for none.
+	Oem map[string]any
 }
 
 // Pointer turns a property path as messages name it (Oem.Rackpool.Needs[0].Count,

@@ -140,7 +140,7 @@ func TestBadInput(t *testing.T) {
 	chunk := func(path string) string {
 		return `{"MemoryChunkInfo":[{"MemoryChunk":{"@odata.id":"` + path + `"}}],"Links":{"InitiatorEndpoints":[` + ep("cxl1", "host2-cxl") + `]}}`
 	}
-	big := `{"Links":{"Endpoints":[` + ep("falcon1", "host1-pcie") + `]},"Name":"` + strings.Repeat("x", MaxBody) + `"}`
+	big := `{"Links":{"Endpoints":[` + ep("falcon1", "host1-pcie") + `]},"Name":"` + strings.Repeat("x", rf.MaxBody) + `"}`
 	for _, tc := range []struct {
 		name, method, path, body string
 		hdr                      map[string]string

@@ -6,6 +6,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/rf"
 )
 
 // chassisRoutes are the routes of the hosts (Systems) and memory devices
@@ -81,7 +82,7 @@ func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
 			members = append(members, ref("/redfish/v1/Systems/"+h.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members))
 	return nil
 }
 
@@ -94,7 +95,7 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":   "/redfish/v1/Systems/" + h.ID,
 		"@odata.type": "#ComputerSystem.v1_22_0.ComputerSystem",
 		"Id":          h.ID,
@@ -116,7 +117,7 @@ func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) er
 	for _, d := range s.memoryDevices() {
 		members = append(members, ref("/redfish/v1/Chassis/"+d.ID))
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection", members))
 	return nil
 }
 
@@ -130,7 +131,7 @@ func (s *Server) memoryDevice(r *http.Request) (*inventory.Device, error) {
 
 func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 	if body := s.drawerChassis(r.PathValue("dev")); body != nil {
-		writeJSON(w, http.StatusOK, body)
+		rf.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 	d, err := s.memoryDevice(r)
@@ -156,7 +157,7 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 	if d.Vendor != "" {
 		body["Manufacturer"] = d.Vendor
 	}
-	writeJSON(w, http.StatusOK, body)
+	rf.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -197,7 +198,7 @@ func (s *Server) getMemoryDomains(w http.ResponseWriter, r *http.Request) error 
 	for _, dom := range domains(d) {
 		members = append(members, ref(base+"/"+dom))
 	}
-	writeJSON(w, http.StatusOK, collection(base, "MemoryDomainCollection", "Memory Domain Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(base, "MemoryDomainCollection", "Memory Domain Collection", members))
 	return nil
 }
 
@@ -215,7 +216,7 @@ func (s *Server) getMemoryDomain(w http.ResponseWriter, r *http.Request) error {
 			n++
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":                 base,
 		"@odata.type":               "#MemoryDomain.v1_5_1.MemoryDomain",
 		"Id":                        dom,
@@ -240,7 +241,7 @@ func (s *Server) getMemoryChunks(w http.ResponseWriter, r *http.Request) error {
 			members = append(members, ref(base+"/"+b.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection(base, "MemoryChunksCollection", "Memory Chunks Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(base, "MemoryChunksCollection", "Memory Chunks Collection", members))
 	return nil
 }
 
@@ -265,7 +266,7 @@ func (s *Server) getMemoryChunk(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":             MemoryChunkPath(b),
 		"@odata.type":           "#MemoryChunks.v1_6_2.MemoryChunks",
 		"Id":                    b.ID,

@@ -8,6 +8,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/rf"
 )
 
 // connectionRoutes are the routes of Connections.
@@ -70,10 +71,10 @@ func (s *Server) connectionBody(a fabric.Attachment) map[string]any {
 	}
 }
 
-func (s *Server) connectionResponse(status int, a fabric.Attachment) *response {
+func (s *Server) connectionResponse(status int, a fabric.Attachment) *rf.Recorder {
 	resp := jsonResponse(status, s.connectionBody(a))
-	resp.header.Set("ETag", connectionETag(a))
-	resp.header.Set("Location", s.connectionPath(a))
+	resp.Header().Set("ETag", connectionETag(a))
+	resp.Header().Set("Location", s.connectionPath(a))
 	return resp
 }
 
@@ -89,7 +90,7 @@ func (s *Server) getConnections(w http.ResponseWriter, r *http.Request) error {
 	for _, a := range s.connections(st) {
 		members = append(members, ref(s.connectionPath(a)))
 	}
-	writeJSON(w, http.StatusOK, collection(s.base()+"/Connections", "ConnectionCollection", "Connection Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(s.base()+"/Connections", "ConnectionCollection", "Connection Collection", members))
 	return nil
 }
 
@@ -117,7 +118,7 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("ETag", connectionETag(a))
-	writeJSON(w, http.StatusOK, s.connectionBody(a))
+	rf.WriteJSON(w, http.StatusOK, s.connectionBody(a))
 	return nil
 }
 
@@ -227,11 +228,11 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 		if c == a {
 			unlock()
 			// Already attached: nothing to create; the existing one.
-			s.connectionResponse(http.StatusOK, a).write(w)
+			s.connectionResponse(http.StatusOK, a).Replay(w)
 			return nil
 		}
 	}
-	s.runChange(w, r, unlock, []step{{a: a}}, func(context.Context) *response {
+	s.runChange(w, r, unlock, []step{{a: a}}, func(context.Context) *rf.Recorder {
 		return s.connectionResponse(http.StatusCreated, a)
 	})
 	return nil
@@ -254,8 +255,8 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request) error 
 		unlock()
 		return err
 	}
-	s.runChange(w, r, unlock, []step{{detach: true, a: a}}, func(context.Context) *response {
-		return &response{status: http.StatusNoContent, header: http.Header{}}
+	s.runChange(w, r, unlock, []step{{detach: true, a: a}}, func(context.Context) *rf.Recorder {
+		return &rf.Recorder{Status: http.StatusNoContent}
 	})
 	return nil
 }

@@ -1,7 +1,6 @@
 package fmserver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,25 +13,21 @@ import (
 // refusals use the Rackpool registry (rf.MsgUnknown and the rest).
 const baseRegistry = rf.Registry
 
-// message is one entry of @Message.ExtendedInfo.
-type message struct {
-	id, text, severity, resolution string
-	args                           []string
-}
-
-// apiError is an error with its HTTP status and Redfish messages: the one
-// shape every error leaves the server in.
+// apiError is an error with its HTTP status and Redfish messages (the
+// first is error.code and error.message): the one shape every error
+// leaves the server in.
 type apiError struct {
 	status int
-	msgs   []message
+	msgs   []*rf.Problem
 	header map[string]string
 }
 
-func (e *apiError) Error() string { return e.msgs[0].text }
+func (e *apiError) Error() string { return e.msgs[0].Text }
 
 // fromProblem is the emulator's error of a Base registry problem.
 func fromProblem(p *rf.Problem) *apiError {
-	return &apiError{status: p.Status, msgs: []message{{id: p.ID, text: p.Text, severity: p.Severity, args: p.Args, resolution: p.Resolution}}}
+	// The emulator names no RelatedProperties.
+	return &apiError{status: p.Status, msgs: []*rf.Problem{{ID: p.ID, Text: p.Text, Severity: p.Severity, Args: p.Args, Resolution: p.Resolution}}}
 }
 
 func newError(status int, id, text string, args ...string) *apiError {
@@ -41,16 +36,11 @@ func newError(status int, id, text string, args ...string) *apiError {
 
 // resolve sets the first message's resolution and returns e.
 func (e *apiError) resolve(r string) *apiError {
-	e.msgs[0].resolution = r
+	e.msgs[0].Resolution = r
 	return e
 }
 
 func errNotFound(kind, name string) *apiError { return fromProblem(rf.NotFound(kind, name)) }
-
-func errMissingAtURI(uri string) *apiError {
-	return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-		fmt.Sprintf("The resource at the URI '%s' was not found.", uri), uri)
-}
 
 func errMalformed(detail string) *apiError { return fromProblem(rf.Malformed(detail)) }
 
@@ -65,8 +55,8 @@ func errPropertyValue(prop, value, why string) *apiError {
 // maps to fabric.ErrUnknown.
 func errUnknownLink(prop, value, why string) *apiError {
 	e := errPropertyValue(prop, value, why)
-	e.msgs = append(e.msgs, message{id: rf.MsgUnknown, severity: "Warning", args: []string{value},
-		text: fmt.Sprintf("'%s' is not part of this fabric.", value)})
+	e.msgs = append(e.msgs, &rf.Problem{ID: rf.MsgUnknown, Severity: "Warning", Args: []string{value},
+		Text: fmt.Sprintf("'%s' is not part of this fabric.", value)})
 	return e
 }
 
@@ -109,11 +99,6 @@ func errAlreadyExists(prop, value string) *apiError {
 		"Zone", prop, value).resolve("PATCH the existing zone's Links.Endpoints instead.")
 }
 
-func errMethod() *apiError {
-	return newError(http.StatusMethodNotAllowed, baseRegistry+"OperationNotAllowed",
-		"The HTTP method is not allowed on this resource.")
-}
-
 func errInternal(err error) *apiError {
 	return newError(http.StatusInternalServerError, baseRegistry+"InternalError",
 		"The request failed due to an internal service error.  The service is still operational.").
@@ -137,7 +122,7 @@ func fabricError(err error) *apiError {
 		status = http.StatusBadRequest
 	}
 	e := newError(status, id, "The fabric refused the change: "+err.Error()+".", err.Error())
-	e.msgs[0].resolution = "Nothing was changed. " + resolutions[id]
+	e.msgs[0].Resolution = "Nothing was changed. " + resolutions[id]
 	return e
 }
 
@@ -153,31 +138,7 @@ var resolutions = map[string]string{
 }
 
 // errorBody is the Redfish error body of e.
-func errorBody(e *apiError) map[string]any {
-	var info []any
-	for _, m := range e.msgs {
-		args := m.args
-		if args == nil {
-			args = []string{}
-		}
-		entry := map[string]any{
-			"@odata.type":     "#Message.v1_1_1.Message",
-			"MessageId":       m.id,
-			"Message":         m.text,
-			"MessageArgs":     args,
-			"MessageSeverity": m.severity,
-		}
-		if m.resolution != "" {
-			entry["Resolution"] = m.resolution
-		}
-		info = append(info, entry)
-	}
-	return map[string]any{"error": map[string]any{
-		"code":                  e.msgs[0].id,
-		"message":               e.msgs[0].text,
-		"@Message.ExtendedInfo": info,
-	}}
-}
+func errorBody(e *apiError) map[string]any { return rf.ErrorDocument(e.msgs[0], e.msgs[1:]...) }
 
 // writeError renders e as a Redfish error body.
 func writeError(w http.ResponseWriter, e *apiError) {
@@ -187,15 +148,5 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool fabric manager"`)
 	}
-	writeJSON(w, e.status, errorBody(e))
-}
-
-// writeJSON sends v as the JSON body.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("OData-Version", "4.0")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	rf.WriteJSON(w, e.status, errorBody(e))
 }

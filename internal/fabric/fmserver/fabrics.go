@@ -81,7 +81,7 @@ func (s *Server) state(ctx context.Context) (fabric.State, error) {
 }
 
 func (s *Server) getFabrics(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/Fabrics", "FabricCollection", "Fabric Collection", []odataID{ref(s.base())}))
+	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/Fabrics", "FabricCollection", "Fabric Collection", []odataID{ref(s.base())}))
 	return nil
 }
 
@@ -93,7 +93,7 @@ func (s *Server) getFabric(w http.ResponseWriter, r *http.Request) error {
 	action := func(name string) map[string]string {
 		return map[string]string{"target": base + "/Actions/Oem/Rackpool." + name}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":   base,
 		"@odata.type": "#Fabric.v1_3_0.Fabric",
 		"Id":          s.fab.ID,
@@ -127,7 +127,7 @@ func (s *Server) getSwitches(w http.ResponseWriter, r *http.Request) error {
 	for _, sw := range s.fab.Switches {
 		members = append(members, ref(s.base()+"/Switches/"+sw.ID))
 	}
-	writeJSON(w, http.StatusOK, collection(s.base()+"/Switches", "SwitchCollection", "Switch Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(s.base()+"/Switches", "SwitchCollection", "Switch Collection", members))
 	return nil
 }
 
@@ -148,7 +148,7 @@ func (s *Server) getSwitch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	base := s.base() + "/Switches/" + sw.ID
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":        base,
 		"@odata.type":      "#Switch.v1_9_0.Switch",
 		"Id":               sw.ID,
@@ -186,7 +186,7 @@ func (s *Server) getPorts(w http.ResponseWriter, r *http.Request) error {
 	for _, p := range portIDs(sw) {
 		members = append(members, ref(base+"/"+p))
 	}
-	writeJSON(w, http.StatusOK, collection(base, "PortCollection", "Port Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(base, "PortCollection", "Port Collection", members))
 	return nil
 }
 
@@ -237,7 +237,7 @@ func (s *Server) getPort(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		body["Links"] = map[string]any{"AssociatedEndpoints": []odataID{ref(s.endpointPath(ep))}}
 	}
-	writeJSON(w, http.StatusOK, body)
+	rf.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -252,7 +252,7 @@ func (s *Server) getEndpoints(w http.ResponseWriter, r *http.Request) error {
 	for _, d := range s.fab.Devices {
 		members = append(members, ref(s.endpointPath(d.ID)))
 	}
-	writeJSON(w, http.StatusOK, collection(s.base()+"/Endpoints", "EndpointCollection", "Endpoint Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(s.base()+"/Endpoints", "EndpointCollection", "Endpoint Collection", members))
 	return nil
 }
 
@@ -280,7 +280,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 			"EntityLink": ref("/redfish/v1/Systems/" + hp.Host.ID)}}
 		body["Status"] = statusOK(st.Health[hp.Host.ID+"/"+hp.ID])
 		body["Links"] = map[string]any{"ConnectedPorts": []odataID{ref(s.base() + "/Switches/" + hp.Switch.ID + "/Ports/" + portID(hp.Port))}}
-		writeJSON(w, http.StatusOK, body)
+		rf.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 	d := s.device(id)
@@ -305,6 +305,6 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	body["ConnectedEntities"] = []any{entity}
 	body["Status"] = statusOK(st.Health[d.ID])
 	body["Links"] = map[string]any{"ConnectedPorts": ports}
-	writeJSON(w, http.StatusOK, body)
+	rf.WriteJSON(w, http.StatusOK, body)
 	return nil
 }

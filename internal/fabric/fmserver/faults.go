@@ -1,7 +1,6 @@
 package fmserver
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"sync"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // faultRoutes are the fault-injection actions of the Fabric. They are
@@ -172,49 +172,18 @@ func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, next ht
 		next(w, r)
 		return
 	}
-	rec := &recorder{header: http.Header{}}
+	rec := &rf.Recorder{}
 	next(rec, r)
-	if !forced && rec.status/100 != 2 {
-		rec.replay(w)
+	if !forced && rec.Status/100 != 2 {
+		rec.Replay(w)
 		return
 	}
-	s.log.Warn("transport fault: answer lost", "method", r.Method, "path", r.URL.Path, "status", rec.status)
+	s.log.Warn("transport fault: answer lost", "method", r.Method, "path", r.URL.Path, "status", rec.Status)
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		_ = conn.Close()
 		return
 	}
 	panic(http.ErrAbortHandler)
-}
-
-// recorder keeps a response that may not be sent.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-// replay sends the recorded response after all.
-func (r *recorder) replay(w http.ResponseWriter) {
-	for k, v := range r.header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(r.status)
-	_, _ = w.Write(r.body.Bytes())
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
 }
 
 func (s *Server) injectFault(w http.ResponseWriter, r *http.Request) error {

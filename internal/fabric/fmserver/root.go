@@ -3,6 +3,7 @@ package fmserver
 import (
 	_ "embed"
 	"net/http"
+
 	"rackpool/internal/rf"
 )
 
@@ -27,12 +28,12 @@ var oemSchema []byte
 const oemSchemaURI = "/redfish/v1/Schemas/Rackpool_v1.xml"
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
+	rf.WriteJSON(w, http.StatusOK, map[string]string{"v1": "/redfish/v1/"})
 	return nil
 }
 
 func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":      "/redfish/v1",
 		"@odata.type":    "#ServiceRoot.v1_17_0.ServiceRoot",
 		"Id":             "RootService",
@@ -97,7 +98,7 @@ func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
 	for _, n := range []string{"Fabrics", "Systems", "Chassis", "SessionService", "TaskService"} {
 		value = append(value, map[string]string{"name": n, "kind": "Singleton", "url": "/redfish/v1/" + n})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})
+	rf.WriteJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})
 	return nil
 }
 

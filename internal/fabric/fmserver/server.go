@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,14 +44,6 @@ type Options struct {
 // DefaultSessionTimeout is Options.SessionTimeout's default.
 const DefaultSessionTimeout = 30 * time.Minute
 
-// MaxBody is the largest request body accepted (413 beyond it).
-const MaxBody = 1 << 20
-
-// maxDiscard bounds how much of an oversized body is read and thrown away
-// before the 413 is answered, so clients that write their whole body
-// before reading the answer still see it.
-const maxDiscard = 16 * MaxBody
-
 // Validate reports what is wrong with o.
 func (o Options) Validate() error {
 	switch {
@@ -82,7 +72,7 @@ type Server struct {
 	password  string
 	threshold time.Duration
 	log       *slog.Logger
-	mux       *http.ServeMux
+	mux       *rf.Mux
 	uuid      string
 
 	sessions sessionTable
@@ -120,7 +110,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		top: o.Topology, fab: f, drv: drv, clk: o.Clock, wallClock: wall,
 		user: o.User, password: o.Password, threshold: o.TaskThreshold, log: o.Logger,
-		mux: http.NewServeMux(), uuid: serviceUUID(o.Topology.Name + "/" + f.ID),
+		mux: &rf.Mux{}, uuid: serviceUUID(o.Topology.Name + "/" + f.ID),
 		sessions: sessionTable{timeout: o.SessionTimeout, byToken: map[string]*session{}},
 		tasks:    taskTable{tasks: map[string]*job{}},
 		zones:    map[string]bool{},
@@ -137,12 +127,10 @@ func (s *Server) Handler() http.Handler { return s }
 // the Redfish view with.
 func (s *Server) Driver() fabric.Driver { return s.drv }
 
-// privilege says whether a route needs an authenticated client.
-type privilege int
-
+// The privileges of the routes: the one account has them all.
 const (
-	public privilege = iota
-	login
+	public = rf.Public // no authentication
+	login  = rf.Login  // the account
 )
 
 type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request) error
@@ -150,7 +138,7 @@ type handlerFunc func(s *Server, w http.ResponseWriter, r *http.Request) error
 // route is one literal pattern, the privilege it needs and its handler.
 type route struct {
 	pattern string
-	priv    privilege
+	priv    rf.Privilege
 	h       handlerFunc
 }
 
@@ -167,43 +155,16 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler: transport faults first (faults.go),
 // then the route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-			writeError(w, errInternal(fmt.Errorf("panic: %v", v)))
-		}
-	}()
-	if p := r.URL.Path; len(p) > len("/redfish/v1/") && strings.HasSuffix(p, "/") {
-		r.URL.Path = strings.TrimRight(p, "/")
-	}
+	defer rf.Recover(s.log, r, func(any) {
+		writeError(w, errInternal(errors.New("the fabric manager failed serving the request; its log says why")))
+	})
+	rf.TrimSlash(r)
 	s.serveWithFaults(w, r, func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := s.mux.Handler(r); pattern == "" {
-			if allowed := s.allowedMethods(r); len(allowed) > 0 {
-				w.Header().Set("Allow", strings.Join(allowed, ", "))
-				writeError(w, errMethod())
-				return
-			}
-			writeError(w, errMissingAtURI(r.URL.Path))
+		if s.mux.Unmatched(w, r) {
 			return
 		}
 		s.mux.ServeHTTP(w, r)
 	})
-}
-
-// allowedMethods lists the methods r's path answers to.
-func (s *Server) allowedMethods(r *http.Request) []string {
-	var out []string
-	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, p := s.mux.Handler(probe); p != "" {
-			out = append(out, m)
-		}
-	}
-	return out
 }
 
 type userKey struct{}
@@ -230,13 +191,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		r = r.WithContext(fabric.WithEpoch(r.Context(), epoch))
-		if r.ContentLength > MaxBody {
-			_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
-			w.Header().Set("Connection", "close")
-			writeError(w, errTooLarge(MaxBody))
+		if p := rf.LimitBody(w, r, rf.MaxBody); p != nil {
+			writeError(w, fromProblem(p))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		if err := rt.h(s, w, r); err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -246,8 +204,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
 			}
 			if ae.status == http.StatusRequestEntityTooLarge {
-				_, _ = io.CopyN(io.Discard, r.Body, maxDiscard)
-				w.Header().Set("Connection", "close")
+				rf.DrainOversized(w, r.Body)
 			}
 			writeError(w, ae)
 		}
@@ -281,7 +238,7 @@ func (s *Server) credentialsOK(user, pass string) bool {
 
 // decode reads a JSON object body into v strictly (rf.Decode).
 func decode(r *http.Request, v any) error {
-	err := rf.Decode(r, v, MaxBody)
+	err := rf.Decode(r, v, rf.MaxBody)
 	var p *rf.Problem
 	if errors.As(err, &p) {
 		return fromProblem(p)
@@ -296,7 +253,7 @@ func decodeOptional(r *http.Request) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errTooLarge(MaxBody)
+			return errTooLarge(rf.MaxBody)
 		}
 		return errMalformed(err.Error())
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"rackpool/internal/rf"
 )
 
 // sessionRoutes are the routes of the SessionService.
@@ -106,7 +108,7 @@ func (t *sessionTable) reset() {
 }
 
 func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":      "/redfish/v1/SessionService",
 		"@odata.type":    "#SessionService.v1_1_8.SessionService",
 		"Id":             "SessionService",
@@ -124,7 +126,7 @@ func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
 	for _, sess := range s.sessions.list(s.clk.Now()) {
 		members = append(members, ref("/redfish/v1/SessionService/Sessions/"+sess.id))
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/SessionService/Sessions", "SessionCollection", "Session Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/SessionService/Sessions", "SessionCollection", "Session Collection", members))
 	return nil
 }
 
@@ -160,14 +162,14 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 	sess := s.sessions.create(*req.UserName, s.clk.Now())
 	w.Header().Set("X-Auth-Token", sess.token)
 	w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+sess.id)
-	writeJSON(w, http.StatusCreated, sessionBody(*sess))
+	rf.WriteJSON(w, http.StatusCreated, sessionBody(*sess))
 	return nil
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	for _, sess := range s.sessions.list(s.clk.Now()) {
 		if sess.id == r.PathValue("id") {
-			writeJSON(w, http.StatusOK, sessionBody(sess))
+			rf.WriteJSON(w, http.StatusOK, sessionBody(sess))
 			return nil
 		}
 	}

@@ -1,9 +1,7 @@
 package fmserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"sort"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/rf"
 )
 
 // taskRoutes are the routes of the TaskService.
@@ -56,35 +55,17 @@ type outcome struct {
 	err     error
 }
 
-// response is a recorded HTTP answer.
-type response struct {
-	status int
-	header http.Header
-	body   []byte
+// jsonResponse is a recorded answer of v.
+func jsonResponse(status int, v any) *rf.Recorder {
+	rec := &rf.Recorder{}
+	rf.WriteJSON(rec, status, v)
+	return rec
 }
 
-func jsonResponse(status int, v any) *response {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-	return &response{status: status, header: http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Odata-Version": {"4.0"}}, body: b.Bytes()}
-}
-
-func errorResponse(e *apiError) *response {
-	r := jsonResponse(e.status, errorBody(e))
-	for k, v := range e.header {
-		r.header.Set(k, v)
-	}
-	return r
-}
-
-func (r *response) write(w http.ResponseWriter) {
-	for k, vs := range r.header {
-		w.Header()[k] = vs
-	}
-	w.WriteHeader(r.status)
-	_, _ = w.Write(r.body)
+func errorResponse(e *apiError) *rf.Recorder {
+	rec := &rf.Recorder{}
+	writeError(rec, e)
+	return rec
 }
 
 // job is one change.
@@ -101,7 +82,7 @@ type job struct {
 	finished bool
 	ended    time.Time
 	out      outcome
-	resp     *response
+	resp     *rf.Recorder
 	apiErr   *apiError
 }
 
@@ -219,7 +200,7 @@ func (s *Server) apply(ctx context.Context, steps []step, progress func(done int
 // when the modelled time exceeded the threshold, or, with threshold 0,
 // when the change changed something. Either wait ends early when the
 // request does (its client went away): the change goes on as a task.
-func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func(), steps []step, finish func(ctx context.Context) *response) {
+func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func(), steps []step, finish func(ctx context.Context) *rf.Recorder) {
 	j := s.tasks.newJob(r, len(steps), s.clk.Now())
 	ctx := context.WithoutCancel(r.Context())
 	go func() {
@@ -230,7 +211,7 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 			j.done = done
 			j.mu.Unlock()
 		})
-		var resp *response
+		var resp *rf.Recorder
 		var ae *apiError
 		if o.err != nil {
 			ae = fabricError(o.err)
@@ -260,7 +241,7 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 	finished, o, resp := j.finished, j.out, j.resp
 	j.mu.Unlock()
 	if finished && o.took <= s.threshold && (s.threshold > 0 || !o.changed) {
-		resp.write(w)
+		resp.Replay(w)
 		return
 	}
 	s.tasks.register(j, s.clk.Now())
@@ -270,7 +251,7 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 		retry = "0"
 	}
 	w.Header().Set("Retry-After", retry)
-	writeJSON(w, http.StatusAccepted, s.taskBody(j))
+	rf.WriteJSON(w, http.StatusAccepted, s.taskBody(j))
 }
 
 func (j *job) isFinished() bool {
@@ -324,7 +305,7 @@ func (s *Server) taskBody(j *job) map[string]any {
 }
 
 func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+	rf.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":                       "/redfish/v1/TaskService",
 		"@odata.type":                     "#TaskService.v1_2_0.TaskService",
 		"Id":                              "TaskService",
@@ -352,7 +333,7 @@ func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
 	for _, id := range ids {
 		members = append(members, reff("%s%d", tasksPath, id))
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/TaskService/Tasks", "TaskCollection", "Task Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/TaskService/Tasks", "TaskCollection", "Task Collection", members))
 	return nil
 }
 
@@ -361,7 +342,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	if j == nil {
 		return errNotFound("Task", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, s.taskBody(j))
+	rf.WriteJSON(w, http.StatusOK, s.taskBody(j))
 	return nil
 }
 
@@ -376,9 +357,9 @@ func (s *Server) getTaskMonitor(w http.ResponseWriter, r *http.Request) error {
 	if !finished {
 		w.Header().Set("Location", monitorsPath+j.id)
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusAccepted, s.taskBody(j))
+		rf.WriteJSON(w, http.StatusAccepted, s.taskBody(j))
 		return nil
 	}
-	resp.write(w)
+	resp.Replay(w)
 	return nil
 }

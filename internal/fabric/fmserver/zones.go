@@ -11,6 +11,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/rf"
 )
 
 // zoneRoutes are the routes of Zones.
@@ -94,16 +95,16 @@ func (s *Server) zoneBody(st fabric.State, hp *inventory.HostPort) (map[string]a
 }
 
 // zoneResponse renders hp's zone as it is now.
-func (s *Server) zoneResponse(ctx context.Context, status int, hp *inventory.HostPort) *response {
+func (s *Server) zoneResponse(ctx context.Context, status int, hp *inventory.HostPort) *rf.Recorder {
 	st, err := s.state(ctx)
 	if err != nil {
 		return errorResponse(err.(*apiError))
 	}
 	body, etag := s.zoneBody(st, hp)
 	resp := jsonResponse(status, body)
-	resp.header.Set("ETag", etag)
+	resp.Header().Set("ETag", etag)
 	if status == http.StatusCreated {
-		resp.header.Set("Location", s.base()+"/Zones/"+InitiatorID(hp.Host.ID, hp.ID))
+		resp.Header().Set("Location", s.base()+"/Zones/"+InitiatorID(hp.Host.ID, hp.ID))
 	}
 	return resp
 }
@@ -122,7 +123,7 @@ func (s *Server) getZones(w http.ResponseWriter, r *http.Request) error {
 			members = append(members, ref(s.base()+"/Zones/"+InitiatorID(hp.Host.ID, hp.ID)))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection(s.base()+"/Zones", "ZoneCollection", "Zone Collection", members))
+	rf.WriteJSON(w, http.StatusOK, collection(s.base()+"/Zones", "ZoneCollection", "Zone Collection", members))
 	return nil
 }
 
@@ -154,7 +155,7 @@ func (s *Server) getZone(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, etag := s.zoneBody(st, hp)
 	w.Header().Set("ETag", etag)
-	writeJSON(w, http.StatusOK, body)
+	rf.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -273,7 +274,7 @@ func (s *Server) postZone(w http.ResponseWriter, r *http.Request) error {
 	for _, d := range devs {
 		steps = append(steps, step{a: attachment(d, hp)})
 	}
-	s.runChange(w, r, unlock, steps, func(ctx context.Context) *response {
+	s.runChange(w, r, unlock, steps, func(ctx context.Context) *rf.Recorder {
 		s.zmu.Lock()
 		s.zones[id] = true
 		s.zmu.Unlock()
@@ -326,7 +327,7 @@ func (s *Server) patchZone(w http.ResponseWriter, r *http.Request) error {
 			steps = append(steps, step{a: attachment(d, hp)})
 		}
 	}
-	s.runChange(w, r, unlock, steps, func(ctx context.Context) *response {
+	s.runChange(w, r, unlock, steps, func(ctx context.Context) *rf.Recorder {
 		s.zmu.Lock()
 		s.zones[r.PathValue("zone")] = true
 		s.zmu.Unlock()
@@ -356,11 +357,11 @@ func (s *Server) deleteZone(w http.ResponseWriter, r *http.Request) error {
 	for _, d := range s.zoneMembers(st, hp) {
 		steps = append(steps, step{detach: true, a: attachment(d, hp)})
 	}
-	s.runChange(w, r, unlock, steps, func(ctx context.Context) *response {
+	s.runChange(w, r, unlock, steps, func(ctx context.Context) *rf.Recorder {
 		s.zmu.Lock()
 		delete(s.zones, r.PathValue("zone"))
 		s.zmu.Unlock()
-		return &response{status: http.StatusNoContent, header: http.Header{}}
+		return &rf.Recorder{Status: http.StatusNoContent}
 	})
 	return nil
 }
