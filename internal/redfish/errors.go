@@ -1,7 +1,6 @@
 package redfish
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -93,13 +92,6 @@ func errInsecure(uri string) *apiError {
 	e.resolution = "Credentials are accepted only over HTTPS: send the request to the service's https:// URL (this one serves plain HTTP because it was started with --insecure-http)."
 	return e
 }
-
-func errMethod() *apiError {
-	return newError(http.StatusMethodNotAllowed, baseRegistry+"OperationNotAllowed",
-		"The HTTP method is not allowed on this resource.")
-}
-
-func errTooLarge(limit int64) *apiError { return fromProblem(rf.TooLarge(limit)) }
 
 // errInternal answers an error the client cannot act on: the client gets
 // the Redfish message and a request ID (Server.fail), the log gets err.
@@ -229,28 +221,14 @@ func translate(err error) *apiError {
 	return errInternal(err)
 }
 
-// writeError renders e as a Redfish error body.
+// writeError renders e as a Redfish error body: one message, which
+// always names its RelatedProperties, and carries e's OEM detail.
 func writeError(w http.ResponseWriter, e *apiError) {
-	info := map[string]any{
-		"@odata.type":       "#Message.v1_1_1.Message",
-		"MessageId":         e.id,
-		"Message":           e.message,
-		"MessageArgs":       nonNil(e.args),
-		"MessageSeverity":   e.severity,
-		"Resolution":        e.resolution,
-		"RelatedProperties": nonNil(e.related),
-	}
-	if e.resolution == "" {
-		delete(info, "Resolution")
-	}
+	p := &rf.Problem{Status: e.status, ID: e.id, Text: e.message, Args: e.args, Severity: e.severity, Resolution: e.resolution,
+		Related: nonNil(e.related)}
 	if e.oem != nil {
-		info["Oem"] = map[string]any{"Rackpool": e.oem}
+		p.Oem = map[string]any{"Rackpool": e.oem}
 	}
-	body := map[string]any{"error": map[string]any{
-		"code":                  e.id,
-		"message":               e.message,
-		"@Message.ExtendedInfo": []any{info},
-	}}
 	if e.status == http.StatusUnauthorized && !e.noBasic {
 		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool"`)
 	}
@@ -260,7 +238,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.status == http.StatusMethodNotAllowed && w.Header().Get("Allow") == "" {
 		w.Header().Set("Allow", "GET, HEAD")
 	}
-	writeJSON(w, e.status, body)
+	rf.WriteError(w, p)
 }
 
 func nonNil(s []string) []string {
@@ -283,10 +261,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 			return
 		}
 	}
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	rf.WriteJSON(w, status, v)
 }
 
 // requestIDKey carries a request's ID in its context.

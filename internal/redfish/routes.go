@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
 
@@ -12,27 +13,22 @@ import (
 // and its handler; routeTable gathers them, and nothing is registered any
 // other way. Grep a URL to find its handler and its privilege.
 
-// privilege is what a route requires: none, or one Redfish privilege.
-type privilege int
-
+// The privileges routes require (rf.Privilege), named as tenancy's roles
+// grant them.
 const (
-	public              privilege = iota // no authentication
-	login                                // any authenticated account (Redfish "Login")
-	configureComponents                  // compositions, reservations, connections ("ConfigureComponents")
-	configureUsers                       // accounts and tenants ("ConfigureUsers")
-	configureManager                     // service-wide settings, faults, logs ("ConfigureManager")
-	configureSelf                        // one's own account and sessions ("ConfigureSelf")
-	hostAgent                            // a host agent's steps (rackpool's OEM "RackpoolHostAgent")
+	public              = rf.Public                                 // no authentication
+	login               = rf.Privilege(tenancy.Login)               // any authenticated account
+	configureComponents = rf.Privilege(tenancy.ConfigureComponents) // compositions, reservations, connections
+	configureUsers      = rf.Privilege(tenancy.ConfigureUsers)      // accounts and tenants
+	configureManager    = rf.Privilege(tenancy.ConfigureManager)    // service-wide settings, faults, logs
+	configureSelf       = rf.Privilege(tenancy.ConfigureSelf)       // one's own account and sessions
+	hostAgent           = rf.Privilege(tenancy.HostAgent)           // a host agent's steps (rackpool's OEM privilege)
 )
-
-var privilegeNames = map[privilege]string{public: "", login: tenancy.Login, configureComponents: tenancy.ConfigureComponents,
-	configureUsers: tenancy.ConfigureUsers, configureManager: tenancy.ConfigureManager, configureSelf: tenancy.ConfigureSelf,
-	hostAgent: tenancy.HostAgent}
 
 // route is one endpoint of the service.
 type route struct {
 	pattern string // "METHOD /path", as http.ServeMux takes it
-	priv    privilege
+	priv    rf.Privilege
 	handler func(*Server, http.ResponseWriter, *http.Request) error
 }
 
@@ -65,7 +61,7 @@ type Route struct {
 func Routes() []Route {
 	out := make([]Route, len(routeTable))
 	for i, rt := range routeTable {
-		out[i] = Route{Pattern: rt.pattern, Privilege: privilegeNames[rt.priv]}
+		out[i] = Route{Pattern: rt.pattern, Privilege: string(rt.priv)}
 	}
 	return out
 }

@@ -13,21 +13,20 @@
 package redfish
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
+	"time"
+
 	"rackpool/internal/fabric"
 	"rackpool/internal/hostagent"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
-	"runtime/debug"
-	"strings"
-	"sync/atomic"
-	"time"
 
 	"rackpool/internal/compose"
 	"rackpool/internal/drive"
@@ -41,22 +40,7 @@ import (
 )
 
 // MaxBody is the largest request body accepted.
-const MaxBody = 1 << 20
-
-// MaxDiscard bounds how much of an oversized body is read and thrown away
-// before the 413 is answered. A client that writes its whole body before
-// it reads the answer (Python's urllib and requests, the DMTF redfish
-// library) would otherwise find the connection reset under it and never
-// see the 413; past this bound the connection is closed after the answer.
-const MaxDiscard = 16 * MaxBody
-
-// drainOversized reads and discards what is left of an oversized body, up
-// to MaxDiscard, and marks the answer Connection: close (the rest of a
-// larger body is not read).
-func drainOversized(w http.ResponseWriter, body io.Reader) {
-	_, _ = io.CopyN(io.Discard, body, MaxDiscard)
-	w.Header().Set("Connection", "close")
-}
+const MaxBody = rf.MaxBody
 
 // Server serves the Redfish API over one composition manager.
 type Server struct {
@@ -64,7 +48,7 @@ type Server struct {
 	top     *topology.Topology
 	auth    *tenancy.Service
 	log     *slog.Logger
-	mux     *http.ServeMux
+	mux     *rf.Mux
 	started time.Time
 	uuid    string
 
@@ -149,7 +133,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	if o.AsyncThreshold == 0 {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
-	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: http.NewServeMux(), started: time.Now(),
+	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
@@ -172,30 +156,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", id)
 	rec := &statusRecorder{ResponseWriter: w, status: 200, srv: s, req: r}
 	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic serving request", "request_id", id, "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
-			writeError(rec, s.fail(r, fmt.Errorf("panic: %v", v)))
-		}
 		took := time.Since(start)
 		s.obs.request(r.Method, rec.status, took)
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", took)
 	}()
-	// Redfish URIs may end in a slash; serve both forms (but /redfish/v1/
-	// itself is the service root).
-	if p := r.URL.Path; len(p) > len("/redfish/v1/") && strings.HasSuffix(p, "/") {
-		r.URL.Path = strings.TrimRight(p, "/")
-	}
+	// A panic's detail goes to the log under the request's ID; the client
+	// gets the ID (fail).
+	defer rf.Recover(s.log, r, func(v any) { writeError(rec, s.fail(r, fmt.Errorf("panic: %v", v))) }, "request_id", id)
+	rf.TrimSlash(r)
 	if s.preflight(rec, r) { // protocol.go: OData-Version, POST to …/Members
 		return
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
-		if allowed := s.allowedMethods(r); len(allowed) > 0 {
-			rec.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(rec, errMethod())
-			return
-		}
-		writeError(rec, newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-			fmt.Sprintf("The resource at the URI '%s' was not found.", r.URL.Path), r.URL.Path))
+	if s.mux.Unmatched(rec, r, func(w http.ResponseWriter, p *rf.Problem) { writeError(w, fromProblem(p)) }) { // 405 with Allow, or 404
 		return
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
@@ -209,21 +181,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(rec, r) // sets the path values
 }
 
-// allowedMethods lists the methods the path answers to.
-func (s *Server) allowedMethods(r *http.Request) []string {
-	var out []string
-	for _, m := range []string{"GET", "POST", "PATCH", "DELETE"} {
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, p := s.mux.Handler(probe); p != "" {
-			out = append(out, m)
-			if m == "GET" {
-				out = append(out, "HEAD")
-			}
-		}
-	}
-	return out
-}
+// allowedMethods lists the methods the path answers to (Allow).
+func (s *Server) allowedMethods(r *http.Request) []string { return s.mux.Allowed(r) }
 
 // statusRecorder is the writer every handler writes to. Besides the
 // status it carries what writeJSON needs to shape a GET's body: the
@@ -262,7 +221,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 // wrap authenticates, authorises, audits and renders handler errors.
 // Every request but GET and HEAD, and every refused request, is audited
 // before its response is complete.
-func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handler {
+func (s *Server) wrap(pattern string, priv rf.Privilege, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		mutation := r.Method != http.MethodGet && r.Method != http.MethodHead
@@ -285,24 +244,22 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 				writeError(w, e)
 				return
 			}
-			if !p.Has(privilegeNames[priv]) {
-				s.denied(r, p, "missing privilege "+privilegeNames[priv])
-				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + privilegeNames[priv]}, "")
+			if !p.Has(string(priv)) {
+				s.denied(r, p, "missing privilege "+string(priv))
+				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + string(priv)}, "")
 				writeError(w, errPrivilege())
 				return
 			}
 		}
 		r = r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, info))
 		body := r.Body
-		if r.ContentLength > MaxBody {
-			if mutation {
-				s.auditRequest(r, p, pattern, http.StatusRequestEntityTooLarge, info, "")
-			}
-			drainOversized(w, body)
-			writeError(w, errTooLarge(MaxBody))
+		if r.ContentLength > MaxBody && mutation {
+			s.auditRequest(r, p, pattern, http.StatusRequestEntityTooLarge, info, "")
+		}
+		if tooLarge := rf.LimitBody(w, r, MaxBody); tooLarge != nil {
+			writeError(w, fromProblem(tooLarge))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, body, MaxBody)
 		if !mutation {
 			// At one of several active replicas a read first sees what
 			// the others acknowledged (docs/ha.md, "Reads").
@@ -316,25 +273,18 @@ func (s *Server) wrap(pattern string, priv privilege, h handlerFunc) http.Handle
 			return
 		}
 		// Mutations: hold the response until the audit entry is durable.
-		rec := &recorder{header: http.Header{}}
+		rec := &rf.Recorder{}
 		errID := ""
 		if err := h(rec, r); err != nil {
 			e := s.fail(r, err)
 			errID = e.id
 			writeError(rec, e)
 		}
-		if rec.status == http.StatusRequestEntityTooLarge {
-			drainOversized(rec, body)
+		if rec.Status == http.StatusRequestEntityTooLarge {
+			rf.DrainOversized(rec, body)
 		}
-		if rec.status == 0 {
-			rec.status = http.StatusOK
-		}
-		s.auditRequest(r, p, pattern, rec.status, info, errID)
-		for k, vs := range rec.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(rec.status)
-		_, _ = w.Write(rec.body.Bytes())
+		s.auditRequest(r, p, pattern, cmp.Or(rec.Status, http.StatusOK), info, errID)
+		rec.Replay(w)
 	})
 }
 

@@ -1,16 +1,17 @@
 package redfish
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"rackpool/internal/tenancy"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"rackpool/internal/rf"
+	"rackpool/internal/tenancy"
 
 	"rackpool/internal/events"
 )
@@ -71,26 +72,6 @@ func taskSeq(id string) int {
 	return n
 }
 
-// recorder captures a response for a task monitor.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(b)
-}
-
 // wantsAsync reports whether the client asked for an asynchronous answer.
 func wantsAsync(r *http.Request) bool {
 	for _, v := range r.Header.Values("Prefer") {
@@ -118,7 +99,7 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	// nor commits an entry with its outcome.
 	bg := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), auditKey{}, &auditInfo{async: true}))
 	go func() {
-		rec := &recorder{header: http.Header{}}
+		rec := &rf.Recorder{}
 		t.mu.Lock()
 		t.state = "Running"
 		t.mu.Unlock()
@@ -127,7 +108,7 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 			writeError(rec, s.fail(bg, err))
 		}
 		t.mu.Lock()
-		t.status, t.header, t.body, t.ended = rec.status, rec.header, rec.body.Bytes(), s.now()
+		t.status, t.header, t.body, t.ended = rec.Status, rec.Header(), rec.Body.Bytes(), s.now()
 		if t.status < 400 {
 			t.state = "Completed"
 			t.messageID, t.message = "TaskEvent.1.0.TaskCompletedOK", fmt.Sprintf("The task with Id '%s' has completed.", t.id)

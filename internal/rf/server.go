@@ -101,17 +101,18 @@ func (m *Mux) Allowed(r *http.Request) []string {
 
 // Unmatched answers r and reports true when no route matches it: 405
 // OperationNotAllowed with Allow when its path answers other methods, 404
-// ResourceMissingAtURI otherwise.
-func (m *Mux) Unmatched(w http.ResponseWriter, r *http.Request) bool {
+// ResourceMissingAtURI otherwise, each rendered by answer (the service's
+// own error rendering; WriteError where it has none).
+func (m *Mux) Unmatched(w http.ResponseWriter, r *http.Request, answer func(http.ResponseWriter, *Problem)) bool {
 	if m.Match(r) {
 		return false
 	}
 	if allowed := m.Allowed(r); len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		WriteError(w, MethodNotAllowed())
+		answer(w, MethodNotAllowed())
 		return true
 	}
-	WriteError(w, MissingAtURI(r.URL.Path))
+	answer(w, MissingAtURI(r.URL.Path))
 	return true
 }
 

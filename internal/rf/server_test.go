@@ -29,7 +29,7 @@ func TestMuxUnmatched(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				w := httptest.NewRecorder()
 				r := httptest.NewRequest(tc.method, tc.path, nil)
-				if !m.Unmatched(w, r) {
+				if !m.Unmatched(w, r, func(w http.ResponseWriter, p *Problem) { WriteError(w, p) }) {
 					m.ServeHTTP(w, r)
 				}
 				allow := tc.allow

@@ -160,7 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	rf.TrimSlash(r)
 	s.serveWithFaults(w, r, func(w http.ResponseWriter, r *http.Request) {
-		if s.mux.Unmatched(w, r) {
+		if s.mux.Unmatched(w, r, func(w http.ResponseWriter, p *rf.Problem) { writeError(w, fromProblem(p)) }) {
 			return
 		}
 		s.mux.ServeHTTP(w, r)
