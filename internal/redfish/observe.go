@@ -230,16 +230,8 @@ func newServerMetrics(o *Observer, s *Server) *serverMetrics {
 		return []metrics.Sample{{Value: float64(s.auth.ActiveSessions(context.Background()))}}
 	})
 	o.reg.GaugeFunc("rackpool_tasks", "Tasks by state.", []string{"state"}, func() []metrics.Sample {
-		counts := map[string]int{"New": 0, "Running": 0, "Completed": 0, "Exception": 0}
-		s.tasks.mu.Lock()
-		for _, t := range s.tasks.tasks {
-			t.mu.Lock()
-			counts[t.state]++
-			t.mu.Unlock()
-		}
-		s.tasks.mu.Unlock()
 		var out []metrics.Sample
-		for st, n := range counts {
+		for st, n := range s.tasks.States() {
 			out = append(out, metrics.Sample{Labels: []string{st}, Value: float64(n)})
 		}
 		return out

@@ -58,7 +58,7 @@ type Server struct {
 	metrics        *serverMetrics
 	asyncThreshold time.Duration
 	broker         *hostagent.Broker
-	tasks          taskList
+	tasks          rf.TaskList[*task]
 	resLocks       resourceLocks
 	leases         *lease.Manager    // nil: no memory service
 	drives         *drive.Manager    // nil: no pooled drives
@@ -135,7 +135,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
-		tasks: taskList{prefix: o.TaskPrefix, tasks: map[string]*task{}}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
+		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
 	s.metrics = newServerMetrics(o.Observer, s)
 	if s.tel != nil {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"rackpool/internal/rf"
@@ -36,40 +33,18 @@ var taskRoutes = []route{
 // like any other. Finished tasks are kept for taskRetention.
 
 const (
-	tasksPath     = "/redfish/v1/TaskService/Tasks/"
-	monitorsPath  = "/redfish/v1/TaskService/TaskMonitors/"
+	tasksPath     = rf.TasksPath
+	monitorsPath  = rf.MonitorsPath
 	taskRetention = time.Hour
 	maxTasks      = 1000
 )
 
+// task is one request running on as a task: rf.Task, its owner (who may
+// see it) and the modelled fabric time it was estimated at.
 type task struct {
-	id        string
-	owner     tenancy.Principal
-	method    string
-	target    string
-	started   time.Time
-	mu        sync.Mutex
-	state     string // New, Running, Completed, Exception
-	ended     time.Time
-	estimate  time.Duration
-	status    int
-	header    http.Header
-	body      []byte
-	messageID string
-	message   string
-}
-
-type taskList struct {
-	mu     sync.Mutex
-	seq    int
-	prefix string // Options.TaskPrefix
-	tasks  map[string]*task
-}
-
-// taskSeq is the sequence number a task ID ends with.
-func taskSeq(id string) int {
-	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
-	return n
+	*rf.Task
+	owner    tenancy.Principal
+	estimate time.Duration
 }
 
 // wantsAsync reports whether the client asked for an asynchronous answer.
@@ -91,7 +66,9 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	if !wantsAsync(r) && (s.asyncThreshold <= 0 || estimate <= s.asyncThreshold) {
 		return fn(w, r)
 	}
-	t := s.newTask(r, estimate)
+	now := s.now()
+	t := &task{Task: rf.NewTask(s.tasks.NextID(), r, now), owner: principal(r), estimate: estimate}
+	s.tasks.Add(t, now)
 	// The request's body has been read by the caller; the task keeps the
 	// request's values (the principal) but not its cancellation. The
 	// middleware records the 202; the task gets audit notes of its own,
@@ -100,96 +77,41 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	bg := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), auditKey{}, &auditInfo{async: true}))
 	go func() {
 		rec := &rf.Recorder{}
-		t.mu.Lock()
-		t.state = "Running"
-		t.mu.Unlock()
-		s.publishTask(t, "TaskEvent.1.0.TaskStarted", fmt.Sprintf("The task with Id '%s' has started.", t.id), "OK")
+		t.Run()
+		s.publishTask(t, "TaskEvent.1.0.TaskStarted", fmt.Sprintf("The task with Id '%s' has started.", t.ID), "OK")
 		if err := fn(rec, bg); err != nil {
 			writeError(rec, s.fail(bg, err))
 		}
-		t.mu.Lock()
-		t.status, t.header, t.body, t.ended = rec.Status, rec.Header(), rec.Body.Bytes(), s.now()
-		if t.status < 400 {
-			t.state = "Completed"
-			t.messageID, t.message = "TaskEvent.1.0.TaskCompletedOK", fmt.Sprintf("The task with Id '%s' has completed.", t.id)
-		} else {
-			t.state = "Exception"
-			t.messageID, t.message = "TaskEvent.1.0.TaskAborted", fmt.Sprintf("The task with Id '%s' has been aborted.", t.id)
-		}
-		msgID, msg := t.messageID, t.message
-		t.mu.Unlock()
+		t.End(rec, s.now())
+		msgID, msg := taskMessage(t)
 		sev := "OK"
 		if msgID == "TaskEvent.1.0.TaskAborted" {
 			sev = "Critical"
 		}
 		s.publishTask(t, msgID, msg, sev)
 	}()
-	w.Header().Set("Location", monitorsPath+t.id)
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((estimate+time.Second-1)/time.Second))))
-	writeJSON(w, http.StatusAccepted, s.taskBody(t))
+	t.Accept(w, max(1, int((estimate+time.Second-1)/time.Second)), s.taskBody(t))
 	return nil
+}
+
+// taskMessage is the TaskEvent message of how t ended, "" while it runs.
+func taskMessage(t *task) (id, message string) {
+	switch state, _, _ := t.State(); state {
+	case rf.TaskCompleted:
+		return "TaskEvent.1.0.TaskCompletedOK", fmt.Sprintf("The task with Id '%s' has completed.", t.ID)
+	case rf.TaskException:
+		return "TaskEvent.1.0.TaskAborted", fmt.Sprintf("The task with Id '%s' has been aborted.", t.ID)
+	}
+	return "", ""
 }
 
 func (s *Server) now() time.Time { return time.Now().UTC() }
 
-func (s *Server) newTask(r *http.Request, estimate time.Duration) *task {
-	s.tasks.mu.Lock()
-	defer s.tasks.mu.Unlock()
-	s.tasks.seq++
-	t := &task{id: s.tasks.prefix + strconv.Itoa(s.tasks.seq), owner: principal(r), method: r.Method, target: r.URL.Path,
-		started: s.now(), state: "New", estimate: estimate}
-	// Forget finished tasks past retention, and the oldest finished ones
-	// beyond maxTasks.
-	var done []*task
-	for id, old := range s.tasks.tasks {
-		old.mu.Lock()
-		finished, ended := old.state == "Completed" || old.state == "Exception", old.ended
-		old.mu.Unlock()
-		if finished && t.started.Sub(ended) > taskRetention {
-			delete(s.tasks.tasks, id)
-		} else if finished {
-			done = append(done, old)
-		}
-	}
-	if len(s.tasks.tasks) >= maxTasks {
-		sort.Slice(done, func(i, j int) bool { return done[i].ended.Before(done[j].ended) })
-		for _, old := range done[:min(len(done), len(s.tasks.tasks)-maxTasks+1)] {
-			delete(s.tasks.tasks, old.id)
-		}
-	}
-	s.tasks.tasks[t.id] = t
-	return t
-}
-
 func (s *Server) taskBody(t *task) map[string]any {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	body := map[string]any{
-		"@odata.id":   tasksPath + t.id,
-		"@odata.type": "#Task.v1_7_0.Task",
-		"Id":          t.id,
-		"Name":        "Task " + t.id,
-		"TaskState":   t.state,
-		"TaskStatus":  "OK",
-		"StartTime":   t.started.Format(time.RFC3339),
-		"TaskMonitor": monitorsPath + t.id,
-		"Payload":     map[string]any{"HttpOperation": t.method, "TargetUri": t.target},
-		"Messages":    []any{},
-		"Oem":         rackpoolOem("Task", map[string]any{"EstimatedFabricMs": t.estimate.Milliseconds(), "Owner": t.owner.User}),
-	}
-	switch t.state {
-	case "Completed":
-		body["PercentComplete"] = 100
-		body["EndTime"] = t.ended.Format(time.RFC3339)
-	case "Exception":
-		body["PercentComplete"] = 100
-		body["TaskStatus"] = "Critical"
-		body["EndTime"] = t.ended.Format(time.RFC3339)
-	default:
-		body["PercentComplete"] = 0
-	}
-	if t.messageID != "" {
-		body["Messages"] = []any{map[string]any{"MessageId": t.messageID, "Message": t.message, "MessageArgs": []string{t.id}}}
+	body := t.Body()
+	body["Oem"] = rackpoolOem("Task", map[string]any{"EstimatedFabricMs": t.estimate.Milliseconds(), "Owner": t.owner.User})
+	if id, msg := taskMessage(t); id != "" {
+		body["Messages"] = []any{map[string]any{"MessageId": id, "Message": msg, "MessageArgs": []string{t.ID}}}
 	}
 	return body
 }
@@ -197,10 +119,8 @@ func (s *Server) taskBody(t *task) map[string]any {
 // visibleTask returns task id if r's principal may see it: its owner, an
 // account of the same tenant, or an account without a tenant.
 func (s *Server) visibleTask(r *http.Request, id string) (*task, error) {
-	s.tasks.mu.Lock()
-	t := s.tasks.tasks[id]
-	s.tasks.mu.Unlock()
-	if t == nil {
+	t, ok := s.tasks.Get(id, s.now())
+	if !ok {
 		return nil, errNotFound("Task", id)
 	}
 	if !principal(r).Sees(t.owner.Tenant) {
@@ -210,38 +130,15 @@ func (s *Server) visibleTask(r *http.Request, id string) (*task, error) {
 }
 
 func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":                       "/redfish/v1/TaskService",
-		"@odata.type":                     "#TaskService.v1_2_0.TaskService",
-		"Id":                              "TaskService",
-		"Name":                            "Task Service",
-		"ServiceEnabled":                  true,
-		"CompletedTaskOverWritePolicy":    "Oldest",
-		"LifeCycleEventOnTaskStateChange": true,
-		"DateTime":                        s.now().Format(time.RFC3339),
-		"Status":                          map[string]string{"State": "Enabled", "Health": "OK"},
-		"Tasks":                           ref("/redfish/v1/TaskService/Tasks"),
-		"Oem":                             rackpoolOem("TaskService", map[string]any{"AsyncThresholdMs": s.asyncThreshold.Milliseconds()}),
-	})
+	body := rf.TaskService(s.now(), true)
+	body["Oem"] = rackpoolOem("TaskService", map[string]any{"AsyncThresholdMs": s.asyncThreshold.Milliseconds()})
+	writeJSON(w, http.StatusOK, body)
 	return nil
 }
 
 func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	s.tasks.mu.Lock()
-	var ids []string
-	for id, t := range s.tasks.tasks {
-		if p.Sees(t.owner.Tenant) {
-			ids = append(ids, id)
-		}
-	}
-	s.tasks.mu.Unlock()
-	sort.Slice(ids, func(i, j int) bool { return taskSeq(ids[i]) < taskSeq(ids[j]) })
-	var members []odataID
-	for _, id := range ids {
-		members = append(members, reff("%s%s", tasksPath, id))
-	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/TaskService/Tasks", "TaskCollection", "Task Collection", members))
+	writeJSON(w, http.StatusOK, rf.TaskCollection(s.tasks.IDs(func(t *task) bool { return p.Sees(t.owner.Tenant) })))
 	return nil
 }
 
@@ -259,19 +156,14 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	running := t.state == "New" || t.state == "Running"
-	t.mu.Unlock()
-	if running {
+	if !t.Ended() {
 		// Composition workflows run to completion (all or nothing); a task
 		// cannot be cancelled half way.
 		return newError(http.StatusConflict, baseRegistry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.").
 			withResolution("Wait for the task to finish, then delete it.")
 	}
-	s.tasks.mu.Lock()
-	delete(s.tasks.tasks, t.id)
-	s.tasks.mu.Unlock()
+	s.tasks.Remove(t.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -281,28 +173,12 @@ func (s *Server) getTaskMonitor(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	running := t.state == "New" || t.state == "Running"
-	status, header, body := t.status, t.header, t.body
-	t.mu.Unlock()
-	if running {
-		w.Header().Set("Location", monitorsPath+t.id)
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusAccepted, s.taskBody(t))
-		return nil
-	}
-	for k, vs := range header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	w.WriteHeader(status)
-	_, err = w.Write(body)
-	return err
+	t.Monitor(w, func() any { return s.taskBody(t) })
+	return nil
 }
 
 // publishTask reports a task's life-cycle event.
 func (s *Server) publishTask(t *task, messageID, message, severity string) {
-	s.publish(events.Event{Type: events.TypeStatusChange, MessageID: messageID, Message: message, Args: []string{t.id},
-		Severity: severity, Origin: tasksPath + t.id, Tenant: t.owner.Tenant})
+	s.publish(events.Event{Type: events.TypeStatusChange, MessageID: messageID, Message: message, Args: []string{t.ID},
+		Severity: severity, Origin: tasksPath + t.ID, Tenant: t.owner.Tenant})
 }

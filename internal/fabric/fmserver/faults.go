@@ -87,7 +87,7 @@ func (s *Server) InjectTransportFault(kind string, count int) error {
 // restart forgets every session and task monitor.
 func (s *Server) restart() {
 	s.sessions.reset()
-	s.tasks.reset()
+	s.tasks.Reset()
 	s.log.Warn("emulated fabric manager restart: sessions and task monitors forgotten")
 }
 

@@ -76,7 +76,7 @@ type Server struct {
 	uuid      string
 
 	sessions sessionTable
-	tasks    taskTable
+	tasks    rf.TaskList[*job]
 	faults   transportFaults
 	ports    portLocks
 
@@ -112,7 +112,7 @@ func New(o Options) (*Server, error) {
 		user: o.User, password: o.Password, threshold: o.TaskThreshold, log: o.Logger,
 		mux: &rf.Mux{}, uuid: serviceUUID(o.Topology.Name + "/" + f.ID),
 		sessions: sessionTable{timeout: o.SessionTimeout, byToken: map[string]*session{}},
-		tasks:    taskTable{tasks: map[string]*job{}},
+		tasks:    rf.TaskList[*job]{Retention: taskRetention, Max: maxTasks},
 		zones:    map[string]bool{},
 	}
 	s.faults.init(o.Chaos)
@@ -270,7 +270,6 @@ type odataID = rf.ODataID
 
 var (
 	ref        = rf.Ref
-	reff       = rf.Reff
 	collection = rf.Collection
 )
 

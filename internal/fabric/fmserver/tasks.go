@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -33,8 +31,6 @@ var taskRoutes = []route{
 // never reused, restart or not.
 
 const (
-	tasksPath     = "/redfish/v1/TaskService/Tasks/"
-	monitorsPath  = "/redfish/v1/TaskService/TaskMonitors/"
 	taskRetention = 10 * time.Minute
 	maxTasks      = 1024
 	// maxSyncWait bounds how long a handler waits for a change on a clock
@@ -68,84 +64,16 @@ func errorResponse(e *apiError) *rf.Recorder {
 	return rec
 }
 
-// job is one change.
+// job is one change, kept as a task when it was answered 202.
 type job struct {
-	id      string
-	method  string
-	target  string
-	started time.Time
-	steps   int
-	doneCh  chan struct{}
+	*rf.Task
+	steps  int
+	doneCh chan struct{} // closed when the change has ended
 
-	mu       sync.Mutex
-	done     int // steps done
-	finished bool
-	ended    time.Time
-	out      outcome
-	resp     *rf.Recorder
-	apiErr   *apiError
-}
-
-type taskTable struct {
-	mu    sync.Mutex
-	seq   int
-	tasks map[string]*job
-}
-
-func (t *taskTable) newJob(r *http.Request, steps int, now time.Time) *job {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.seq++
-	return &job{id: strconv.Itoa(t.seq), method: r.Method, target: r.URL.Path, started: now, steps: steps, doneCh: make(chan struct{})}
-}
-
-// register keeps j as a task, dropping expired and, beyond maxTasks, the
-// oldest finished ones.
-func (t *taskTable) register(j *job, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var done []*job
-	for id, old := range t.tasks {
-		old.mu.Lock()
-		finished, ended := old.finished, old.ended
-		old.mu.Unlock()
-		if finished && now.Sub(ended) > taskRetention {
-			delete(t.tasks, id)
-		} else if finished {
-			done = append(done, old)
-		}
-	}
-	if len(t.tasks) >= maxTasks {
-		sort.Slice(done, func(a, b int) bool { return done[a].ended.Before(done[b].ended) })
-		for _, old := range done[:min(len(done), len(t.tasks)-maxTasks+1)] {
-			delete(t.tasks, old.id)
-		}
-	}
-	t.tasks[j.id] = j
-}
-
-func (t *taskTable) get(id string, now time.Time) *job {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	j := t.tasks[id]
-	if j == nil {
-		return nil
-	}
-	j.mu.Lock()
-	expired := j.finished && now.Sub(j.ended) > taskRetention
-	j.mu.Unlock()
-	if expired {
-		delete(t.tasks, id)
-		return nil
-	}
-	return j
-}
-
-// reset forgets every task (a restart).
-func (t *taskTable) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.tasks = map[string]*job{}
+	mu     sync.Mutex
+	done   int       // steps done
+	out    outcome   // set before the task ends
+	apiErr *apiError // the failure it ended with, if any
 }
 
 // apply runs steps in order. When one fails, the steps this call changed
@@ -201,7 +129,8 @@ func (s *Server) apply(ctx context.Context, steps []step, progress func(done int
 // when the change changed something. Either wait ends early when the
 // request does (its client went away): the change goes on as a task.
 func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func(), steps []step, finish func(ctx context.Context) *rf.Recorder) {
-	j := s.tasks.newJob(r, len(steps), s.clk.Now())
+	j := &job{Task: rf.NewTask(s.tasks.NextID(), r, s.clk.Now()), steps: len(steps), doneCh: make(chan struct{})}
+	j.Run()
 	ctx := context.WithoutCancel(r.Context())
 	go func() {
 		defer close(j.doneCh)
@@ -216,15 +145,16 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 		if o.err != nil {
 			ae = fabricError(o.err)
 			if ae.status >= 500 {
-				s.log.Error("change failed", "method", j.method, "path", j.target, "err", o.err)
+				s.log.Error("change failed", "method", j.Method, "path", j.Target, "err", o.err)
 			}
 			resp = errorResponse(ae)
 		} else {
 			resp = finish(ctx)
 		}
 		j.mu.Lock()
-		j.finished, j.ended, j.out, j.resp, j.apiErr = true, s.clk.Now(), o, resp, ae
+		j.out, j.apiErr = o, ae
 		j.mu.Unlock()
+		j.End(resp, s.clk.Now())
 	}()
 	wait := maxSyncWait
 	if s.wallClock {
@@ -237,109 +167,67 @@ func (s *Server) runChange(w http.ResponseWriter, r *http.Request, unlock func()
 	case <-timer.C:
 	case <-r.Context().Done(): // the client is gone: the change goes on as a task
 	}
-	j.mu.Lock()
-	finished, o, resp := j.finished, j.out, j.resp
-	j.mu.Unlock()
-	if finished && o.took <= s.threshold && (s.threshold > 0 || !o.changed) {
-		resp.Replay(w)
-		return
+	if _, _, resp := j.State(); resp != nil {
+		j.mu.Lock()
+		o := j.out
+		j.mu.Unlock()
+		if o.took <= s.threshold && (s.threshold > 0 || !o.changed) {
+			resp.Replay(w)
+			return
+		}
 	}
-	s.tasks.register(j, s.clk.Now())
-	w.Header().Set("Location", monitorsPath+j.id)
-	retry := "1"
-	if j.isFinished() {
-		retry = "0"
+	s.tasks.Add(j, s.clk.Now())
+	retry := 1
+	if j.Ended() {
+		retry = 0
 	}
-	w.Header().Set("Retry-After", retry)
-	rf.WriteJSON(w, http.StatusAccepted, s.taskBody(j))
+	j.Accept(w, retry, s.taskBody(j))
 }
 
-func (j *job) isFinished() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.finished
-}
-
+// taskBody is j's Task resource: its progress while it runs, and the
+// messages of how it ended (a failure's own messages after TaskAborted).
 func (s *Server) taskBody(j *job) map[string]any {
+	body := j.Body()
+	state, _, _ := j.State()
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	body := map[string]any{
-		"@odata.id":   tasksPath + j.id,
-		"@odata.type": "#Task.v1_7_0.Task",
-		"Id":          j.id,
-		"Name":        "Task " + j.id,
-		"TaskState":   "Running",
-		"TaskStatus":  "OK",
-		"StartTime":   j.started.UTC().Format(time.RFC3339),
-		"TaskMonitor": monitorsPath + j.id,
-		"Payload":     map[string]any{"HttpOperation": j.method, "TargetUri": j.target},
-		"Messages":    []any{},
-	}
-	pct := 0
-	if j.steps > 0 {
-		pct = 100 * j.done / j.steps
-	}
-	if !j.finished {
-		body["PercentComplete"] = min(pct, 99)
-		return body
-	}
-	body["PercentComplete"] = 100
-	body["EndTime"] = j.ended.UTC().Format(time.RFC3339)
-	if j.apiErr == nil {
-		body["TaskState"] = "Completed"
+	done, apiErr := j.done, j.apiErr
+	j.mu.Unlock()
+	switch state {
+	case rf.TaskCompleted:
 		body["Messages"] = []any{map[string]any{"MessageId": "TaskEvent.1.0.TaskCompletedOK",
-			"Message": "The task with Id '" + j.id + "' has completed.", "MessageArgs": []string{j.id}, "MessageSeverity": "OK"}}
-		return body
+			"Message": "The task with Id '" + j.ID + "' has completed.", "MessageArgs": []string{j.ID}, "MessageSeverity": "OK"}}
+	case rf.TaskException:
+		msgs := []any{map[string]any{"MessageId": "TaskEvent.1.0.TaskAborted",
+			"Message": "The task with Id '" + j.ID + "' has been aborted.", "MessageArgs": []string{j.ID}, "MessageSeverity": "Critical"}}
+		for _, m := range apiErr.msgs {
+			entry := m.Info()
+			delete(entry, "@odata.type")
+			msgs = append(msgs, entry)
+		}
+		body["Messages"] = msgs
+	default:
+		pct := 0
+		if j.steps > 0 {
+			pct = 100 * done / j.steps
+		}
+		body["PercentComplete"] = min(pct, 99)
 	}
-	body["TaskState"] = "Exception"
-	body["TaskStatus"] = "Critical"
-	msgs := []any{map[string]any{"MessageId": "TaskEvent.1.0.TaskAborted",
-		"Message": "The task with Id '" + j.id + "' has been aborted.", "MessageArgs": []string{j.id}, "MessageSeverity": "Critical"}}
-	for _, m := range errorBody(j.apiErr)["error"].(map[string]any)["@Message.ExtendedInfo"].([]any) {
-		entry := m.(map[string]any)
-		delete(entry, "@odata.type")
-		msgs = append(msgs, entry)
-	}
-	body["Messages"] = msgs
 	return body
 }
 
 func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
-	rf.WriteJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":                       "/redfish/v1/TaskService",
-		"@odata.type":                     "#TaskService.v1_2_0.TaskService",
-		"Id":                              "TaskService",
-		"Name":                            "Task Service",
-		"ServiceEnabled":                  true,
-		"CompletedTaskOverWritePolicy":    "Oldest",
-		"LifeCycleEventOnTaskStateChange": false,
-		"DateTime":                        s.clk.Now().UTC().Format(time.RFC3339),
-		"Status":                          statusOK(""),
-		"Tasks":                           ref("/redfish/v1/TaskService/Tasks"),
-	})
+	rf.WriteJSON(w, http.StatusOK, rf.TaskService(s.clk.Now(), false))
 	return nil
 }
 
 func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
-	s.tasks.mu.Lock()
-	var ids []int
-	for id := range s.tasks.tasks {
-		n, _ := strconv.Atoi(id)
-		ids = append(ids, n)
-	}
-	s.tasks.mu.Unlock()
-	sort.Ints(ids)
-	var members []odataID
-	for _, id := range ids {
-		members = append(members, reff("%s%d", tasksPath, id))
-	}
-	rf.WriteJSON(w, http.StatusOK, collection("/redfish/v1/TaskService/Tasks", "TaskCollection", "Task Collection", members))
+	rf.WriteJSON(w, http.StatusOK, rf.TaskCollection(s.tasks.IDs(func(*job) bool { return true })))
 	return nil
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
-	j := s.tasks.get(r.PathValue("id"), s.clk.Now())
-	if j == nil {
+	j, ok := s.tasks.Get(r.PathValue("id"), s.clk.Now())
+	if !ok {
 		return errNotFound("Task", r.PathValue("id"))
 	}
 	rf.WriteJSON(w, http.StatusOK, s.taskBody(j))
@@ -347,19 +235,10 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getTaskMonitor(w http.ResponseWriter, r *http.Request) error {
-	j := s.tasks.get(r.PathValue("id"), s.clk.Now())
-	if j == nil {
+	j, ok := s.tasks.Get(r.PathValue("id"), s.clk.Now())
+	if !ok {
 		return errNotFound("TaskMonitor", r.PathValue("id"))
 	}
-	j.mu.Lock()
-	finished, resp := j.finished, j.resp
-	j.mu.Unlock()
-	if !finished {
-		w.Header().Set("Location", monitorsPath+j.id)
-		w.Header().Set("Retry-After", "1")
-		rf.WriteJSON(w, http.StatusAccepted, s.taskBody(j))
-		return nil
-	}
-	resp.Replay(w)
+	j.Monitor(w, func() any { return s.taskBody(j) })
 	return nil
 }
