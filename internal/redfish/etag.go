@@ -29,6 +29,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"rackpool/internal/rf"
 )
 
 // bodyETag is the weak ETag of a rendered body.
@@ -36,25 +38,6 @@ func bodyETag(data []byte) string {
 	sum := sha256.Sum256(data)
 	return `W/"` + hex.EncodeToString(sum[:8]) + `"`
 }
-
-// etagMatches reports whether the comma-separated list (an If-Match or
-// If-None-Match value) holds "*" or a tag weakly equal to tag. Quotes are
-// optional, as the composed systems' own If-Match parsing allows.
-func etagMatches(list, tag string) bool {
-	if tag == "" {
-		return false
-	}
-	want := opaqueTag(tag)
-	for _, t := range strings.Split(list, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || (t != "" && opaqueTag(t) == want) {
-			return true
-		}
-	}
-	return false
-}
-
-func opaqueTag(t string) string { return strings.Trim(strings.TrimPrefix(t, "W/"), `"`) }
 
 // ifMatchGuard checks If-Match before h runs (see the file comment).
 //
@@ -145,7 +128,7 @@ func (s *Server) checkIfMatch(r *http.Request) *apiError {
 	if res.status != http.StatusOK || cur == "" {
 		return nil
 	}
-	if !etagMatches(list, cur) {
+	if !rf.ETagMatches(list, cur) {
 		e := errPreconditionFailed()
 		e.resolution = "The resource's current ETag is " + cur + "; GET it again, and retry with that ETag in If-Match."
 		return e

@@ -50,6 +50,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"rackpool/internal/rf"
 )
 
 const (
@@ -546,7 +548,7 @@ func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bo
 	// A response with $expand or $filter also depends on the resources it
 	// inlines or tests, which the ETag does not cover: never 304 it.
 	if q.expand == expandNone && q.filter == nil {
-		if inm := strings.Join(r.Header.Values("If-None-Match"), ","); inm != "" && etagMatches(inm, h.Get("ETag")) {
+		if inm := strings.Join(r.Header.Values("If-None-Match"), ","); inm != "" && rf.ETagMatches(inm, h.Get("ETag")) {
 			h.Del("Content-Type")
 			w.WriteHeader(http.StatusNotModified)
 			return nil, true

@@ -134,7 +134,7 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
-		uuid: serviceUUID(mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
+		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
 	s.metrics = newServerMetrics(o.Observer, s)
@@ -365,9 +365,3 @@ var (
 	reff       = rf.Reff
 	collection = rf.Collection
 )
-
-func serviceUUID(name string) string {
-	// A stable UUID derived from the topology name (version 5 layout).
-	h := []byte(fmt.Sprintf("%x", sha1Sum("rackpool:"+name)))
-	return fmt.Sprintf("%s-%s-5%s-a%s-%s", h[0:8], h[8:12], h[13:16], h[17:20], h[20:32])
-}

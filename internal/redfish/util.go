@@ -3,12 +3,9 @@ package redfish
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha1"
 	"encoding/hex"
 	"io"
 )
-
-func sha1Sum(s string) [20]byte { return sha1.Sum([]byte(s)) }
 
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
 

@@ -3,7 +3,6 @@ package fmserver
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -110,7 +109,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		top: o.Topology, fab: f, drv: drv, clk: o.Clock, wallClock: wall,
 		user: o.User, password: o.Password, threshold: o.TaskThreshold, log: o.Logger,
-		mux: &rf.Mux{}, uuid: serviceUUID(o.Topology.Name + "/" + f.ID),
+		mux: &rf.Mux{}, uuid: rf.ServiceUUID("rackpool-fm:" + o.Topology.Name + "/" + f.ID),
 		sessions: sessionTable{timeout: o.SessionTimeout, byToken: map[string]*session{}},
 		tasks:    rf.TaskList[*job]{Retention: taskRetention, Max: maxTasks},
 		zones:    map[string]bool{},
@@ -278,12 +277,6 @@ func statusOK(health fabric.Health) map[string]string {
 		health = fabric.OK
 	}
 	return map[string]string{"State": "Enabled", "Health": string(health)}
-}
-
-// serviceUUID is a stable UUID derived from name (version 5 layout).
-func serviceUUID(name string) string {
-	h := []byte(fmt.Sprintf("%x", sha1.Sum([]byte("rackpool-fm:"+name))))
-	return fmt.Sprintf("%s-%s-5%s-a%s-%s", h[0:8], h[8:12], h[13:16], h[17:20], h[20:32])
 }
 
 // portLocks serialise the changes of one host port: a zone's or a

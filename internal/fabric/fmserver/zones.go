@@ -228,17 +228,11 @@ func checkIfMatch(r *http.Request, cur string) error {
 	if list == "" {
 		return errPreconditionRequired()
 	}
-	want := opaqueTag(cur)
-	for _, t := range strings.Split(list, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || (t != "" && opaqueTag(t) == want) {
-			return nil
-		}
+	if rf.ETagMatches(list, cur) {
+		return nil
 	}
 	return errPreconditionFailed(cur)
 }
-
-func opaqueTag(t string) string { return strings.Trim(strings.TrimPrefix(t, "W/"), `"`) }
 
 func attachment(d *inventory.Device, hp *inventory.HostPort) fabric.Attachment {
 	return fabric.Attachment{Block: d.Blocks[0].ID, Device: d.ID, Host: hp.Host.ID, HostPort: hp.ID}
