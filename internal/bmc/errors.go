@@ -1,11 +1,11 @@
 package bmc
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+
 	"rackpool/internal/rf"
 )
 
@@ -74,12 +74,7 @@ func (e *TransportError) Unwrap() error { return e.Err }
 func statusError(r *rf.Reply) *Error {
 	e := &Error{Method: r.Method, URL: r.URL, Status: r.Status}
 	if body, ok := rf.ParseError(r.Body); ok {
-		e.MessageID, e.Message = body.Code, body.Message
-		if len(body.Info) > 0 {
-			m := body.Info[0]
-			e.MessageID = cmp.Or(m.MessageID, e.MessageID)
-			e.Message = cmp.Or(m.Message, e.Message)
-		}
+		e.MessageID, e.Message = body.Headline()
 	} else {
 		e.Message = rf.QuoteBody(r.Body)
 	}

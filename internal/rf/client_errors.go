@@ -1,6 +1,7 @@
 package rf
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -36,6 +37,17 @@ func ParseError(body []byte) (b ErrorBody, ok bool) {
 		return ErrorBody{}, false
 	}
 	return ErrorBody{Code: doc.Error.Code, Message: doc.Error.Message, Info: doc.Error.Info}, true
+}
+
+// Headline is what an error names the answer by: the first
+// @Message.ExtendedInfo entry's MessageId and Message, each else the
+// error's code and message.
+func (b ErrorBody) Headline() (messageID, message string) {
+	messageID, message = b.Code, b.Message
+	if len(b.Info) > 0 {
+		messageID, message = cmp.Or(b.Info[0].MessageID, messageID), cmp.Or(b.Info[0].Message, message)
+	}
+	return messageID, message
 }
 
 // ErrorText is the text of an error about an answer: head ("GET URL: 404

@@ -322,3 +322,22 @@ func TestSession(t *testing.T) {
 		t.Errorf("Session of an answer without them = %q, %q", tok, loc)
 	}
 }
+
+func TestHeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		body     ErrorBody
+		id, text string
+	}{
+		{"code only", ErrorBody{Code: "Base.1.22.GeneralError", Message: "m"}, "Base.1.22.GeneralError", "m"},
+		{"first entry", ErrorBody{Code: "c", Message: "m", Info: []Message{{MessageID: "a", Message: "x"}, {MessageID: "b", Message: "y"}}}, "a", "x"},
+		{"entry without id", ErrorBody{Code: "c", Message: "m", Info: []Message{{Message: "x"}}}, "c", "x"},
+		{"entry without message", ErrorBody{Code: "c", Message: "m", Info: []Message{{MessageID: "a"}}}, "a", "m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if id, text := tc.body.Headline(); id != tc.id || text != tc.text {
+				t.Errorf("Headline = %q, %q; want %q, %q", id, text, tc.id, tc.text)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package discover
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -161,10 +160,7 @@ func statusError(r *rf.Reply) error {
 	if !ok {
 		return errors.New(head)
 	}
-	id, msg := b.Code, b.Message
-	if len(b.Info) > 0 {
-		id, msg = cmp.Or(b.Info[0].MessageID, id), cmp.Or(b.Info[0].Message, msg)
-	}
+	id, msg := b.Headline()
 	return errors.New(rf.ErrorText(head, id, msg))
 }
 

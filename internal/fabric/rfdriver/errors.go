@@ -31,11 +31,8 @@ func (e *Error) Unwrap() error { return e.mapped }
 func statusError(r *rf.Reply) *Error {
 	e := &Error{Method: r.Method, URL: r.URL, Status: r.Status}
 	if body, ok := rf.ParseError(r.Body); ok {
-		e.MessageID, e.Message = body.Code, body.Message
+		e.MessageID, e.Message = body.Headline()
 		for i, m := range body.Info {
-			if i == 0 && m.MessageID != "" {
-				e.MessageID, e.Message = m.MessageID, cmp.Or(m.Message, e.Message)
-			}
 			// A fabric refusal may follow a Base message (the property
 			// that was wrong): the first entry that maps wins.
 			if mapped := rf.FabricErrors[m.MessageID]; mapped != nil && e.mapped == nil {
