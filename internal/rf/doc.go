@@ -7,16 +7,29 @@
 //
 // The server side is the DMTF Base registry's messages for the errors every
 // Redfish service answers (Problem), the strict decoding of request bodies
-// that produces them (Decode), and OData references and collections. Each
-// service wraps a Problem into its own error type and renders its own error
-// body.
+// that produces them (Decode), OData references and collections, and the
+// framework both services run their routes in (server.go): routes as
+// literal "METHOD /path" patterns each with its Privilege, registered on a
+// Mux that answers 404 and 405 with Allow; the body limit and the drain
+// before a 413 (LimitBody); panic recovery that logs and shows nothing
+// (Recover); the Redfish error body of one or more messages
+// (ErrorDocument, WriteError); the Recorder that keeps an answer for
+// later; task monitors (Task, TaskList, tasks.go); If-Match comparison
+// (ETagMatches). Each service keeps its own policy in its own wrapper:
+// authentication and authorisation, audit, its error type (a Problem is
+// wrapped into it and rendered back through ErrorDocument), the OEM detail
+// of its errors. The Rackpool registry (fabric_registry.go) is how a
+// Redfish fabric manager's refusals name fabric errors, read back by the
+// redfish driver.
 //
 // The client side is what every southbound client shares of HTTP: resolving
 // the service's links, the request headers, sending a request and reading
 // its answer whole under a size limit (Send), following redirects only
-// within the service (SameHost), the statuses that say it is busy, telling
-// an untrusted certificate from other transport failures, and reading a
-// Redfish error body (its MessageId and message) into an error's text. Each
+// within the service (SameHost), logging in with a session (SessionsPath,
+// LoginBody, Reply.Session), the statuses that say it is busy, telling an
+// untrusted certificate from other transport failures, and reading a
+// Redfish error body (its MessageId and message, Headline) into an error's
+// text. Each
 // client keeps its own policy: authentication, retries and backoff, its
 // error types and the words its errors use for the service ("the BMC", "the
 // manager").

@@ -27,6 +27,12 @@
 // loopback addresses only), and credentials are then accepted over it:
 // this is a test emulator.
 //
+// The request pipeline is internal/rf's server side, as in the northbound
+// service: routes as literal patterns with their privilege (rf.Mux,
+// rf.Privilege), the body limit, 404 and 405 with Allow, panic recovery,
+// the Redfish error body and task monitors (rf.TaskList). The one account,
+// the epoch header and the transport faults are this package's.
+//
 // # Changes
 //
 // A change is a zone's POST, PATCH (Links.Endpoints replaces the
