@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -141,13 +142,15 @@ type route struct {
 	h       handlerFunc
 }
 
-// routes registers every resource family's routes: the one table.
+// routeTable is every route of the server, family by family: the one
+// table.
+var routeTable = slices.Concat(serviceRoutes, sessionRoutes, taskRoutes, fabricRoutes, zoneRoutes,
+	connectionRoutes, chassisRoutes, faultRoutes)
+
+// routes registers routeTable.
 func (s *Server) routes() {
-	for _, family := range [][]route{serviceRoutes, sessionRoutes, taskRoutes, fabricRoutes, zoneRoutes,
-		connectionRoutes, chassisRoutes, faultRoutes} {
-		for _, rt := range family {
-			s.mux.Handle(rt.pattern, s.wrap(rt))
-		}
+	for _, rt := range routeTable {
+		s.mux.Handle(rt.pattern, s.wrap(rt))
 	}
 }
 
