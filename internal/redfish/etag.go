@@ -23,7 +23,6 @@ package redfish
 // concurrent writer can still slip in, which only such a handler catches.
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -175,7 +174,8 @@ func (s *Server) internalGet(orig *http.Request, path string) (res subResponse) 
 		res.status = http.StatusNotFound
 		return res
 	}
-	cw := &captureWriter{header: res.header}
+	cw := &rf.Recorder{}
+	res.header = cw.Header()
 	rec := &statusRecorder{ResponseWriter: cw, status: http.StatusOK, srv: s, req: req, internal: true}
 	defer func() {
 		if v := recover(); v != nil {
@@ -184,18 +184,6 @@ func (s *Server) internalGet(orig *http.Request, path string) (res subResponse) 
 		}
 	}()
 	s.mux.ServeHTTP(rec, req)
-	res.status, res.body = rec.status, cw.body.Bytes()
+	res.status, res.body = rec.status, cw.Body.Bytes()
 	return res
 }
-
-// captureWriter keeps an in-process response.
-type captureWriter struct {
-	header http.Header
-	body   bytes.Buffer
-}
-
-func (c *captureWriter) Header() http.Header { return c.header }
-
-func (c *captureWriter) Write(p []byte) (int, error) { return c.body.Write(p) }
-
-func (c *captureWriter) WriteHeader(int) {} // statusRecorder keeps the status
