@@ -108,6 +108,10 @@ func translate(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	var p *rf.Problem
+	if errors.As(err, &p) {
+		return fromProblem(p)
+	}
 	if e, ok := translateLease(err); ok {
 		return e
 	}

@@ -44,7 +44,7 @@ func bodyETag(data []byte) string {
 // the handler, so of two writers sending the same If-Match exactly one
 // succeeds and the other gets 412 (the resource's ETag has changed by the
 // time it checks).
-func (s *Server) ifMatchGuard(h handlerFunc) handlerFunc {
+func (s *Server) ifMatchGuard(h rf.HandlerFunc) rf.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if list := strings.TrimSpace(strings.Join(r.Header.Values("If-Match"), ",")); list != "" && list != "*" {
 			unlock := s.lockResource(ifMatchTarget(r))

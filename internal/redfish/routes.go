@@ -37,15 +37,17 @@ var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, syste
 	configRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
 	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes, hostAgentRoutes)
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
-
-// routes registers routeTable on s's mux.
+// routes registers routeTable on s's mux, each route in the pipeline of
+// rf.Policy: admit (authentication, privileges), the body limit, serve
+// (catch-up, the audit of mutations), the If-Match check, the handler, and
+// answerError for what fails.
 func (s *Server) routes() {
+	policy := rf.Policy{Admit: s.admit, Fail: s.answerError}
 	for _, rt := range routeTable {
 		h := rt.handler
-		s.mux.Handle(rt.pattern, s.wrap(rt.pattern, rt.priv, s.ifMatchGuard(func(w http.ResponseWriter, r *http.Request) error {
+		s.mux.Handle(rt.pattern, policy.Wrap(rt.pattern, rt.priv, s.serve(rt.pattern, s.ifMatchGuard(func(w http.ResponseWriter, r *http.Request) error {
 			return h(s, w, r)
-		})))
+		}))))
 	}
 }
 

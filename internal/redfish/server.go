@@ -218,61 +218,63 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
-// wrap authenticates, authorises, audits and renders handler errors.
-// Every request but GET and HEAD, and every refused request, is audited
-// before its response is complete.
-func (s *Server) wrap(pattern string, priv rf.Privilege, h handlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		mutation := r.Method != http.MethodGet && r.Method != http.MethodHead
-		info := &auditInfo{action: pattern}
-		var p tenancy.Principal
-		if priv != public {
-			var err error
-			p, err = s.authenticate(r)
-			if errors.Is(err, errCredentialsOverHTTP) {
-				s.denied(r, p, err.Error())
-				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, "")
-				writeError(w, errInsecure(r.URL.Path))
-				return
-			}
-			if err != nil {
-				s.denied(r, p, err.Error())
-				s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
-				e := errNoSession()
-				e.noBasic = sessionClient(r)
-				writeError(w, e)
-				return
-			}
-			if !p.Has(string(priv)) {
-				s.denied(r, p, "missing privilege "+string(priv))
-				s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + string(priv)}, "")
-				writeError(w, errPrivilege())
-				return
-			}
+// admit is the northbound rf.Policy.Admit: it authenticates (over TLS
+// only) and checks the route's privilege against the account's roles.
+// Every refusal is logged and audited before it is answered. An admitted
+// request carries its principal and its audit notes.
+func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*http.Request, error) {
+	var p tenancy.Principal
+	if priv != public {
+		var err error
+		p, err = s.authenticate(r)
+		if errors.Is(err, errCredentialsOverHTTP) {
+			s.denied(r, p, err.Error())
+			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, "")
+			return r, errInsecure(r.URL.Path)
 		}
-		r = r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, info))
-		body := r.Body
-		if r.ContentLength > MaxBody && mutation {
-			s.auditRequest(r, p, pattern, http.StatusRequestEntityTooLarge, info, "")
+		if err != nil {
+			s.denied(r, p, err.Error())
+			s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
+			e := errNoSession()
+			e.noBasic = sessionClient(r)
+			return r, e
 		}
-		if tooLarge := rf.LimitBody(w, r, MaxBody); tooLarge != nil {
-			writeError(w, fromProblem(tooLarge))
-			return
+		if !p.Has(string(priv)) {
+			s.denied(r, p, "missing privilege "+string(priv))
+			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + string(priv)}, "")
+			return r, errPrivilege()
 		}
-		if !mutation {
-			// At one of several active replicas a read first sees what
-			// the others acknowledged (docs/ha.md, "Reads").
-			err := s.mgr.CatchUp(r.Context())
-			if err == nil {
-				err = h(w, r)
+	}
+	return r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, &auditInfo{action: pattern})), nil
+}
+
+// answerError is the northbound rf.Policy.Fail: the Redfish error of err
+// (fail: a 5xx tells only the request ID). A body refused as too large
+// before a mutation's handler ran is audited first; every other error of
+// a mutation is the handler's, audited by serve.
+func (s *Server) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.fail(r, err)
+	if info, ok := r.Context().Value(auditKey{}).(*auditInfo); ok && e.status == http.StatusRequestEntityTooLarge && isMutation(r) {
+		s.auditRequest(r, principal(r), info.action, e.status, info, "")
+	}
+	writeError(w, e)
+}
+
+func isMutation(r *http.Request) bool {
+	return r.Method != http.MethodGet && r.Method != http.MethodHead
+}
+
+// serve runs an admitted request's handler. A read first catches up with
+// what other active replicas acknowledged (docs/ha.md, "Reads"). A
+// mutation's answer is held until its audit entry is durable.
+func (s *Server) serve(pattern string, h rf.HandlerFunc) rf.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if !isMutation(r) {
+			if err := s.mgr.CatchUp(r.Context()); err != nil {
+				return err
 			}
-			if err != nil {
-				writeError(w, s.fail(r, err))
-			}
-			return
+			return h(w, r)
 		}
-		// Mutations: hold the response until the audit entry is durable.
 		rec := &rf.Recorder{}
 		errID := ""
 		if err := h(rec, r); err != nil {
@@ -281,11 +283,13 @@ func (s *Server) wrap(pattern string, priv rf.Privilege, h handlerFunc) http.Han
 			writeError(rec, e)
 		}
 		if rec.Status == http.StatusRequestEntityTooLarge {
-			rf.DrainOversized(rec, body)
+			rf.DrainOversized(rec, r.Body)
 		}
-		s.auditRequest(r, p, pattern, cmp.Or(rec.Status, http.StatusOK), info, errID)
+		info, _ := r.Context().Value(auditKey{}).(*auditInfo)
+		s.auditRequest(r, principal(r), pattern, cmp.Or(rec.Status, http.StatusOK), info, errID)
 		rec.Replay(w)
-	})
+		return nil
+	}
 }
 
 // errCredentialsOverHTTP is authenticate's answer to credentials on a

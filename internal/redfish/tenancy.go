@@ -79,7 +79,7 @@ func (s *Server) quotaOf(r *http.Request) (compose.Quota, []store.ObjectRef) {
 
 // hide refuses r a resource that exists but belongs to another tenant: the
 // answer is the same 404 as for a resource that does not exist, and the
-// attempt is audited as denied (a mutation is audited by wrap; a read is
+// attempt is audited as denied (a mutation is audited by serve; a read is
 // audited here, since reads are otherwise not).
 func (s *Server) hide(r *http.Request, kind, id string) *apiError {
 	p := principal(r)

@@ -10,15 +10,17 @@
 // that produces them (Decode), OData references and collections, and the
 // framework both services run their routes in (server.go): routes as
 // literal "METHOD /path" patterns each with its Privilege, registered on a
-// Mux that answers 404 and 405 with Allow; the body limit and the drain
-// before a 413 (LimitBody); panic recovery that logs and shows nothing
-// (Recover); the Redfish error body of one or more messages
+// Mux that answers 404 and 405 with Allow; each route's pipeline
+// (Policy.Wrap: admission, the body limit and the drain before a 413,
+// the handler, the error answer); panic recovery that logs and shows
+// nothing (Recover); the Redfish error body of one or more messages
 // (ErrorDocument, WriteError); the Recorder that keeps an answer for
 // later; task monitors (Task, TaskList, tasks.go); If-Match comparison
-// (ETagMatches). Each service keeps its own policy in its own wrapper:
-// authentication and authorisation, audit, its error type (a Problem is
-// wrapped into it and rendered back through ErrorDocument), the OEM detail
-// of its errors. The Rackpool registry (fabric_registry.go) is how a
+// (ETagMatches). Each service keeps its own policy in its Policy:
+// authentication and authorisation (Admit), its error type and the OEM
+// detail of its errors (Fail: a Problem is wrapped into the service's
+// error and rendered back through ErrorDocument); the northbound service
+// adds its audit around the handler. The Rackpool registry (fabric_registry.go) is how a
 // Redfish fabric manager's refusals name fabric errors, read back by the
 // redfish driver.
 //

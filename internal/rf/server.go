@@ -14,12 +14,13 @@ import (
 // The server side's request pipeline, the part every Redfish service
 // runs the same way. A service declares its routes as literal
 // "METHOD /path" patterns, each beside the Privilege it requires and its
-// handler (grep a URL to find both), registers them on a Mux through its
-// own wrapper, and in that wrapper authenticates by its own policy, limits
-// the body (LimitBody) and renders a handler's error as the Redfish error
-// body (WriteError). Its ServeHTTP recovers panics (Recover), serves
-// "/path/" as "/path" (TrimSlash) and answers what no route matches
-// (Mux.Unmatched).
+// handler (grep a URL to find both), and registers them on a Mux, each
+// wrapped by its Policy (Policy.Wrap): the service's own authentication
+// and authorisation first (Admit), then the body limit (LimitBody), then
+// the handler, and its own rendering of whatever error comes of them as
+// the Redfish error body (Fail, ending in WriteError). Its ServeHTTP
+// recovers panics (Recover), serves "/path/" as "/path" (TrimSlash) and
+// answers what no route matches (Mux.Unmatched).
 
 // Privilege is what a route requires: Public (nothing), or the name of a
 // Redfish privilege (DSP0266 "Privilege model"), or of an OEM one.
@@ -47,8 +48,16 @@ const MaxDiscard = 16 * MaxBody
 
 // DrainOversized reads and discards what is left of an oversized body, up
 // to MaxDiscard, and marks the answer Connection: close (the rest of a
-// larger body is not read).
+// larger body is not read). A body under LimitBody's limit is drained
+// from beneath the limit. An answer already marked so has been drained:
+// it does nothing.
 func DrainOversized(w http.ResponseWriter, body io.Reader) {
+	if w.Header().Get("Connection") == "close" {
+		return
+	}
+	if lb, ok := body.(*limitedBody); ok {
+		body = lb.raw
+	}
 	_, _ = io.CopyN(io.Discard, body, MaxDiscard)
 	w.Header().Set("Connection", "close")
 }
@@ -63,8 +72,55 @@ func LimitBody(w http.ResponseWriter, r *http.Request, limit int64) *Problem {
 		DrainOversized(w, r.Body)
 		return TooLarge(limit)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), raw: r.Body}
 	return nil
+}
+
+// limitedBody is a body under LimitBody's limit, with the body beneath
+// it: what DrainOversized reads once the limit is hit.
+type limitedBody struct {
+	io.ReadCloser
+	raw io.Reader
+}
+
+// HandlerFunc is a route's handler: it answers r, or returns the error to
+// answer.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Policy is a service's own part of its routes' pipeline.
+type Policy struct {
+	// Admit decides on r for the route of pattern, which requires priv,
+	// before any of its body is read: it authenticates and authorises
+	// (for a Public route it may still read what r carries), and returns
+	// the request to serve (with what it learnt in its context), or the
+	// error to answer.
+	Admit func(r *http.Request, pattern string, priv Privilege) (*http.Request, error)
+	// Fail answers err in the service's error shape: Admit's error, the
+	// body limit's *Problem (TooLarge; the body is drained already), or
+	// a handler's error. It never shows the client internal detail.
+	Fail func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Wrap is the pipeline of one route: Cache-Control: no-cache (an answer
+// depends on who asks), Admit, the body bounded by MaxBody, then h; any
+// error on the way is answered by Fail.
+func (p Policy) Wrap(pattern string, priv Privilege, h HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		admitted, err := p.Admit(r, pattern, priv)
+		if err != nil {
+			p.Fail(w, r, err)
+			return
+		}
+		r = admitted
+		if tooLarge := LimitBody(w, r, MaxBody); tooLarge != nil {
+			p.Fail(w, r, tooLarge)
+			return
+		}
+		if err := h(w, r); err != nil {
+			p.Fail(w, r, err)
+		}
+	})
 }
 
 // Mux is an http.ServeMux of literal "METHOD /path" patterns that answers

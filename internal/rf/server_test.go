@@ -2,7 +2,10 @@ package rf
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -76,6 +79,12 @@ func TestLimitBody(t *testing.T) {
 	var v map[string]any
 	if p, ok := Decode(r, &v, 10).(*Problem); !ok || p.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("decoding past the limit: %v", p)
+	}
+	// What the handler did not read is drained from beneath the limit.
+	raw := r.Body.(*limitedBody).raw.(io.ReadCloser)
+	DrainOversized(w, r.Body)
+	if n, _ := raw.Read(make([]byte, 1)); n != 0 || w.Header().Get("Connection") != "close" {
+		t.Errorf("the body was not drained (Connection %q)", w.Header().Get("Connection"))
 	}
 }
 
@@ -171,5 +180,85 @@ func TestRecorder(t *testing.T) {
 		if w.Code != tc.want {
 			t.Errorf("replayed %d, want %d", w.Code, tc.want)
 		}
+	}
+}
+
+func TestPolicyWrap(t *testing.T) {
+	type key struct{}
+	var failed []error
+	p := Policy{
+		Admit: func(r *http.Request, pattern string, priv Privilege) (*http.Request, error) {
+			if priv != Public && r.Header.Get("X-Auth-Token") != "tok" {
+				return r, New(http.StatusUnauthorized, Registry+"NoValidSession", "no session")
+			}
+			return r.WithContext(context.WithValue(r.Context(), key{}, pattern)), nil
+		},
+		Fail: func(w http.ResponseWriter, r *http.Request, err error) {
+			failed = append(failed, err)
+			var p *Problem
+			if !errors.As(err, &p) {
+				p = New(http.StatusInternalServerError, Registry+"InternalError", "internal")
+			}
+			WriteError(w, p)
+		},
+	}
+	var got []string
+	h := p.Wrap("POST /redfish/v1/Things", Login, func(w http.ResponseWriter, r *http.Request) error {
+		got = append(got, r.Context().Value(key{}).(string))
+		var v map[string]any
+		if err := Decode(r, &v, MaxBody); err != nil {
+			return err
+		}
+		if v["fail"] == true {
+			return errors.New("secret")
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+	for _, tc := range []struct {
+		name, token, body string
+		length            int64
+		status            int
+	}{
+		{"refused", "", `{}`, -1, http.StatusUnauthorized},
+		{"served", "tok", `{}`, -1, http.StatusNoContent},
+		{"handler error", "tok", `{"fail": true}`, -1, http.StatusInternalServerError},
+		{"announced too large", "tok", `{}`, MaxBody + 1, http.StatusRequestEntityTooLarge},
+		{"found too large", "tok", `{"x": "` + strings.Repeat("y", MaxBody) + `"}`, -1, http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			failed, got = nil, nil
+			r := httptest.NewRequest("POST", "/redfish/v1/Things", strings.NewReader(tc.body))
+			r.ContentLength = tc.length
+			r.Header.Set("X-Auth-Token", tc.token)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.status || w.Header().Get("Cache-Control") != "no-cache" {
+				t.Fatalf("%d, Cache-Control %q; want %d", w.Code, w.Header().Get("Cache-Control"), tc.status)
+			}
+			if served := len(got) > 0; served != (tc.status != http.StatusUnauthorized && tc.length < 0) {
+				t.Errorf("handler ran: %v", served)
+			}
+			if (tc.status >= 400) != (len(failed) == 1) {
+				t.Errorf("Fail called with %v", failed)
+			}
+			if strings.Contains(w.Body.String(), "secret") {
+				t.Errorf("internal detail answered: %s", w.Body)
+			}
+		})
+	}
+}
+
+func TestDrainOversizedOnce(t *testing.T) {
+	w := httptest.NewRecorder()
+	body := strings.NewReader(strings.Repeat("x", 100))
+	DrainOversized(w, body)
+	if body.Len() != 0 || w.Header().Get("Connection") != "close" {
+		t.Fatalf("left %d bytes, Connection %q", body.Len(), w.Header().Get("Connection"))
+	}
+	rest := strings.NewReader("more")
+	DrainOversized(w, rest)
+	if rest.Len() != 4 {
+		t.Error("drained a second time")
 	}
 }

@@ -29,9 +29,10 @@
 //
 // The request pipeline is internal/rf's server side, as in the northbound
 // service: routes as literal patterns with their privilege (rf.Mux,
-// rf.Privilege), the body limit, 404 and 405 with Allow, panic recovery,
-// the Redfish error body and task monitors (rf.TaskList). The one account,
-// the epoch header and the transport faults are this package's.
+// rf.Privilege), each wrapped by rf.Policy (admit, the body limit, the
+// handler, fail), 404 and 405 with Allow, panic recovery, the Redfish
+// error body and task monitors (rf.TaskList). The one account, the epoch
+// header (admit) and the transport faults are this package's.
 //
 // # Changes
 //

@@ -147,10 +147,12 @@ type route struct {
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, taskRoutes, fabricRoutes, zoneRoutes,
 	connectionRoutes, chassisRoutes, faultRoutes)
 
-// routes registers routeTable.
+// routes registers routeTable, each route in the pipeline of rf.Policy.
 func (s *Server) routes() {
+	policy := rf.Policy{Admit: s.admit, Fail: s.fail}
 	for _, rt := range routeTable {
-		s.mux.Handle(rt.pattern, s.wrap(rt))
+		h := rt.h
+		s.mux.Handle(rt.pattern, policy.Wrap(rt.pattern, rt.priv, func(w http.ResponseWriter, r *http.Request) error { return h(s, w, r) }))
 	}
 }
 
@@ -171,46 +173,46 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type userKey struct{}
 
-// wrap authenticates, bounds the body and renders handler errors.
-func (s *Server) wrap(rt route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		if rt.priv != public {
-			user, err := s.authenticate(r)
-			if err != nil {
-				s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
-				writeError(w, errNoSession())
-				return
-			}
-			r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
-		}
-		// The sender's leadership epoch (docs/ha.md), for the fabric's
-		// fence: every change this request makes carries it.
-		epoch, err := fabric.ParseEpoch(r.Header.Get(fabric.EpochHeader))
+// admit is the fabric manager's rf.Policy.Admit: the one account (a
+// session or Basic credentials) on every route but the public ones, and on
+// every route the sender's leadership epoch (docs/ha.md) for the fabric's
+// fence: every change the request makes carries it.
+func (s *Server) admit(r *http.Request, _ string, priv rf.Privilege) (*http.Request, error) {
+	if priv != public {
+		user, err := s.authenticate(r)
 		if err != nil {
-			writeError(w, newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
-				fmt.Sprintf("The header '%s' is invalid.", fabric.EpochHeader), fabric.EpochHeader))
-			return
+			s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "reason", err)
+			return r, errNoSession()
 		}
-		r = r.WithContext(fabric.WithEpoch(r.Context(), epoch))
-		if p := rf.LimitBody(w, r, rf.MaxBody); p != nil {
-			writeError(w, fromProblem(p))
-			return
-		}
-		if err := rt.h(s, w, r); err != nil {
-			var ae *apiError
-			if !errors.As(err, &ae) {
-				ae = errInternal(err)
-			}
-			if ae.status >= 500 {
-				s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
-			}
-			if ae.status == http.StatusRequestEntityTooLarge {
-				rf.DrainOversized(w, r.Body)
-			}
-			writeError(w, ae)
-		}
-	})
+		r = r.WithContext(context.WithValue(r.Context(), userKey{}, user))
+	}
+	epoch, err := fabric.ParseEpoch(r.Header.Get(fabric.EpochHeader))
+	if err != nil {
+		return r, newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
+			fmt.Sprintf("The header '%s' is invalid.", fabric.EpochHeader), fabric.EpochHeader)
+	}
+	return r.WithContext(fabric.WithEpoch(r.Context(), epoch)), nil
+}
+
+// fail is the fabric manager's rf.Policy.Fail: an *apiError or a Base
+// registry problem as it is, anything else 500 (logged).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	var p *rf.Problem
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &p):
+		ae = fromProblem(p)
+	default:
+		ae = errInternal(err)
+	}
+	if ae.status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
+	}
+	if ae.status == http.StatusRequestEntityTooLarge {
+		rf.DrainOversized(w, r.Body)
+	}
+	writeError(w, ae)
 }
 
 // authenticate accepts an X-Auth-Token session or Basic credentials of
