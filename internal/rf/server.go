@@ -23,17 +23,14 @@ import (
 // answers what no route matches (Mux.Unmatched).
 
 // Privilege is what a route requires: Public (nothing), or the name of a
-// Redfish privilege (DSP0266 "Privilege model"), or of an OEM one.
+// Redfish privilege (DSP0266 "Privilege model": Login, ConfigureComponents,
+// ConfigureManager, ConfigureUsers, ConfigureSelf) or of an OEM one. A
+// service with roles names them as its roles grant them.
 type Privilege string
 
-// The privileges of the Redfish privilege registry that routes require.
 const (
-	Public              Privilege = ""                    // no authentication
-	Login               Privilege = "Login"               // any authenticated account
-	ConfigureComponents Privilege = "ConfigureComponents" // change the resources a service manages
-	ConfigureUsers      Privilege = "ConfigureUsers"      // accounts
-	ConfigureManager    Privilege = "ConfigureManager"    // the service itself
-	ConfigureSelf       Privilege = "ConfigureSelf"       // one's own account and sessions
+	Public Privilege = ""      // no authentication
+	Login  Privilege = "Login" // any authenticated account
 )
 
 // MaxBody is the largest request body a service accepts (413 beyond it).
