@@ -27,7 +27,6 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
-	"sync"
 
 	"rackpool/internal/rf"
 )
@@ -47,7 +46,10 @@ func bodyETag(data []byte) string {
 func (s *Server) ifMatchGuard(h rf.HandlerFunc) rf.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if list := strings.TrimSpace(strings.Join(r.Header.Values("If-Match"), ",")); list != "" && list != "*" {
-			unlock := s.lockResource(ifMatchTarget(r))
+			unlock, err := s.resLocks.Lock(r.Context(), ifMatchTarget(r))
+			if err != nil {
+				return err // the client went away while it waited
+			}
 			defer unlock()
 		}
 		if e := s.checkIfMatch(r); e != nil {
@@ -64,42 +66,6 @@ func ifMatchTarget(r *http.Request) string {
 		return r.URL.Path[:i]
 	}
 	return r.URL.Path
-}
-
-// resourceLocks serialise conditional writers per resource path.
-type resourceLocks struct {
-	mu    sync.Mutex
-	locks map[string]*resourceLock
-}
-
-type resourceLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-// lockResource locks path and returns the unlock function. Entries are
-// dropped when no request holds or waits for them.
-func (s *Server) lockResource(path string) func() {
-	s.resLocks.mu.Lock()
-	if s.resLocks.locks == nil {
-		s.resLocks.locks = map[string]*resourceLock{}
-	}
-	l := s.resLocks.locks[path]
-	if l == nil {
-		l = &resourceLock{}
-		s.resLocks.locks[path] = l
-	}
-	l.users++
-	s.resLocks.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		s.resLocks.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(s.resLocks.locks, path)
-		}
-		s.resLocks.mu.Unlock()
-	}
 }
 
 // checkIfMatch compares If-Match with the ETag of the resource r changes.

@@ -59,7 +59,7 @@ type Server struct {
 	asyncThreshold time.Duration
 	broker         *hostagent.Broker
 	tasks          rf.TaskList[*task]
-	resLocks       resourceLocks
+	resLocks       rf.Locks          // conditional writers, per resource path (etag.go)
 	leases         *lease.Manager    // nil: no memory service
 	drives         *drive.Manager    // nil: no pooled drives
 	healthSrc      HealthSource      // nil: ask the fabric

@@ -16,7 +16,7 @@
 // nothing (Recover); the Redfish error body of one or more messages
 // (ErrorDocument, WriteError); the Recorder that keeps an answer for
 // later; task monitors (Task, TaskList, tasks.go); If-Match comparison
-// (ETagMatches). Each service keeps its own policy in its Policy:
+// and the per-key lock a conditional change holds (ETagMatches, Locks). Each service keeps its own policy in its Policy:
 // authentication and authorisation (Admit), its error type and the OEM
 // detail of its errors (Fail: a Problem is wrapped into the service's
 // error and rendered back through ErrorDocument); the northbound service

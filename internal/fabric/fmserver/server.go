@@ -286,18 +286,10 @@ func statusOK(health fabric.Health) map[string]string {
 
 // portLocks serialise the changes of one host port: a zone's or a
 // connection's If-Match check, its change and the change's modelled time
-// all happen under the port's lock, so of two writers with the same ETag
-// exactly one wins. A lock may be released by another goroutine (the
-// background change of a task).
-type portLocks struct {
-	mu    sync.Mutex
-	locks map[string]*portLock
-}
-
-type portLock struct {
-	held  chan struct{} // holds a token while the port is locked
-	users int           // holders and waiters
-}
+// all happen under the port's lock (rf.Locks), so of two writers with the
+// same ETag exactly one wins. A lock may be released by another goroutine
+// (the background change of a task).
+type portLocks struct{ rf.Locks }
 
 // maxLockWait bounds how long a change waits for the change before it on
 // the same host port (whose modelled time may be long on the wall clock)
@@ -310,40 +302,14 @@ var maxLockWait = 10 * time.Second
 // the port stays as it was. A handler therefore never waits on a port
 // without a deadline, and a server's Close never waits on one.
 func (p *portLocks) lock(ctx context.Context, key string) (func(), error) {
-	p.mu.Lock()
-	if p.locks == nil {
-		p.locks = map[string]*portLock{}
-	}
-	l := p.locks[key]
-	if l == nil {
-		l = &portLock{held: make(chan struct{}, 1)}
-		p.locks[key] = l
-	}
-	l.users++
-	p.mu.Unlock()
-	release := func() {
-		p.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(p.locks, key)
-		}
-		p.mu.Unlock()
-	}
-	timer := time.NewTimer(maxLockWait)
-	defer timer.Stop()
-	select {
-	case l.held <- struct{}{}:
-	case <-ctx.Done():
-		release()
+	wait, cancel := context.WithTimeout(ctx, maxLockWait)
+	defer cancel()
+	unlock, err := p.Lock(wait, key)
+	switch {
+	case err == nil:
+		return unlock, nil
+	case ctx.Err() != nil:
 		return nil, errPortLocked(key, fmt.Errorf("the request ended first: %w", ctx.Err()))
-	case <-timer.C:
-		release()
-		return nil, errPortLocked(key, fmt.Errorf("it did not end within %s", maxLockWait))
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			<-l.held
-			release()
-		})
-	}, nil
+	return nil, errPortLocked(key, fmt.Errorf("it did not end within %s", maxLockWait))
 }
