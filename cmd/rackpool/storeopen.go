@@ -149,49 +149,37 @@ func holding(held *atomic.Pointer[postgres.Leadership]) bool {
 	}
 }
 
-// Settings naming the topology the serving replica uses.
-const (
-	topologyDigestKey = "topology/digest"
-	topologyNameKey   = "topology/name"
-)
-
 // sameTopology refuses a replica whose topology is not the one the
 // database was last served with.
 func sameTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string) error {
-	stored, ok, err := st.Setting(ctx, topologyDigestKey)
-	if err != nil || !ok || stored == digest {
-		return err
-	}
-	name, _, _ := st.Setting(ctx, topologyNameKey)
-	return fmt.Errorf("--topology: this replica's topology %q (digest %s) is not the one the database is served with, %q (digest %s): replicas of one database must describe the same datacenter",
-		top.Name, digest, name, stored)
-}
-
-// recordTopology records the leader's topology. A standby refuses to take
-// over with another one; a replica that leads on its own takes the
-// topology as changed (an operator edited it) and records it: the
-// composition manager then refuses stored compositions it cannot hold.
-func recordTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string, standby bool, log *slog.Logger) error {
-	stored, ok, err := st.Setting(ctx, topologyDigestKey)
-	if err != nil {
-		return fmt.Errorf("--store: read the topology digest: %w", err)
-	}
-	if ok && stored == digest {
-		return nil
-	}
-	if ok && standby {
-		return sameTopology(ctx, st, top, digest)
-	}
-	if ok {
-		log.Warn("the topology differs from the one this database was last served with", "topology", top.Name, "digest", digest, "was", stored)
-	}
-	if err := st.PutSetting(ctx, topologyNameKey, top.Name); err != nil {
-		return fmt.Errorf("--store: record the topology: %w", err)
-	}
-	if err := st.PutSetting(ctx, topologyDigestKey, digest); err != nil {
-		return fmt.Errorf("--store: record the topology: %w", err)
+	if err := store.CheckTopology(ctx, st, top.Name, digest); err != nil {
+		return topologyError(err)
 	}
 	return nil
+}
+
+// recordTopology records the leader's topology (store.RecordTopology): a
+// standby refuses to take over with another one, a replica that leads on
+// its own records the change.
+func recordTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string, standby bool, log *slog.Logger) error {
+	was, err := store.RecordTopology(ctx, st, top.Name, digest, standby)
+	if err != nil {
+		return topologyError(err)
+	}
+	if was != "" {
+		log.Warn("the topology differs from the one this database was last served with", "topology", top.Name, "digest", digest, "was", was)
+	}
+	return nil
+}
+
+// topologyError names the flag an error about the recorded topology
+// concerns.
+func topologyError(err error) error {
+	var m *store.TopologyMismatch
+	if errors.As(err, &m) {
+		return fmt.Errorf("--topology: %w", err)
+	}
+	return fmt.Errorf("--store: %w", err)
 }
 
 // serveRole is the leadership role of the replica serving a database.
