@@ -58,7 +58,7 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, cmd.CommandPath()+": "+err.Error()+tlsHint(err))
-	return exitFailure
+	return exitStatus(err)
 }
 
 // execute runs one command line as run does and returns the verb's error

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -167,12 +168,12 @@ func runServe(args []string) error {
 	catchUp := opened.check
 	driveEpoch := epoch
 	if act != nil {
-		head, err := act.pg.Head(ctx)
+		head, err := opened.pg.Head(ctx)
 		if err != nil {
 			return fmt.Errorf("--store: %w", err)
 		}
-		follower = replica.New(act.pg, head, log)
-		catchUp, driveEpoch = follower.CatchUp, act.leaderEpoch
+		follower = replica.New(opened.pg, head, log)
+		catchUp, driveEpoch = follower.CatchUp, act.LeaderEpoch
 	}
 	auth, generated, err := tenancy.Open(ctx, st, tenancy.Options{IdleTimeout: 30 * time.Minute, MaxSessions: *maxSessions, AdminPassword: os.Getenv("RACKPOOL_ADMIN_PASSWORD"), CatchUp: catchUp})
 	if err != nil {
@@ -314,7 +315,7 @@ func runServe(args []string) error {
 	}
 	handler := ui.Mount(api)
 	if act != nil {
-		handler = redfish.Forward(handler, act.tag, act)
+		handler = redfish.Forward(handler, act.Tag(), peers{act})
 		url := *advertise
 		if url == "" {
 			host, _, _ := net.SplitHostPort(*addr)
@@ -327,7 +328,7 @@ func runServe(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--advertise: %w", err)
 		}
-		if err := act.advertise(ctx, url, ca); err != nil {
+		if err := act.Advertise(ctx, url, ca); err != nil {
 			return err
 		}
 		// A leader that another replica's write to its subsystems'
@@ -350,7 +351,7 @@ func runServe(args []string) error {
 				})
 			}
 		}
-		go act.runLeader(bg, func(lctx context.Context) error {
+		go act.RunLeader(bg, func(lctx context.Context) error {
 			leading.Store(true)
 			go func() {
 				<-lctx.Done()
@@ -377,8 +378,8 @@ func runServe(args []string) error {
 			}()
 			singletons(lctx)
 			go everySecond(lctx, mgr.Expire)
-			go act.pg.PruneLoop(lctx, time.Minute, postgres.ChangeRetention, log)
-			go act.evictLoop(lctx, mgr)
+			go opened.pg.PruneLoop(lctx, time.Minute, postgres.ChangeRetention, log)
+			go act.EvictLoop(lctx, mgr)
 			return nil
 		})
 	}
@@ -409,6 +410,9 @@ func runServe(args []string) error {
 		if !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
+	case err := <-opened.deposed:
+		srv.Close()
+		return err
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -438,19 +442,33 @@ func everySecond(ctx context.Context, fn func(context.Context)) {
 }
 
 // replicaName is an active replica's membership, "" without --active.
-func replicaName(a *active) string {
+func replicaName(a *replica.Active) string {
 	if a == nil {
 		return ""
 	}
-	return a.member
+	return a.Member()
 }
 
 // taskPrefix begins an active replica's task IDs.
-func taskPrefix(a *active) string {
+func taskPrefix(a *replica.Active) string {
 	if a == nil {
 		return ""
 	}
-	return a.tag + "-"
+	return a.Tag() + "-"
+}
+
+// exitDeposed is the exit status of a replica whose place another took
+// (docs/ha.md: restart it as a standby).
+const exitDeposed = 3
+
+// exitStatus is the status rackpool exits with after a verb's error err:
+// exitDeposed when another replica took this one's place, else
+// exitFailure.
+func exitStatus(err error) int {
+	if errors.Is(err, replica.ErrDeposed) {
+		return exitDeposed
+	}
+	return exitFailure
 }
 
 // importAllocation applies an export file at start-up.
@@ -496,4 +514,36 @@ func lockData(dir string) (func(), error) {
 	_, _ = f.WriteAt(owner, 0) // then cut: a reader never sees it empty
 	_ = f.Truncate(int64(len(owner)))
 	return func() { f.Close() }, nil
+}
+
+// advertisedCA is the PEM of the certificate authority this replica's
+// certificate chains to: the service's own CA, or the top of the
+// operator's chain; nil for plain HTTP.
+func advertisedCA(certs *certSource, ownCA bool, data string) ([]byte, error) {
+	if certs == nil {
+		return nil, nil
+	}
+	if ownCA {
+		return os.ReadFile(filepath.Join(data, "tls", "ca.pem"))
+	}
+	c := certs.cur.Load()
+	if c == nil || len(c.Certificate) == 0 {
+		return nil, errors.New("no certificate is served")
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[len(c.Certificate)-1]}), nil
+}
+
+// peers tells redfish.Forward where an active replica's peers are.
+type peers struct{ a *replica.Active }
+
+var _ redfish.Peers = peers{}
+
+func (p peers) Leader(ctx context.Context) (redfish.Peer, bool, error) {
+	r, self, err := p.a.Leader(ctx)
+	return redfish.Peer(r), self, err
+}
+
+func (p peers) Replica(ctx context.Context, tag string) (redfish.Peer, bool, error) {
+	r, ok, err := p.a.Replica(ctx, tag)
+	return redfish.Peer(r), ok, err
 }

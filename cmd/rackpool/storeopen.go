@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"rackpool/internal/fabric"
+	"rackpool/internal/replica"
 	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/sqlite"
@@ -50,11 +50,11 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 				return nil, err
 			}
 			release := func() {
-				a.release()
+				a.Release()
 				st.Close()
 			}
-			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.tag + ")", release: release, epoch: a.epoch, act: a,
-				serving: func() bool { return holding(&a.held) }}, nil
+			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.Tag() + ")", release: release, epoch: a.Epoch, act: a,
+				serving: a.Serving, deposed: a.Deposed()}, nil
 		}
 		digest := topology.Digest(top)
 		if standby {
@@ -67,7 +67,7 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 		}
 		host, _ := os.Hostname()
 		who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
-		lead, err := st.Lead(ctx, serveRole, who, postgres.LeadOptions{Wait: standby, OnWait: func(leader string) {
+		lead, err := st.Lead(ctx, replica.ServeRole, who, postgres.LeadOptions{Wait: standby, OnWait: func(leader string) {
 			log.Info("standby: another replica serves this database; waiting to take over", "leader", leader, "store", postgres.Redact(spec))
 		}})
 		if err != nil {
@@ -84,32 +84,22 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 			return nil, err
 		}
 		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
-		var held atomic.Pointer[postgres.Leadership]
-		held.Store(lead)
-		go keepLead(st, &held, serveRole, postgres.LeadOptions{}, who, spec, log)
+		held := replica.Keep(st, lead, replica.LeadOptions{Role: replica.ServeRole, Who: who, Store: postgres.Redact(spec), Logger: log})
 		pctx, stopPrune := context.WithCancel(context.Background())
 		go st.PruneLoop(pctx, time.Minute, postgres.ChangeRetention, log)
 		release := func() {
 			stopPrune()
-			if l := held.Swap(nil); l != nil {
-				l.Release()
-			}
+			held.Release()
 			st.Close()
 		}
 		epoch := func() fabric.Epoch {
-			if l := held.Load(); l != nil {
-				return fabric.Epoch{N: l.Epoch}
+			if n := held.Epoch(); n != 0 {
+				return fabric.Epoch{N: n}
 			}
 			return fabric.Epoch{}
 		}
 		return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec), release: release, epoch: epoch,
-			serving: func() bool { return holding(&held) },
-			check: func(ctx context.Context) error {
-				if l := held.Load(); l != nil {
-					return l.Check(ctx)
-				}
-				return postgres.ErrFenced
-			}}, nil
+			serving: held.Holding, check: held.Check, deposed: held.Deposed()}, nil
 	default:
 		return nil, fmt.Errorf("--store: want sqlite or a postgres://USER:PASSWORD@HOST:PORT/DATABASE URL, got %q", redactSpec(spec))
 	}
@@ -124,7 +114,7 @@ type openedStore struct {
 	// epoch is the epoch every composition's fabric change carries (nil
 	// for SQLite).
 	epoch func() fabric.Epoch
-	act   *active // an active replica's membership (--active)
+	act   *replica.Active // an active replica's membership (--active)
 	// serving reports whether this replica holds the database (its lead
 	// or membership, not lost); nil for SQLite.
 	serving func() bool
@@ -132,21 +122,10 @@ type openedStore struct {
 	// lead (it pings the session that holds it): before it answers that
 	// something does not exist. Nil for SQLite and active replicas.
 	check func(ctx context.Context) error
-}
-
-// holding reports whether held holds a leadership whose session is not
-// lost.
-func holding(held *atomic.Pointer[postgres.Leadership]) bool {
-	l := held.Load()
-	if l == nil {
-		return false
-	}
-	select {
-	case <-l.Lost():
-		return false
-	default:
-		return true
-	}
+	// deposed delivers an error wrapping replica.ErrDeposed once another
+	// process took this replica's role (nil for SQLite): its state is
+	// stale, and serve exits with status 3.
+	deposed <-chan error
 }
 
 // sameTopology refuses a replica whose topology is not the one the
@@ -182,49 +161,25 @@ func topologyError(err error) error {
 	return fmt.Errorf("--store: %w", err)
 }
 
-// serveRole is the leadership role of the replica serving a database.
-const serveRole = "serve"
-
-// keepLead takes the lead again when its session fails (the database
-// restarted, the network broke): the store's own calls fail meanwhile and
-// are answered as errors. If another replica led in between (the epoch
-// moved by more than one) or leads now, this process's state is stale and
-// it exits: its writes are fenced already.
-func keepLead(st *postgres.Store, held *atomic.Pointer[postgres.Leadership], role string, opts postgres.LeadOptions, who, spec string, log *slog.Logger) {
-	for {
-		l := held.Load()
-		if l == nil {
-			return
-		}
-		<-l.Lost()
-		l.Release()
-		log.Warn("lost the session holding the lead of the store; taking it again", "store", postgres.Redact(spec), "epoch", l.Epoch)
-		for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-			time.Sleep(delay)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			nl, err := st.Lead(ctx, role, who, opts)
-			cancel()
-			if errors.Is(err, postgres.ErrLocked) {
-				log.Error("another rackpool serve holds this replica's role now; exiting", "role", role, "store", postgres.Redact(spec), "err", err)
-				os.Exit(3)
-			}
-			if err != nil {
-				continue
-			}
-			if nl.Epoch != l.Epoch+1 {
-				log.Error("another rackpool serve took this replica's role meanwhile (for an active replica: the leader evicted it); exiting", "role", role, "store", postgres.Redact(spec),
-					"epoch", l.Epoch, "now", nl.Epoch)
-				nl.Release()
-				os.Exit(3)
-			}
-			if !held.CompareAndSwap(l, nl) {
-				nl.Release() // closed meanwhile
-				return
-			}
-			log.Info("lead of the store taken again", "store", postgres.Redact(spec), "epoch", nl.Epoch)
-			break
+// openActive joins the database as an active replica (replica.Join).
+func openActive(ctx context.Context, st *postgres.Store, spec string, top *topology.Topology, log *slog.Logger) (*replica.Active, error) {
+	for _, f := range top.Fabrics {
+		if f.Driver != topology.DriverRedfish {
+			return nil, fmt.Errorf("--active: fabric %s is driven by %q, inside this process; replicas that all compose need the fabrics they share: drive every fabric with the redfish driver (a fabric manager, or rackpool fabric-emulator)",
+				f.ID, f.Driver)
 		}
 	}
+	a, err := replica.Join(ctx, st, replica.JoinOptions{Name: top.Name, Digest: topology.Digest(top), Store: postgres.Redact(spec), Logger: log})
+	var mismatch *store.TopologyMismatch
+	switch {
+	case err == nil:
+		return a, nil
+	case errors.Is(err, postgres.ErrLocked):
+		return nil, fmt.Errorf("--store %s is served by a replica serving alone (%v); stop it, or start this one without --active", postgres.Redact(spec), err)
+	case errors.As(err, &mismatch):
+		return nil, fmt.Errorf("--topology: %w", err)
+	}
+	return nil, fmt.Errorf("--store: %w", err)
 }
 
 // redactSpec hides anything after "://" that looks like credentials.
