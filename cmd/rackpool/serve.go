@@ -23,7 +23,9 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"rackpool/api"
 	"rackpool/internal/compose"
+	"rackpool/internal/compose/bmcpower"
 	"rackpool/internal/drive"
 	"rackpool/internal/events"
 	"rackpool/internal/hostagent"
@@ -199,7 +201,7 @@ func runServe(args []string) error {
 	bus := events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
 	defer bus.Close()
 	obs := redfish.NewObserver(metrics.NewRegistry(), bus)
-	power, err := powerDrivers(top, fabricClock, log)
+	power, err := bmcpower.Drivers(top.Hosts, compose.ModelPower{Clock: fabricClock}, bmcpower.Options{TLS: api.TLSConfig, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ var Layers = []Layer{
 		"internal/fabric/...", "internal/events",
 	}},
 	{"engines: composition, memory leases, drives, provisioning, simulation, replication", []string{
-		"internal/compose", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...",
+		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...",
 		"internal/replica", "internal/hostagent",
 	}},
 	{"the northbound Redfish service", []string{
