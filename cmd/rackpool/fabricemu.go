@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rackpool/internal/fabric/fmserver"
+	"rackpool/internal/pki"
 	"rackpool/internal/topology"
 )
 
@@ -90,7 +91,7 @@ func runFabricEmulator(args []string) error {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	if certs != nil {
-		go certs.run(ctx, 6*time.Hour)
+		go certs.Run(ctx, 6*time.Hour)
 	}
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -123,7 +124,7 @@ func runFabricEmulator(args []string) error {
 // certificates: the service's own CA in DATA/tls, or plain HTTP on a
 // loopback address. Unlike serve, the emulator accepts credentials over
 // plain HTTP: it is a test tool.
-func fabricEmulatorTLS(insecure bool, addr, data string, log *slog.Logger) (*tls.Config, *certSource, error) {
+func fabricEmulatorTLS(insecure bool, addr, data string, log *slog.Logger) (*tls.Config, *pki.Source, error) {
 	if insecure {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {

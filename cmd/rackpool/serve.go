@@ -31,6 +31,7 @@ import (
 	"rackpool/internal/hostagent"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/pki"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
 	"rackpool/internal/replica"
@@ -299,7 +300,7 @@ func runServe(args []string) error {
 	}
 	go monitor.Run(bg)
 	if certs != nil {
-		go certs.run(bg, 6*time.Hour)
+		go certs.Run(bg, 6*time.Hour)
 	}
 	obs.Watch()
 	ln, err := net.Listen("tcp", *addr)
@@ -521,14 +522,14 @@ func lockData(dir string) (func(), error) {
 // advertisedCA is the PEM of the certificate authority this replica's
 // certificate chains to: the service's own CA, or the top of the
 // operator's chain; nil for plain HTTP.
-func advertisedCA(certs *certSource, ownCA bool, data string) ([]byte, error) {
+func advertisedCA(certs *pki.Source, ownCA bool, data string) ([]byte, error) {
 	if certs == nil {
 		return nil, nil
 	}
 	if ownCA {
 		return os.ReadFile(filepath.Join(data, "tls", "ca.pem"))
 	}
-	c := certs.cur.Load()
+	c := certs.Certificate()
 	if c == nil || len(c.Certificate) == 0 {
 		return nil, errors.New("no certificate is served")
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -14,8 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"rackpool/api"
 	"rackpool/internal/pki"
@@ -29,12 +25,13 @@ import (
 // only with --insecure-http, and only on a loopback address: Redfish
 // (DSP0266) requires HTTPS wherever credentials are accepted, and the
 // service refuses every credential over plain HTTP.
-func serverTLS(certFile, keyFile string, insecure bool, addr, data string, log *slog.Logger) (*tls.Config, *certSource, error) {
+func serverTLS(certFile, keyFile string, insecure bool, addr, data string, log *slog.Logger) (*tls.Config, *pki.Source, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--addr %q: %w", addr, err)
 	}
-	src := &certSource{log: log}
+	opts := pki.SourceOptions{Logger: log, Notice: os.Stderr}
+	var src *pki.Source
 	switch {
 	case insecure && (certFile != "" || keyFile != ""):
 		return nil, nil, errors.New("--insecure-http and --tls-cert exclude each other")
@@ -49,98 +46,15 @@ func serverTLS(certFile, keyFile string, insecure bool, addr, data string, log *
 		if certFile == "" || keyFile == "" {
 			return nil, nil, errors.New("--tls-cert and --tls-key go together")
 		}
-		// The operator's files are read again as the source runs, so a
-		// renewed certificate is served without a restart.
-		src.load = func(time.Time) (*tls.Certificate, error) {
-			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-			}
-			return &cert, nil
+		if src, err = pki.Files(certFile, keyFile, opts); err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 	default:
-		dir := filepath.Join(data, "tls")
-		src.load = func(now time.Time) (*tls.Certificate, error) {
-			m, err := pki.Ensure(dir, []string{host}, now)
-			if err != nil {
-				return nil, fmt.Errorf("TLS certificate in %s: %w", dir, err)
-			}
-			if m.Created {
-				fmt.Fprintf(os.Stderr, "\nCreated a certificate authority for this service (HTTPS is the default):\n  %s\n  SHA-256 %s\n"+
-					"Clients trust it with --ca-file, or with:\n  export RACKPOOL_CA_FILE=%s\n"+
-					"(the rackpool CLI run as this user from the directory that holds ./data finds it by itself)\n\n",
-					m.CAFile, m.CASHA256, m.CAFile)
-			}
-			if m.Damaged != nil {
-				log.Warn("TLS server certificate on disk was unusable; issued a new one from the same CA", "err", m.Damaged)
-			}
-			if left := m.CANotAfter.Sub(now); left < 180*24*time.Hour {
-				log.Warn("the service's CA expires soon: move DATA/tls away before then to create a new one, and give clients the new ca.pem",
-					"ca_file", m.CAFile, "expires", m.CANotAfter.Format(time.DateOnly))
-			}
-			if m.Issued || src.cur.Load() == nil {
-				log.Info("TLS certificate authority", "ca_file", m.CAFile, "ca_sha256", m.CASHA256, "created", m.Created, "server_certificate_issued", m.Issued,
-					"names", strings.Join(append(m.Certificate.Leaf.DNSNames, ipStrings(m.Certificate.Leaf.IPAddresses)...), ","),
-					"expires", m.Certificate.Leaf.NotAfter.Format(time.DateOnly))
-			}
-			return &m.Certificate, nil
+		if src, err = pki.Own(filepath.Join(data, "tls"), []string{host}, opts); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := src.refresh(time.Now()); err != nil {
-		return nil, nil, err
-	}
-	return pki.ReloadingConfig(src.get), src, nil
-}
-
-// certSource holds the certificate serve presents and renews it while
-// serve runs: its own is issued again from the CA near expiry, an
-// operator's is read again from its files.
-type certSource struct {
-	cur  atomic.Pointer[tls.Certificate]
-	load func(now time.Time) (*tls.Certificate, error)
-	log  *slog.Logger
-}
-
-func (c *certSource) get(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cur.Load(), nil }
-
-// refresh loads the certificate and serves it from the next handshake on
-// if it changed. On an error the current one stays.
-func (c *certSource) refresh(now time.Time) error {
-	cert, err := c.load(now)
-	if err != nil {
-		return err
-	}
-	if old := c.cur.Load(); old == nil || !bytes.Equal(old.Certificate[0], cert.Certificate[0]) {
-		if old != nil {
-			c.log.Info("TLS certificate renewed")
-		}
-		c.cur.Store(cert)
-	}
-	return nil
-}
-
-// run refreshes every interval until ctx ends.
-func (c *certSource) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := c.refresh(time.Now()); err != nil {
-				c.log.Warn("TLS certificate not renewed; serving the current one", "err", err)
-			}
-		}
-	}
-}
-
-func ipStrings(ips []net.IP) []string {
-	out := make([]string, len(ips))
-	for i, ip := range ips {
-		out[i] = ip.String()
-	}
-	return out
+	return src.Config(), src, nil
 }
 
 // httpErrorLog routes net/http's own log lines to the logger: failed TLS

@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"rackpool/internal/pki"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestServerTLS(t *testing.T) {
@@ -75,52 +73,5 @@ func TestServerTLS(t *testing.T) {
 	}
 	if _, err := httpClient(filepath.Join(data, "nothing.pem")); err == nil {
 		t.Error("httpClient with a missing CA file: no error")
-	}
-}
-
-// TestCertSourceRenews: serve's own certificate is issued again near its
-// expiry and an operator's is read again from its files, without a
-// restart; a failed reload keeps the current certificate.
-func TestCertSourceRenews(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	data := t.TempDir()
-	_, own, err := serverTLS("", "", false, "127.0.0.1:8443", data, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := own.cur.Load()
-	if err := own.refresh(time.Now()); err != nil || own.cur.Load() != first {
-		t.Errorf("refresh far from expiry: %v, certificate changed %v", err, own.cur.Load() != first)
-	}
-	if err := own.refresh(first.Leaf.NotAfter.Add(-24 * time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if renewed := own.cur.Load(); renewed == first || !renewed.Leaf.NotAfter.After(first.Leaf.NotAfter) {
-		t.Error("the certificate was not renewed a day before its expiry")
-	}
-
-	// An operator's files (here made by pki in another directory).
-	opDir := t.TempDir()
-	if _, err := pki.Ensure(opDir, nil, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	cert, key := filepath.Join(opDir, "server.pem"), filepath.Join(opDir, "server-key.pem")
-	_, op, err := serverTLS(cert, key, false, "127.0.0.1:8443", t.TempDir(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := op.cur.Load()
-	if _, err := pki.Ensure(opDir, []string{"10.9.8.7"}, time.Now()); err != nil { // the operator renews
-		t.Fatal(err)
-	}
-	if err := op.refresh(time.Now()); err != nil || op.cur.Load() == before {
-		t.Errorf("operator's renewed files: %v, served the new one %v", err, op.cur.Load() != before)
-	}
-	current := op.cur.Load()
-	if err := os.WriteFile(cert, []byte("half-written"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := op.refresh(time.Now()); err == nil || op.cur.Load() != current {
-		t.Errorf("damaged files: %v, kept the current certificate %v", err, op.cur.Load() == current)
 	}
 }

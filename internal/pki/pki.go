@@ -18,6 +18,11 @@
 // half-written key. A file that exists but cannot be read as what it
 // should be is an error naming the file: Ensure never replaces a CA that
 // clients may already trust.
+//
+// A Source (source.go) is the certificate a server presents while it runs:
+// Own renews the service's own from this CA, Files reads an operator's
+// again; Run checks on an injected clock, and Config serves the current one
+// from the next handshake on.
 package pki
 
 import (
