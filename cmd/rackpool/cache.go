@@ -71,7 +71,7 @@ func runCache(args []string) error {
 		return fmt.Errorf("--max-item-size: %w", err)
 	}
 	var remoteBytes uint64
-	var auto *autoRemote
+	var auto *remoteSizer
 	if *remote == "auto" {
 		if auto, err = newAutoRemote(*remoteMin, *remoteMax, *remoteGranule, *remoteStep); err != nil {
 			return err
@@ -136,7 +136,7 @@ func runCache(args []string) error {
 		}
 		go tier.Run(ctx)
 		if auto != nil {
-			go auto.run(ctx, c, tier, log)
+			go c.AutoSize(ctx, cache.AutoSizeOptions{Sizer: auto, Lease: tier, Step: *remoteStep, Logger: log})
 		}
 		if *usageEvery > 0 {
 			rep, err := cacheUsageReporter(c, tier, ac, *usageEvery, log)
@@ -199,19 +199,12 @@ func cacheUsageReporter(c *cache.Cache, tier *memlease.Keeper, ac *api.Client, e
 	})
 }
 
-// autoRemote sizes the remote tier's lease from the cache's own working
-// set (`--remote-memory auto`, docs/provisioning.md): every step it samples
-// the remote log's live bytes plus the bytes the log had to evict since the
-// last step (what a larger log would have kept), forecasts the peak of the
-// next steps with the provisioning policy, and resizes the lease when the
-// decision changes: a new lease of the new size, the live records moved
-// onto it, the old one given back.
-type autoRemote struct {
-	sizer *provision.Sizer
-	step  time.Duration
-}
+// remoteSizer sizes the remote tier's lease for `--remote-memory auto`
+// (cache.AutoSize, docs/provisioning.md) with the provisioning policy:
+// it forecasts the peak of the next steps of the working set.
+type remoteSizer struct{ sizer *provision.Sizer }
 
-func newAutoRemote(minS, maxS, granuleS string, step time.Duration) (*autoRemote, error) {
+func newAutoRemote(minS, maxS, granuleS string, step time.Duration) (*remoteSizer, error) {
 	lo, err := units.ParsePositive(minS)
 	if err != nil {
 		return nil, fmt.Errorf("--remote-min: %w", err)
@@ -234,34 +227,18 @@ func newAutoRemote(minS, maxS, granuleS string, step time.Duration) (*autoRemote
 	if err != nil {
 		return nil, err
 	}
-	return &autoRemote{sizer: sz, step: step}, nil
+	return &remoteSizer{sizer: sz}, nil
 }
 
-func (a *autoRemote) run(ctx context.Context, c *cache.Cache, tier *memlease.Keeper, log *slog.Logger) {
-	t := time.NewTicker(a.step)
-	defer t.Stop()
-	lastEvicted := c.Stats().RemoteEvictedBytes
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		st := c.Stats()
-		demand := st.RemoteBytes + (st.RemoteEvictedBytes - lastEvicted)
-		lastEvicted = st.RemoteEvictedBytes
-		d, next := a.sizer.Step(demand)
-		if d.Action == provision.Hold {
-			continue
-		}
-		msg := fmt.Sprintf("working set %s (live %s), %s forecasts a peak of %.0f granules, %.0f at its quantile; %s %s → %s: %s",
-			units.FormatBytes(demand), units.FormatBytes(st.RemoteBytes), d.Model, d.ForecastPeak, d.ForecastUpper, d.Action,
-			units.FormatBytes(a.sizer.Size()), units.FormatBytes(next), d.Reason)
-		if err := tier.Resize(ctx, uint64(next)); err != nil {
-			log.Warn("cache: remote tier not resized: "+msg, "err", err)
-			continue
-		}
-		a.sizer.Applied(next)
-		log.Info("cache: remote tier resized: " + msg)
-	}
+// Size implements cache.RemoteSizer.
+func (s *remoteSizer) Size() int64 { return s.sizer.Size() }
+
+// Applied implements cache.RemoteSizer.
+func (s *remoteSizer) Applied(size int64) { s.sizer.Applied(size) }
+
+// Decide implements cache.RemoteSizer.
+func (s *remoteSizer) Decide(demand int64) (int64, bool, string) {
+	d, next := s.sizer.Step(demand)
+	return next, d.Action != provision.Hold, fmt.Sprintf("%s forecasts a peak of %.0f granules, %.0f at its quantile; %s %s → %s: %s",
+		d.Model, d.ForecastPeak, d.ForecastUpper, d.Action, units.FormatBytes(s.Size()), units.FormatBytes(next), d.Reason)
 }
