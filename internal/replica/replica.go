@@ -10,6 +10,16 @@
 //
 // Start order matters: take Head before the managers load their state, so
 // that every change committed after the load is followed.
+//
+// A Lead (lead.go) holds a replica's role for the life of the process:
+// the role of the replica serving a database alone, or an active
+// replica's membership. It takes the role again after a lost session and
+// reports ErrDeposed on a channel when another process took it meanwhile;
+// the caller stops (serve exits with status 3). Active (active.go) is an
+// active replica among others: its membership, the leader role taken in
+// turn, where the other replicas are (for forwarding), and the leader's
+// eviction of dead members, whose compositions it settles under their
+// raised epoch. Waits run on an injected clock.
 package replica
 
 import (
