@@ -194,7 +194,7 @@ func serve(c *serveConfig) error {
 type plane struct {
 	log      *slog.Logger
 	act      *replica.Active   // with --active
-	pg       *postgres.Store   // with --active: the database the replicas share
+	pg       *postgres.Store   // with a postgres:// --store
 	follower *replica.Follower // with --active: the others' commits
 	mgr      *compose.Manager
 	auth     *tenancy.Service
@@ -341,12 +341,16 @@ func (p *plane) singletons(ctx context.Context) {
 }
 
 // start starts the background loops until ctx ends: all of them on a
-// replica serving alone; an active replica's own (following the others,
+// replica serving alone (with PostgreSQL, the change log's pruning too);
+// an active replica's own (following the others,
 // retrying its stuck compositions) until it leads (lead).
 func (p *plane) start(ctx context.Context) {
 	if p.act == nil {
 		go p.mgr.ExpireLoop(ctx, time.Second)
 		p.singletons(ctx)
+		if p.pg != nil {
+			go p.pg.PruneLoop(ctx, time.Minute, postgres.ChangeRetention, p.log)
+		}
 	} else {
 		go p.follower.Run(ctx, time.Second)
 		go everySecond(ctx, p.mgr.RetryStuck)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
-	"time"
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/replica"
@@ -56,39 +54,13 @@ func openStore(ctx context.Context, spec, data string, standby, act bool, top *t
 			return &openedStore{st: st, pg: st, desc: "postgres " + postgres.Redact(spec) + " (active replica " + a.Tag() + ")", release: release, epoch: a.Epoch, act: a,
 				serving: a.Serving, deposed: a.Deposed()}, nil
 		}
-		digest := topology.Digest(top)
-		if standby {
-			// Refuse at once, not at the takeover: the serving replica
-			// describes another datacenter.
-			if err := sameTopology(ctx, st, top, digest); err != nil {
-				st.Close()
-				return nil, err
-			}
-		}
-		host, _ := os.Hostname()
-		who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
-		lead, err := st.Lead(ctx, replica.ServeRole, who, postgres.LeadOptions{Wait: standby, OnWait: func(leader string) {
-			log.Info("standby: another replica serves this database; waiting to take over", "leader", leader, "store", postgres.Redact(spec))
-		}})
+		held, err := replica.LeadAlone(ctx, st, replica.AloneOptions{Name: top.Name, Digest: topology.Digest(top), Standby: standby,
+			Store: postgres.Redact(spec), Logger: log})
 		if err != nil {
 			st.Close()
-			if errors.Is(err, postgres.ErrLocked) {
-				return nil, fmt.Errorf("--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops, or run every replica with --active",
-					postgres.Redact(spec), err)
-			}
-			return nil, fmt.Errorf("--store: %w", err)
+			return nil, leadError(spec, err, "--store %s is in use by another rackpool serve (%v); start this one with --standby to take over when it stops, or run every replica with --active")
 		}
-		if err := recordTopology(ctx, st, top, digest, standby, log); err != nil {
-			lead.Release()
-			st.Close()
-			return nil, err
-		}
-		log.Info("serving the database", "store", postgres.Redact(spec), "epoch", lead.Epoch)
-		held := replica.Keep(st, lead, replica.LeadOptions{Role: replica.ServeRole, Who: who, Store: postgres.Redact(spec), Logger: log})
-		pctx, stopPrune := context.WithCancel(context.Background())
-		go st.PruneLoop(pctx, time.Minute, postgres.ChangeRetention, log)
 		release := func() {
-			stopPrune()
 			held.Release()
 			st.Close()
 		}
@@ -128,39 +100,6 @@ type openedStore struct {
 	deposed <-chan error
 }
 
-// sameTopology refuses a replica whose topology is not the one the
-// database was last served with.
-func sameTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string) error {
-	if err := store.CheckTopology(ctx, st, top.Name, digest); err != nil {
-		return topologyError(err)
-	}
-	return nil
-}
-
-// recordTopology records the leader's topology (store.RecordTopology): a
-// standby refuses to take over with another one, a replica that leads on
-// its own records the change.
-func recordTopology(ctx context.Context, st store.Store, top *topology.Topology, digest string, standby bool, log *slog.Logger) error {
-	was, err := store.RecordTopology(ctx, st, top.Name, digest, standby)
-	if err != nil {
-		return topologyError(err)
-	}
-	if was != "" {
-		log.Warn("the topology differs from the one this database was last served with", "topology", top.Name, "digest", digest, "was", was)
-	}
-	return nil
-}
-
-// topologyError names the flag an error about the recorded topology
-// concerns.
-func topologyError(err error) error {
-	var m *store.TopologyMismatch
-	if errors.As(err, &m) {
-		return fmt.Errorf("--topology: %w", err)
-	}
-	return fmt.Errorf("--store: %w", err)
-}
-
 // openActive joins the database as an active replica (replica.Join).
 func openActive(ctx context.Context, st *postgres.Store, spec string, top *topology.Topology, log *slog.Logger) (*replica.Active, error) {
 	for _, f := range top.Fabrics {
@@ -170,16 +109,24 @@ func openActive(ctx context.Context, st *postgres.Store, spec string, top *topol
 		}
 	}
 	a, err := replica.Join(ctx, st, replica.JoinOptions{Name: top.Name, Digest: topology.Digest(top), Store: postgres.Redact(spec), Logger: log})
+	if err != nil {
+		return nil, leadError(spec, err, "--store %s is served by a replica serving alone (%v); stop it, or start this one without --active")
+	}
+	return a, nil
+}
+
+// leadError names the flag an error of taking the database's lead or a
+// membership is about; locked formats the one of a database another
+// replica serves (with --store, redacted, and the error).
+func leadError(spec string, err error, locked string) error {
 	var mismatch *store.TopologyMismatch
 	switch {
-	case err == nil:
-		return a, nil
 	case errors.Is(err, postgres.ErrLocked):
-		return nil, fmt.Errorf("--store %s is served by a replica serving alone (%v); stop it, or start this one without --active", postgres.Redact(spec), err)
+		return fmt.Errorf(locked, postgres.Redact(spec), err)
 	case errors.As(err, &mismatch):
-		return nil, fmt.Errorf("--topology: %w", err)
+		return fmt.Errorf("--topology: %w", err)
 	}
-	return nil, fmt.Errorf("--store: %w", err)
+	return fmt.Errorf("--store: %w", err)
 }
 
 // redactSpec hides anything after "://" that looks like credentials.

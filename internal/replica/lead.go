@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"rackpool/internal/clock"
+	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 )
 
@@ -159,4 +161,56 @@ func (k *Lead) depose(l *postgres.Leadership, err error) {
 	if k.held.CompareAndSwap(l, nil) {
 		k.deposed <- err
 	}
+}
+
+// AloneOptions configure LeadAlone.
+type AloneOptions struct {
+	Name   string // the topology's name
+	Digest string // the topology's digest (topology.Digest)
+	// Standby waits while another replica serves the database and takes
+	// over when it stops or falls silent; it refuses at once a database
+	// served with another topology.
+	Standby bool
+	Store   string      // how logs name the store (postgres.Redact)
+	Clock   clock.Clock // default clock.Real
+	Logger  *slog.Logger
+}
+
+// LeadAlone takes the lead of st's database as the replica serving it
+// alone (ServeRole), records this replica's topology and keeps the lead.
+// Without opts.Standby it fails with an error wrapping postgres.ErrLocked
+// when another replica serves the database; it fails with a
+// *store.TopologyMismatch when a standby's topology is not the database's.
+// A replica that leads without being a standby takes a changed topology as
+// an operator's edit: it logs it and records the new one.
+func LeadAlone(ctx context.Context, st *postgres.Store, opts AloneOptions) (*Lead, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := opts.Logger
+	if opts.Standby {
+		// Refuse at once, not at the takeover: the serving replica
+		// describes another datacenter.
+		if err := store.CheckTopology(ctx, st, opts.Name, opts.Digest); err != nil {
+			return nil, err
+		}
+	}
+	host, _ := os.Hostname()
+	who := fmt.Sprintf("rackpool serve pid %d on %s", os.Getpid(), host)
+	l, err := st.Lead(ctx, ServeRole, who, postgres.LeadOptions{Wait: opts.Standby, OnWait: func(leader string) {
+		log.Info("standby: another replica serves this database; waiting to take over", "leader", leader, "store", opts.Store)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	was, err := store.RecordTopology(ctx, st, opts.Name, opts.Digest, opts.Standby)
+	if err != nil {
+		l.Release()
+		return nil, err
+	}
+	if was != "" {
+		log.Warn("the topology differs from the one this database was last served with", "topology", opts.Name, "digest", opts.Digest, "was", was)
+	}
+	log.Info("serving the database", "store", opts.Store, "epoch", l.Epoch)
+	return Keep(st, l, LeadOptions{Role: ServeRole, Who: who, Store: opts.Store, Clock: opts.Clock, Logger: log}), nil
 }

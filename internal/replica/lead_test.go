@@ -10,6 +10,7 @@ import (
 
 	"rackpool/internal/clock"
 	"rackpool/internal/replica"
+	"rackpool/internal/store"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/store/postgres/pgtest"
 )
@@ -145,5 +146,71 @@ func TestLead(t *testing.T) {
 				t.Error("holding after Release")
 			}
 		})
+	}
+}
+
+// TestLeadAlone: one replica serves a database alone; another is refused
+// unless it is a standby, which waits and takes over when the first stops;
+// a standby of another datacenter is refused at once; a replica leading on
+// its own records an edited topology.
+func TestLeadAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	pg := pgtest.Start(t)
+	url := pg.CreateDatabase(t, pgtest.DatabaseName(t))
+	ctx := context.Background()
+	opts := replica.AloneOptions{Name: "rack", Digest: "d1"}
+	a, err := replica.LeadAlone(ctx, openStore(t, url), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	if _, err := replica.LeadAlone(ctx, openStore(t, url), opts); !errors.Is(err, postgres.ErrLocked) {
+		t.Fatalf("a second replica serving alone: %v, want ErrLocked", err)
+	}
+	var mismatch *store.TopologyMismatch
+	if _, err := replica.LeadAlone(ctx, openStore(t, url), replica.AloneOptions{Name: "pod", Digest: "d2", Standby: true}); !errors.As(err, &mismatch) {
+		t.Fatalf("a standby of another datacenter: %v, want a TopologyMismatch", err)
+	}
+	standby := make(chan *replica.Lead, 1)
+	go func() {
+		o := opts
+		o.Standby = true
+		l, err := replica.LeadAlone(ctx, openStore(t, url), o)
+		if err != nil {
+			t.Error(err)
+		}
+		standby <- l
+	}()
+	select {
+	case <-standby:
+		t.Fatal("the standby led while another served")
+	case <-time.After(300 * time.Millisecond):
+	}
+	first := a.Epoch()
+	a.Release()
+	var b *replica.Lead
+	select {
+	case b = <-standby:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the standby did not take over")
+	}
+	if b == nil {
+		t.FailNow()
+	}
+	if b.Epoch() != first+1 || !b.Holding() {
+		t.Errorf("standby epoch %d (first %d), holding %v", b.Epoch(), first, b.Holding())
+	}
+	b.Release()
+
+	st := openStore(t, url)
+	c, err := replica.LeadAlone(ctx, st, replica.AloneOptions{Name: "rack-edited", Digest: "d3"})
+	if err != nil {
+		t.Fatalf("a replica leading alone with an edited topology: %v", err)
+	}
+	defer c.Release()
+	if d, _, _ := st.Setting(ctx, store.TopologyDigestKey); d != "d3" {
+		t.Errorf("recorded digest %q, want d3", d)
 	}
 }
