@@ -222,8 +222,8 @@ func argCount(ok func(int) bool) cobra.PositionalArgs {
 }
 
 // rawVerb is a verb whose run function parses its own flags from the
-// arguments as given. serve, cache, fabric-emulator, topology, nbd-certs
-// and drive release are wired this way while their configuration moves
+// arguments as given. cache, fabric-emulator, topology, nbd-certs and
+// drive release are wired this way while their configuration moves
 // onto pflag (issue 36, item 3); their --help is their flag set's.
 func rawVerb(use, short, long string, run func(args []string) error) *cobra.Command {
 	return &cobra.Command{
@@ -283,12 +283,6 @@ func ttlFlag(fs *pflag.FlagSet, p *time.Duration, usage string) {
 
 // The verbs whose files move onto pflag with serve's configuration (issue
 // 36, item 3) hand their arguments over as given.
-
-func serveCmd() *cobra.Command {
-	return rawVerb("serve [--addr A] [--data DIR] [--topology FILE]", "run the control plane (Redfish API) on the emulated fabrics",
-		"Runs the control plane: the Redfish service on --addr over HTTPS, its state in --data (or --store\n"+
-			"postgres), the fabrics of --topology. See rackpool serve --help for every flag.", runServe)
-}
 
 func cacheCmd() *cobra.Command {
 	return rawVerb("cache --addr A --local-memory SIZE [--remote-memory SIZE --control URL]",

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"errors"
-	"flag"
 	"fmt"
 	stdlog "log"
 	"log/slog"
@@ -19,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
 	"rackpool/api"
@@ -41,21 +40,20 @@ import (
 	"rackpool/internal/topology"
 )
 
-// runServe parses serve's flags from args and serves.
-func runServe(args []string) error {
+// serveCmd is `rackpool serve`: serve's configuration bound to the
+// command's flags.
+func serveCmd() *cobra.Command {
 	var c serveConfig
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	c.flags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return flag.ErrHelp
-		}
-		return err
+	cmd := &cobra.Command{
+		Use:   "serve [--addr A] [--data DIR] [--topology FILE]",
+		Short: "run the control plane (Redfish API) on the emulated fabrics",
+		Long: "Runs the control plane: the Redfish service on --addr over HTTPS, its state in --data (or --store\n" +
+			"postgres, docs/ha.md), the fabrics of --topology.",
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return serve(&c) },
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return serve(&c)
+	c.flags(cmd.Flags())
+	return cmd
 }
 
 // serve runs the control plane c describes until a signal stops it, its

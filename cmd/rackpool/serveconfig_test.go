@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -95,26 +94,29 @@ func TestServeConfigValidate(t *testing.T) {
 	}
 }
 
-// TestRunServeFlags: serve's flags are long flags with two dashes;
-// --help asks for the usage (exit status 2 in main), and nothing is
-// served on a flag error.
-func TestRunServeFlags(t *testing.T) {
+// TestServeCommand: serve's flags are long flags with two dashes; a
+// command line that does not parse is a usage error (exit status 2),
+// --help is not an error, and nothing is served on a flag error.
+func TestServeCommand(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want string
+		args  []string
+		want  string
+		usage bool
 	}{
-		{[]string{"-addr", "127.0.0.1:9"}, "unknown shorthand flag"},
-		{[]string{"--addr"}, "flag needs an argument"},
-		{[]string{"--drive-lease", "soon"}, "invalid argument"},
-		{[]string{"extra"}, `unexpected argument "extra"`},
-		{[]string{"--header-timeout", "0s", "--data", t.TempDir()}, "--header-timeout must be positive"},
+		{[]string{"-addr", "127.0.0.1:9"}, "unknown shorthand flag", true},
+		{[]string{"--addr"}, "flag needs an argument", true},
+		{[]string{"--drive-lease", "soon"}, "invalid argument", true},
+		{[]string{"extra"}, `unexpected argument "extra"`, true},
+		{[]string{"--header-timeout", "0s", "--data", t.TempDir()}, "--header-timeout must be positive", false},
 	} {
-		if err := runServe(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("serve %v: %v, want an error saying %q", tc.args, err, tc.want)
+		err := execute(append([]string{"serve"}, tc.args...)...)
+		var ue usageError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
+			t.Errorf("serve %v: %v, want an error saying %q (usage error %v)", tc.args, err, tc.want, tc.usage)
 		}
 	}
-	if err := runServe([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("serve --help: %v, want flag.ErrHelp", err)
+	if err := execute("serve", "--help"); err != nil {
+		t.Errorf("serve --help: %v", err)
 	}
 	// The parsed durations are the flags'.
 	c, err := parseServe(t, "--elastic-window=90s", "--async-threshold", "-1s")
