@@ -60,24 +60,6 @@ func clientVerb(cmd *cobra.Command, cf *clientFlags, run func(ctx context.Contex
 	return cmd
 }
 
-// newClientFlags is the client flag set of the verbs that parse their own
-// arguments (topology, drive release; see rawVerb).
-func newClientFlags(name string) (*pflag.FlagSet, *clientFlags) {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	cf := &clientFlags{}
-	cf.register(fs)
-	return fs, cf
-}
-
-// parseInterspersed parses a raw verb's arguments (flags anywhere among
-// them) and returns the positional ones.
-func parseInterspersed(fs *pflag.FlagSet, args []string) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	return fs.Args(), nil
-}
-
 // list is a list verb: it fetches items, keeps those its flags select, and
 // prints them as a table or, with --json, as JSON.
 type list[T any] struct {

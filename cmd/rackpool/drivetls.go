@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"rackpool/api"
 	"rackpool/internal/blocknode"
@@ -22,12 +23,6 @@ import (
 // the listener rule, the credentials directories, the nbds:// endpoints a
 // TLS blocknode advertises, and `rackpool nbd-certs`, which fills a
 // directory from the service's CA.
-
-// tlsDirFlag adds --tls-certificates to fs.
-func tlsDirFlag(fs *flag.FlagSet, what string) *string {
-	return fs.String("tls-certificates", "", "serve NBD over TLS only, with the credentials in `DIR` ("+what+
-		"; the layout of nbdkit --tls-certificates, which `rackpool nbd-certs` writes)")
-}
 
 // loopbackOnly reports whether a TCP listen address (host:port) reaches
 // this machine alone: a loopback IP address or "localhost". Every other
@@ -148,59 +143,65 @@ func nbdURI(endpoint, export string) string {
 	return "nbd://" + endpoint + "/" + export
 }
 
-// runNbdCerts issues NBD TLS credentials from the service's CA into a
-// directory in the layout nbdkit, qemu and libnbd read.
-func runNbdCerts(args []string) error {
-	fs := flag.NewFlagSet("nbd-certs", flag.ContinueOnError)
+// nbdCertsCmd is `rackpool nbd-certs`: it issues NBD TLS credentials
+// from the service's CA into a directory in the layout nbdkit, qemu and
+// libnbd read.
+func nbdCertsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nbd-certs --out DIR --server NAMES | --client NAME",
+		Short: "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)",
+		Long: "Writes ca-cert.pem and server or client certificates signed by the CA of rackpool serve's data\n" +
+			"directory, in the layout nbdkit, qemu and libnbd read (docs/storage.md, \"TLS\").",
+		Args: noArgs,
+	}
+	fs := cmd.Flags()
 	data := fs.String("data", "data", "the data directory of `rackpool serve` whose CA (DATA/tls) signs the certificates")
 	out := fs.String("out", "", "directory to write ca-cert.pem and the certificates and keys to (required; created mode 0700)")
 	server := fs.String("server", "", "issue server-cert.pem/server-key.pem for these comma-separated `NAMES` (host names and IP addresses clients dial)")
 	client := fs.String("client", "", "issue client-cert.pem/client-key.pem with this common `NAME` (for clients of drive connect --tls-certificates)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case *out == "":
-		return errors.New("--out DIR is required")
-	case *server == "" && *client == "":
-		return errors.New("nothing to issue: give --server NAMES, --client NAME or both")
-	}
-	caDir := filepath.Join(*data, "tls")
-	now := time.Now()
-	type file struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}
-	var files []file
-	var caPEM []byte
-	if *server != "" {
-		leaf, err := pki.Issue(caDir, pki.LeafRequest{Names: strings.Split(*server, ",")}, now)
-		if err != nil {
-			return fmt.Errorf("--server: %w", err)
+	cmd.RunE = func(*cobra.Command, []string) error {
+		switch {
+		case *out == "":
+			return errors.New("--out DIR is required")
+		case *server == "" && *client == "":
+			return errors.New("nothing to issue: give --server NAMES, --client NAME or both")
 		}
-		caPEM = leaf.CAPEM
-		files = append(files, file{nbd.TLSServerKey, leaf.KeyPEM, 0o600}, file{nbd.TLSServerCert, leaf.CertPEM, 0o644})
-	}
-	if *client != "" {
-		leaf, err := pki.Issue(caDir, pki.LeafRequest{Names: []string{*client}, Client: true}, now)
-		if err != nil {
-			return fmt.Errorf("--client: %w", err)
+		caDir := filepath.Join(*data, "tls")
+		now := time.Now()
+		type file struct {
+			name string
+			data []byte
+			mode os.FileMode
 		}
-		caPEM = leaf.CAPEM
-		files = append(files, file{nbd.TLSClientKey, leaf.KeyPEM, 0o600}, file{nbd.TLSClientCert, leaf.CertPEM, 0o644})
-	}
-	files = append(files, file{nbd.TLSCACert, caPEM, 0o644})
-	if err := os.MkdirAll(*out, 0o700); err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := pki.WriteFile(filepath.Join(*out, f.name), f.data, f.mode); err != nil {
+		var files []file
+		var caPEM []byte
+		if *server != "" {
+			leaf, err := pki.Issue(caDir, pki.LeafRequest{Names: strings.Split(*server, ",")}, now)
+			if err != nil {
+				return fmt.Errorf("--server: %w", err)
+			}
+			caPEM = leaf.CAPEM
+			files = append(files, file{nbd.TLSServerKey, leaf.KeyPEM, 0o600}, file{nbd.TLSServerCert, leaf.CertPEM, 0o644})
+		}
+		if *client != "" {
+			leaf, err := pki.Issue(caDir, pki.LeafRequest{Names: []string{*client}, Client: true}, now)
+			if err != nil {
+				return fmt.Errorf("--client: %w", err)
+			}
+			caPEM = leaf.CAPEM
+			files = append(files, file{nbd.TLSClientKey, leaf.KeyPEM, 0o600}, file{nbd.TLSClientCert, leaf.CertPEM, 0o644})
+		}
+		files = append(files, file{nbd.TLSCACert, caPEM, 0o644})
+		if err := os.MkdirAll(*out, 0o700); err != nil {
 			return err
 		}
-		fmt.Println(filepath.Join(*out, f.name))
+		for _, f := range files {
+			if err := pki.WriteFile(filepath.Join(*out, f.name), f.data, f.mode); err != nil {
+				return err
+			}
+			fmt.Println(filepath.Join(*out, f.name))
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }

@@ -43,7 +43,7 @@ func TestListenRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := filepath.Join(t.TempDir(), "creds")
-	if err := runNbdCerts([]string{"--data", data, "--out", creds, "--server", "127.0.0.1,localhost", "--client", "c"}); err != nil {
+	if err := execute("nbd-certs", "--data", data, "--out", creds, "--server", "127.0.0.1,localhost", "--client", "c"); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{nbd.TLSCACert, nbd.TLSServerCert, nbd.TLSServerKey, nbd.TLSClientCert, nbd.TLSClientKey} {
@@ -117,7 +117,7 @@ func TestNbdCertsRefusals(t *testing.T) {
 		{"--server", "h"}, // no --out
 		{"--data", t.TempDir(), "--out", out, "--server", "h"}, // no CA
 	} {
-		if err := runNbdCerts(args); err == nil {
+		if err := execute(append([]string{"nbd-certs"}, args...)...); err == nil {
 			t.Errorf("nbd-certs %v succeeded", args)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"rackpool/api"
 	"rackpool/internal/hba"
 )
@@ -80,31 +82,29 @@ func writerColumn(d api.Drive) string {
 	return d.WriteReservation.Holder
 }
 
-// runDriveRelease gives a write reservation back: `rackpool drive release
-// DRIVE [--holder NAME]`.
-func runDriveRelease(args []string) error {
-	fs, cf := newClientFlags("drive release")
-	holder := fs.String("holder", "", "the reservation's holder (default: the one drive token gives this account, ACCOUNT@ADDRESS)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return errors.New("usage: rackpool drive release DRIVE [--holder NAME]")
-	}
-	c, err := cf.client()
-	if err != nil {
-		return err
-	}
-	d, err := c.ReleaseDrive(context.Background(), pos[0], *holder)
-	if err != nil {
-		return err
-	}
-	if cf.json {
-		return printJSON(d)
-	}
-	fmt.Printf("%s: no writer\n", d.ID)
-	return nil
+// driveReleaseCmd is `rackpool drive release DRIVE [--holder NAME]`: it
+// gives a write reservation back.
+func driveReleaseCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var holder string
+	cmd := clientVerb(&cobra.Command{
+		Use:   "release DRIVE [--holder NAME]",
+		Short: "give a drive's write reservation back",
+		Long:  "Gives the drive's write reservation back, so that another holder may write.",
+		Args:  oneArg,
+	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
+		d, err := c.ReleaseDrive(ctx, args[0], holder)
+		if err != nil {
+			return err
+		}
+		if cf.json {
+			return printJSON(d)
+		}
+		fmt.Printf("%s: no writer\n", d.ID)
+		return nil
+	})
+	cmd.Flags().StringVar(&holder, "holder", "", "the reservation's holder (default: the one drive token gives this account, ACCOUNT@ADDRESS)")
+	return cmd
 }
 
 // holderLog is the holder drive connect logs: none for a reader.

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"rackpool/api"
 	"rackpool/internal/pager"
 )
 
@@ -221,36 +222,16 @@ func argCount(ok func(int) bool) cobra.PositionalArgs {
 	}
 }
 
-// rawVerb is a verb whose run function parses its own flags from the
-// arguments as given. cache, fabric-emulator, topology, nbd-certs and
-// drive release are wired this way while their configuration moves
-// onto pflag (issue 36, item 3); their --help is their flag set's.
-func rawVerb(use, short, long string, run func(args []string) error) *cobra.Command {
-	return &cobra.Command{
-		Use:                use,
-		Short:              short,
-		Long:               long,
-		DisableFlagParsing: true,
-		RunE:               func(_ *cobra.Command, args []string) error { return run(args) },
-	}
-}
-
-// goFlags adds flags that a helper declares on a standard library flag set
-// (caFlag, tlsDirFlag, shared with the raw verbs) to fs.
-func goFlags(fs *pflag.FlagSet, add func(*flag.FlagSet)) {
-	g := flag.NewFlagSet("", flag.ContinueOnError)
-	add(g)
-	fs.AddGoFlagSet(g)
-}
-
 // caFileFlag adds --ca-file to fs.
-func caFileFlag(fs *pflag.FlagSet, p *string) { goFlags(fs, func(g *flag.FlagSet) { caFlag(g, p) }) }
+func caFileFlag(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "ca-file", os.Getenv("RACKPOOL_CA_FILE"),
+		"PEM CA certificate to trust besides the system's (default $RACKPOOL_CA_FILE, else "+api.DefaultCAFile+" when it exists)")
+}
 
 // tlsDirFlagP adds --tls-certificates to fs.
 func tlsDirFlagP(fs *pflag.FlagSet, what string) *string {
-	var p *string
-	goFlags(fs, func(g *flag.FlagSet) { p = tlsDirFlag(g, what) })
-	return p
+	return fs.String("tls-certificates", "", "serve NBD over TLS only, with the credentials in `DIR` ("+what+
+		"; the layout of nbdkit --tls-certificates, which `rackpool nbd-certs` writes)")
 }
 
 // verboseFlag adds -v (--verbose): debug messages.
@@ -279,40 +260,4 @@ func (d *positiveDuration) Set(v string) error {
 // ttlFlag adds --ttl, a positive duration that stays 0 when not given.
 func ttlFlag(fs *pflag.FlagSet, p *time.Duration, usage string) {
 	fs.Var((*positiveDuration)(p), "ttl", usage)
-}
-
-// The verbs whose files move onto pflag with serve's configuration (issue
-// 36, item 3) hand their arguments over as given.
-
-func cacheCmd() *cobra.Command {
-	return rawVerb("cache --addr A --local-memory SIZE [--remote-memory SIZE --control URL]",
-		"memcached-compatible cache spilling evictions to pooled memory",
-		"Serves the memcached protocol from --local-memory, spilling evicted items to a lease of pooled\n"+
-			"memory (--remote-memory, or auto). See rackpool cache --help for every flag and docs/cache.md.", runCache)
-}
-
-func fabricEmulatorCmd() *cobra.Command {
-	return rawVerb("fabric-emulator --topology FILE --fabric ID --addr A",
-		"serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)",
-		"Serves one fabric of a topology file as a Redfish fabric manager, for the redfish southbound\n"+
-			"driver's tests (docs/southbound.md). See rackpool fabric-emulator --help for every flag.", runFabricEmulator)
-}
-
-func topologyCmd() *cobra.Command {
-	return rawVerb("topology [--file FILE] [--json]", "show the topology as text (from the server, or a file validated locally)",
-		"Shows the service's topology, or with --file validates a topology file locally and shows it.\n"+
-			"Takes the client flags --url, --ca-file and --json.", runTopology)
-}
-
-func nbdCertsCmd() *cobra.Command {
-	return rawVerb("nbd-certs --out DIR --server NAMES | --client NAME",
-		"issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)",
-		"Writes ca-cert.pem and server or client certificates signed by the CA of rackpool serve's data\n"+
-			"directory, in the layout nbdkit, qemu and libnbd read (docs/storage.md, \"TLS\").", runNbdCerts)
-}
-
-func driveReleaseCmd() *cobra.Command {
-	return rawVerb("release DRIVE [--holder NAME]", "give a drive's write reservation back",
-		"Gives the drive's write reservation back, so that another holder may write. Takes the client\n"+
-			"flags --url, --ca-file and --json.", runDriveRelease)
 }

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -72,12 +71,6 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		w.log.Warn(msg)
 	}
 	return len(p), nil
-}
-
-// caFlag adds --ca-file to fs.
-func caFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "ca-file", os.Getenv("RACKPOOL_CA_FILE"),
-		"PEM CA certificate to trust besides the system's (default $RACKPOOL_CA_FILE, else "+api.DefaultCAFile+" when it exists)")
 }
 
 // httpClient is the HTTP client of the client verbs: it trusts the

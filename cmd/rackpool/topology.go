@@ -1,43 +1,54 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"rackpool/api"
 	"rackpool/internal/redfish"
 	"rackpool/internal/topology"
 )
 
-func runTopology(args []string) error {
-	fs, cf := newClientFlags("topology")
-	file := fs.String("file", "", "validate and show this topology file instead of asking the server")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
+// topologyCmd is `rackpool topology`: the service's topology as text, or
+// a topology file's, validated locally.
+func topologyCmd() *cobra.Command {
+	cf := &clientFlags{}
+	var file string
+	cmd := &cobra.Command{
+		Use:   "topology [--file FILE] [--json]",
+		Short: "show the topology as text (from the server, or a file validated locally)",
+		Long:  "Shows the service's topology, or with --file validates a topology file locally and shows it.",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var v *api.TopologyView
+			if file != "" {
+				top, err := topology.LoadFile(file)
+				if err != nil {
+					return err
+				}
+				v = redfish.TopologyView(top)
+			} else {
+				c, err := cf.client()
+				if err != nil {
+					return err
+				}
+				if v, err = c.Topology(cmd.Context()); err != nil {
+					return err
+				}
+			}
+			if cf.json {
+				return printJSON(v)
+			}
+			printTopology(v)
+			return nil
+		},
 	}
-	var v *api.TopologyView
-	if *file != "" {
-		top, err := topology.LoadFile(*file)
-		if err != nil {
-			return err
-		}
-		v = redfish.TopologyView(top)
-	} else {
-		c, err := cf.client()
-		if err != nil {
-			return err
-		}
-		if v, err = c.Topology(context.Background()); err != nil {
-			return err
-		}
-	}
-	if cf.json {
-		return printJSON(v)
-	}
-	printTopology(v)
-	return nil
+	cf.register(cmd.Flags())
+	cmd.Flags().StringVar(&file, "file", "", "validate and show this topology file instead of asking the server")
+	return cmd
 }
 
 func printTopology(v *api.TopologyView) {
