@@ -31,7 +31,7 @@ var Layers = []Layer{
 		"api", "internal/rf", "internal/topology", "internal/store/...", "internal/memory", "internal/nbd",
 		"internal/cache", "internal/telemetry/...", "internal/tenancy", "internal/schedule",
 		"internal/hostagent/hoststep", "internal/bmc/...", "internal/blocknode", "internal/hba", "internal/pager",
-		"internal/memlease",
+		"internal/memlease", "internal/odata",
 	}},
 	{"fabric drivers, the fabric managers' emulator, discovery, the fabric monitor", []string{
 		"internal/fabric/...", "internal/events",

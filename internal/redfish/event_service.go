@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"rackpool/internal/events"
+	"rackpool/internal/odata"
 )
 
 // eventRoutes are the routes of the EventService (routes.go).
@@ -125,8 +126,7 @@ func sseFilter(r *http.Request) (events.Destination, []string) {
 // errQueryInvalid is a 400 for a query parameter's value the service
 // does not accept; resolution says what it does.
 func errQueryInvalid(param, resolution string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"QueryParameterValueError",
-		fmt.Sprintf("The value for the parameter %s is invalid.", param), param).withResolution(resolution)
+	return fromProblem(odata.Invalid(param, resolution))
 }
 
 // sseFormat reads which payloads the SSE client asks for: EventFormatType
@@ -157,12 +157,12 @@ func (s *Server) sseFormat(r *http.Request) (bool, error) {
 	}
 	reports := (len(formats) == 1 && formats[0] == formatMetricReport) || (len(formats) == 0 && len(defs) > 0)
 	if !reports && len(defs) > 0 {
-		return false, errQueryCombination("MetricReportDefinition selects metric reports: use it with EventFormatType=MetricReport, not Event.")
+		return false, fromProblem(odata.Combination("MetricReportDefinition selects metric reports: use it with EventFormatType=MetricReport, not Event."))
 	}
 	if reports {
 		for _, k := range sseEventFilters {
 			if q.Has(k) {
-				return false, errQueryCombination(k + " selects events, which a stream of metric reports does not carry; remove it, or open a second stream for events.")
+				return false, fromProblem(odata.Combination(k + " selects events, which a stream of metric reports does not carry; remove it, or open a second stream for events."))
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package redfish
 import (
 	"errors"
 	"net/http"
+
+	"rackpool/internal/odata"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
@@ -47,10 +49,10 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 		"Managers":           ref("/redfish/v1/Managers"),
 		"Links":              map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
 		"ProtocolFeaturesSupported": map[string]any{
-			// What query.go implements.
+			// What package odata implements.
 			"ExcerptQuery": false, "OnlyMemberQuery": true, "SelectQuery": true,
 			"ExpandQuery": map[string]any{"ExpandAll": true, "Levels": true, "Links": true, "NoLinks": true,
-				"MaxLevels": maxExpandLevels},
+				"MaxLevels": odata.MaxExpandLevels},
 			"FilterQuery": true, "FilterQueryComparisonOperations": true, "FilterQueryCompoundOperations": true, "TopSkipQuery": true,
 		},
 		"Oem": rackpoolOem("ServiceRoot", map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}),

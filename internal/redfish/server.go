@@ -25,6 +25,7 @@ import (
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/hostagent"
+	"rackpool/internal/odata"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 
@@ -147,8 +148,8 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 }
 
 // ServeHTTP implements http.Handler. The query of a GET or HEAD is parsed
-// here, before any handler runs, and travels on the recorder to writeJSON
-// (query.go).
+// here (odata.Parse), before any handler runs, and travels on the recorder
+// to writeJSON (query.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := randomHex(8)
@@ -171,9 +172,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		q, err := parseQuery(r.URL.RawQuery)
+		q, err := odata.Parse(r.URL.RawQuery)
 		if err != nil {
-			writeError(rec, err)
+			writeError(rec, fromProblem(err))
 			return
 		}
 		rec.q = q
@@ -192,8 +193,8 @@ type statusRecorder struct {
 	status   int
 	srv      *Server
 	req      *http.Request
-	q        *query // nil unless a GET or HEAD
-	internal bool   // an in-process GET (internalGet): ETag only
+	q        *odata.Query // nil unless a GET or HEAD
+	internal bool         // an in-process GET (internalGet): ETag only
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

@@ -1,4 +1,4 @@
-package redfish
+package odata
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"rackpool/internal/rf"
 )
 
 // render writes a parsed filter as an S-expression, so that a test sees
@@ -94,7 +96,7 @@ func TestFilterParse(t *testing.T) {
 	for _, tc := range filterGood {
 		f, err := parseFilter(tc.filter)
 		if err != nil {
-			t.Errorf("%q: %s: %s", tc.filter, err.message, err.resolution)
+			t.Errorf("%q: %s: %s", tc.filter, err.Text, err.Resolution)
 			continue
 		}
 		if got := render(f.root); got != tc.tree {
@@ -147,14 +149,14 @@ func TestFilterParseErrors(t *testing.T) {
 			t.Errorf("%q parsed", tc.filter)
 			continue
 		}
-		if err.status != http.StatusBadRequest || err.id != baseRegistry+"QueryParameterValueFormatError" {
-			t.Errorf("%q: %d %s", tc.filter, err.status, err.id)
+		if err.Status != http.StatusBadRequest || err.ID != rf.Registry+"QueryParameterValueFormatError" {
+			t.Errorf("%q: %d %s", tc.filter, err.Status, err.ID)
 		}
-		if err.resolution != tc.resolution {
-			t.Errorf("%q:\n got %s\nwant %s", tc.filter, err.resolution, tc.resolution)
+		if err.Resolution != tc.resolution {
+			t.Errorf("%q:\n got %s\nwant %s", tc.filter, err.Resolution, tc.resolution)
 		}
-		if len(err.args) != 2 || err.args[0] != tc.filter || err.args[1] != "$filter" {
-			t.Errorf("%q: message arguments %q", tc.filter, err.args)
+		if len(err.Args) != 2 || err.Args[0] != tc.filter || err.Args[1] != "$filter" {
+			t.Errorf("%q: message arguments %q", tc.filter, err.Args)
 		}
 	}
 }
@@ -188,7 +190,7 @@ func TestFilterLimits(t *testing.T) {
 			f, err := parseFilter(tc.filter)
 			if tc.ok {
 				if err != nil {
-					t.Fatalf("%s", err.resolution)
+					t.Fatalf("%s", err.Resolution)
 				}
 				if d := treeDepth(f.root); d > filterTreeDepth {
 					t.Fatalf("tree depth %d", d)
@@ -198,10 +200,10 @@ func TestFilterLimits(t *testing.T) {
 			if err == nil {
 				t.Fatalf("parsed")
 			}
-			if err.status != http.StatusBadRequest || err.id != baseRegistry+"QueryParameterOutOfRange" || err.resolution != tc.resolution {
-				t.Fatalf("%d %s: %s", err.status, err.id, err.resolution)
+			if err.Status != http.StatusBadRequest || err.ID != rf.Registry+"QueryParameterOutOfRange" || err.Resolution != tc.resolution {
+				t.Fatalf("%d %s: %s", err.Status, err.ID, err.Resolution)
 			}
-			if echo := err.args[0]; utf8.RuneCountInString(echo) > maxFilterLen+3 {
+			if echo := err.Args[0]; utf8.RuneCountInString(echo) > maxFilterLen+3 {
 				t.Fatalf("the message quotes %d characters", utf8.RuneCountInString(echo))
 			}
 		})
@@ -226,7 +228,7 @@ const filterMember = `{
 }`
 
 func TestFilterEval(t *testing.T) {
-	member, ok := decodeObject([]byte(filterMember))
+	member, ok := DecodeObject([]byte(filterMember))
 	if !ok {
 		t.Fatal("member does not decode")
 	}
@@ -289,7 +291,7 @@ func TestFilterEval(t *testing.T) {
 	} {
 		f, err := parseFilter(tc.filter)
 		if err != nil {
-			t.Errorf("%q: %s", tc.filter, err.resolution)
+			t.Errorf("%q: %s", tc.filter, err.Resolution)
 			continue
 		}
 		if got := f.root.eval(member); got != tc.want {
@@ -302,7 +304,7 @@ func TestFilterEval(t *testing.T) {
 // Members@odata.count are replaced; a property no member has is a 400.
 func TestFilterMembers(t *testing.T) {
 	coll := func() map[string]any {
-		body, _ := decodeObject([]byte(`{"Members": [{"Id": "a", "N": 1}, {"Id": "b", "N": 2}, {"Id": "c"}, "junk"],
+		body, _ := DecodeObject([]byte(`{"Members": [{"Id": "a", "N": 1}, {"Id": "b", "N": 2}, {"Id": "c"}, "junk"],
 			"Members@odata.count": 4, "Members@odata.nextLink": "/x?$skip=4"}`))
 		return body
 	}
@@ -320,18 +322,18 @@ func TestFilterMembers(t *testing.T) {
 	} {
 		f, err := parseFilter(tc.filter)
 		if err != nil {
-			t.Fatalf("%q: %s", tc.filter, err.resolution)
+			t.Fatalf("%q: %s", tc.filter, err.Resolution)
 		}
 		body := coll()
 		e := f.members(body, &expander{cache: map[string]fetched{}})
 		if tc.status != 200 {
-			if e == nil || e.status != tc.status || e.id != baseRegistry+"QueryParameterValueError" || e.args[0] != "$filter" {
+			if e == nil || e.Status != tc.status || e.ID != rf.Registry+"QueryParameterValueError" || e.Args[0] != "$filter" {
 				t.Fatalf("%q: %v", tc.filter, e)
 			}
 			continue
 		}
 		if e != nil {
-			t.Fatalf("%q: %s", tc.filter, e.resolution)
+			t.Fatalf("%q: %s", tc.filter, e.Resolution)
 		}
 		var ids []string
 		for _, m := range body["Members"].([]any) {
@@ -391,22 +393,22 @@ func FuzzFilter(f *testing.F) {
 	}
 	f.Add(strings.Repeat("(", 40) + "A eq 1" + strings.Repeat(")", 40))
 	f.Add(strings.Repeat("not ", 40) + "A eq 1")
-	member, _ := decodeObject([]byte(filterMember))
+	member, _ := DecodeObject([]byte(filterMember))
 	f.Fuzz(func(t *testing.T, s string) {
 		flt, err := parseFilter(s)
 		if err != nil {
-			if err.status != http.StatusBadRequest {
-				t.Fatalf("%q: status %d", s, err.status)
+			if err.Status != http.StatusBadRequest {
+				t.Fatalf("%q: status %d", s, err.Status)
 			}
-			if m := positionRE.FindStringSubmatch(err.resolution); m != nil {
+			if m := positionRE.FindStringSubmatch(err.Resolution); m != nil {
 				n, _ := strconv.Atoi(m[1])
 				if n < 1 || n > utf8.RuneCountInString(s)+1 {
-					t.Fatalf("%q: position %d: %s", s, n, err.resolution)
+					t.Fatalf("%q: position %d: %s", s, n, err.Resolution)
 				}
-			} else if !strings.HasPrefix(err.resolution, "The filter has ") {
-				t.Fatalf("%q: no position: %s", s, err.resolution)
+			} else if !strings.HasPrefix(err.Resolution, "The filter has ") {
+				t.Fatalf("%q: no position: %s", s, err.Resolution)
 			}
-			if _, jerr := json.Marshal(err.args); jerr != nil {
+			if _, jerr := json.Marshal(err.Args); jerr != nil {
 				t.Fatalf("%q: %v", s, jerr)
 			}
 			return

@@ -1,4 +1,4 @@
-package redfish
+package odata
 
 // $filter (DSP0266 §7.3.4) on every resource collection.
 //
@@ -42,6 +42,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"rackpool/internal/rf"
 )
 
 const (
@@ -107,10 +109,10 @@ type filter struct {
 }
 
 // parseFilter parses a $filter value.
-func parseFilter(v string) (*filter, *apiError) {
+func parseFilter(v string) (*filter, *rf.Problem) {
 	if n := utf8.RuneCountInString(v); n > maxFilterLen {
-		e := errQueryRange(filterEcho(v), "$filter", fmt.Sprintf("(at most %d characters)", maxFilterLen))
-		e.resolution = fmt.Sprintf("The filter has %d characters; shorten it to at most %d.", n, maxFilterLen)
+		e := errRange(filterEcho(v), "$filter", fmt.Sprintf("(at most %d characters)", maxFilterLen))
+		e.Resolution = fmt.Sprintf("The filter has %d characters; shorten it to at most %d.", n, maxFilterLen)
 		return nil, e
 	}
 	p := &filterParser{src: v}
@@ -180,9 +182,9 @@ type filterParser struct {
 
 // errorAt is the 400 for a malformed filter at byte offset off: the
 // resolution names the 1-based character position and what was expected.
-func (p *filterParser) errorAt(off int, what string) *apiError {
-	e := errQueryFormat(p.src, "$filter")
-	e.resolution = fmt.Sprintf("At position %d: %s.", p.position(off), what)
+func (p *filterParser) errorAt(off int, what string) *rf.Problem {
+	e := errFormat(p.src, "$filter")
+	e.Resolution = fmt.Sprintf("At position %d: %s.", p.position(off), what)
 	return e
 }
 
@@ -228,7 +230,7 @@ func isNameByte(c byte) bool {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // next reads the next token into p.tok.
-func (p *filterParser) next() *apiError {
+func (p *filterParser) next() *rf.Problem {
 	s := p.src
 	for p.i < len(s) && (s[p.i] == ' ' || s[p.i] == '\t') {
 		p.i++
@@ -307,7 +309,7 @@ func (p *filterParser) next() *apiError {
 }
 
 // or parses or-separated ands at nesting depth.
-func (p *filterParser) or(depth int) (*filterNode, *apiError) {
+func (p *filterParser) or(depth int) (*filterNode, *rf.Problem) {
 	n, err := p.and(depth)
 	if err != nil {
 		return nil, err
@@ -329,7 +331,7 @@ func (p *filterParser) or(depth int) (*filterNode, *apiError) {
 }
 
 // and parses and-separated unary expressions at nesting depth.
-func (p *filterParser) and(depth int) (*filterNode, *apiError) {
+func (p *filterParser) and(depth int) (*filterNode, *rf.Problem) {
 	n, err := p.unary(depth)
 	if err != nil {
 		return nil, err
@@ -351,12 +353,12 @@ func (p *filterParser) and(depth int) (*filterNode, *apiError) {
 }
 
 // unary parses not, a parenthesised filter or a comparison.
-func (p *filterParser) unary(depth int) (*filterNode, *apiError) {
+func (p *filterParser) unary(depth int) (*filterNode, *rf.Problem) {
 	tok := p.tok
 	nested := tok.kind == tokLParen || (tok.kind == tokName && tok.text == "not")
 	if nested && depth+1 > maxFilterDepth {
-		e := errQueryRange(p.src, "$filter", fmt.Sprintf("(at most %d levels of parentheses and not)", maxFilterDepth))
-		e.resolution = fmt.Sprintf("At position %d: the filter nests deeper than %d levels; simplify it.", p.position(tok.pos), maxFilterDepth)
+		e := errRange(p.src, "$filter", fmt.Sprintf("(at most %d levels of parentheses and not)", maxFilterDepth))
+		e.Resolution = fmt.Sprintf("At position %d: the filter nests deeper than %d levels; simplify it.", p.position(tok.pos), maxFilterDepth)
 		return nil, e
 	}
 	switch {
@@ -400,11 +402,11 @@ func (p *filterParser) unary(depth int) (*filterNode, *apiError) {
 }
 
 // comparison parses operand op operand.
-func (p *filterParser) comparison() (*filterNode, *apiError) {
+func (p *filterParser) comparison() (*filterNode, *rf.Problem) {
 	start := p.tok
 	if p.cmps++; p.cmps > maxFilterComparisons {
-		e := errQueryRange(p.src, "$filter", fmt.Sprintf("(at most %d comparisons)", maxFilterComparisons))
-		e.resolution = fmt.Sprintf("At position %d: the filter has more than %d comparisons; simplify it.", p.position(start.pos), maxFilterComparisons)
+		e := errRange(p.src, "$filter", fmt.Sprintf("(at most %d comparisons)", maxFilterComparisons))
+		e.Resolution = fmt.Sprintf("At position %d: the filter has more than %d comparisons; simplify it.", p.position(start.pos), maxFilterComparisons)
 		return nil, e
 	}
 	l, err := p.operand("a comparison, 'not' or '('")
@@ -440,7 +442,7 @@ func (p *filterParser) comparison() (*filterNode, *apiError) {
 
 // operand parses a property path or a literal; expected says what an
 // error reports was expected.
-func (p *filterParser) operand(expected string) (filterOperand, *apiError) {
+func (p *filterParser) operand(expected string) (filterOperand, *rf.Problem) {
 	tok := p.tok
 	var o filterOperand
 	switch tok.kind {
@@ -493,7 +495,7 @@ func (p *filterParser) addPath(segs []string) {
 // Members@odata.count to their number. References are read with x, as
 // the client; a member x cannot read is dropped. A property path that no
 // member read has is a 400.
-func (f *filter) members(body map[string]any, x *expander) *apiError {
+func (f *filter) members(body map[string]any, x *expander) *rf.Problem {
 	members, _ := body["Members"].([]any)
 	kept := []any{}
 	seen := make([]bool, len(f.paths))
@@ -504,7 +506,7 @@ func (f *filter) members(body map[string]any, x *expander) *apiError {
 			continue
 		}
 		if id, ok := refTarget(obj); ok {
-			if obj = x.fetch(id).body; obj == nil {
+			if obj = x.get(id).body; obj == nil {
 				continue
 			}
 		}
@@ -526,7 +528,7 @@ func (f *filter) members(body map[string]any, x *expander) *apiError {
 		for i, path := range f.paths {
 			if !seen[i] {
 				name := strings.Join(path, "/")
-				return errQueryInvalid("$filter", "No member of this collection has the property "+name+
+				return Invalid("$filter", "No member of this collection has the property "+name+
 					"; check its spelling and case, and the levels of the path (Status/Health).")
 			}
 		}
