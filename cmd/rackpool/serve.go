@@ -36,6 +36,7 @@ import (
 	"rackpool/internal/replica"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/telemetry"
+	"rackpool/internal/telemetry/fabricreport"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
@@ -305,7 +306,7 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 	redfish.Version = version
 	// The monitor's device telemetry, condensed into the FabricTelemetry
 	// MetricReport (its history and the MetricReport SSE stream).
-	fabricTel := redfish.NewFabricTelemetry(redfish.FabricTelemetryOptions{Interval: c.MonitorInterval, Topology: top})
+	fabricTel := fabricreport.New(fabricreport.Options{Interval: c.MonitorInterval, Topology: top})
 	p.monitor = events.NewMonitor(p.bus, drivers, events.MonitorOptions{Interval: c.MonitorInterval, Logger: log, Stats: fabricTel.Record})
 	taskPrefix := ""
 	if p.act != nil {

@@ -34,7 +34,7 @@ var Layers = []Layer{
 		"internal/memlease", "internal/odata",
 	}},
 	{"fabric drivers, the fabric managers' emulator, discovery, the fabric monitor", []string{
-		"internal/fabric/...", "internal/events",
+		"internal/fabric/...", "internal/events", "internal/telemetry/fabricreport",
 	}},
 	{"engines: composition, memory leases, drives, provisioning, simulation, replication", []string{
 		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...",

@@ -3,26 +3,19 @@ package redfish
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"rackpool/internal/events"
-	"rackpool/internal/fabric"
-	"rackpool/internal/topology"
+	"rackpool/internal/telemetry/fabricreport"
 )
 
 // Fabric telemetry (docs/telemetry.md): what the fabric monitor polls from
-// the fabrics' devices (fabric.StatsReporter), condensed into one
-// MetricReport per poll that stays small however many devices there are:
-// per fabric and device kind the device count, mean and maximum
-// utilisation, maximum temperature, link errors since the previous poll
-// and links down, plus the ten hottest devices. It is served as
+// the fabrics' devices, condensed into one report per poll
+// (fabricreport.Condenser), rendered as a MetricReport. It is served as
 //
 //	MetricReportDefinitions/FabricTelemetry  Periodic, every monitor interval
 //	MetricReports/FabricTelemetry            the newest report; with ?history
@@ -45,14 +38,7 @@ import (
 // and of its MetricReport.
 const FabricTelemetryID = "FabricTelemetry"
 
-// DefaultFabricHistory is how many fabric telemetry reports are kept by
-// default: ten minutes at the monitor's default interval of 2 s.
-const DefaultFabricHistory = 300
-
 const (
-	fabricHotDevices  = 10 // hottest devices in each report
-	fabricSubBuffer   = 4  // reports queued for one SSE client before the oldest is dropped
-	fabricUnknownKind = "unknown"
 	// fabricTelemetryPointer is where an Endpoint carries its device's
 	// telemetry (fabrics.go).
 	fabricTelemetryPointer = "#/Oem/Rackpool/Telemetry/"
@@ -112,292 +98,6 @@ func lookupFabricMetric(id string) (fabricMetric, bool) {
 	return fabricMetric{}, false
 }
 
-// FabricTelemetryOptions configure a FabricTelemetry. The zero value means
-// every default.
-type FabricTelemetryOptions struct {
-	// Interval is the fabric monitor's polling period, advertised as the
-	// report definition's RecurrenceInterval (default
-	// events.DefaultMonitorInterval).
-	Interval time.Duration
-	// History is how many reports are kept (default DefaultFabricHistory).
-	History int
-	// Topology gives each device its kind; devices it does not know, and
-	// every device when it is nil, are of kind "unknown".
-	Topology *topology.Topology
-}
-
-// FabricTelemetry condenses the fabric monitor's polls into fabric
-// telemetry reports, keeps the newest of them and hands each new one to
-// the SSE clients that asked for metric reports. Create it before the
-// monitor, pass its Record as events.MonitorOptions.Stats, and hand it to
-// the Server with ServeFabricTelemetry. It is safe for concurrent use.
-type FabricTelemetry struct {
-	interval time.Duration
-	top      *topology.Topology
-
-	mu       sync.Mutex
-	counters map[string]map[string]linkCounters // fabric → device → counters as last polled
-	groups   map[groupKey]string                // MetricProperty of each group, made once
-	ring     []*fabricReport                    // the retained reports; oldest at head once full
-	head, n  int
-	seq      uint64
-	subs     map[*reportSub]struct{}
-}
-
-// NewFabricTelemetry returns an empty FabricTelemetry.
-func NewFabricTelemetry(o FabricTelemetryOptions) *FabricTelemetry {
-	if o.Interval <= 0 {
-		o.Interval = events.DefaultMonitorInterval
-	}
-	if o.History <= 0 {
-		o.History = DefaultFabricHistory
-	}
-	return &FabricTelemetry{interval: o.Interval, top: o.Topology, counters: map[string]map[string]linkCounters{},
-		groups: map[groupKey]string{}, ring: make([]*fabricReport, o.History), subs: map[*reportSub]struct{}{}}
-}
-
-// linkCounters are a device's cumulative link error counters.
-type linkCounters struct{ correctable, uncorrectable uint64 }
-
-// groupKey is one fabric's devices of one kind.
-type groupKey struct{ fabric, kind string }
-
-// fabricGroup is one group's aggregates in one report.
-type fabricGroup struct {
-	property   string // MetricProperty: the fabric's endpoints of the kind
-	devices    int
-	utilN      int // devices with a utilisation (not NaN)
-	utilSum    float64
-	utilMax    float64 // NaN when utilN is 0
-	tempMax    float64 // NaN when no device had a temperature
-	linkErrors uint64
-	linksDown  int
-}
-
-// hotDevice is one of a report's hottest devices.
-type hotDevice struct {
-	fabric, device string
-	tempC          float64
-}
-
-// fabricReport is one poll's report. It is not changed once made.
-type fabricReport struct {
-	seq    uint64 // the SSE id
-	at     time.Time
-	groups []fabricGroup // by fabric, then kind
-	hot    []hotDevice   // hottest first
-}
-
-// sseMessage is one report rendered for a stream.
-type sseMessage struct {
-	id   uint64
-	data []byte
-}
-
-// reportSub is one SSE client's queue.
-type reportSub struct {
-	scoped bool // the client's account has a tenant: no device IDs
-	ch     chan sseMessage
-}
-
-// Record makes the report of one poll (events.MonitorOptions.Stats): at is
-// the poll's time, stats each answering fabric's devices. Link errors are
-// counted against the counters the device had at its previous poll. An
-// answer older than the newest report (from a poll that overlapped a
-// later one) is ignored.
-func (t *FabricTelemetry) Record(at time.Time, stats map[string][]fabric.DeviceStats) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if last := t.latestLocked(); last != nil && at.Before(last.at) {
-		return
-	}
-	rep := &fabricReport{at: at}
-	for _, fid := range slices.Sorted(maps.Keys(stats)) {
-		prev := t.counters[fid]
-		next := make(map[string]linkCounters, len(stats[fid]))
-		byKind := map[string]*fabricGroup{}
-		for _, d := range stats[fid] {
-			kind := t.kind(d.Device)
-			g := byKind[kind]
-			if g == nil {
-				g = &fabricGroup{property: t.groupProperty(fid, kind), utilMax: math.NaN(), tempMax: math.NaN()}
-				byKind[kind] = g
-			}
-			g.add(d)
-			c := linkCounters{d.CorrectableErrors, d.UncorrectableErrs}
-			if p, ok := prev[d.Device]; ok {
-				g.linkErrors += increase(p.correctable, c.correctable) + increase(p.uncorrectable, c.uncorrectable)
-			}
-			next[d.Device] = c
-			if !math.IsNaN(d.TemperatureC) {
-				rep.hot = addHot(rep.hot, hotDevice{fid, d.Device, d.TemperatureC})
-			}
-		}
-		t.counters[fid] = next
-		for _, kind := range slices.Sorted(maps.Keys(byKind)) {
-			rep.groups = append(rep.groups, *byKind[kind])
-		}
-	}
-	t.seq = max(t.seq+1, uint64(max(at.UnixMicro(), 0)))
-	rep.seq = t.seq
-	t.ring[(t.head+t.n)%len(t.ring)] = rep
-	if t.n < len(t.ring) {
-		t.n++
-	} else {
-		t.head = (t.head + 1) % len(t.ring)
-	}
-	var rendered [2][]byte // full, scoped
-	for s := range t.subs {
-		v := 0
-		if s.scoped {
-			v = 1
-		}
-		if rendered[v] == nil {
-			rendered[v] = rep.payload(s.scoped)
-		}
-		s.offer(sseMessage{rep.seq, rendered[v]})
-	}
-}
-
-// add counts device d into g.
-func (g *fabricGroup) add(d fabric.DeviceStats) {
-	g.devices++
-	if d.LinkWidth == 0 {
-		g.linksDown++
-	}
-	if u := d.UtilisationPercent; !math.IsNaN(u) {
-		g.utilN++
-		g.utilSum += u
-		if math.IsNaN(g.utilMax) || u > g.utilMax {
-			g.utilMax = u
-		}
-	}
-	if c := d.TemperatureC; !math.IsNaN(c) && (math.IsNaN(g.tempMax) || c > g.tempMax) {
-		g.tempMax = c
-	}
-}
-
-// increase is how much a cumulative counter grew from prev to cur; a
-// counter that went down was reset and counts from 0.
-func increase(prev, cur uint64) uint64 {
-	if cur < prev {
-		return cur
-	}
-	return cur - prev
-}
-
-// addHot inserts h into hot (hottest first, then by fabric and device ID),
-// keeping at most fabricHotDevices.
-func addHot(hot []hotDevice, h hotDevice) []hotDevice {
-	i, _ := slices.BinarySearchFunc(hot, h, hotter)
-	if i >= fabricHotDevices {
-		return hot
-	}
-	if len(hot) == fabricHotDevices {
-		hot = hot[:fabricHotDevices-1]
-	}
-	return slices.Insert(hot, i, h)
-}
-
-// hotter orders hot devices hottest first.
-func hotter(a, b hotDevice) int {
-	if a.tempC != b.tempC {
-		if a.tempC > b.tempC {
-			return -1
-		}
-		return 1
-	}
-	if c := strings.Compare(a.fabric, b.fabric); c != 0 {
-		return c
-	}
-	return strings.Compare(a.device, b.device)
-}
-
-// kind is device's kind as the topology has it.
-func (t *FabricTelemetry) kind(device string) string {
-	if t.top != nil {
-		if d := t.top.Device(device); d != nil {
-			return string(d.Kind)
-		}
-	}
-	return fabricUnknownKind
-}
-
-// groupProperty is the MetricProperty of a group's values: the fabric's
-// endpoints, restricted to the kind. Made once per group. Call with t.mu
-// held.
-func (t *FabricTelemetry) groupProperty(fid, kind string) string {
-	k := groupKey{fid, kind}
-	p, ok := t.groups[k]
-	if !ok {
-		p = fabricsURI + fid + "/Endpoints?DeviceKind=" + kind
-		t.groups[k] = p
-	}
-	return p
-}
-
-// offer queues m for s without waiting: a client that is
-// fabricSubBuffer reports behind loses its oldest queued one (it sees the
-// gap in the ids). Only Record offers, under the FabricTelemetry's lock.
-func (s *reportSub) offer(m sseMessage) {
-	select {
-	case s.ch <- m:
-		return
-	default:
-	}
-	select {
-	case <-s.ch:
-	default:
-	}
-	select {
-	case s.ch <- m:
-	default:
-	}
-}
-
-// latestLocked returns the newest report, nil when there is none. Call
-// with t.mu held.
-func (t *FabricTelemetry) latestLocked() *fabricReport {
-	if t.n == 0 {
-		return nil
-	}
-	return t.ring[(t.head+t.n-1)%len(t.ring)]
-}
-
-// reports returns the retained reports, oldest first.
-func (t *FabricTelemetry) reports() []*fabricReport {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*fabricReport, t.n)
-	for i := range t.n {
-		out[i] = t.ring[(t.head+i)%len(t.ring)]
-	}
-	return out
-}
-
-// subscribe registers an SSE client. With resume, it also returns the
-// retained reports newer than lastID (an SSE Last-Event-ID), oldest
-// first, for the client to send before what arrives on the channel.
-func (t *FabricTelemetry) subscribe(scoped bool, lastID uint64, resume bool) ([]*fabricReport, <-chan sseMessage, func()) {
-	s := &reportSub{scoped: scoped, ch: make(chan sseMessage, fabricSubBuffer)}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var replay []*fabricReport
-	if resume {
-		for i := range t.n {
-			if rep := t.ring[(t.head+i)%len(t.ring)]; rep.seq > lastID {
-				replay = append(replay, rep)
-			}
-		}
-	}
-	t.subs[s] = struct{}{}
-	return replay, s.ch, func() {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		delete(t.subs, s)
-	}
-}
-
 // --- rendering --------------------------------------------------------------
 
 // metricValue is one MetricReport MetricValues entry.
@@ -420,14 +120,14 @@ type metricReport struct {
 	MetricValues []metricValue `json:"MetricValues"`
 }
 
-func newMetricReport(at *fabricReport, values []metricValue) metricReport {
+func newMetricReport(at *fabricreport.Report, values []metricValue) metricReport {
 	mr := metricReport{ODataID: reportsPath + "/" + FabricTelemetryID, ODataType: metricReportType, ID: FabricTelemetryID,
 		Name: "Fabric telemetry", Definition: ref(reportDefsPath + "/" + FabricTelemetryID), MetricValues: values}
 	if mr.MetricValues == nil {
 		mr.MetricValues = []metricValue{}
 	}
 	if at != nil {
-		mr.Timestamp = timestamp(at.at)
+		mr.Timestamp = timestamp(at.At)
 	}
 	return mr
 }
@@ -440,51 +140,52 @@ func decimal(v float64) string {
 }
 
 // appendValues appends rep's values; scoped leaves out the hot devices.
-func (rep *fabricReport) appendValues(out []metricValue, scoped bool) []metricValue {
-	ts := timestamp(rep.at)
-	for _, g := range rep.groups {
-		mean := math.NaN()
-		if g.utilN > 0 {
-			mean = g.utilSum / float64(g.utilN)
-		}
-		out = append(out, metricValue{metricFabricDevices, strconv.Itoa(g.devices), ts, g.property})
+// Each group's MetricProperty is the fabric's endpoints, restricted to
+// the kind.
+func appendValues(out []metricValue, rep *fabricreport.Report, scoped bool) []metricValue {
+	ts := timestamp(rep.At)
+	for _, g := range rep.Groups {
+		property := fabricsURI + g.Fabric + "/Endpoints?DeviceKind=" + g.Kind
+		out = append(out, metricValue{metricFabricDevices, strconv.Itoa(g.Devices), ts, property})
 		for _, v := range []struct {
 			id string
 			v  float64
-		}{{metricFabricUtilisationMean, mean}, {metricFabricUtilisationMax, g.utilMax}, {metricFabricTemperatureMax, g.tempMax}} {
+		}{{metricFabricUtilisationMean, g.UtilMean}, {metricFabricUtilisationMax, g.UtilMax}, {metricFabricTemperatureMax, g.TempMax}} {
 			if !math.IsNaN(v.v) { // no device of the group had the value
-				out = append(out, metricValue{v.id, decimal(v.v), ts, g.property})
+				out = append(out, metricValue{v.id, decimal(v.v), ts, property})
 			}
 		}
 		out = append(out,
-			metricValue{metricFabricLinkErrors, strconv.FormatUint(g.linkErrors, 10), ts, g.property},
-			metricValue{metricFabricLinksDown, strconv.Itoa(g.linksDown), ts, g.property})
+			metricValue{metricFabricLinkErrors, strconv.FormatUint(g.LinkErrors, 10), ts, property},
+			metricValue{metricFabricLinksDown, strconv.Itoa(g.LinksDown), ts, property})
 	}
 	if !scoped {
-		for _, h := range rep.hot {
-			out = append(out, metricValue{metricFabricHotDeviceTemp, decimal(h.tempC), ts,
-				fabricsURI + h.fabric + "/Endpoints/" + h.device + fabricHotDeviceMetricPointer})
+		for _, h := range rep.Hot {
+			out = append(out, metricValue{metricFabricHotDeviceTemp, decimal(h.TempC), ts,
+				fabricsURI + h.Fabric + "/Endpoints/" + h.Device + fabricHotDeviceMetricPointer})
 		}
 	}
 	return out
 }
 
 // payload is rep as the MetricReport JSON an SSE message carries.
-func (rep *fabricReport) payload(scoped bool) []byte {
-	data, err := json.Marshal(newMetricReport(rep, rep.appendValues(nil, scoped)))
+func payload(rep *fabricreport.Report, scoped bool) []byte {
+	data, err := json.Marshal(newMetricReport(rep, appendValues(nil, rep, scoped)))
 	if err != nil {
 		panic(err) // strings only: cannot fail
 	}
 	return data
 }
 
-// writeReportSSE writes one report message.
-func writeReportSSE(w http.ResponseWriter, m sseMessage) error {
-	b := make([]byte, 0, len(m.data)+32)
+// writeReportSSE writes one report message, its id the report's sequence
+// number.
+func writeReportSSE(w http.ResponseWriter, rep *fabricreport.Report, scoped bool) error {
+	data := payload(rep, scoped)
+	b := make([]byte, 0, len(data)+32)
 	b = append(b, "id: "...)
-	b = strconv.AppendUint(b, m.id, 10)
+	b = strconv.AppendUint(b, rep.Seq, 10)
 	b = append(b, "\ndata: "...)
-	b = append(b, m.data...)
+	b = append(b, data...)
 	b = append(b, "\n\n"...)
 	_, err := w.Write(b)
 	return err
@@ -505,13 +206,14 @@ func fabricDuration(d time.Duration) string {
 // report, its definition and metric definitions in the TelemetryService,
 // and the SSE stream's EventFormatType=MetricReport. Call it once, before
 // serving.
-func (s *Server) ServeFabricTelemetry(t *FabricTelemetry) { s.fabricTel = t }
+func (s *Server) ServeFabricTelemetry(t *fabricreport.Condenser) { s.fabricTel = t }
 
 // fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
-func (s *Server) fabricTelemetry() *FabricTelemetry { return s.fabricTel }
+func (s *Server) fabricTelemetry() *fabricreport.Condenser { return s.fabricTel }
 
-// metricDefinition is the MetricDefinition of m.
-func (t *FabricTelemetry) metricDefinition(m fabricMetric) map[string]any {
+// metricDefinition is the MetricDefinition of m, for reports made every
+// interval.
+func metricDefinition(m fabricMetric, interval time.Duration) map[string]any {
 	props := make([]string, len(m.sources))
 	for i, src := range m.sources {
 		props[i] = fabricEndpointPattern + src
@@ -527,7 +229,7 @@ func (t *FabricTelemetry) metricDefinition(m fabricMetric) map[string]any {
 		"Units":            m.units,
 		"Implementation":   "Calculated",
 		"Calculable":       "NonSummable",
-		"SensingInterval":  fabricDuration(t.interval),
+		"SensingInterval":  fabricDuration(interval),
 		"MetricProperties": props,
 	}
 	if m.function == "Summation" || m.id == metricFabricDevices || m.id == metricFabricLinksDown {
@@ -537,13 +239,15 @@ func (t *FabricTelemetry) metricDefinition(m fabricMetric) map[string]any {
 		body["CalculationAlgorithm"] = m.function
 	}
 	if m.interval {
-		body["CalculationTimeInterval"] = fabricDuration(t.interval)
+		body["CalculationTimeInterval"] = fabricDuration(interval)
 	}
 	return body
 }
 
-// reportDefinition is the FabricTelemetry MetricReportDefinition.
-func (t *FabricTelemetry) reportDefinition() map[string]any {
+// reportDefinition is the FabricTelemetry MetricReportDefinition of t's
+// reports.
+func reportDefinition(t *fabricreport.Condenser) map[string]any {
+	interval := t.Interval()
 	metrics := make([]map[string]any, len(fabricMetrics))
 	for i, m := range fabricMetrics {
 		props := make([]string, len(m.sources))
@@ -556,7 +260,7 @@ func (t *FabricTelemetry) reportDefinition() map[string]any {
 		}
 		if m.interval {
 			e["CollectionTimeScope"] = "Interval"
-			e["CollectionDuration"] = fabricDuration(t.interval)
+			e["CollectionDuration"] = fabricDuration(interval)
 		}
 		metrics[i] = e
 	}
@@ -570,9 +274,9 @@ func (t *FabricTelemetry) reportDefinition() map[string]any {
 			"maximum temperature, link errors since the previous poll and links down; and the %d hottest devices "+
 			"(accounts without a tenant only). The newest %d reports are kept: GET the report with ?history[=N] or "+
 			"?since=RFC3339 for them; stream new ones with GET /redfish/v1/EventService/SSE?EventFormatType=MetricReport.",
-			fabricHotDevices, len(t.ring)),
+			fabricreport.HotDevices, t.History()),
 		"MetricReportDefinitionType":    "Periodic",
-		"Schedule":                      map[string]any{"RecurrenceInterval": fabricDuration(t.interval)},
+		"Schedule":                      map[string]any{"RecurrenceInterval": fabricDuration(interval)},
 		"MetricReportDefinitionEnabled": true,
 		"ReportActions":                 []string{"LogToMetricReportsCollection", "RedfishEvent"},
 		"ReportUpdates":                 "Overwrite",
@@ -611,14 +315,14 @@ func historyQuery(r *http.Request) (limit int, since time.Time, ok bool, err err
 // getFabricTelemetryReport answers the newest report or, with the history
 // query, the retained ones oldest first (each value has its poll's
 // Timestamp; the report's Timestamp is the newest one's).
-func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t *FabricTelemetry) error {
+func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t *fabricreport.Condenser) error {
 	limit, since, history, err := historyQuery(r)
 	if err != nil {
 		return err
 	}
 	scoped := principal(r).Tenant != ""
-	reps := t.reports()
-	var newest *fabricReport
+	reps := t.Reports()
+	var newest *fabricreport.Report
 	if len(reps) > 0 {
 		newest = reps[len(reps)-1]
 	}
@@ -627,12 +331,12 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 			writeJSON(w, http.StatusOK, newMetricReport(nil, nil))
 			return nil
 		}
-		writeJSON(w, http.StatusOK, json.RawMessage(newest.payload(scoped)))
+		writeJSON(w, http.StatusOK, json.RawMessage(payload(newest, scoped)))
 		return nil
 	}
 	if !since.IsZero() {
-		i, _ := slices.BinarySearchFunc(reps, since, func(rep *fabricReport, t time.Time) int {
-			if rep.at.After(t) {
+		i, _ := slices.BinarySearchFunc(reps, since, func(rep *fabricreport.Report, t time.Time) int {
+			if rep.At.After(t) {
 				return 1
 			}
 			return -1
@@ -644,7 +348,7 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 	}
 	var values []metricValue
 	for _, rep := range reps {
-		values = rep.appendValues(values, scoped)
+		values = appendValues(values, rep, scoped)
 	}
 	writeJSON(w, http.StatusOK, newMetricReport(newest, values))
 	return nil
@@ -655,11 +359,11 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 // With a Last-Event-ID the retained reports after it are sent first. The
 // stream ends with the request, and when the event bus closes (serve's
 // shutdown), like the event stream.
-func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t *FabricTelemetry, lastID uint64, resume bool) error {
+func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t *fabricreport.Condenser, lastID uint64, resume bool) error {
 	scoped := principal(r).Tenant != ""
 	closed, stop := s.events.Subscribe(func(events.Event) bool { return false }, s.events.LastID())
 	defer stop()
-	replay, ch, cancel := t.subscribe(scoped, lastID, resume)
+	replay, ch, cancel := t.Subscribe(lastID, resume)
 	defer cancel()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -667,7 +371,7 @@ func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t *
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	for _, rep := range replay {
-		if err := writeReportSSE(w, sseMessage{rep.seq, rep.payload(scoped)}); err != nil {
+		if err := writeReportSSE(w, rep, scoped); err != nil {
 			return nil
 		}
 	}
@@ -686,8 +390,8 @@ func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t *
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
 				return nil
 			}
-		case m := <-ch:
-			if err := writeReportSSE(w, m); err != nil {
+		case rep := <-ch:
+			if err := writeReportSSE(w, rep, scoped); err != nil {
 				return nil
 			}
 		}

@@ -20,7 +20,7 @@ import (
 
 	"rackpool/internal/events"
 	"rackpool/internal/fabric"
-	"rackpool/internal/redfish"
+	"rackpool/internal/telemetry/fabricreport"
 	"rackpool/internal/tenancy"
 )
 
@@ -32,11 +32,11 @@ const (
 
 // newFabricService is newService serving fabric telemetry that a monitor
 // of the service's fabrics (on its fabric clock) feeds.
-func newFabricService(t *testing.T, o redfish.FabricTelemetryOptions) (*service, *redfish.FabricTelemetry, *events.Monitor) {
+func newFabricService(t *testing.T, o fabricreport.Options) (*service, *fabricreport.Condenser, *events.Monitor) {
 	t.Helper()
 	s := newService(t)
 	o.Topology = s.mgr.Topology()
-	ft := redfish.NewFabricTelemetry(o)
+	ft := fabricreport.New(o)
 	mon := events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{Clock: s.fabClk, Stats: ft.Record})
 	s.handler.ServeFabricTelemetry(ft)
 	return s, ft, mon
@@ -99,7 +99,7 @@ var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // device's previous poll, a counter that went down counting from 0; a
 // device's first poll counts none; the hottest ten, hottest first.
 func TestFabricTelemetryAggregates(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, ft, _ := newFabricService(t, fabricreport.Options{})
 	ft.Record(t0, map[string][]fabric.DeviceStats{
 		"falcon1": {
 			{Device: "gpu1", UtilisationPercent: 20, TemperatureC: 50, LinkWidth: 16, CorrectableErrors: 5, UncorrectableErrs: 1},
@@ -209,7 +209,7 @@ func TestFabricTelemetryAggregates(t *testing.T) {
 // ?history, ?history=N and ?since= answer them oldest first, GET without
 // them the newest only; bad values are 400s naming the parameter.
 func TestFabricTelemetryHistory(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{History: 3})
+	s, ft, _ := newFabricService(t, fabricreport.Options{History: 3})
 	if r := s.get(fabricReport); len(list(t, r["MetricValues"])) != 0 {
 		t.Fatalf("report before any poll: %v", r)
 	}
@@ -256,7 +256,7 @@ func TestFabricTelemetryHistory(t *testing.T) {
 // aggregates but no device IDs (the hottest devices), in the report and
 // its history alike; unscoped accounts see both.
 func TestFabricTelemetryTenantScope(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, ft, _ := newFabricService(t, fabricreport.Options{})
 	blue, _, blueRO := s.tenants()
 	ft.Record(t0, map[string][]fabric.DeviceStats{
 		"falcon1": {{Device: "gpu1", UtilisationPercent: 50, TemperatureC: 80, LinkWidth: 16},
@@ -407,7 +407,7 @@ func next(t *testing.T, ch <-chan sseMessage, want string, skipped *[]sseMessage
 // the push subscriptions and the Events log get the poll's events but no
 // report. A Last-Event-ID resumes from the retained reports.
 func TestFabricTelemetrySSE(t *testing.T) {
-	s, _, mon := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, _, mon := newFabricService(t, fabricreport.Options{})
 	blue, _, _ := s.tenants()
 	pushed := make(chan string, 64)
 	s.must(http.StatusCreated, "POST", "/redfish/v1/EventService/Subscriptions", map[string]any{"Destination": newSink(t, pushed)}, admin)
@@ -502,7 +502,7 @@ func TestFabricTelemetrySSE(t *testing.T) {
 // hold up Record (the monitor); it later gets the newest report, having
 // lost older ones.
 func TestFabricTelemetrySlowReader(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, ft, _ := newFabricService(t, fabricreport.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	resp := s.sseRequest(ctx, "?EventFormatType=MetricReport", admin, "")
@@ -555,7 +555,7 @@ func TestFabricTelemetrySlowReader(t *testing.T) {
 // are 400s naming the parameter, and open nothing; so is $filter, which
 // selects members of collections, not events.
 func TestFabricTelemetrySSEFilters(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, ft, _ := newFabricService(t, fabricreport.Options{})
 	subs := len(list(t, s.get("/redfish/v1/EventService/Subscriptions")["Members"]))
 	entries := s.get("/redfish/v1/Managers/rackpool/LogServices/Events/Entries")["Members@odata.count"]
 	for _, c := range []struct{ query, code, param string }{
@@ -678,7 +678,7 @@ func TestFabricTelemetryMonitorHook(t *testing.T) {
 // EventService advertises the MetricReport format, and every property is
 // one the DMTF schemas declare (testdata/redfish-dmtf/csdl).
 func TestFabricTelemetryResources(t *testing.T) {
-	s, ft, _ := newFabricService(t, redfish.FabricTelemetryOptions{Interval: 1500 * time.Millisecond})
+	s, ft, _ := newFabricService(t, fabricreport.Options{Interval: 1500 * time.Millisecond})
 	ft.Record(t0, map[string][]fabric.DeviceStats{"falcon1": {{Device: "gpu1", UtilisationPercent: 12.5, TemperatureC: 51, LinkWidth: 16}}})
 	es := s.get("/redfish/v1/EventService")
 	if f := fmt.Sprint(es["EventFormatTypes"]); f != "[Event MetricReport]" {
@@ -821,20 +821,4 @@ func asStrings(v any) []string {
 		return out
 	}
 	return nil
-}
-
-// BenchmarkFabricTelemetryRecord: one poll of 10^4 devices on four
-// fabrics, aggregated and kept (no SSE client).
-func BenchmarkFabricTelemetryRecord(b *testing.B) {
-	ft := redfish.NewFabricTelemetry(redfish.FabricTelemetryOptions{})
-	stats := map[string][]fabric.DeviceStats{}
-	for i := range 10000 {
-		f := fmt.Sprintf("fabric%d", i%4)
-		stats[f] = append(stats[f], fabric.DeviceStats{Device: fmt.Sprintf("dev%05d", i), UtilisationPercent: float64(i % 100),
-			TemperatureC: float64(30 + i%60), LinkWidth: i % 16, CorrectableErrors: uint64(i)})
-	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		ft.Record(t0.Add(time.Duration(i)*time.Second), stats)
-	}
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"rackpool/internal/childproc"
-	"rackpool/internal/redfish"
+	"rackpool/internal/telemetry/fabricreport"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -206,7 +206,7 @@ func TestMetricsPromtool(t *testing.T) {
 // subscriptions (kind destination); a stream its client closed, or a
 // deleted subscription, is no longer counted.
 func TestMetricsEventSubscribers(t *testing.T) {
-	s, _, _ := newFabricService(t, redfish.FabricTelemetryOptions{})
+	s, _, _ := newFabricService(t, fabricreport.Options{})
 	s.obs.Watch() // one of the server's own subscribers, which is no stream
 	parser := expfmt.NewTextParser(model.LegacyValidation)
 	count := func(kind string) float64 {

@@ -27,6 +27,7 @@ import (
 	"rackpool/internal/hostagent"
 	"rackpool/internal/odata"
 	"rackpool/internal/rf"
+	"rackpool/internal/telemetry/fabricreport"
 	"rackpool/internal/tenancy"
 
 	"rackpool/internal/compose"
@@ -60,16 +61,16 @@ type Server struct {
 	asyncThreshold time.Duration
 	broker         *hostagent.Broker
 	tasks          rf.TaskList[*task]
-	resLocks       rf.Locks          // conditional writers, per resource path (etag.go)
-	leases         *lease.Manager    // nil: no memory service
-	drives         *drive.Manager    // nil: no pooled drives
-	healthSrc      HealthSource      // nil: ask the fabric
-	tel            *telemetry.Store  // nil: no TelemetryService
-	prov           *provision.Loop   // nil: no provisioning routes
-	fabricTel      *FabricTelemetry  // nil: no fabric telemetry report (ServeFabricTelemetry)
-	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
-	listen         string            // Options.Listen
-	sseStreams     atomic.Int64      // live GET .../EventService/SSE streams (rackpool_event_subscribers)
+	resLocks       rf.Locks                // conditional writers, per resource path (etag.go)
+	leases         *lease.Manager          // nil: no memory service
+	drives         *drive.Manager          // nil: no pooled drives
+	healthSrc      HealthSource            // nil: ask the fabric
+	tel            *telemetry.Store        // nil: no TelemetryService
+	prov           *provision.Loop         // nil: no provisioning routes
+	fabricTel      *fabricreport.Condenser // nil: no fabric telemetry report (ServeFabricTelemetry)
+	usageReg       *metrics.Registry       // rackpool_usage, for unscoped accounts
+	listen         string                  // Options.Listen
+	sseStreams     atomic.Int64            // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
 // Options configure a Server beyond its manager and accounts.

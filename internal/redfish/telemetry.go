@@ -314,7 +314,7 @@ func (s *Server) getMetricDefinition(w http.ResponseWriter, r *http.Request) err
 	id := r.PathValue("id")
 	if ft := s.fabricTelemetry(); ft != nil {
 		if m, ok := lookupFabricMetric(id); ok {
-			writeJSON(w, http.StatusOK, ft.metricDefinition(m))
+			writeJSON(w, http.StatusOK, metricDefinition(m, ft.Interval()))
 			return nil
 		}
 	}
@@ -368,7 +368,7 @@ func (s *Server) getMetricReportDefinition(w http.ResponseWriter, r *http.Reques
 	}
 	id := r.PathValue("id")
 	if ft := s.fabricTelemetry(); ft != nil && id == FabricTelemetryID {
-		writeJSON(w, http.StatusOK, ft.reportDefinition())
+		writeJSON(w, http.StatusOK, reportDefinition(ft))
 		return nil
 	}
 	k, ok := reportKind(id)
