@@ -44,6 +44,7 @@ import (
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/observe"
 	"rackpool/internal/pki"
 	"rackpool/internal/profiling"
 	"rackpool/internal/redfish"
@@ -326,7 +327,7 @@ func startReplicas(top *topology.Topology, n int) []*controlPlane {
 // material in dir/tls; with follow, as one replica of several.
 func newControlPlane(top *topology.Topology, st store.Store, drivers map[string]fabric.Driver, dir string, follow *replica.Follower, member string) *controlPlane {
 	ctx := context.Background()
-	obs := redfish.NewObserver(metrics.NewRegistry(), events.New(events.Options{}))
+	obs := observe.New(metrics.NewRegistry(), events.New(events.Options{}))
 	var catchUp func(context.Context) error
 	if follow != nil {
 		catchUp = follow.CatchUp

@@ -30,6 +30,7 @@ import (
 	"rackpool/internal/hostagent"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/observe"
 	"rackpool/internal/pki"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
@@ -258,7 +259,7 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 	closers = append(closers, closeDrivers)
 	p.bus = events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
 	closers = append(closers, p.bus.Close)
-	obs := redfish.NewObserver(metrics.NewRegistry(), p.bus)
+	obs := observe.New(metrics.NewRegistry(), p.bus)
 	power, err := bmcpower.Drivers(top.Hosts, compose.ModelPower{Clock: c.fabricClock}, bmcpower.Options{TLS: api.TLSConfig, Logger: log})
 	if err != nil {
 		return nil, err

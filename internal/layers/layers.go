@@ -38,7 +38,7 @@ var Layers = []Layer{
 	}},
 	{"engines: composition, memory leases, drives, provisioning, simulation, replication", []string{
 		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...",
-		"internal/replica", "internal/hostagent",
+		"internal/replica", "internal/hostagent", "internal/observe",
 	}},
 	{"the northbound Redfish service", []string{
 		"internal/redfish/...",

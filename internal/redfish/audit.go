@@ -101,7 +101,7 @@ func (s *Server) audit(ctx context.Context, e store.AuditEntry) {
 		e.Time = time.Now().UTC()
 	}
 	if _, err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
-		s.obs.auditFailed.Inc()
+		s.metrics.auditFailed.Inc()
 		s.log.Error("audit log write failed", "err", err, "user", e.User, "action", e.Action, "target", e.Target)
 	}
 }
@@ -138,7 +138,7 @@ func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action strin
 	s.audit(r.Context(), store.AuditEntry{User: user, Tenant: p.Tenant, Remote: r.RemoteAddr, Method: r.Method,
 		Target: r.URL.Path, Action: action, Outcome: outcome, Status: status, Detail: detail})
 	if outcome == store.AuditDenied {
-		s.obs.refusals.With(strconv.Itoa(status)).Inc()
+		s.metrics.refusals.With(strconv.Itoa(status)).Inc()
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
 	"rackpool/internal/metrics"
+	"rackpool/internal/observe"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
 	"rackpool/internal/store/sqlite"
@@ -58,7 +59,7 @@ type service struct {
 	authClk *clock.Manual
 	auth    *tenancy.Service
 	bus     *events.Bus
-	obs     *redfish.Observer
+	obs     *observe.Observer
 	drivers map[string]fabric.Driver
 	store   *sqlite.Store
 	monitor *events.Monitor
@@ -118,7 +119,7 @@ func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Br
 	}
 	s.bus = events.New(events.Options{})
 	t.Cleanup(s.bus.Close)
-	s.obs = redfish.NewObserver(metrics.NewRegistry(), s.bus)
+	s.obs = observe.New(metrics.NewRegistry(), s.bus)
 	s.drivers = drivers
 	s.store = st
 	opts := compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk,

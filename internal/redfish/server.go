@@ -35,6 +35,7 @@ import (
 	"rackpool/internal/events"
 	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/observe"
 	"rackpool/internal/provision"
 	"rackpool/internal/store"
 	"rackpool/internal/telemetry"
@@ -56,8 +57,7 @@ type Server struct {
 
 	store          store.Store // audit log; may be nil
 	events         *events.Bus
-	obs            *Observer
-	metrics        *serverMetrics
+	metrics        *apiMetrics
 	asyncThreshold time.Duration
 	broker         *hostagent.Broker
 	tasks          rf.TaskList[*task]
@@ -80,7 +80,7 @@ type Options struct {
 	Store store.Store
 	// Observer publishes events and keeps the metrics; serve shares it
 	// with the composition manager's hooks. Default: a new one.
-	Observer *Observer
+	Observer *observe.Observer
 	// AsyncThreshold: compositions whose modelled fabric time exceeds it
 	// answer 202 with a task monitor. 0 means DefaultAsyncThreshold;
 	// negative means never (unless the client sends Prefer: respond-async).
@@ -130,16 +130,16 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Observer == nil {
-		o.Observer = NewObserver(metrics.NewRegistry(), events.New(events.Options{Logger: o.Logger}))
+		o.Observer = observe.New(metrics.NewRegistry(), events.New(events.Options{Logger: o.Logger}))
 	}
 	if o.AsyncThreshold == 0 {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
-		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.bus, obs: o.Observer, asyncThreshold: o.AsyncThreshold, broker: o.Broker,
+		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
-	s.metrics = newServerMetrics(o.Observer, s)
+	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
 		s.registerUsageMetrics(s.usageReg)
@@ -159,7 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, status: 200, srv: s, req: r}
 	defer func() {
 		took := time.Since(start)
-		s.obs.request(r.Method, rec.status, took)
+		s.metrics.request(r.Method, rec.status, took)
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "took", took)
 	}()
 	// A panic's detail goes to the log under the request's ID; the client

@@ -9,6 +9,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/observe"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/units"
@@ -258,7 +259,7 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		c, err := s.mgr.Compose(s.auditInCommit(r, http.StatusCreated), creq)
-		s.obs.composeLat.With(outcome(err)).Observe(time.Since(start).Seconds())
+		s.metrics.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
 		}

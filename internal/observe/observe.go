@@ -1,14 +1,15 @@
-package redfish
+// Package observe turns what the control plane does into events (the bus
+// the Redfish EventService serves) and Prometheus metrics: the hooks of
+// the composition manager (compose.Options: OnChange, OnFabricOp,
+// OnSchedule), of the drive manager and of the provisioning loop, and a
+// watcher that counts the fabric monitor's faults. Events name their
+// resources by the Redfish URIs the northbound service serves them at.
+package observe
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"rackpool/internal/compose"
 	"rackpool/internal/drive"
@@ -18,48 +19,41 @@ import (
 	"rackpool/internal/provision"
 )
 
-// metricsRoutes are the routes of Prometheus metrics (routes.go).
-var metricsRoutes = []route{
-	{"GET /metrics", login, (*Server).getMetrics},
-}
+// The Redfish URIs events name their origins by (internal/redfish serves
+// them).
+const (
+	systemsPath      = "/redfish/v1/Systems/"
+	reservationsPath = "/redfish/v1/CompositionService/CompositionReservations/"
+	blockNodesPath   = "/redfish/v1/Oem/Rackpool/BlockNodes"
+	drivesPath       = "/redfish/v1/Oem/Rackpool/Drives"
+	provisioningPath = "/redfish/v1/Oem/Rackpool/Provisioning"
+)
 
-// Observer turns what the control plane does into events (EventService)
-// and Prometheus metrics (/metrics). serve wires its hooks into the
-// composition manager (compose.Options) before the Server exists, so one
-// Observer sees both the workflows and the API.
+// Observer turns what the control plane does into events on the bus and
+// Prometheus metrics in the registry. serve wires its hooks into the
+// composition manager (compose.Options), the drive manager and the
+// provisioning loop before the Redfish service exists, and hands the
+// service the same Observer, so one registry and one bus carry both the
+// workflows and the API.
 type Observer struct {
 	bus *events.Bus
 	reg *metrics.Registry
 
-	requests    *metrics.CounterVec
-	reqLatency  *metrics.HistogramVec
-	composeLat  *metrics.HistogramVec
-	schedLat    *metrics.HistogramVec
-	fabricLat   *metrics.HistogramVec
-	changes     *metrics.CounterVec
-	faults      *metrics.CounterVec
-	refusals    *metrics.CounterVec
-	auditFailed prometheus.Counter
+	schedLat  *metrics.HistogramVec
+	fabricLat *metrics.HistogramVec
+	changes   *metrics.CounterVec
+	faults    *metrics.CounterVec
 }
 
-// NewObserver registers rackpool's metrics in reg and publishes to bus.
-func NewObserver(reg *metrics.Registry, bus *events.Bus) *Observer {
+// New registers the control plane's metrics in reg and publishes to bus.
+func New(reg *metrics.Registry, bus *events.Bus) *Observer {
 	fast := []float64{1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 5e-2, 0.1}
 	o := &Observer{bus: bus, reg: reg,
-		requests: reg.Counter("rackpool_http_requests_total", "Redfish API requests by method and status code.", "method", "code"),
-		reqLatency: reg.Histogram("rackpool_http_request_duration_seconds", "Redfish API request latency.",
-			metrics.DefBuckets, "method"),
-		composeLat: reg.Histogram("rackpool_compose_duration_seconds",
-			"Time to compose a system through the API (placement, durable records, fabric attach), by outcome.",
-			metrics.DefBuckets, "outcome"),
 		schedLat: reg.Histogram("rackpool_scheduler_decision_seconds", "Scheduler decision time, by outcome.", fast, "outcome"),
 		fabricLat: reg.Histogram("rackpool_fabric_operation_seconds", "Fabric attach and detach time, by fabric kind, operation and outcome.",
 			metrics.DefBuckets, "fabric_kind", "op", "outcome"),
-		changes:  reg.Counter("rackpool_composition_changes_total", "Committed composition and reservation changes, by reason.", "reason"),
-		faults:   reg.Counter("rackpool_fabric_faults_total", "Faults and threshold crossings reported by fabrics, by severity.", "severity"),
-		refusals: reg.Counter("rackpool_refused_requests_total", "Requests refused for authentication or authorisation, by reason.", "reason"),
-		auditFailed: reg.Counter("rackpool_audit_write_failures_total",
-			"Audit entries that could not be written (the request itself was answered).").With(),
+		changes: reg.Counter("rackpool_composition_changes_total", "Committed composition and reservation changes, by reason.", "reason"),
+		faults:  reg.Counter("rackpool_fabric_faults_total", "Faults and threshold crossings reported by fabrics, by severity.", "severity"),
 	}
 	return o
 }
@@ -70,7 +64,8 @@ func (o *Observer) Bus() *events.Bus { return o.bus }
 // Registry returns the metrics registry.
 func (o *Observer) Registry() *metrics.Registry { return o.reg }
 
-func outcome(err error) string {
+// Outcome is the outcome label of an operation that ended with err.
+func Outcome(err error) string {
 	if err != nil {
 		return "error"
 	}
@@ -79,12 +74,12 @@ func outcome(err error) string {
 
 // OnSchedule is compose.Options.OnSchedule.
 func (o *Observer) OnSchedule(took time.Duration, err error) {
-	o.schedLat.With(outcome(err)).Observe(took.Seconds())
+	o.schedLat.With(Outcome(err)).Observe(took.Seconds())
 }
 
 // OnFabricOp is compose.Options.OnFabricOp.
 func (o *Observer) OnFabricOp(kind inventory.FabricKind, op string, took time.Duration, err error) {
-	o.fabricLat.With(string(kind), op, outcome(err)).Observe(took.Seconds())
+	o.fabricLat.With(string(kind), op, Outcome(err)).Observe(took.Seconds())
 }
 
 // OnChange is compose.Options.OnChange: every committed change becomes an
@@ -95,7 +90,7 @@ func (o *Observer) OnChange(ch compose.Change) {
 	if c == nil {
 		c = ch.Old
 	}
-	origin := "/redfish/v1/Systems/" + c.ID
+	origin := systemsPath + c.ID
 	if c.State == inventory.Reserved || ch.Reason == "released" || ch.Reason == "expired" {
 		origin = reservationsPath + groupOf(c)
 	}
@@ -172,7 +167,7 @@ func (o *Observer) OnProvisioningEvent(e provision.Event) {
 	if e.Severity == events.SeverityWarning {
 		msg = events.ResourceStatusChangedWarning
 	}
-	ev := msg.Event(events.TypeStatusChange, "/redfish/v1/Systems/"+e.System, e.System, msg.Severity)
+	ev := msg.Event(events.TypeStatusChange, systemsPath+e.System, e.System, msg.Severity)
 	ev.Tenant = e.Tenant
 	ev.Oem = map[string]any{"Rackpool": map[string]any{"Detail": e.Message, "Provisioning": provisioningPath + "/" + e.System}}
 	o.bus.Publish(ev)
@@ -196,64 +191,4 @@ func (o *Observer) Watch() {
 			o.fault(e)
 		}
 	}()
-}
-
-// request records one API request.
-func (o *Observer) request(method string, code int, took time.Duration) {
-	switch method {
-	case "GET", "HEAD", "POST", "PATCH", "PUT", "DELETE":
-	default:
-		method = "OTHER" // clients choose methods; keep the label set bounded
-	}
-	o.requests.With(method, strconv.Itoa(code)).Inc()
-	o.reqLatency.With(method).Observe(took.Seconds())
-}
-
-// serverMetrics registers the gauges that read the server's state.
-type serverMetrics struct{ *Observer }
-
-func newServerMetrics(o *Observer, s *Server) *serverMetrics {
-	o.reg.GaugeFunc("rackpool_compositions", "Compositions and reservations by state.", []string{"state"}, func() []metrics.Sample {
-		counts := map[inventory.State]int{inventory.Composing: 0, inventory.Composed: 0, inventory.Updating: 0,
-			inventory.Decomposing: 0, inventory.Reserved: 0}
-		for _, c := range s.mgr.List() {
-			counts[c.State]++
-		}
-		counts[inventory.Reserved] = len(s.mgr.Reservations())
-		var out []metrics.Sample
-		for st, n := range counts {
-			out = append(out, metrics.Sample{Labels: []string{string(st)}, Value: float64(n)})
-		}
-		return out
-	})
-	o.reg.GaugeFunc("rackpool_sessions_active", "Live Redfish sessions.", nil, func() []metrics.Sample {
-		return []metrics.Sample{{Value: float64(s.auth.ActiveSessions(context.Background()))}}
-	})
-	o.reg.GaugeFunc("rackpool_tasks", "Tasks by state.", []string{"state"}, func() []metrics.Sample {
-		var out []metrics.Sample
-		for st, n := range s.tasks.States() {
-			out = append(out, metrics.Sample{Labels: []string{st}, Value: float64(n)})
-		}
-		return out
-	})
-	o.reg.GaugeFunc("rackpool_event_subscribers", "Live SSE streams (kind sse: events and metric reports) and push destinations (kind destination).", []string{"kind"}, func() []metrics.Sample {
-		return []metrics.Sample{
-			{Labels: []string{"sse"}, Value: float64(s.sseStreams.Load())},
-			{Labels: []string{"destination"}, Value: float64(len(o.bus.Destinations()))},
-		}
-	})
-	return &serverMetrics{o}
-}
-
-// getMetrics serves the Prometheus exposition. It needs the Login
-// privilege like the rest of the API (a scraper uses a ReadOnly account).
-// The usage gauges (rackpool_usage) name every tenant's systems and
-// leases: only accounts without a tenant get them.
-func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
-	if s.usageReg != nil && principal(r).Tenant == "" {
-		metrics.Handler(s.metrics.reg, s.usageReg).ServeHTTP(w, r)
-		return nil
-	}
-	s.metrics.reg.Handler().ServeHTTP(w, r)
-	return nil
 }
