@@ -1,10 +1,38 @@
 package redfish
 
 import (
+	"context"
 	"net/http"
-	"rackpool/internal/tenancy"
 	"time"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/store"
+	"rackpool/internal/tenancy"
 )
+
+// accountStore is what the AccountService's handlers need of the
+// accounts (tenancy.Service).
+type accountStore interface {
+	Accounts() []tenancy.Account
+	Account(user string) (tenancy.Account, bool)
+	CreateAccount(ctx context.Context, n tenancy.NewAccount) (tenancy.Account, error)
+	UpdateAccount(ctx context.Context, user string, ch tenancy.AccountChange) (tenancy.Account, error)
+	DeleteAccount(ctx context.Context, user string) error
+	Locked(user string) bool
+	Lockout() tenancy.LockoutPolicy
+	SetLockout(ctx context.Context, p tenancy.LockoutPolicy) error
+	Tenants() []tenancy.Tenant
+	Tenant(id string) (tenancy.Tenant, bool)
+	CreateTenant(ctx context.Context, t tenancy.Tenant) (tenancy.Tenant, error)
+	PutTenant(ctx context.Context, t tenancy.Tenant) (tenancy.Tenant, error)
+	DeleteTenant(ctx context.Context, id string) error
+	Quota(tenant string) (map[inventory.Kind]int, []store.ObjectRef)
+}
+
+// usageCounter counts the blocks a tenant holds (compose.Manager).
+type usageCounter interface {
+	Usage(tenant string) map[inventory.Kind]int
+}
 
 // accountRoutes are the routes of the AccountService: accounts, roles, tenants (routes.go).
 var accountRoutes = []route{

@@ -17,6 +17,24 @@ import (
 	"rackpool/internal/schedule"
 )
 
+// reserver is what the Compose action and the reservations need of the
+// composition manager (compose.Manager).
+type reserver interface {
+	ReserveAll(ctx context.Context, reqs []compose.Request, ttl time.Duration) ([]*inventory.Composition, error)
+	Release(ctx context.Context, id string) error
+	Reservations() []*inventory.Composition
+	PlanAll(reqs []compose.Request) ([]*schedule.Plan, error)
+	Apply(ctx context.Context, mf compose.Manifest) ([]*inventory.Composition, error)
+}
+
+// compositionPolicy is the composition policy as the CompositionService
+// reads, changes and applies it (compose.Manager keeps it as a record).
+type compositionPolicy interface {
+	Policy() compose.Policy
+	UpdatePolicy(ctx context.Context, change func(*compose.Policy) error) (compose.Policy, error)
+	ApplyPolicy(req *compose.Request) error
+}
+
 // composeRoutes are the routes of the Compose action, reservations and the pools (routes.go).
 var composeRoutes = []route{
 	{"PATCH /redfish/v1/CompositionService", configureManager, (*Server).patchCompositionService},

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -10,6 +11,18 @@ import (
 	"rackpool/internal/blocknode"
 	"rackpool/internal/drive"
 )
+
+// Drives is the pooled-drive service the drive routes serve
+// (drive.Manager).
+type Drives interface {
+	Heartbeat(ctx context.Context, hb drive.Heartbeat) (drive.Assignment, error)
+	Nodes() []drive.NodeInfo
+	Node(id string) (drive.NodeInfo, error)
+	Drives() []drive.DriveInfo
+	Drive(id string) (drive.DriveInfo, error)
+	Connect(ctx context.Context, req drive.ConnectRequest) (drive.Grant, error)
+	Release(ctx context.Context, id, holder string) (drive.Writer, error)
+}
 
 // driveRoutes are the routes of pooled drives: blocknodes and drives (routes.go).
 var driveRoutes = []route{
@@ -98,7 +111,7 @@ func driveBody(d drive.DriveInfo) map[string]any {
 }
 
 // drivesFor refuses the drive routes to a tenant's accounts.
-func (s *Server) drivesFor(r *http.Request) (*drive.Manager, bool, error) {
+func (s *Server) drivesFor(r *http.Request) (Drives, bool, error) {
 	if s.drives == nil {
 		return nil, false, errNoDrives
 	}

@@ -16,6 +16,18 @@ import (
 	"rackpool/internal/odata"
 )
 
+// eventBus is what the EventService's handlers need of the event bus
+// (events.Bus).
+type eventBus interface {
+	Publish(e events.Event) events.Event
+	Subscribe(filter func(events.Event) bool, since uint64) (<-chan events.Event, func())
+	Recent(n int, filter func(events.Event) bool) []events.Event
+	LastID() uint64
+	AddDestination(d events.Destination) error
+	RemoveDestination(id string) bool
+	Destinations() []events.Destination
+}
+
 // eventRoutes are the routes of the EventService (routes.go).
 var eventRoutes = []route{
 	{"GET /redfish/v1/EventService", login, (*Server).getEventService},

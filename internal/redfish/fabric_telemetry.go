@@ -13,6 +13,15 @@ import (
 	"rackpool/internal/telemetry/fabricreport"
 )
 
+// FabricReports are the condensed fabric telemetry reports the
+// TelemetryService and the SSE stream serve (fabricreport.Condenser).
+type FabricReports interface {
+	Interval() time.Duration
+	History() int
+	Reports() []*fabricreport.Report
+	Subscribe(lastID uint64, resume bool) (replay []*fabricreport.Report, ch <-chan *fabricreport.Report, cancel func())
+}
+
 // Fabric telemetry (docs/telemetry.md): what the fabric monitor polls from
 // the fabrics' devices, condensed into one report per poll
 // (fabricreport.Condenser), rendered as a MetricReport. It is served as
@@ -206,10 +215,10 @@ func fabricDuration(d time.Duration) string {
 // report, its definition and metric definitions in the TelemetryService,
 // and the SSE stream's EventFormatType=MetricReport. Call it once, before
 // serving.
-func (s *Server) ServeFabricTelemetry(t *fabricreport.Condenser) { s.fabricTel = t }
+func (s *Server) ServeFabricTelemetry(t FabricReports) { s.fabricTel = orNil(t) }
 
 // fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
-func (s *Server) fabricTelemetry() *fabricreport.Condenser { return s.fabricTel }
+func (s *Server) fabricTelemetry() FabricReports { return s.fabricTel }
 
 // metricDefinition is the MetricDefinition of m, for reports made every
 // interval.
@@ -246,7 +255,7 @@ func metricDefinition(m fabricMetric, interval time.Duration) map[string]any {
 
 // reportDefinition is the FabricTelemetry MetricReportDefinition of t's
 // reports.
-func reportDefinition(t *fabricreport.Condenser) map[string]any {
+func reportDefinition(t FabricReports) map[string]any {
 	interval := t.Interval()
 	metrics := make([]map[string]any, len(fabricMetrics))
 	for i, m := range fabricMetrics {
@@ -315,7 +324,7 @@ func historyQuery(r *http.Request) (limit int, since time.Time, ok bool, err err
 // getFabricTelemetryReport answers the newest report or, with the history
 // query, the retained ones oldest first (each value has its poll's
 // Timestamp; the report's Timestamp is the newest one's).
-func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t *fabricreport.Condenser) error {
+func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t FabricReports) error {
 	limit, since, history, err := historyQuery(r)
 	if err != nil {
 		return err
@@ -359,7 +368,7 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 // With a Last-Event-ID the retained reports after it are sent first. The
 // stream ends with the request, and when the event bus closes (serve's
 // shutdown), like the event stream.
-func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t *fabricreport.Condenser, lastID uint64, resume bool) error {
+func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t FabricReports, lastID uint64, resume bool) error {
 	scoped := principal(r).Tenant != ""
 	closed, stop := s.events.Subscribe(func(events.Event) bool { return false }, s.events.LastID())
 	defer stop()

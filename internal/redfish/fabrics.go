@@ -12,6 +12,12 @@ import (
 	"rackpool/internal/rf"
 )
 
+// fabricDrivers gives the Fabrics' handlers the fabric drivers
+// (compose.Manager).
+type fabricDrivers interface {
+	Drivers() map[string]fabric.Driver
+}
+
 // fabricRoutes are the routes of Fabrics, Switches, Ports, Endpoints, Zones and fault injection (routes.go).
 var fabricRoutes = []route{
 	{"GET /redfish/v1/Fabrics", login, (*Server).getFabrics},

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -11,6 +12,13 @@ import (
 	"rackpool/internal/hostagent"
 	"rackpool/internal/tenancy"
 )
+
+// HostSteps hands the composition saga's host steps to host agents
+// (hostagent.Broker).
+type HostSteps interface {
+	Poll(ctx context.Context, host string, wait time.Duration) []compose.HostStep
+	Complete(host, id string, failure error) error
+}
 
 // hostAgentRoutes are the host agents' (OEM): each agent, with its own
 // HostAgent account bound to its host, long-polls its host's saga steps

@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,6 +12,18 @@ import (
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
 )
+
+// Leases is the memory service the memory routes serve (lease.Manager).
+type Leases interface {
+	Register(ctx context.Context, r lease.Registration) (lease.Registered, error)
+	Nodes() []lease.NodeInfo
+	Node(id string) (lease.NodeInfo, error)
+	Grant(ctx context.Context, req lease.Request) (lease.Grant, error)
+	Renew(ctx context.Context, id, tenant string, ttl time.Duration) (lease.Grant, error)
+	Release(ctx context.Context, id, tenant string) error
+	Get(id, tenant string) (lease.Lease, error)
+	List(tenant string) []lease.Lease
+}
 
 // memoryRoutes are the routes of pooled memory: memory nodes and leases (routes.go).
 var memoryRoutes = []route{

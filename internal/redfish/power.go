@@ -14,6 +14,15 @@ import (
 	"rackpool/internal/inventory"
 )
 
+// powerController is what the Reset action and the Boot PATCH need of the
+// composition manager (compose.Manager).
+type powerController interface {
+	Reset(ctx context.Context, id, t string, want int64) (compose.PowerState, error)
+	SetBoot(ctx context.Context, id string, b inventory.Boot, want int64) (compose.PowerState, error)
+	Power(ctx context.Context, id string) (compose.PowerState, error)
+	EstimateReset(ctx context.Context, id, t string) time.Duration
+}
+
 // powerRoutes are the routes of power and boot (routes.go); Boot is set
 // with PATCH /redfish/v1/Systems/{id} (systems.go).
 var powerRoutes = []route{

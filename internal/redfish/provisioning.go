@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -8,6 +9,18 @@ import (
 
 	"rackpool/internal/provision"
 )
+
+// Provisioner is the provisioning loop the provisioning routes serve
+// (provision.Loop).
+type Provisioner interface {
+	Mode() provision.Mode
+	Rules() provision.Rules
+	Interval() time.Duration
+	Subscribe(ctx context.Context, s provision.Subscription) (provision.Status, error)
+	Unsubscribe(ctx context.Context, system string) error
+	Get(system string) (provision.Status, bool)
+	List() []provision.Status
+}
 
 // provisioningRoutes are the routes of predictive provisioning (routes.go).
 var provisioningRoutes = []route{

@@ -1,13 +1,26 @@
 package redfish
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"rackpool/internal/odata"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
+
+// sessionService is what the SessionService's handlers need of the
+// accounts (tenancy.Service).
+type sessionService interface {
+	Login(ctx context.Context, user, password, source string) (tenancy.Session, string, error)
+	Logout(ctx context.Context, id string) error
+	Session(ctx context.Context, id string) (tenancy.Session, bool)
+	Sessions(ctx context.Context) []tenancy.Session
+	ActiveSessions(ctx context.Context) int
+	IdleTimeout() time.Duration
+}
 
 // serviceRoutes are the routes of the service root, the OData documents and the SessionService (routes.go).
 var serviceRoutes = []route{

@@ -20,25 +20,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"sync/atomic"
 	"time"
 
 	"rackpool/internal/fabric"
-	"rackpool/internal/hostagent"
+	"rackpool/internal/observe"
 	"rackpool/internal/odata"
 	"rackpool/internal/rf"
-	"rackpool/internal/telemetry/fabricreport"
 	"rackpool/internal/tenancy"
 
-	"rackpool/internal/compose"
-	"rackpool/internal/drive"
 	"rackpool/internal/events"
-	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
-	"rackpool/internal/observe"
-	"rackpool/internal/provision"
 	"rackpool/internal/store"
-	"rackpool/internal/telemetry"
 	"rackpool/internal/topology"
 )
 
@@ -47,30 +41,30 @@ const MaxBody = rf.MaxBody
 
 // Server serves the Redfish API over one composition manager.
 type Server struct {
-	mgr     *compose.Manager
+	mgr     Compositions
 	top     *topology.Topology
-	auth    *tenancy.Service
+	auth    Accounts
 	log     *slog.Logger
 	mux     *rf.Mux
 	started time.Time
 	uuid    string
 
 	store          store.Store // audit log; may be nil
-	events         *events.Bus
+	events         eventBus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
-	broker         *hostagent.Broker
+	broker         HostSteps
 	tasks          rf.TaskList[*task]
-	resLocks       rf.Locks                // conditional writers, per resource path (etag.go)
-	leases         *lease.Manager          // nil: no memory service
-	drives         *drive.Manager          // nil: no pooled drives
-	healthSrc      HealthSource            // nil: ask the fabric
-	tel            *telemetry.Store        // nil: no TelemetryService
-	prov           *provision.Loop         // nil: no provisioning routes
-	fabricTel      *fabricreport.Condenser // nil: no fabric telemetry report (ServeFabricTelemetry)
-	usageReg       *metrics.Registry       // rackpool_usage, for unscoped accounts
-	listen         string                  // Options.Listen
-	sseStreams     atomic.Int64            // live GET .../EventService/SSE streams (rackpool_event_subscribers)
+	resLocks       rf.Locks          // conditional writers, per resource path (etag.go)
+	leases         Leases            // nil: no memory service
+	drives         Drives            // nil: no pooled drives
+	healthSrc      HealthSource      // nil: ask the fabric
+	tel            UsageStore        // nil: no TelemetryService
+	prov           Provisioner       // nil: no provisioning routes
+	fabricTel      FabricReports     // nil: no fabric telemetry report (ServeFabricTelemetry)
+	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
+	listen         string            // Options.Listen
+	sseStreams     atomic.Int64      // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -85,24 +79,26 @@ type Options struct {
 	// answer 202 with a task monitor. 0 means DefaultAsyncThreshold;
 	// negative means never (unless the client sends Prefer: respond-async).
 	AsyncThreshold time.Duration
-	// Leases serves pooled memory (GetMemory); nil disables the memory
-	// routes.
-	Leases *lease.Manager
-	// Drives serves pooled drives (blocknodes); nil disables their routes.
-	Drives *drive.Manager
+	// Leases serves pooled memory (GetMemory: lease.Manager); nil
+	// disables the memory routes.
+	Leases Leases
+	// Drives serves pooled drives (blocknodes: drive.Manager); nil
+	// disables their routes.
+	Drives Drives
 	// Telemetry stores usage samples (TelemetryService, SubmitUsage,
-	// memnodes' lease usage, rackpool_usage); nil disables them.
-	Telemetry *telemetry.Store
-	// Provisioning is the predictive provisioning loop; nil disables its
-	// routes.
-	Provisioning *provision.Loop
+	// memnodes' lease usage, rackpool_usage: telemetry.Store); nil
+	// disables them.
+	Telemetry UsageStore
+	// Provisioning is the predictive provisioning loop (provision.Loop);
+	// nil disables its routes.
+	Provisioning Provisioner
 	// Health reports devices' health as the fabric monitor last saw it
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
 	Health HealthSource
-	// Broker hands saga steps to host agents (serve --host-agents); nil
-	// disables the host agents' routes.
-	Broker *hostagent.Broker
+	// Broker hands saga steps to host agents (serve --host-agents:
+	// hostagent.Broker); nil disables the host agents' routes.
+	Broker HostSteps
 	// TaskPrefix begins the ID of every task (an active replica's tag and
 	// a dash, docs/ha.md): the replica that ran a task answers for it, and
 	// the others forward to it (Forward).
@@ -115,6 +111,33 @@ type Options struct {
 	Listen string
 }
 
+// Compositions is what the handlers need of the composition manager
+// (compose.Manager): each resource family declares its part.
+type Compositions interface {
+	composer          // systems.go
+	powerController   // power.go
+	reserver          // compose_action.go
+	compositionPolicy // compose_action.go
+	fabricDrivers     // fabrics.go
+	usageCounter      // account_service.go
+	// Topology is the topology the manager composes over.
+	Topology() *topology.Topology
+	// CatchUp brings the manager's snapshot up to what the other active
+	// replicas acknowledged (docs/ha.md, "Reads").
+	CatchUp(ctx context.Context) error
+}
+
+// Accounts is what the handlers need of the accounts, tenants and
+// sessions (tenancy.Service): each family declares its part.
+type Accounts interface {
+	accountStore   // account_service.go
+	sessionService // root.go
+	// Authenticate checks Basic credentials (source counts failed
+	// logins); BySessionToken finds a session's principal.
+	Authenticate(user, password, source string) (tenancy.Principal, error)
+	BySessionToken(ctx context.Context, token string) (tenancy.Principal, bool)
+}
+
 // HealthSource is a cache of devices' health (events.Monitor).
 type HealthSource interface {
 	DeviceHealth(fabricID, device string) (fabric.Health, bool)
@@ -124,8 +147,9 @@ type HealthSource interface {
 // composition runs as a task.
 const DefaultAsyncThreshold = time.Second
 
-// New returns a Server.
-func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
+// New returns a Server. An Options service given as a nil pointer (a nil
+// *lease.Manager) counts as none.
+func New(mgr Compositions, auth Accounts, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -135,6 +159,8 @@ func New(mgr *compose.Manager, auth *tenancy.Service, o Options) *Server {
 	if o.AsyncThreshold == 0 {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
+	o.Leases, o.Drives, o.Telemetry = orNil(o.Leases), orNil(o.Drives), orNil(o.Telemetry)
+	o.Provisioning, o.Health, o.Broker = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
@@ -371,3 +397,12 @@ var (
 	reff       = rf.Reff
 	collection = rf.Collection
 )
+
+// orNil returns v, or the zero (nil) interface when v holds a nil pointer.
+func orNil[T any](v T) T {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
+		var zero T
+		return zero
+	}
+	return v
+}

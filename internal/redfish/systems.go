@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +15,20 @@ import (
 	"rackpool/internal/store"
 	"rackpool/internal/units"
 )
+
+// composer is what the systems' handlers need of the composition manager
+// (compose.Manager): composing, changing and decomposing systems, and
+// planning without committing.
+type composer interface {
+	Compose(ctx context.Context, req compose.Request) (*inventory.Composition, error)
+	Update(ctx context.Context, id string, ur compose.UpdateRequest) (*inventory.Composition, error)
+	Decompose(ctx context.Context, id string, expectVersion int64) error
+	Get(id string) (*inventory.Composition, error)
+	List() []*inventory.Composition
+	Plan(req compose.Request) (*schedule.Plan, error)
+	EstimateFabricTime(blocks []string) time.Duration
+	BlockStatus(id string) compose.BlockStatus
+}
 
 // systemRoutes are the routes of Systems: hosts and composed systems, and their actions (routes.go).
 var systemRoutes = []route{

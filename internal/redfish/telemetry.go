@@ -14,6 +14,18 @@ import (
 	"rackpool/internal/tenancy"
 )
 
+// UsageStore keeps the usage samples the TelemetryService serves
+// (telemetry.Store).
+type UsageStore interface {
+	AppendAll(batches []telemetry.Batch) error
+	Latest(key telemetry.Key) (telemetry.Sample, bool)
+	LatestAll(f telemetry.Filter) []telemetry.Reading
+	Window(key telemetry.Key, since time.Time) []telemetry.Sample
+	Len() int
+	Now() time.Time
+	Retention() time.Duration
+}
+
 // telemetryRoutes are the routes of usage telemetry: the TelemetryService
 // with its metric definitions, report definitions and reports, one series
 // as JSON (Oem), and the pushes of usage samples (routes.go). The fabric
