@@ -9,10 +9,18 @@ import (
 	"strings"
 )
 
+// managerNetRoutes are the routes of the Manager's own network
+// (routes.go).
+var managerNetRoutes = []route{
+	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces", login, (*Server).getEthernetInterfaces},
+	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces/{id}", login, (*Server).getEthernetInterface},
+	{"GET /redfish/v1/Managers/rackpool/NetworkProtocol", login, (*Server).getNetworkProtocol},
+}
+
 // The Manager's own network: Managers/rackpool/EthernetInterfaces lists
 // the interfaces the service listens on, NetworkProtocol the protocol it
-// serves and its port. Both are read-only (their routes are in logRoutes,
-// audit.go) and read the host's interfaces (net.Interfaces) on every GET.
+// serves and its port. Both are read-only (managerNetRoutes) and read the
+// host's interfaces (net.Interfaces) on every GET.
 //
 // What the service listens on comes from Options.Listen (serve's --addr).
 // A wildcard host (":8443", "0.0.0.0:8443", "[::]:8443") listens on every

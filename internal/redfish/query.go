@@ -20,6 +20,7 @@ package redfish
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -115,4 +116,9 @@ func describedBy(body map[string]any) string {
 func errSSEFilter() *apiError {
 	return fromProblem(odata.NotOnResource("$filter applies to resource collections; filter the SSE stream with EventFormatType, " +
 		"MetricReportDefinition, EventTypes, MessageIds, RegistryPrefixes or OriginResources."))
+}
+
+func errQueryValue(name, value string) *apiError {
+	return newError(http.StatusBadRequest, baseRegistry+"QueryParameterValueFormatError",
+		fmt.Sprintf("The value '%s' for the parameter %s is not a format that the parameter can accept.", value, name), value, name)
 }

@@ -1,39 +1,20 @@
 package redfish
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"time"
 
 	"rackpool/internal/odata"
 	"rackpool/internal/rf"
-	"rackpool/internal/tenancy"
 )
 
-// sessionService is what the SessionService's handlers need of the
-// accounts (tenancy.Service).
-type sessionService interface {
-	Login(ctx context.Context, user, password, source string) (tenancy.Session, string, error)
-	Logout(ctx context.Context, id string) error
-	Session(ctx context.Context, id string) (tenancy.Session, bool)
-	Sessions(ctx context.Context) []tenancy.Session
-	ActiveSessions(ctx context.Context) int
-	IdleTimeout() time.Duration
-}
-
-// serviceRoutes are the routes of the service root, the OData documents and the SessionService (routes.go).
+// serviceRoutes are the routes of the service root and the OData
+// documents (routes.go).
 var serviceRoutes = []route{
 	{"GET /redfish", public, (*Server).getVersions},
 	{"GET /redfish/v1", public, (*Server).getServiceRoot},
 	{"GET /redfish/v1/{$}", public, (*Server).getServiceRoot},
 	{"GET /redfish/v1/$metadata", public, (*Server).getMetadata},
 	{"GET /redfish/v1/odata", public, (*Server).getOData},
-	{"GET /redfish/v1/SessionService", login, (*Server).getSessionService},
-	{"GET /redfish/v1/SessionService/Sessions", login, (*Server).getSessions},
-	{"POST /redfish/v1/SessionService/Sessions", public, (*Server).postSession},
-	{"GET /redfish/v1/SessionService/Sessions/{id}", login, (*Server).getSession},
-	{"DELETE /redfish/v1/SessionService/Sessions/{id}", login, (*Server).deleteSession},
 }
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
@@ -165,96 +146,5 @@ func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
 	}
 	value = append([]map[string]string{{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}}, value...)
 	writeJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})
-	return nil
-}
-
-func (s *Server) getSessionService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":      "/redfish/v1/SessionService",
-		"@odata.type":    "#SessionService.v1_1_8.SessionService",
-		"Id":             "SessionService",
-		"Name":           "Session Service",
-		"ServiceEnabled": true,
-		"SessionTimeout": int(s.auth.IdleTimeout().Seconds()),
-		"Sessions":       ref("/redfish/v1/SessionService/Sessions"),
-	})
-	return nil
-}
-
-func (s *Server) getSessions(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
-	var members []odataID
-	for _, sess := range s.auth.Sessions(r.Context()) {
-		if p.Has(tenancy.ConfigureUsers) || sess.User == p.User {
-			members = append(members, reff("/redfish/v1/SessionService/Sessions/%s", sess.ID))
-		}
-	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/SessionService/Sessions", "SessionCollection", "Session Collection", members))
-	return nil
-}
-
-func sessionBody(sess tenancy.Session) map[string]any {
-	return map[string]any{
-		"@odata.id":   "/redfish/v1/SessionService/Sessions/" + sess.ID,
-		"@odata.type": "#Session.v1_7_0.Session",
-		"Id":          sess.ID,
-		"Name":        "User Session",
-		"UserName":    sess.User,
-		"CreatedTime": sess.Created.UTC().Format("2006-01-02T15:04:05Z"),
-	}
-}
-
-func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
-	if r.TLS == nil {
-		s.denied(r, tenancy.Principal{}, "session creation over plain HTTP")
-		return errInsecure(r.URL.Path)
-	}
-	var req struct {
-		UserName *string
-		Password *string
-	}
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if req.UserName == nil {
-		return errPropertyMissing("UserName")
-	}
-	if req.Password == nil {
-		return errPropertyMissing("Password")
-	}
-	noteAudit(r).user = *req.UserName
-	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password, clientAddr(r))
-	if errors.Is(err, tenancy.ErrNoAccount) || errors.Is(err, tenancy.ErrLocked) {
-		s.denied(r, tenancy.Principal{User: *req.UserName}, "login failed: "+err.Error())
-		e := errNoSession()
-		e.noBasic = sessionClient(r)
-		return e
-	}
-	if err != nil {
-		return err
-	}
-	w.Header().Set("X-Auth-Token", token)
-	w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+sess.ID)
-	writeJSON(w, http.StatusCreated, sessionBody(sess))
-	return nil
-}
-
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	sess, ok := s.auth.Session(r.Context(), r.PathValue("id"))
-	if p := principal(r); !ok || (!p.Has(tenancy.ConfigureUsers) && sess.User != p.User) {
-		return errNotFound("Session", r.PathValue("id"))
-	}
-	writeJSON(w, http.StatusOK, sessionBody(sess))
-	return nil
-}
-
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	if sess, ok := s.auth.Session(r.Context(), r.PathValue("id")); ok && !principal(r).Has(tenancy.ConfigureUsers) && sess.User != principal(r).User {
-		return errNotFound("Session", r.PathValue("id"))
-	}
-	if err := s.auth.Logout(r.Context(), r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -33,9 +33,10 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family.
-var routeTable = slices.Concat(serviceRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes, blockRoutes, composeRoutes,
-	configRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes, oemRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes,
-	metricsRoutes, logRoutes, telemetryRoutes, provisioningRoutes, hostAgentRoutes)
+var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
+	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
+	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes, metricsRoutes, managerRoutes, logRoutes, managerNetRoutes,
+	telemetryRoutes, provisioningRoutes, hostAgentRoutes)
 
 // routes registers routeTable on s's mux, each route in the pipeline of
 // rf.Policy: admit (authentication, privileges), the body limit, serve

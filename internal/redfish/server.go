@@ -131,7 +131,7 @@ type Compositions interface {
 // sessions (tenancy.Service): each family declares its part.
 type Accounts interface {
 	accountStore   // account_service.go
-	sessionService // root.go
+	sessionService // sessions.go
 	// Authenticate checks Basic credentials (source counts failed
 	// logins); BySessionToken finds a session's principal.
 	Authenticate(user, password, source string) (tenancy.Principal, error)

@@ -4,8 +4,9 @@ import (
 	"net/http"
 )
 
-// oemRoutes are the routes of the Oem topology document (routes.go).
-var oemRoutes = []route{
+// topologyRoutes are the routes of the Oem topology document: the topology
+// the service composes over, as the console draws it (routes.go).
+var topologyRoutes = []route{
 	{"GET /redfish/v1/Oem/Rackpool/Topology", login, (*Server).getTopology},
 }
 

@@ -14,8 +14,8 @@ import (
 	"rackpool/internal/compose"
 )
 
-// configRoutes are the routes of allocation export and import (routes.go).
-var configRoutes = []route{
+// allocationRoutes are the routes of allocation export and import (routes.go).
+var allocationRoutes = []route{
 	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", configureManager, (*Server).exportAction},
 	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", configureManager, (*Server).importAction},
 }

@@ -1,0 +1,234 @@
+package redfish
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"rackpool/internal/events"
+	"rackpool/internal/store"
+)
+
+// The Manager's LogServices: the audit log (audit.go records it) and the
+// event log (the bus's retained events).
+
+// logRoutes are the routes of the Manager's LogServices (routes.go).
+var logRoutes = []route{
+	{"GET /redfish/v1/Managers/rackpool/LogServices", login, (*Server).getLogServices},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit", login, (*Server).getAuditService},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries", login, (*Server).getAuditEntries},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries/{id}", login, (*Server).getAuditEntry},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events", login, (*Server).getEventLogService},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries", login, (*Server).getEventEntries},
+	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}", login, (*Server).getEventEntry},
+}
+
+func (s *Server) getLogServices(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, collection(managerPath+"/LogServices", "LogServiceCollection", "Log Services",
+		[]odataID{ref(auditPath), ref(eventLog)}))
+	return nil
+}
+
+func logServiceBody(path, id, name, desc string, max int) map[string]any {
+	return map[string]any{
+		"@odata.id":          path,
+		"@odata.type":        "#LogService.v1_5_0.LogService",
+		"Id":                 id,
+		"Name":               name,
+		"Description":        desc,
+		"ServiceEnabled":     true,
+		"OverWritePolicy":    map[bool]string{true: "NeverOverWrites", false: "WrapsWhenFull"}[max == 0],
+		"DateTime":           time.Now().UTC().Format(time.RFC3339),
+		"LogEntryType":       "OEM",
+		"Status":             map[string]string{"State": "Enabled", "Health": "OK"},
+		"Entries":            ref(path + "/Entries"),
+		"MaxNumberOfRecords": max,
+	}
+}
+
+func (s *Server) getAuditService(w http.ResponseWriter, r *http.Request) error {
+	body := logServiceBody(auditPath, "Audit", "Audit Log",
+		"Every mutation and every refused request: who, when, what and the outcome.", 0)
+	delete(body, "MaxNumberOfRecords")
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func auditEntryBody(e store.AuditEntry) map[string]any {
+	sev := "OK"
+	switch e.Outcome {
+	case store.AuditFailure:
+		sev = "Warning"
+	case store.AuditDenied:
+		sev = "Critical"
+	}
+	id := strconv.FormatInt(e.ID, 10)
+	body := map[string]any{
+		"@odata.id":       auditPath + "/Entries/" + id,
+		"@odata.type":     "#LogEntry.v1_15_0.LogEntry",
+		"Id":              id,
+		"Name":            "Audit entry " + id,
+		"EntryType":       "Oem",
+		"OemRecordFormat": "Rackpool",
+		"Created":         e.Time.UTC().Format(time.RFC3339Nano),
+		"Severity":        sev,
+		"Message":         fmt.Sprintf("%s %s %s by %q: %s (%d)", e.Action, e.Method, e.Target, e.User, e.Outcome, e.Status),
+		"Oem": rackpoolOem("AuditEntry", map[string]any{
+			"User": e.User, "Tenant": e.Tenant, "Remote": e.Remote, "Method": e.Method, "Target": e.Target,
+			"Action": e.Action, "Outcome": e.Outcome, "Status": e.Status, "Detail": e.Detail,
+		}),
+	}
+	oem := body["Oem"].(map[string]any)["Rackpool"].(map[string]any)
+	for k, v := range oem {
+		if v == "" {
+			delete(oem, k) // Redfish: omit what is empty
+		}
+	}
+	return body
+}
+
+// auditQuery reads the paging and filter parameters: after, limit, user,
+// outcome, since, until (RFC 3339). A tenant's accounts are confined to
+// their tenant.
+func auditQuery(r *http.Request) (store.AuditQuery, error) {
+	q := r.URL.Query()
+	var aq store.AuditQuery
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return aq, errQueryValue("after", v)
+		}
+		aq.AfterID = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxAuditLimit {
+			return aq, errQueryValue("limit", v)
+		}
+		aq.Limit = n
+	}
+	aq.User, aq.Outcome = q.Get("user"), q.Get("outcome")
+	for name, dst := range map[string]*time.Time{"since": &aq.Since, "until": &aq.Until} {
+		if v := q.Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				return aq, errQueryValue(name, v)
+			}
+			*dst = t
+		}
+	}
+	if p := principal(r); p.Tenant != "" {
+		aq.Tenant = p.Tenant
+	} else {
+		aq.Tenant = q.Get("tenant")
+	}
+	return aq, nil
+}
+
+func (s *Server) getAuditEntries(w http.ResponseWriter, r *http.Request) error {
+	if s.store == nil {
+		return errNotFound("LogService", "Audit")
+	}
+	aq, err := auditQuery(r)
+	if err != nil {
+		return err
+	}
+	entries, err := s.store.Audit(r.Context(), aq)
+	if err != nil {
+		return err
+	}
+	members := make([]map[string]any, 0, len(entries))
+	for _, e := range entries {
+		members = append(members, auditEntryBody(e))
+	}
+	body := map[string]any{
+		"@odata.id":           auditPath + "/Entries",
+		"@odata.type":         "#LogEntryCollection.LogEntryCollection",
+		"Name":                "Audit Log Entries",
+		"Members":             members,
+		"Members@odata.count": len(members),
+	}
+	if len(entries) == aq.EffectiveLimit() {
+		next := r.URL.Query()
+		next.Set("after", strconv.FormatInt(entries[len(entries)-1].ID, 10))
+		body["Oem"] = rackpoolOem("LogEntryCollection", map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()})
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Server) getAuditEntry(w http.ResponseWriter, r *http.Request) error {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 || s.store == nil {
+		return errNotFound("LogEntry", r.PathValue("id"))
+	}
+	aq := store.AuditQuery{AfterID: id - 1, Limit: 1}
+	if p := principal(r); p.Tenant != "" {
+		aq.Tenant = p.Tenant
+	}
+	entries, err := s.store.Audit(r.Context(), aq)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 || entries[0].ID != id {
+		return errNotFound("LogEntry", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, auditEntryBody(entries[0]))
+	return nil
+}
+
+func (s *Server) getEventLogService(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, logServiceBody(eventLog, "Events", "Event Log",
+		"The most recent events (composition changes, faults, thresholds, tasks), kept in memory.", events.DefaultHistory))
+	return nil
+}
+
+func (s *Server) getEventEntries(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	evs := s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) })
+	members := make([]map[string]any, 0, len(evs))
+	for _, e := range evs {
+		members = append(members, eventEntryBody(e))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":           eventLog + "/Entries",
+		"@odata.type":         "#LogEntryCollection.LogEntryCollection",
+		"Name":                "Event Log Entries",
+		"Members":             members,
+		"Members@odata.count": len(members),
+	})
+	return nil
+}
+
+func (s *Server) getEventEntry(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	id := r.PathValue("id")
+	for _, e := range s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) }) {
+		if strconv.FormatUint(e.ID, 10) == id {
+			writeJSON(w, http.StatusOK, eventEntryBody(e))
+			return nil
+		}
+	}
+	return errNotFound("LogEntry", id)
+}
+
+func eventEntryBody(e events.Event) map[string]any {
+	id := strconv.FormatUint(e.ID, 10)
+	entry := map[string]any{
+		"@odata.id":   eventLog + "/Entries/" + id,
+		"@odata.type": "#LogEntry.v1_15_0.LogEntry",
+		"Id":          id,
+		"Name":        "Event " + id,
+		"EntryType":   "Event",
+		"Created":     e.Time.UTC().Format(time.RFC3339Nano),
+		"Severity":    e.Severity,
+		"Message":     e.Message,
+		"MessageId":   e.MessageID,
+		"MessageArgs": nonNil(e.Args),
+	}
+	if e.Origin != "" {
+		entry["Links"] = map[string]any{"OriginOfCondition": ref(e.Origin)}
+	}
+	return entry
+}
