@@ -10,6 +10,13 @@ import (
 	"rackpool/internal/tenancy"
 )
 
+// auditLog is where the audit log is kept (store.Store); log_services.go
+// reads it back.
+type auditLog interface {
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+	Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error)
+}
+
 // Audit log: every request that could change something (every method but
 // GET and HEAD) and every refused request is recorded durably before its
 // response leaves: who (account, tenant, remote address), when, what

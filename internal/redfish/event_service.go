@@ -16,6 +16,13 @@ import (
 	"rackpool/internal/odata"
 )
 
+// settingsStore keeps the push subscriptions, as one setting
+// (store.Store).
+type settingsStore interface {
+	Setting(ctx context.Context, key string) (string, bool, error)
+	PutSetting(ctx context.Context, key, value string) error
+}
+
 // eventBus is what the EventService's handlers need of the event bus
 // (events.Bus).
 type eventBus interface {

@@ -32,7 +32,6 @@ import (
 
 	"rackpool/internal/events"
 	"rackpool/internal/metrics"
-	"rackpool/internal/store"
 	"rackpool/internal/topology"
 )
 
@@ -49,7 +48,7 @@ type Server struct {
 	started time.Time
 	uuid    string
 
-	store          store.Store // audit log; may be nil
+	store          Store // audit log and settings; may be nil
 	events         eventBus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
@@ -70,8 +69,9 @@ type Server struct {
 // Options configure a Server beyond its manager and accounts.
 type Options struct {
 	Logger *slog.Logger // default: discard
-	// Store receives the audit log (every mutation and every refusal).
-	Store store.Store
+	// Store receives the audit log (every mutation and every refusal) and
+	// keeps the push subscriptions (store.Store).
+	Store Store
 	// Observer publishes events and keeps the metrics; serve shares it
 	// with the composition manager's hooks. Default: a new one.
 	Observer *observe.Observer
@@ -127,6 +127,13 @@ type Compositions interface {
 	CatchUp(ctx context.Context) error
 }
 
+// Store is what the service keeps in the store (store.Store): each family
+// declares its part.
+type Store interface {
+	auditLog      // audit.go
+	settingsStore // event_service.go
+}
+
 // Accounts is what the handlers need of the accounts, tenants and
 // sessions (tenancy.Service): each family declares its part.
 type Accounts interface {
@@ -160,7 +167,7 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 		o.AsyncThreshold = DefaultAsyncThreshold
 	}
 	o.Leases, o.Drives, o.Telemetry = orNil(o.Leases), orNil(o.Drives), orNil(o.Telemetry)
-	o.Provisioning, o.Health, o.Broker = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker)
+	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold, broker: o.Broker,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
