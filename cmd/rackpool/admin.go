@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 )
 
 // Administration verbs: allocation export and the audit log.
@@ -25,7 +26,7 @@ func exportCmd() *cobra.Command {
 		Long: "Exports the current allocation, every composed system and tenant, as the JSON document\n" +
 			"'rackpool serve --import' restores (the Rackpool.ExportAllocation action).",
 		Example: "  rackpool export -o alloc.json",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
 		var doc json.RawMessage
 		if _, err := c.Do(ctx, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", map[string]any{}, &doc); err != nil {
@@ -35,7 +36,7 @@ func exportCmd() *cobra.Command {
 			_, err := os.Stdout.Write(append(doc, '\n'))
 			return err
 		}
-		return writeFile(out, append(doc, '\n'), 0o600)
+		return cli.WriteFile(out, append(doc, '\n'), 0o600)
 	})
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of standard output")
 	return cmd
@@ -60,7 +61,7 @@ func auditCmd() *cobra.Command {
 		Short:   "print or export the audit log",
 		Long:    "Prints the audit log, every entry or those the flags select, as a table, CSV or JSON lines.",
 		Example: "  rackpool audit --outcome denied --since 2026-01-01T00:00:00Z --format csv",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
 		return printAudit(ctx, c, user, outcome, since, format)
 	})

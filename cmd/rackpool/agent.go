@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/telemetry/host"
 	"rackpool/internal/telemetry/report"
@@ -30,12 +31,12 @@ func agentCmd() *cobra.Command {
 			"of a cgroup or of the whole machine, block I/O, GPU memory) every --interval (docs/telemetry.md).\n" +
 			"With --host it takes the host's saga steps: after an attach, rescan and confirm the device is\n" +
 			"healthy; before a detach, drain and confirm it is gone (docs/southbound.md).",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o agentConfig
 	fs.StringVar(&o.control, "control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	caFileFlag(fs, &o.caFile)
+	cli.CAFileFlag(fs, &o.caFile)
 	fs.StringVar(&o.system, "system", "", "report usage for this composed system (or, for an administrator, the host)")
 	fs.StringVar(&o.hostID, "host", "", "take this host's attach and detach steps (the account must be a HostAgent of this host)")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", "/sys", "sysfs root the host steps rescan and read (tests point it at a tree they build)")
@@ -44,7 +45,7 @@ func agentCmd() *cobra.Command {
 	fs.StringVar(&o.cgroup, "cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "how often to sample and push")
 	fs.IntVar(&o.buffered, "max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
-	verboseFlag(fs, &o.verbose)
+	cli.VerboseFlag(fs, &o.verbose)
 	cmd.RunE = func(*cobra.Command, []string) error { return runAgent(o) }
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
 	"rackpool/internal/provision"
@@ -31,7 +32,7 @@ func cacheCmd() *cobra.Command {
 		Short: "memcached-compatible cache spilling evictions to pooled memory",
 		Long: "Serves the memcached protocol from --local-memory, spilling evicted items to a lease of pooled\n" +
 			"memory (--remote-memory, or auto: docs/cache.md, docs/provisioning.md).",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	addr := fs.String("addr", "127.0.0.1:11211", "address to serve the memcached protocol on")
@@ -43,7 +44,7 @@ func cacheCmd() *cobra.Command {
 	remoteStep := fs.Duration("remote-step", 10*time.Second, "with --remote-memory auto: how often the working set is sampled and the lease resized")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	var caFile string
-	caFileFlag(fs, &caFile)
+	cli.CAFileFlag(fs, &caFile)
 	host := fs.String("host", "", "topology host this cache runs on (the nearest memory node is leased)")
 	ttl := fs.Duration("lease-ttl", 10*time.Minute, "duration of the memory lease (renewed at a third of it)")
 	remoteTier := fs.String("remote-tier", "tcp", "how the remote tier reaches pooled memory: tcp (the memnode protocol, any host) or mapped (loads and stores into the lease mapped from a memnode on this machine; needs --host among the node's --map-hosts)")
@@ -51,7 +52,7 @@ func cacheCmd() *cobra.Command {
 	maxItem := fs.String("max-item-size", "1MiB", "largest item accepted (memcached's -I)")
 	usageEvery := fs.Duration("usage-interval", 10*time.Second, "how often to report the remote tier's working set to the control plane (telemetry; 0: never)")
 	var verbose bool
-	verboseFlag(fs, &verbose)
+	cli.VerboseFlag(fs, &verbose)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		var mapped bool
 		switch *remoteTier {

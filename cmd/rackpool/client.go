@@ -11,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 )
 
 // clientFlags are the flags every client verb shares: where the service
@@ -35,7 +35,7 @@ func (cf *clientFlags) register(fs *pflag.FlagSet) {
 		def = "https://127.0.0.1:8080"
 	}
 	fs.StringVar(&cf.url, "url", def, "rackpool service URL")
-	caFileFlag(fs, &cf.caFile)
+	cli.CAFileFlag(fs, &cf.caFile)
 	fs.BoolVar(&cf.json, "json", false, "print JSON instead of tables")
 }
 
@@ -73,7 +73,7 @@ type list[T any] struct {
 func (l list[T]) command() *cobra.Command {
 	cf := &clientFlags{}
 	if l.cmd.Args == nil {
-		l.cmd.Args = noArgs
+		l.cmd.Args = cli.NoArgs
 	}
 	return clientVerb(l.cmd, cf, func(ctx context.Context, c *api.Client, _ []string) error {
 		items, err := l.fetch(c, ctx)
@@ -84,13 +84,13 @@ func (l list[T]) command() *cobra.Command {
 			items = slices.DeleteFunc(items, func(x T) bool { return !l.keep(x) })
 		}
 		if cf.json {
-			return printJSON(items)
+			return cli.PrintJSON(items)
 		}
 		rows := make([][]string, 0, len(items))
 		for _, x := range items {
 			rows = append(rows, l.row(x))
 		}
-		table(l.header, rows)
+		cli.Table(l.header, rows)
 		return nil
 	})
 }
@@ -111,40 +111,6 @@ func (cf *clientFlags) client() (*api.Client, error) {
 	c := api.New(cf.url, user, pass)
 	c.HTTP = hc
 	return c, nil
-}
-
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func table(header string, rows [][]string) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	tw.Flush()
-}
-
-func human(n int64) string {
-	if n <= 0 {
-		return "-"
-	}
-	units := []string{"B", "KB", "MB", "GB", "TB", "PB"}
-	f, i := float64(n), 0
-	if n%(1<<30) == 0 {
-		return fmt.Sprintf("%dGiB", n>>30)
-	}
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%dMiB", n>>20)
-	}
-	for f >= 1000 && i < len(units)-1 {
-		f /= 1000
-		i++
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64) + units[i]
 }
 
 func blocksCmd() *cobra.Command {
@@ -172,7 +138,7 @@ func blocksCmd() *cobra.Command {
 			if b.Oem.Rackpool.Drawer != "" {
 				where += fmt.Sprintf("/%s/slot%d", b.Oem.Rackpool.Drawer, b.Oem.Rackpool.Slot)
 			}
-			return []string{b.ID, b.Oem.Rackpool.Kind, b.Oem.Rackpool.Model, human(b.Oem.Rackpool.CapacityBytes), orDash(where),
+			return []string{b.ID, b.Oem.Rackpool.Kind, b.Oem.Rackpool.Model, cli.Human(b.Oem.Rackpool.CapacityBytes), orDash(where),
 				b.CompositionStatus.CompositionState, b.Status.Health,
 				fmt.Sprintf("%d/%d", b.CompositionStatus.NumberOfCompositions, b.CompositionStatus.MaxCompositions), strings.Join(systems, ",")}
 		},
@@ -239,7 +205,7 @@ func systemsCmd() *cobra.Command {
 func (cf *clientFlags) printSystem(s *api.System) error {
 	switch {
 	case cf.json:
-		return printJSON(s)
+		return cli.PrintJSON(s)
 	case cf.quiet:
 		fmt.Println(s.ID)
 		return nil
@@ -258,7 +224,7 @@ func (cf *clientFlags) printSystem(s *api.System) error {
 		}
 		rows = append(rows, []string{b.ID, b.Kind, port, rtt, hops})
 	}
-	table("BLOCK\tKIND\tHOST PORT\tRTT ns\tHOPS", rows)
+	cli.Table("BLOCK\tKIND\tHOST PORT\tRTT ns\tHOPS", rows)
 	return nil
 }
 
@@ -268,7 +234,7 @@ func showCmd() *cobra.Command {
 		Use:   "show SYSTEM",
 		Short: "show one composed system, block by block",
 		Long:  "Shows one composed system block by block: kind, host port, round trip and hops of each.",
-		Args:  oneArg,
+		Args:  cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		s, err := c.System(ctx, args[0])
 		if err != nil {
@@ -348,7 +314,7 @@ func (r *composeRequest) build(_ *cobra.Command, args []string) error {
 		return err
 	}
 	if len(r.req.Blocks) == 0 && len(r.req.Needs) == 0 && r.req.Host == "" {
-		return usagef("name blocks, --need or --host (see rackpool help)")
+		return cli.Usagef("name blocks, --need or --host (see rackpool help)")
 	}
 	return nil
 }
@@ -434,7 +400,7 @@ func explainCmd() *cobra.Command {
 			return err
 		}
 		if cf.json {
-			return printJSON(e)
+			return cli.PrintJSON(e)
 		}
 		printExplanation(e)
 		return nil
@@ -450,7 +416,7 @@ func printExplanation(e *api.Explanation) {
 		for _, b := range e.Blocks {
 			rows = append(rows, []string{b.ID, b.Kind, b.HostPort, fmt.Sprintf("%.1f", b.RoundTripNs), strconv.Itoa(b.Hops)})
 		}
-		table("BLOCK\tKIND\tHOST PORT\tRTT ns\tHOPS", rows)
+		cli.Table("BLOCK\tKIND\tHOST PORT\tRTT ns\tHOPS", rows)
 		return
 	}
 	when := "now (blocks in use)"
@@ -462,7 +428,7 @@ func printExplanation(e *api.Explanation) {
 	for _, r := range e.Details.Rejections {
 		rows = append(rows, []string{r.Host, r.Reason, r.Detail})
 	}
-	table("HOST\tREASON\tDETAIL", rows)
+	cli.Table("HOST\tREASON\tDETAIL", rows)
 }
 
 func decomposeCmd() *cobra.Command {
@@ -471,7 +437,7 @@ func decomposeCmd() *cobra.Command {
 		Use:   "decompose SYSTEM...",
 		Short: "decompose systems, returning their blocks to the pools",
 		Long:  "Decomposes each system named: its devices are detached and its blocks return to the pools.",
-		Args:  someArgs,
+		Args:  cli.SomeArgs,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		var errs []error
 		for _, id := range args {
@@ -497,7 +463,7 @@ func expandCmd() *cobra.Command {
 		Example: "  rackpool expand $SYS --need \"1 fpga\"",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) == 1 && len(needs) == 0 {
-				return usagef("usage: %s", cmd.UseLine())
+				return cli.Usagef("usage: %s", cmd.UseLine())
 			}
 			return nil
 		},
@@ -525,7 +491,7 @@ func shrinkCmd() *cobra.Command {
 		Use:   "shrink SYSTEM BLOCK...",
 		Short: "remove blocks from a composed system",
 		Long:  "Removes the blocks named from a composed system, in one update (audited as a Shrink).",
-		Args:  twoOrMore,
+		Args:  cli.TwoOrMore,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		var s api.System
 		if _, err := c.Do(ctx, "POST", "/redfish/v1/Systems/"+url.PathEscape(args[0])+"/Actions/Oem/Rackpool.Shrink",

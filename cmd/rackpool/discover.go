@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/fabric/discover"
 	"rackpool/internal/topology"
 )
@@ -23,7 +24,7 @@ func discoverCmd() *cobra.Command {
 			"a summary on stderr; the file's header notes every default and omission (docs/southbound.md).\n" +
 			"The password of --user comes from $RACKPOOL_DISCOVER_PASSWORD.",
 		Example: "  RACKPOOL_DISCOVER_PASSWORD=... rackpool discover --redfish https://fm.example --user admin --out rack.yaml",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o discoverConfig
@@ -35,7 +36,7 @@ func discoverCmd() *cobra.Command {
 	fs.StringArrayVar(&o.fabrics, "fabric", nil, "read only this fabric Id (repeatable; default: all)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.url == "" {
-			return usagef("--redfish URL is required")
+			return cli.Usagef("--redfish URL is required")
 		}
 		return discoverTopology(o)
 	}
@@ -103,7 +104,7 @@ func discoverTopology(o discoverConfig) error {
 		_, err = os.Stdout.Write(data)
 		return err
 	}
-	if err := writeFile(o.out, data, 0o644); err != nil {
+	if err := cli.WriteFile(o.out, data, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s: %d hosts, %d fabrics, %d devices\n", o.out, len(top.Inventory.Hosts), len(top.Inventory.Fabrics), len(top.Inventory.Devices))

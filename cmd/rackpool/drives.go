@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/blocknode"
 	"rackpool/internal/drive"
 	"rackpool/internal/hba"
@@ -36,20 +37,20 @@ func blocknodeCmd() *cobra.Command {
 		Long: "Serves over NBD the pooled drives the SAS circuit switch maps to --name, from the drive images\n" +
 			"in --drive-dir, while it holds each drive's ownership epoch from the control plane; heartbeats\n" +
 			"carry its load (docs/storage.md). Beyond loopback it serves NBD over TLS only.",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var cfg blocknodeConfig
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:10809", "address to serve NBD on")
 	fs.StringVar(&cfg.control, "control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	caFileFlag(fs, &cfg.caFile)
+	cli.CAFileFlag(fs, &cfg.caFile)
 	fs.StringVar(&cfg.name, "name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
 	fs.StringVar(&cfg.dir, "drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients should dial, HOST:PORT (default: the listening address)")
 	tlsDir := tlsDirFlagP(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
 	fs.IntVar(&cfg.maxDrives, "max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
-	verboseFlag(fs, &cfg.verbose)
+	cli.VerboseFlag(fs, &cfg.verbose)
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	fs.IntVar(&cfg.procs, "procs", 0, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). 1 serves deep queues with fewer wake-ups, at a cost at queue depth 1 (docs/storage.md)")
 	cmd.RunE = func(*cobra.Command, []string) error {
@@ -186,7 +187,7 @@ func drivesCmd() *cobra.Command {
 		fetch:  (*api.Client).Drives,
 		header: "DRIVE\tKIND\tSIZE\tSTATE\tBLOCKNODE\tENDPOINT\tEPOCH\tWRITER\tREASON",
 		row: func(d api.Drive) []string {
-			return []string{d.ID, d.Kind, human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
+			return []string{d.ID, d.Kind, cli.Human(d.CapacityBytes), d.State, orDash(d.BlockNode), orDash(d.Endpoint),
 				strconv.FormatUint(d.Epoch, 10), writerColumn(d), orDash(d.Reason)}
 		},
 	}.command()
@@ -201,7 +202,7 @@ func driveCmd() *cobra.Command {
 			"on this machine over NBD and following it from blocknode to blocknode (connect), or giving its\n" +
 			"write reservation back (release). See docs/storage.md.",
 		Args: cobra.ArbitraryArgs,
-		RunE: groupRun,
+		RunE: cli.GroupRun,
 		// The usage line names the sub-verbs, whose flags are their own.
 		DisableFlagsInUseLine: true,
 	}
@@ -215,16 +216,16 @@ func driveShowCmd() *cobra.Command {
 		Use:   "show DRIVE",
 		Short: "show where a drive is served, and its writer",
 		Long:  "Shows a pooled drive: size, kind, model, state, the blocknode serving it and its epoch, its writer.",
-		Args:  oneArg,
+		Args:  cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		d, err := c.Drive(ctx, args[0])
 		if err != nil {
 			return err
 		}
 		if cf.json {
-			return printJSON(d)
+			return cli.PrintJSON(d)
 		}
-		fmt.Printf("%s: %s %s, %s, %s", d.ID, human(d.CapacityBytes), d.Kind, d.Model, d.State)
+		fmt.Printf("%s: %s %s, %s, %s", d.ID, cli.Human(d.CapacityBytes), d.Kind, d.Model, d.State)
 		if d.BlockNode != "" {
 			fmt.Printf(" on blocknode %s at %s (epoch %d)", d.BlockNode, d.Endpoint, d.Epoch)
 		}
@@ -249,14 +250,14 @@ func driveTokenCmd() *cobra.Command {
 			"and expiry, and the NBD URI an NBD client (qemu-io, nbdcopy, fio) connects to. With write rights\n" +
 			"the holder takes the drive's write reservation.",
 		Example: "  rackpool drive token ssd1 --rights r",
-		Args:    oneArg,
+		Args:    cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		g, err := c.ConnectDrive(ctx, args[0], req)
 		if err != nil {
 			return err
 		}
 		if cf.json {
-			return printJSON(g)
+			return cli.PrintJSON(g)
 		}
 		fmt.Printf("%s: blocknode %s at %s, epoch %d, %s, expires %s", g.Drive, g.BlockNode, g.Endpoint, g.Epoch, g.Rights,
 			g.Expires.Local().Format(time.RFC3339))
@@ -269,7 +270,7 @@ func driveTokenCmd() *cobra.Command {
 	})
 	fs := cmd.Flags()
 	fs.StringVar(&req.Rights, "rights", "rw", "r, w or rw")
-	ttlFlag(fs, &req.TTL, "token lifetime, a positive `duration` (default: the service's, 10m)")
+	cli.TTLFlag(fs, &req.TTL, "token lifetime, a positive `duration` (default: the service's, 10m)")
 	fs.StringVar(&req.Holder, "holder", "", "with write rights, the drive's write reservation holder (default: ACCOUNT@ADDRESS, as the service sees this client)")
 	fs.BoolVar(&req.Preempt, "preempt", false, "take the write reservation over from its holder, fencing its writes")
 	return cmd
@@ -287,7 +288,7 @@ func driveConnectCmd() *cobra.Command {
 			"drive moves, so that clients see a pause, not an error. With write rights it holds the drive's\n" +
 			"write reservation until it exits (docs/storage.md).",
 		Example: "  rackpool drive connect ssd1 --listen unix:/run/rackpool/ssd1.sock",
-		Args:    oneArg,
+		Args:    cli.OneArg,
 	}
 	fs := cmd.Flags()
 	cf.register(fs)
@@ -299,12 +300,12 @@ func driveConnectCmd() *cobra.Command {
 	fs.BoolVar(&o.preempt, "preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
 	fs.IntVar(&o.conns, "connections", hba.DefaultConns, "NBD connections to the owning blocknode")
 	fs.DurationVar(&o.timeout, "timeout", hba.DefaultTimeout, "how long a request waits for a working path before failing with EIO")
-	verboseFlag(fs, &o.verbose)
+	cli.VerboseFlag(fs, &o.verbose)
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile to this file until the process stops (go tool pprof)")
 	fs.IntVar(&o.procs, "procs", 1, "threads running Go code at once (GOMAXPROCS; 0: one per CPU). One avoids a cross-thread wake-up per request; raise it for a drive that needs more than a core")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if o.listen == "" {
-			return usagef("usage: %s", cmd.UseLine())
+			return cli.Usagef("usage: %s", cmd.UseLine())
 		}
 		o.tlsDir = *tlsDir
 		return connectDrive(cf, args[0], o)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/blocknode"
 	"rackpool/internal/nbd"
 	"rackpool/internal/pki"
@@ -152,7 +153,7 @@ func nbdCertsCmd() *cobra.Command {
 		Short: "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)",
 		Long: "Writes ca-cert.pem and server or client certificates signed by the CA of rackpool serve's data\n" +
 			"directory, in the layout nbdkit, qemu and libnbd read (docs/storage.md, \"TLS\").",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	data := fs.String("data", "data", "the data directory of `rackpool serve` whose CA (DATA/tls) signs the certificates")

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/hba"
 )
 
@@ -91,14 +92,14 @@ func driveReleaseCmd() *cobra.Command {
 		Use:   "release DRIVE [--holder NAME]",
 		Short: "give a drive's write reservation back",
 		Long:  "Gives the drive's write reservation back, so that another holder may write.",
-		Args:  oneArg,
+		Args:  cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		d, err := c.ReleaseDrive(ctx, args[0], holder)
 		if err != nil {
 			return err
 		}
 		if cf.json {
-			return printJSON(d)
+			return cli.PrintJSON(d)
 		}
 		fmt.Printf("%s: no writer\n", d.ID)
 		return nil

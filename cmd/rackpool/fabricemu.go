@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/fabric/fmserver"
 	"rackpool/internal/pki"
 	"rackpool/internal/topology"
@@ -34,7 +35,7 @@ func fabricEmulatorCmd() *cobra.Command {
 		Short: "serve one emulated fabric as a Redfish fabric manager (tests of the redfish driver)",
 		Long: "Serves one fabric of a topology file as a Redfish fabric manager, for the redfish southbound\n" +
 			"driver's tests (docs/southbound.md).",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	topoFile := fs.String("topology", "", "topology file (default: the built-in example rack)")

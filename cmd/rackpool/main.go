@@ -14,13 +14,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/pager"
 )
 
@@ -52,7 +50,7 @@ func run(args []string, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) || errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
-	var ue usageError
+	var ue cli.UsageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
@@ -106,14 +104,14 @@ func newRoot() *cobra.Command {
 		Short:         "composable disaggregated infrastructure: control plane, data plane and client",
 		Long:          rootLong,
 		Args:          cobra.ArbitraryArgs,
-		RunE:          groupRun,
+		RunE:          cli.GroupRun,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// "rackpool [command]", not "rackpool [flags]": the root's only
 		// flag is --help.
 		DisableFlagsInUseLine: true,
 	}
-	root.SetFlagErrorFunc(flagUsageError)
+	root.SetFlagErrorFunc(cli.FlagUsageError)
 	root.AddGroup(groups...)
 	add := func(group string, cmds ...*cobra.Command) {
 		for _, c := range cmds {
@@ -149,7 +147,7 @@ func versionCmd() *cobra.Command {
 		Use:   "version",
 		Short: "print the version",
 		Long:  "Prints the version this binary was built as (make sets it from git describe).",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			fmt.Println("rackpool", version)
 			return nil
@@ -157,107 +155,8 @@ func versionCmd() *cobra.Command {
 	}
 }
 
-// usageError is a command line that does not parse: exit status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
-
-// flagUsageError makes a flag that does not parse a usage error.
-func flagUsageError(_ *cobra.Command, err error) error { return usageError{err} }
-
-// groupRun is the Run of a verb made of sub-verbs (the root, drive,
-// provision): without one, or with one it does not know, the command line
-// is wrong.
-func groupRun(cmd *cobra.Command, args []string) error {
-	var names []string
-	for _, c := range cmd.Commands() {
-		if c.IsAvailableCommand() && c.Name() != "help" && c.Name() != "completion" {
-			names = append(names, c.Name())
-		}
-	}
-	if len(args) == 0 {
-		if !cmd.HasParent() {
-			cmd.SetOut(cmd.ErrOrStderr())
-			_ = cmd.Help()
-			return usageError{errors.New("missing verb")}
-		}
-		return usagef("missing subcommand: %s", strings.Join(names, ", "))
-	}
-	if cmd.SuggestionsMinimumDistance <= 0 {
-		cmd.SuggestionsMinimumDistance = 2
-	}
-	msg := fmt.Sprintf("unknown subcommand %q: %s", args[0], strings.Join(names, ", "))
-	if !cmd.HasParent() {
-		msg = fmt.Sprintf("unknown verb %q", args[0])
-	}
-	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
-	}
-	return usageError{errors.New(msg)}
-}
-
-// Positional argument rules, as usage errors naming the verb's usage line.
-var (
-	noArgs = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usagef("unexpected argument %q", args[0])
-		}
-		return nil
-	}
-	oneArg       = argCount(func(n int) bool { return n == 1 })
-	someArgs     = argCount(func(n int) bool { return n >= 1 })
-	twoOrMore    = argCount(func(n int) bool { return n >= 2 })
-	atMostOneArg = argCount(func(n int) bool { return n <= 1 })
-)
-
-func argCount(ok func(int) bool) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if !ok(len(args)) {
-			return usagef("usage: %s", cmd.UseLine())
-		}
-		return nil
-	}
-}
-
-// caFileFlag adds --ca-file to fs.
-func caFileFlag(fs *pflag.FlagSet, p *string) {
-	fs.StringVar(p, "ca-file", os.Getenv("RACKPOOL_CA_FILE"),
-		"PEM CA certificate to trust besides the system's (default $RACKPOOL_CA_FILE, else "+api.DefaultCAFile+" when it exists)")
-}
-
 // tlsDirFlagP adds --tls-certificates to fs.
 func tlsDirFlagP(fs *pflag.FlagSet, what string) *string {
 	return fs.String("tls-certificates", "", "serve NBD over TLS only, with the credentials in `DIR` ("+what+
 		"; the layout of nbdkit --tls-certificates, which `rackpool nbd-certs` writes)")
-}
-
-// verboseFlag adds -v (--verbose): debug messages.
-func verboseFlag(fs *pflag.FlagSet, p *bool) {
-	fs.BoolVarP(p, "verbose", "v", false, "log debug messages")
-}
-
-// positiveDuration is a duration flag that must be above zero when it is
-// given: "--ttl -5s" or "--ttl 0" is an error, not the service's default.
-type positiveDuration time.Duration
-
-func (d *positiveDuration) String() string { return time.Duration(*d).String() }
-func (d *positiveDuration) Type() string   { return "duration" }
-func (d *positiveDuration) Set(v string) error {
-	x, err := time.ParseDuration(v)
-	if err != nil {
-		return err
-	}
-	if x <= 0 {
-		return errors.New("it must be positive (leave the flag out for the service's default)")
-	}
-	*d = positiveDuration(x)
-	return nil
-}
-
-// ttlFlag adds --ttl, a positive duration that stays 0 when not given.
-func ttlFlag(fs *pflag.FlagSet, p *time.Duration, usage string) {
-	fs.Var((*positiveDuration)(p), "ttl", usage)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/clock"
 	"rackpool/internal/memory"
 	"rackpool/internal/units"
@@ -37,10 +38,10 @@ func leaseCmd() *cobra.Command {
 		Long: "Leases pooled memory from the memory node nearest --host (or --node): prints the node's endpoint,\n" +
 			"the lease's offset and a capability token for it, valid until the lease expires (docs/memory.md).",
 		Example: "  LEASE=$(rackpool lease -q --size 64MiB --host host1)",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}, cf, func(ctx context.Context, c *api.Client, _ []string) error {
 		if size == "" {
-			return usagef("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N] [--mapped]")
+			return cli.Usagef("usage: rackpool lease --size SIZE [--host H] [--ttl D] [--rights rw] [--max-latency NS] [--node N] [--mapped]")
 		}
 		n, err := units.ParsePositive(size)
 		if err != nil {
@@ -53,7 +54,7 @@ func leaseCmd() *cobra.Command {
 		}
 		switch {
 		case cf.json:
-			return printJSON(l)
+			return cli.PrintJSON(l)
 		case cf.quiet:
 			fmt.Println(l.ID)
 			return nil
@@ -65,7 +66,7 @@ func leaseCmd() *cobra.Command {
 	cf.idFlag(fs, "lease", "lease")
 	fs.StringVar(&size, "size", "", "bytes to lease, e.g. 64MiB (required)")
 	fs.StringVar(&req.Host, "host", "", "topology host the memory is for: the nearest memory node is picked")
-	ttlFlag(fs, &req.TTL, "lease `duration`, positive (default: the service's, 10m)")
+	cli.TTLFlag(fs, &req.TTL, "lease `duration`, positive (default: the service's, 10m)")
 	fs.StringVar(&req.Rights, "rights", "", "r, w or rw (default rw)")
 	fs.Float64Var(&req.MaxLatencyNs, "max-latency", 0, "largest acceptable round trip from --host, in ns")
 	fs.StringVar(&req.MemoryNode, "node", "", "pin the lease to one memory node")
@@ -74,7 +75,7 @@ func leaseCmd() *cobra.Command {
 }
 
 func printGrant(l *api.MemoryLease) {
-	fmt.Printf("%s: %s on %s at %s (offset %d), %s, expires %s\n", l.ID, human(int64(l.CapacityBytes)), l.MemoryNode,
+	fmt.Printf("%s: %s on %s at %s (offset %d), %s, expires %s\n", l.ID, cli.Human(int64(l.CapacityBytes)), l.MemoryNode,
 		l.Endpoint, l.Offset, l.Rights, l.Expires.Local().Format(time.RFC3339))
 	if l.Host != "" {
 		fmt.Printf("round trip from %s: %.1f ns, %d hops\n", l.Host, l.RoundTripNs, l.Hops)
@@ -95,7 +96,7 @@ func leasesCmd() *cobra.Command {
 		fetch:  (*api.Client).Leases,
 		header: "LEASE\tNODE\tSIZE\tOFFSET\tRIGHTS\tSTATE\tEXPIRES\tTENANT\tHOST",
 		row: func(l api.MemoryLease) []string {
-			return []string{l.ID, l.MemoryNode, human(int64(l.CapacityBytes)), strconv.FormatUint(l.Offset, 10),
+			return []string{l.ID, l.MemoryNode, cli.Human(int64(l.CapacityBytes)), strconv.FormatUint(l.Offset, 10),
 				l.Rights, l.State, l.Expires.Local().Format(time.RFC3339), orDash(l.Tenant), orDash(l.Host)}
 		},
 	}.command()
@@ -115,19 +116,19 @@ func renewCmd() *cobra.Command {
 		Use:   "renew LEASE [--ttl D]",
 		Short: "renew a memory lease (new token and expiry)",
 		Long:  "Renews a memory lease for --ttl from now (default: the service's): a new token and expiry.",
-		Args:  oneArg,
+		Args:  cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		l, err := c.RenewLease(ctx, args[0], ttl)
 		if err != nil {
 			return err
 		}
 		if cf.json {
-			return printJSON(l)
+			return cli.PrintJSON(l)
 		}
 		printGrant(l)
 		return nil
 	})
-	ttlFlag(cmd.Flags(), &ttl, "new `duration` from now, positive (default: the service's)")
+	cli.TTLFlag(cmd.Flags(), &ttl, "new `duration` from now, positive (default: the service's)")
 	return cmd
 }
 
@@ -137,7 +138,7 @@ func releaseCmd() *cobra.Command {
 		Use:   "release LEASE...",
 		Short: "release memory leases (their memory is zeroed before reuse)",
 		Long:  "Releases each memory lease named; the memory node zeroes the memory before it leases it again.",
-		Args:  someArgs,
+		Args:  cli.SomeArgs,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		var errs []error
 		for _, id := range args {
@@ -163,7 +164,7 @@ func memnodesCmd() *cobra.Command {
 		fetch:  (*api.Client).MemoryNodes,
 		header: "NODE\tENDPOINT\tCAPACITY\tLEASED\tLEASES\tSTATE\tBLOCKS",
 		row: func(n api.MemoryNode) []string {
-			return []string{n.ID, n.Endpoint, human(int64(n.CapacityBytes)), human(int64(n.LeasedBytes)),
+			return []string{n.ID, n.Endpoint, cli.Human(int64(n.CapacityBytes)), cli.Human(int64(n.LeasedBytes)),
 				strconv.Itoa(n.Leases), onlineState(n.Online), strconv.Itoa(len(n.Links.ResourceBlocks))}
 		},
 	}.command()
@@ -214,21 +215,21 @@ func memnodeCmd() *cobra.Command {
 		Long: "Serves --capacity of memory over the memory protocol on --addr: it registers with the control\n" +
 			"plane as a topology memory device, heartbeats, and serves leased regions to token holders\n" +
 			"(docs/memory.md). With --map-socket, clients on this machine map their lease instead.",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	addr := fs.String("addr", "127.0.0.1:7070", "address to serve the memory protocol on")
 	capacity := fs.String("capacity", "1GiB", "memory to serve")
 	control := fs.String("control", os.Getenv("RACKPOOL_URL"), "control plane URL (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	var caFile string
-	caFileFlag(fs, &caFile)
+	cli.CAFileFlag(fs, &caFile)
 	device := fs.String("device", "", "topology memory device this node serves (default: the first one without a node)")
 	advertise := fs.String("advertise", "", "address clients should dial (default: the listening address)")
 	mapSocket := fs.String("map-socket", "", "unix socket for mapped leases: local clients map their lease's memory (load/store) instead of using TCP")
 	mapHosts := fs.String("map-hosts", "", "comma-separated topology hosts on this machine, whose leases may be mapped (needs --map-socket)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "how often to re-register with the control plane (each heartbeat reports the bytes each lease has in use)")
 	var verbose bool
-	verboseFlag(fs, &verbose)
+	cli.VerboseFlag(fs, &verbose)
 	cmd.RunE = func(*cobra.Command, []string) error {
 		if *control == "" {
 			return errors.New("--control URL is required (or set RACKPOOL_URL)")

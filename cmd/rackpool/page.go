@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/pager"
 	"rackpool/internal/pager/workload"
 	"rackpool/internal/units"
@@ -25,12 +26,12 @@ func pageCmd() *cobra.Command {
 			"(userfaultfd) with a smaller local budget, and prints the slowdown and the pager's counters\n" +
 			"(docs/paging.md). The memory is a lease from --control, or --memnode with --token.",
 		Example: "  rackpool page --control https://127.0.0.1:8080 --workload table --size 256MiB --local 25%",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o pageConfig
 	fs.StringVar(&o.control, "control", "", "control plane URL to lease the memory from (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
-	caFileFlag(fs, &o.caFile)
+	cli.CAFileFlag(fs, &o.caFile)
 	fs.StringVar(&o.memnode, "memnode", "", "memnode address to use directly, with --token, instead of --control")
 	fs.StringVar(&o.token, "token", "", "capability token for --memnode (a lease of at least --size, rights rw)")
 	fs.StringVar(&o.host, "host", "", "with --control: topology host the memory is for")
@@ -74,7 +75,7 @@ func runPage(o pageConfig) error {
 	case o.memnode == "" && o.token != "":
 		return errors.New("--token needs --memnode")
 	case o.control == "" && o.memnode == "":
-		return usagef("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%%]")
+		return cli.Usagef("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%%]")
 	}
 	ctx := context.Background()
 	endpoint, tok := o.memnode, o.token
@@ -86,10 +87,10 @@ func runPage(o pageConfig) error {
 		}
 		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: o.host, TTL: time.Hour})
 		if err != nil {
-			return fmt.Errorf("lease %s of pooled memory: %w", human(regionBytes), err)
+			return fmt.Errorf("lease %s of pooled memory: %w", cli.Human(regionBytes), err)
 		}
 		defer c.ReleaseLease(context.Background(), l.ID)
-		fmt.Printf("leased %s: %s on %s at %s\n", l.ID, human(int64(l.CapacityBytes)), l.MemoryNode, l.Endpoint)
+		fmt.Printf("leased %s: %s on %s at %s\n", l.ID, cli.Human(int64(l.CapacityBytes)), l.MemoryNode, l.Endpoint)
 		endpoint, tok = l.Endpoint, l.Token
 	}
 
@@ -124,13 +125,13 @@ func runPage(o pageConfig) error {
 		return fmt.Errorf("checksum %x through the pager, %x all local: the pager lost data", got, want)
 	}
 	s := p.Stats()
-	fmt.Printf("%s of %s, local budget %s (%.0f%%)\n", o.work, human(regionBytes), human(localBytes), 100*float64(localBytes)/float64(regionBytes))
+	fmt.Printf("%s of %s, local budget %s (%.0f%%)\n", o.work, cli.Human(regionBytes), cli.Human(localBytes), 100*float64(localBytes)/float64(regionBytes))
 	fmt.Printf("all local: %v   paged: %v   slowdown: %.2fx   checksum %x (same)\n",
 		localTime.Round(time.Millisecond), pagedTime.Round(time.Millisecond), pagedTime.Seconds()/localTime.Seconds(), got)
 	fmt.Printf("faults %d (write-protect %d), fetches %d (%s), zero-filled %d, prefetched %d\n",
-		s.Faults, s.WriteFaults, s.Fetches, human(int64(s.Fetched)), s.ZeroFills, s.Prefetched)
+		s.Faults, s.WriteFaults, s.Fetches, cli.Human(int64(s.Fetched)), s.ZeroFills, s.Prefetched)
 	fmt.Printf("evictions %d, writebacks %d (%s), fault latency p50 <%v p99 <%v\n",
-		s.Evictions, s.Writebacks, human(int64(s.Written)), s.LatencyQuantile(0.5), s.LatencyQuantile(0.99))
+		s.Evictions, s.Writebacks, cli.Human(int64(s.Written)), s.LatencyQuantile(0.5), s.LatencyQuantile(0.99))
 	return nil
 }
 

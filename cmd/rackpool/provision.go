@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/demand"
 )
 
@@ -43,7 +44,7 @@ func provisionCmd() *cobra.Command {
 		Long:    provisionLong,
 		Example: provisionExample,
 		Args:    cobra.ArbitraryArgs,
-		RunE:    groupRun,
+		RunE:    cli.GroupRun,
 		// The usage line names the sub-verbs, whose flags are their own.
 		DisableFlagsInUseLine: true,
 	}
@@ -73,9 +74,9 @@ every case.`,
 	cmd.RunE = func(_ *cobra.Command, argv []string) error {
 		switch {
 		case *out == "":
-			return usagef("--out FILE.csv is required")
+			return cli.Usagef("--out FILE.csv is required")
 		case len(argv) == 0:
-			return usagef("no command to record: rackpool provision record --out FILE.csv -- CMD [ARG...]")
+			return cli.Usagef("no command to record: rackpool provision record --out FILE.csv -- CMD [ARG...]")
 		case *interval <= 0:
 			return fmt.Errorf("--interval %v: want a positive duration", *interval)
 		}
@@ -144,7 +145,7 @@ func provisionGenCmd() *cobra.Command {
 described in docs/provisioning.md.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unexpected argument %q (see rackpool provision gen --help)", args[0])
+				return cli.Usagef("unexpected argument %q (see rackpool provision gen --help)", args[0])
 			}
 			return nil
 		},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/demand"
 	"rackpool/internal/forecast"
 	"rackpool/internal/provision"
@@ -35,7 +36,7 @@ func provisionEvalCmd() *cobra.Command {
 		Short:   "replay a trace under every provisioning policy and report",
 		Long:    provisionEvalLong,
 		Example: provisionEvalExample,
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o evalConfig
@@ -171,7 +172,7 @@ func evaluate(o evalConfig) error {
 			fmt.Sprintf("%.1f%%", 100*s.SavingVsStaticPeak), fmt.Sprintf("%.2f%%", 100*s.ShortIntervalFraction),
 			strconv.FormatFloat(s.ShortfallGiBHours, 'g', 3, 64), strconv.FormatFloat(s.ReconfigurationsPerHour, 'f', 1, 64), head})
 	}
-	table("POLICY\tPROVISIONED·H\tSAVING\tSHORT\tSHORTFALL·H\tRECONF/H\tHEADROOM", rows)
+	cli.Table("POLICY\tPROVISIONED·H\tSAVING\tSHORT\tSHORTFALL·H\tRECONF/H\tHEADROOM", rows)
 	fmt.Printf("wrote %s/{%s,%s,%s}\n", strings.TrimSuffix(o.out, "/"), provision.SummaryFile, provision.ComparisonFile, provision.ReportFile)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/units"
 )
 
@@ -21,7 +22,7 @@ func provisionSubscribeCmd() *cobra.Command {
 		Short: "opt a composed system into serve --provisioning",
 		Long: "Opts a composed system into the provisioning loop of serve --provisioning: on, it grows and\n" +
 			"shrinks the system's pooled memory between --min and --max; dry-run, it only explains.",
-		Args: oneArg,
+		Args: cli.OneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		return subscribe(ctx, c, cf, args[0], mode, minSize, maxSize)
 	})
@@ -50,7 +51,7 @@ func subscribe(ctx context.Context, c *api.Client, cf *clientFlags, system, mode
 		return err
 	}
 	if cf.json {
-		return printJSON(s)
+		return cli.PrintJSON(s)
 	}
 	fmt.Printf("%s subscribed: mode %s (loop applies %s)\n", s.ID, s.Mode, s.Effective)
 	return nil
@@ -61,7 +62,7 @@ func provisionUnsubscribeCmd() *cobra.Command {
 		Use:   "unsubscribe SYSTEM...",
 		Short: "opt composed systems out of the provisioning loop",
 		Long:  "Opts each system named out of the provisioning loop; its pooled memory stays as it is.",
-		Args:  someArgs,
+		Args:  cli.SomeArgs,
 	}, &clientFlags{}, func(ctx context.Context, c *api.Client, args []string) error {
 		for _, id := range args {
 			if err := c.Unsubscribe(ctx, id); err != nil {
@@ -81,7 +82,7 @@ func provisionStatusCmd() *cobra.Command {
 		Short: "show the provisioning loop's subscriptions, or one with its last decision explained",
 		Long: "Shows the provisioning loop and every subscription with its last decision, or one system's\n" +
 			"subscription with its last decision explained.",
-		Args: atMostOneArg,
+		Args: cli.AtMostOneArg,
 	}, cf, func(ctx context.Context, c *api.Client, args []string) error {
 		if len(args) == 1 {
 			return printSubscription(ctx, c, cf, args[0])
@@ -96,7 +97,7 @@ func printSubscription(ctx context.Context, c *api.Client, cf *clientFlags, syst
 		return err
 	}
 	if cf.json {
-		return printJSON(s)
+		return cli.PrintJSON(s)
 	}
 	fmt.Printf("system %s: mode %s (applied: %s), pooled %s, local %s\n", s.ID, s.Mode, s.Effective,
 		units.FormatBytes(s.PooledBytes), units.FormatBytes(s.LocalBytes))
@@ -132,9 +133,9 @@ func printSubscriptions(ctx context.Context, c *api.Client, cf *clientFlags) err
 		rows = append(rows, []string{s.ID, s.Mode, s.Effective, units.FormatBytes(s.PooledBytes), last, strconv.Quote(s.Error)})
 	}
 	if cf.json {
-		return printJSON(map[string]any{"Mode": p.Mode, "IntervalSeconds": p.IntervalSeconds, "Rules": p.Rules, "Subscriptions": subs})
+		return cli.PrintJSON(map[string]any{"Mode": p.Mode, "IntervalSeconds": p.IntervalSeconds, "Rules": p.Rules, "Subscriptions": subs})
 	}
 	fmt.Printf("loop %s, a step every %gs\n", p.Mode, p.IntervalSeconds)
-	table("SYSTEM\tMODE\tAPPLIED\tPOOLED\tLAST\tERROR", rows)
+	cli.Table("SYSTEM\tMODE\tAPPLIED\tPOOLED\tLAST\tERROR", rows)
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/compose"
 	"rackpool/internal/compose/bmcpower"
 	"rackpool/internal/console"
@@ -51,7 +52,7 @@ func serveCmd() *cobra.Command {
 		Short: "run the control plane (Redfish API) on the emulated fabrics",
 		Long: "Runs the control plane: the Redfish service on --addr over HTTPS, its state in --data (or --store\n" +
 			"postgres, docs/ha.md), the fabrics of --topology.",
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return serve(&c) },
 	}
 	c.flags(cmd.Flags())

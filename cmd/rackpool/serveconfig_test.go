@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/clock"
 	"rackpool/internal/drive"
 	"rackpool/internal/provision"
@@ -110,7 +111,7 @@ func TestServeCommand(t *testing.T) {
 		{[]string{"--header-timeout", "0s", "--data", t.TempDir()}, "--header-timeout must be positive", false},
 	} {
 		err := execute(append([]string{"serve"}, tc.args...)...)
-		var ue usageError
+		var ue cli.UsageError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &ue) != tc.usage {
 			t.Errorf("serve %v: %v, want an error saying %q (usage error %v)", tc.args, err, tc.want, tc.usage)
 		}

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/profiling"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
@@ -42,7 +42,7 @@ func simCmd() *cobra.Command {
 		Example: simExample,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usagef("unexpected argument %q (see rackpool sim --help)", args[0])
+				return cli.Usagef("unexpected argument %q (see rackpool sim --help)", args[0])
 			}
 			return nil
 		},
@@ -236,10 +236,10 @@ func simMergeCmd() *cobra.Command {
 		Use:   "merge --out DIR SHARD_DIR...",
 		Short: "join the outputs of a sharded sweep",
 		Long:  "Joins the output directories of a sweep's shards (sim --shard I/N) into one sweep report in --out.",
-		Args:  someArgs,
+		Args:  cli.SomeArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				return usagef("usage: %s", cmd.UseLine())
+				return cli.Usagef("usage: %s", cmd.UseLine())
 			}
 			rows, err := report.MergeSweeps(args)
 			if err != nil {
@@ -260,20 +260,7 @@ func simMergeCmd() *cobra.Command {
 	return cmd
 }
 
-func writeFileAtomic(path string, data []byte) error { return writeFile(path, data, 0o644) }
-
-// writeFile writes the whole file or nothing (a temporary file renamed
-// over path), creating its directory first, as --out directories are.
-func writeFile(path string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, perm); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
+func writeFileAtomic(path string, data []byte) error { return cli.WriteFile(path, data, 0o644) }
 
 // progressBar draws "[=====>    ] 45% 450000/1000000 requests 3.2s" on a
 // terminal, at most five times a second, once a run has taken a second.

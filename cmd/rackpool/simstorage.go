@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/drive"
 	"rackpool/internal/sim"
 )
@@ -25,7 +26,7 @@ func simStorageCmd() *cobra.Command {
 		Long: "Simulates dynamic elastic disaggregation of storage servers (P1 §4) over a day with the live\n" +
 			"control plane's policy, against every server kept on; prints both and writes summary.json,\n" +
 			"storage.csv and storage.svg to --out (docs/simulation.md).",
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o simStorageConfig
@@ -44,7 +45,7 @@ func simStorageCmd() *cobra.Command {
 	fs.Uint64Var(&o.seed, "seed", 1, "random seed of the generated day")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.out == "" {
-			return usagef("usage: %s", cmd.UseLine())
+			return cli.Usagef("usage: %s", cmd.UseLine())
 		}
 		return runSimStorage(o)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"rackpool/api"
+	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/internal/redfish"
 	"rackpool/internal/topology"
 )
@@ -21,7 +22,7 @@ func topologyCmd() *cobra.Command {
 		Use:   "topology [--file FILE] [--json]",
 		Short: "show the topology as text (from the server, or a file validated locally)",
 		Long:  "Shows the service's topology, or with --file validates a topology file locally and shows it.",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var v *api.TopologyView
 			if file != "" {
@@ -40,7 +41,7 @@ func topologyCmd() *cobra.Command {
 				}
 			}
 			if cf.json {
-				return printJSON(v)
+				return cli.PrintJSON(v)
 			}
 			printTopology(v)
 			return nil
@@ -79,7 +80,7 @@ func printTopology(v *api.TopologyView) {
 		for _, dr := range f.Drawers {
 			fmt.Fprintf(w, "  drawer %s: %s, host ports %s\n", dr.ID, dr.Mode, strings.Join(dr.HostPorts, ","))
 			for _, d := range drawers[dr.ID] {
-				fmt.Fprintf(w, "    slot %-2d %-6s %-6s %-12s %s\n", d.Slot, d.ID, d.Kind, d.Model, human(d.CapacityBytes))
+				fmt.Fprintf(w, "    slot %-2d %-6s %-6s %-12s %s\n", d.Slot, d.ID, d.Kind, d.Model, cli.Human(d.CapacityBytes))
 			}
 		}
 		for _, d := range groupDevices(loose) {
@@ -103,9 +104,9 @@ func groupDevices(ds []api.DeviceView) []string {
 			j++
 		}
 		d := ds[i]
-		line := fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s port %s", d.Kind, d.ID, d.Model, human(d.CapacityBytes), d.Switch, strings.Join(d.Ports, ","))
+		line := fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s port %s", d.Kind, d.ID, d.Model, cli.Human(d.CapacityBytes), d.Switch, strings.Join(d.Ports, ","))
 		if j > i {
-			line = fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s ports %s..%s (%d devices)", d.Kind, d.ID+".."+ds[j].ID, d.Model, human(d.CapacityBytes), d.Switch, d.Ports[0], ds[j].Ports[len(ds[j].Ports)-1], j-i+1)
+			line = fmt.Sprintf("%-6s %-14s %-12s %-8s switch %s ports %s..%s (%d devices)", d.Kind, d.ID+".."+ds[j].ID, d.Model, cli.Human(d.CapacityBytes), d.Switch, d.Ports[0], ds[j].Ports[len(ds[j].Ports)-1], j-i+1)
 		}
 		if d.Blocks > 1 {
 			line += fmt.Sprintf(", %d blocks", d.Blocks)
