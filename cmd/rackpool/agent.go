@@ -18,6 +18,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
+	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/telemetry/host"
 	"rackpool/internal/telemetry/report"
@@ -81,8 +82,8 @@ func runAgent(o agentConfig) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cf := &clientFlags{url: o.control, caFile: o.caFile}
-	c, err := cf.client()
+	cf := &client.Flags{URL: o.control, CAFile: o.caFile}
+	c, err := cf.Client()
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
+	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/internal/cache"
 	"rackpool/internal/memlease"
 	"rackpool/internal/provision"
@@ -113,8 +114,8 @@ func cacheCmd() *cobra.Command {
 		defer stop()
 		var tier *memlease.Keeper
 		if remoteBytes > 0 {
-			cf := &clientFlags{url: *control, caFile: caFile}
-			ac, err := cf.client()
+			cf := &client.Flags{URL: *control, CAFile: caFile}
+			ac, err := cf.Client()
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
+	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/internal/blocknode"
 	"rackpool/internal/nbd"
 	"rackpool/internal/pki"
@@ -44,11 +45,6 @@ func loopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// nbdEndpointScheme is the prefix of the endpoint a blocknode serving TLS
-// advertises: its clients learn from the endpoint that they must use TLS
-// (the scheme of an NBD URI that requires it).
-const nbdEndpointScheme = "nbds://"
-
 // blocknodeTLS checks blocknode's listen address against its TLS flag and
 // returns the TLS configuration (nil for plain text) and the endpoint to
 // advertise for addr.
@@ -68,7 +64,7 @@ func blocknodeTLS(dir, listen, advertise string) (*tls.Config, func(bound string
 	if err != nil {
 		return nil, nil, fmt.Errorf("--tls-certificates %s: %w", dir, err)
 	}
-	return cfg, func(bound string) string { return nbdEndpointScheme + bound }, nil
+	return cfg, func(bound string) string { return client.NBDEndpointScheme + bound }, nil
 }
 
 // connectListenTLS checks drive connect's --listen against its TLS flag
@@ -113,7 +109,7 @@ func blocknodeDialer(caFile string) (func(ctx context.Context, endpoint, export 
 		defer cancel()
 		var c *nbd.Client
 		var err error
-		if addr, ok := strings.CutPrefix(endpoint, nbdEndpointScheme); ok {
+		if addr, ok := strings.CutPrefix(endpoint, client.NBDEndpointScheme); ok {
 			c, err = secure.Dial(ctx, "tcp", addr, export)
 		} else if strings.Contains(endpoint, "://") {
 			return nil, fmt.Errorf("blocknode endpoint %q: want HOST:PORT or nbds://HOST:PORT", endpoint)
@@ -135,14 +131,6 @@ type redacted struct {
 
 func (r redacted) Error() string { return strings.ReplaceAll(r.err.Error(), r.secret, r.shown) }
 func (r redacted) Unwrap() error { return r.err }
-
-// nbdURI is the NBD URI of export at a blocknode's endpoint.
-func nbdURI(endpoint, export string) string {
-	if strings.HasPrefix(endpoint, nbdEndpointScheme) {
-		return endpoint + "/" + export
-	}
-	return "nbd://" + endpoint + "/" + export
-}
 
 // nbdCertsCmd is `rackpool nbd-certs`: it issues NBD TLS credentials
 // from the service's CA into a directory in the layout nbdkit, qemu and

@@ -101,15 +101,6 @@ func TestListenRule(t *testing.T) {
 	}
 }
 
-func TestNbdURI(t *testing.T) {
-	if got := nbdURI("10.0.0.3:10809", "ssd1@t"); got != "nbd://10.0.0.3:10809/ssd1@t" {
-		t.Error(got)
-	}
-	if got := nbdURI("nbds://10.0.0.3:10809", "ssd1@t"); got != "nbds://10.0.0.3:10809/ssd1@t" {
-		t.Error(got)
-	}
-}
-
 func TestNbdCertsRefusals(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	for _, args := range [][]string{

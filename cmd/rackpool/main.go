@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"rackpool/cmd/rackpool/internal/cli"
+	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/internal/pager"
 )
 
@@ -119,13 +120,14 @@ func newRoot() *cobra.Command {
 			root.AddCommand(c)
 		}
 	}
-	add("compose", blocksCmd(), zonesCmd(), systemsCmd(), showCmd(), composeCmd(), decomposeCmd(), expandCmd(),
-		shrinkCmd(), explainCmd(), topologyCmd())
-	add("memory", leaseCmd(), leasesCmd(), renewCmd(), releaseCmd(), memnodesCmd())
-	add("drives", drivesCmd(), driveCmd(), blocknodesCmd(), nbdCertsCmd())
-	add("admin", exportCmd(), auditCmd())
+	add("compose", client.BlocksCmd(), client.ZonesCmd(), client.SystemsCmd(), client.ShowCmd(), client.ComposeCmd(),
+		client.DecomposeCmd(), client.ExpandCmd(), client.ShrinkCmd(), client.ExplainCmd(), client.TopologyCmd())
+	add("memory", client.LeaseCmd(), client.LeasesCmd(), client.RenewCmd(), client.ReleaseCmd(), client.MemnodesCmd())
+	add("drives", client.DrivesCmd(), client.DriveCmd(driveConnectCmd()), client.BlocknodesCmd(), nbdCertsCmd())
+	add("admin", client.ExportCmd(), client.AuditCmd())
 	add("servers", serveCmd(), memnodeCmd(), blocknodeCmd(), cacheCmd(), agentCmd(), fabricEmulatorCmd())
-	add("offline", simCmd(), provisionCmd(), pageCmd(), discoverCmd(), versionCmd())
+	add("offline", simCmd(), provisionCmd(client.ProvisionSubscribeCmd(), client.ProvisionUnsubscribeCmd(), client.ProvisionStatusCmd()),
+		pageCmd(), discoverCmd(), versionCmd())
 	root.SetHelpCommandGroupID("offline")
 	root.SetCompletionCommandGroupID("offline")
 	// cobra's own verbs, worded as ours.

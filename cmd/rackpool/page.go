@@ -13,6 +13,7 @@ import (
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
+	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/internal/pager"
 	"rackpool/internal/pager/workload"
 	"rackpool/internal/units"
@@ -80,8 +81,8 @@ func runPage(o pageConfig) error {
 	ctx := context.Background()
 	endpoint, tok := o.memnode, o.token
 	if o.control != "" {
-		cf := &clientFlags{url: o.control, caFile: o.caFile}
-		c, err := cf.client()
+		cf := &client.Flags{URL: o.control, CAFile: o.caFile}
+		c, err := cf.Client()
 		if err != nil {
 			return err
 		}

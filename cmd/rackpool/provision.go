@@ -37,7 +37,7 @@ const provisionExample = `  rackpool provision record --out FILE.csv [--interval
 
 // provisionCmd is `rackpool provision`: traces, offline evaluation and the
 // live loop's subscriptions.
-func provisionCmd() *cobra.Command {
+func provisionCmd(live ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "provision record|gen|eval|subscribe|status ...",
 		Short:   "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)",
@@ -48,8 +48,8 @@ func provisionCmd() *cobra.Command {
 		// The usage line names the sub-verbs, whose flags are their own.
 		DisableFlagsInUseLine: true,
 	}
-	cmd.AddCommand(provisionRecordCmd(), provisionGenCmd(), provisionEvalCmd(),
-		provisionSubscribeCmd(), provisionUnsubscribeCmd(), provisionStatusCmd())
+	cmd.AddCommand(provisionRecordCmd(), provisionGenCmd(), provisionEvalCmd())
+	cmd.AddCommand(live...)
 	return cmd
 }
 

@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"rackpool/api"
 	"rackpool/internal/pki"
 )
 
@@ -71,15 +69,6 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		w.log.Warn(msg)
 	}
 	return len(p), nil
-}
-
-// httpClient is the HTTP client of the client verbs: it trusts the
-// system's roots and caFile, or by default the CA api.CAFile finds.
-func httpClient(caFile string) (*http.Client, error) {
-	if caFile == "" {
-		caFile = api.CAFile()
-	}
-	return api.HTTPClient(caFile)
 }
 
 // tlsHint explains a certificate the client does not trust: the usual

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rackpool/api"
 )
 
 func TestServerTLS(t *testing.T) {
@@ -67,11 +69,11 @@ func TestServerTLS(t *testing.T) {
 		t.Errorf("MinVersion %x, want TLS 1.2 or later", c.MinVersion)
 	}
 	// The client side trusts the same file.
-	hc, err := httpClient(filepath.Join(data, "tls", "ca.pem"))
+	hc, err := api.HTTPClient(filepath.Join(data, "tls", "ca.pem"))
 	if err != nil || hc == nil {
-		t.Fatalf("httpClient: %v", err)
+		t.Fatalf("api.HTTPClient: %v", err)
 	}
-	if _, err := httpClient(filepath.Join(data, "nothing.pem")); err == nil {
-		t.Error("httpClient with a missing CA file: no error")
+	if _, err := api.HTTPClient(filepath.Join(data, "nothing.pem")); err == nil {
+		t.Error("api.HTTPClient with a missing CA file: no error")
 	}
 }

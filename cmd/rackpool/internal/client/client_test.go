@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"encoding/json"
@@ -11,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"rackpool/cmd/rackpool/internal/cli"
 )
 
 // fakeService answers every request with one composed system and records
@@ -139,5 +143,51 @@ func TestTTLMustBePositive(t *testing.T) {
 				t.Errorf("--ttl 90s sent %q, want one request with TTLSeconds 90", f.reqs)
 			}
 		})
+	}
+}
+
+// execute runs one command line on a root holding the client verbs, with
+// flag errors as usage errors as under rackpool's root, and returns the
+// verb's error.
+func execute(args ...string) error {
+	root := &cobra.Command{Use: "rackpool", SilenceErrors: true, SilenceUsage: true}
+	root.SetFlagErrorFunc(cli.FlagUsageError)
+	root.AddCommand(BlocksCmd(), ComposeCmd(), ExpandCmd(), ShrinkCmd(), LeaseCmd(), RenewCmd(), DriveCmd())
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	return root.Execute()
+}
+
+// TestListVerbs: the list verbs print their filtered rows as a table, or
+// as JSON with --json.
+func TestListVerbs(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		blocks := []map[string]any{
+			{"Id": "gpu1", "CompositionStatus": map[string]any{"CompositionState": "Composed", "MaxCompositions": 1, "NumberOfCompositions": 1},
+				"Links": map[string]any{"ComputerSystems": []map[string]string{{"@odata.id": "/redfish/v1/Systems/sys-1"}}},
+				"Oem":   map[string]any{"Rackpool": map[string]any{"Kind": "gpu", "Model": "V100", "Fabric": "pcie1", "Drawer": "drawer1", "Slot": 2}}},
+			{"Id": "hdd1", "CompositionStatus": map[string]any{"CompositionState": "Unused"},
+				"Oem": map[string]any{"Rackpool": map[string]any{"Kind": "hdd", "CapacityBytes": 4 << 40}}},
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"Members": blocks})
+	}))
+	defer srv.Close()
+	trust(t, srv)
+
+	out := stdout(t, func() error { return execute("blocks", "--url", srv.URL) })
+	want := "BLOCK  KIND  MODEL  CAPACITY  WHERE                STATE     HEALTH  USE  SYSTEMS\n" +
+		"gpu1   gpu   V100   -         pcie1/drawer1/slot2  Composed          1/1  sys-1\n" +
+		"hdd1   hdd          4096GiB   -                    Unused            0/0  \n"
+	if out != want {
+		t.Errorf("blocks printed\n%s\nwant\n%s", out, want)
+	}
+	out = stdout(t, func() error { return execute("blocks", "--kind", "HDD", "--json", "--url", srv.URL) })
+	var got []struct {
+		ID string `json:"Id"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 || got[0].ID != "hdd1" {
+		t.Errorf("blocks --kind HDD --json: %v %+v\n%s", err, got, out)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"rackpool/internal/units"
 )
 
-// provisionSubscribeCmd is `rackpool provision subscribe SYSTEM [--mode
+// ProvisionSubscribeCmd is `rackpool provision subscribe SYSTEM [--mode
 // on|dry-run] [--min SIZE] [--max SIZE]`.
-func provisionSubscribeCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ProvisionSubscribeCmd() *cobra.Command {
+	cf := &Flags{}
 	var mode, minSize, maxSize string
 	cmd := clientVerb(&cobra.Command{
 		Use:   "subscribe SYSTEM [--mode on|dry-run] [--min SIZE] [--max SIZE]",
@@ -33,7 +33,7 @@ func provisionSubscribeCmd() *cobra.Command {
 	return cmd
 }
 
-func subscribe(ctx context.Context, c *api.Client, cf *clientFlags, system, mode, minSize, maxSize string) error {
+func subscribe(ctx context.Context, c *api.Client, cf *Flags, system, mode, minSize, maxSize string) error {
 	wire := map[string]string{"on": "On", "dry-run": "DryRun"}[mode]
 	if wire == "" {
 		return fmt.Errorf("--mode %q: want on or dry-run", mode)
@@ -50,20 +50,20 @@ func subscribe(ctx context.Context, c *api.Client, cf *clientFlags, system, mode
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	if cf.JSON {
 		return cli.PrintJSON(s)
 	}
 	fmt.Printf("%s subscribed: mode %s (loop applies %s)\n", s.ID, s.Mode, s.Effective)
 	return nil
 }
 
-func provisionUnsubscribeCmd() *cobra.Command {
+func ProvisionUnsubscribeCmd() *cobra.Command {
 	return clientVerb(&cobra.Command{
 		Use:   "unsubscribe SYSTEM...",
 		Short: "opt composed systems out of the provisioning loop",
 		Long:  "Opts each system named out of the provisioning loop; its pooled memory stays as it is.",
 		Args:  cli.SomeArgs,
-	}, &clientFlags{}, func(ctx context.Context, c *api.Client, args []string) error {
+	}, &Flags{}, func(ctx context.Context, c *api.Client, args []string) error {
 		for _, id := range args {
 			if err := c.Unsubscribe(ctx, id); err != nil {
 				return err
@@ -73,10 +73,10 @@ func provisionUnsubscribeCmd() *cobra.Command {
 	})
 }
 
-// provisionStatusCmd is `rackpool provision status [SYSTEM]`: every
+// ProvisionStatusCmd is `rackpool provision status [SYSTEM]`: every
 // subscription, or one with its last decision explained.
-func provisionStatusCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ProvisionStatusCmd() *cobra.Command {
+	cf := &Flags{}
 	return clientVerb(&cobra.Command{
 		Use:   "status [SYSTEM]",
 		Short: "show the provisioning loop's subscriptions, or one with its last decision explained",
@@ -91,12 +91,12 @@ func provisionStatusCmd() *cobra.Command {
 	})
 }
 
-func printSubscription(ctx context.Context, c *api.Client, cf *clientFlags, system string) error {
+func printSubscription(ctx context.Context, c *api.Client, cf *Flags, system string) error {
 	s, err := c.Subscription(ctx, system)
 	if err != nil {
 		return err
 	}
-	if cf.json {
+	if cf.JSON {
 		return cli.PrintJSON(s)
 	}
 	fmt.Printf("system %s: mode %s (applied: %s), pooled %s, local %s\n", s.ID, s.Mode, s.Effective,
@@ -110,7 +110,7 @@ func printSubscription(ctx context.Context, c *api.Client, cf *clientFlags, syst
 	return nil
 }
 
-func printSubscriptions(ctx context.Context, c *api.Client, cf *clientFlags) error {
+func printSubscriptions(ctx context.Context, c *api.Client, cf *Flags) error {
 	p, err := c.Provisioning(ctx)
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func printSubscriptions(ctx context.Context, c *api.Client, cf *clientFlags) err
 		}
 		rows = append(rows, []string{s.ID, s.Mode, s.Effective, units.FormatBytes(s.PooledBytes), last, strconv.Quote(s.Error)})
 	}
-	if cf.json {
+	if cf.JSON {
 		return cli.PrintJSON(map[string]any{"Mode": p.Mode, "IntervalSeconds": p.IntervalSeconds, "Rules": p.Rules, "Subscriptions": subs})
 	}
 	fmt.Printf("loop %s, a step every %gs\n", p.Mode, p.IntervalSeconds)

@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 
 // Administration verbs: allocation export and the audit log.
 
-func exportCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ExportCmd() *cobra.Command {
+	cf := &Flags{}
 	var out string
 	cmd := clientVerb(&cobra.Command{
 		Use:   "export [-o FILE]",
@@ -53,8 +53,8 @@ type auditEntry struct {
 	}
 }
 
-func auditCmd() *cobra.Command {
-	cf := &clientFlags{}
+func AuditCmd() *cobra.Command {
+	cf := &Flags{}
 	var user, outcome, since, format string
 	cmd := clientVerb(&cobra.Command{
 		Use:     "audit [--user U] [--outcome O] [--since T] [--format table|csv|jsonl]",

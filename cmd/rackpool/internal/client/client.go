@@ -1,4 +1,10 @@
-package main
+// Package client holds the client verbs of rackpool: those that talk to
+// the control plane's API and print what it answers as tables, or as JSON
+// with --json (blocks, compose, lease, drives, audit, ...). Flags is what
+// they share (--url, --ca-file, --json, -q) and how they reach the
+// service; list is the shape of a list verb. The node processes use Flags
+// to reach the control plane too.
+package client
 
 import (
 	"context"
@@ -6,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -19,39 +26,39 @@ import (
 	"rackpool/cmd/rackpool/internal/cli"
 )
 
-// clientFlags are the flags every client verb shares: where the service
+// Flags are the flags every client verb shares: where the service
 // is, whom to trust, and how to print.
-type clientFlags struct {
-	url    string
-	caFile string
-	json   bool
-	quiet  bool // --quiet, on verbs that registered it with idFlag
+type Flags struct {
+	URL    string
+	CAFile string
+	JSON   bool
+	Quiet  bool // --quiet, on verbs that registered it with IDFlag
 }
 
-// register adds --url, --ca-file and --json to fs.
-func (cf *clientFlags) register(fs *pflag.FlagSet) {
+// Register adds --url, --ca-file and --json to fs.
+func (cf *Flags) Register(fs *pflag.FlagSet) {
 	def := os.Getenv("RACKPOOL_URL")
 	if def == "" {
 		def = "https://127.0.0.1:8080"
 	}
-	fs.StringVar(&cf.url, "url", def, "rackpool service URL")
-	cli.CAFileFlag(fs, &cf.caFile)
-	fs.BoolVar(&cf.json, "json", false, "print JSON instead of tables")
+	fs.StringVar(&cf.URL, "url", def, "rackpool service URL")
+	cli.CAFileFlag(fs, &cf.CAFile)
+	fs.BoolVar(&cf.JSON, "json", false, "print JSON instead of tables")
 }
 
-// idFlag adds -q/--quiet to a verb that creates or changes one thing: it
+// IDFlag adds -q/--quiet to a verb that creates or changes one thing: it
 // then prints that thing's ID alone, for a shell variable
 // (SYS=$(rackpool compose -q ...)).
-func (cf *clientFlags) idFlag(fs *pflag.FlagSet, verb, what string) {
-	fs.BoolVarP(&cf.quiet, "quiet", "q", false, "print only the "+what+"'s ID (for scripts: ID=$(rackpool "+verb+" -q ...))")
+func (cf *Flags) IDFlag(fs *pflag.FlagSet, verb, what string) {
+	fs.BoolVarP(&cf.Quiet, "quiet", "q", false, "print only the "+what+"'s ID (for scripts: ID=$(rackpool "+verb+" -q ...))")
 }
 
 // clientVerb makes cmd a client verb: the shared flags, and a run that
 // gets the service's client once the command line has parsed.
-func clientVerb(cmd *cobra.Command, cf *clientFlags, run func(ctx context.Context, c *api.Client, args []string) error) *cobra.Command {
-	cf.register(cmd.Flags())
+func clientVerb(cmd *cobra.Command, cf *Flags, run func(ctx context.Context, c *api.Client, args []string) error) *cobra.Command {
+	cf.Register(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := cf.client()
+		c, err := cf.Client()
 		if err != nil {
 			return err
 		}
@@ -71,7 +78,7 @@ type list[T any] struct {
 }
 
 func (l list[T]) command() *cobra.Command {
-	cf := &clientFlags{}
+	cf := &Flags{}
 	if l.cmd.Args == nil {
 		l.cmd.Args = cli.NoArgs
 	}
@@ -83,7 +90,7 @@ func (l list[T]) command() *cobra.Command {
 		if l.keep != nil {
 			items = slices.DeleteFunc(items, func(x T) bool { return !l.keep(x) })
 		}
-		if cf.json {
+		if cf.JSON {
 			return cli.PrintJSON(items)
 		}
 		rows := make([][]string, 0, len(items))
@@ -95,7 +102,9 @@ func (l list[T]) command() *cobra.Command {
 	})
 }
 
-func (cf *clientFlags) client() (*api.Client, error) {
+// Client is the service's client at --url, trusting --ca-file, as
+// $RACKPOOL_USER (default Administrator) with $RACKPOOL_PASSWORD.
+func (cf *Flags) Client() (*api.Client, error) {
 	user := os.Getenv("RACKPOOL_USER")
 	if user == "" {
 		user = "Administrator"
@@ -104,16 +113,16 @@ func (cf *clientFlags) client() (*api.Client, error) {
 	if pass == "" {
 		return nil, errors.New("set RACKPOOL_PASSWORD (the Administrator password printed by the first `rackpool serve`, or the RACKPOOL_ADMIN_PASSWORD it was started with)")
 	}
-	hc, err := httpClient(cf.caFile)
+	hc, err := httpClient(cf.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	c := api.New(cf.url, user, pass)
+	c := api.New(cf.URL, user, pass)
 	c.HTTP = hc
 	return c, nil
 }
 
-func blocksCmd() *cobra.Command {
+func BlocksCmd() *cobra.Command {
 	var kind, state string
 	l := list[api.Block]{
 		cmd: &cobra.Command{
@@ -149,7 +158,7 @@ func blocksCmd() *cobra.Command {
 	return cmd
 }
 
-func zonesCmd() *cobra.Command {
+func ZonesCmd() *cobra.Command {
 	return list[api.Zone]{
 		cmd: &cobra.Command{
 			Use:   "zones",
@@ -173,7 +182,7 @@ func zonesCmd() *cobra.Command {
 	}.command()
 }
 
-func systemsCmd() *cobra.Command {
+func SystemsCmd() *cobra.Command {
 	var all bool
 	cmd := list[api.System]{
 		cmd: &cobra.Command{
@@ -202,11 +211,11 @@ func systemsCmd() *cobra.Command {
 
 // printSystem prints s block by block, as JSON (--json) or as its ID
 // alone (--quiet).
-func (cf *clientFlags) printSystem(s *api.System) error {
+func (cf *Flags) printSystem(s *api.System) error {
 	switch {
-	case cf.json:
+	case cf.JSON:
 		return cli.PrintJSON(s)
-	case cf.quiet:
+	case cf.Quiet:
 		fmt.Println(s.ID)
 		return nil
 	}
@@ -228,8 +237,8 @@ func (cf *clientFlags) printSystem(s *api.System) error {
 	return nil
 }
 
-func showCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ShowCmd() *cobra.Command {
+	cf := &Flags{}
 	return clientVerb(&cobra.Command{
 		Use:   "show SYSTEM",
 		Short: "show one composed system, block by block",
@@ -345,8 +354,8 @@ fit is refused with the scheduler's reasons, host by host.`
 const composeExample = `  SYS=$(rackpool compose -q --need "2 gpu model=V100" --need "64GiB memory" --need "1 nvme capacity=3TB")
   rackpool compose --host host3 hdd1 hdd2 ssd1`
 
-func composeCmd() *cobra.Command {
-	cf, r := &clientFlags{}, &composeRequest{}
+func ComposeCmd() *cobra.Command {
+	cf, r := &Flags{}, &composeRequest{}
 	cmd := clientVerb(&cobra.Command{
 		Use:     "compose [-q] [--host H] [--need SPEC]... [BLOCK...]",
 		Short:   "compose a system from specific blocks or by need",
@@ -360,7 +369,7 @@ func composeCmd() *cobra.Command {
 		}
 		return cf.printSystem(s)
 	})
-	cf.idFlag(cmd.Flags(), "compose", "new system")
+	cf.IDFlag(cmd.Flags(), "compose", "new system")
 	r.register(cmd.Flags())
 	return cmd
 }
@@ -385,8 +394,8 @@ func explainError(err error) error {
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
-func explainCmd() *cobra.Command {
-	cf, r := &clientFlags{}, &composeRequest{}
+func ExplainCmd() *cobra.Command {
+	cf, r := &Flags{}, &composeRequest{}
 	cmd := clientVerb(&cobra.Command{
 		Use:   "explain [same as compose]",
 		Short: "say where a request would go, or why it does not fit",
@@ -399,7 +408,7 @@ func explainCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if cf.json {
+		if cf.JSON {
 			return cli.PrintJSON(e)
 		}
 		printExplanation(e)
@@ -431,8 +440,8 @@ func printExplanation(e *api.Explanation) {
 	cli.Table("HOST\tREASON\tDETAIL", rows)
 }
 
-func decomposeCmd() *cobra.Command {
-	cf := &clientFlags{}
+func DecomposeCmd() *cobra.Command {
+	cf := &Flags{}
 	return clientVerb(&cobra.Command{
 		Use:   "decompose SYSTEM...",
 		Short: "decompose systems, returning their blocks to the pools",
@@ -445,7 +454,7 @@ func decomposeCmd() *cobra.Command {
 				errs = append(errs, fmt.Errorf("%s: %w", id, err))
 				continue
 			}
-			if !cf.json {
+			if !cf.JSON {
 				fmt.Println("decomposed", id)
 			}
 		}
@@ -453,8 +462,8 @@ func decomposeCmd() *cobra.Command {
 	})
 }
 
-func expandCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ExpandCmd() *cobra.Command {
+	cf := &Flags{}
 	var needs []string
 	cmd := clientVerb(&cobra.Command{
 		Use:     "expand SYSTEM [--need SPEC]... [BLOCK...]",
@@ -478,15 +487,15 @@ func expandCmd() *cobra.Command {
 		}
 		return cf.printSystem(s)
 	})
-	cf.idFlag(cmd.Flags(), "expand", "system")
+	cf.IDFlag(cmd.Flags(), "expand", "system")
 	needFlag(cmd.Flags(), &needs)
 	return cmd
 }
 
-// shrinkCmd removes blocks with the Rackpool.Shrink action: one update,
+// ShrinkCmd removes blocks with the Rackpool.Shrink action: one update,
 // audited as a Shrink.
-func shrinkCmd() *cobra.Command {
-	cf := &clientFlags{}
+func ShrinkCmd() *cobra.Command {
+	cf := &Flags{}
 	cmd := clientVerb(&cobra.Command{
 		Use:   "shrink SYSTEM BLOCK...",
 		Short: "remove blocks from a composed system",
@@ -500,6 +509,15 @@ func shrinkCmd() *cobra.Command {
 		}
 		return cf.printSystem(&s)
 	})
-	cf.idFlag(cmd.Flags(), "shrink", "system")
+	cf.IDFlag(cmd.Flags(), "shrink", "system")
 	return cmd
+}
+
+// httpClient is the HTTP client of the client verbs: it trusts the
+// system's roots and caFile, or by default the CA api.CAFile finds.
+func httpClient(caFile string) (*http.Client, error) {
+	if caFile == "" {
+		caFile = api.CAFile()
+	}
+	return api.HTTPClient(caFile)
 }

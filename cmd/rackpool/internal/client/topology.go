@@ -1,4 +1,4 @@
-package main
+package client
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 	"rackpool/internal/topology"
 )
 
-// topologyCmd is `rackpool topology`: the service's topology as text, or
+// TopologyCmd is `rackpool topology`: the service's topology as text, or
 // a topology file's, validated locally.
-func topologyCmd() *cobra.Command {
-	cf := &clientFlags{}
+func TopologyCmd() *cobra.Command {
+	cf := &Flags{}
 	var file string
 	cmd := &cobra.Command{
 		Use:   "topology [--file FILE] [--json]",
@@ -32,7 +32,7 @@ func topologyCmd() *cobra.Command {
 				}
 				v = redfish.TopologyView(top)
 			} else {
-				c, err := cf.client()
+				c, err := cf.Client()
 				if err != nil {
 					return err
 				}
@@ -40,14 +40,14 @@ func topologyCmd() *cobra.Command {
 					return err
 				}
 			}
-			if cf.json {
+			if cf.JSON {
 				return cli.PrintJSON(v)
 			}
 			printTopology(v)
 			return nil
 		},
 	}
-	cf.register(cmd.Flags())
+	cf.Register(cmd.Flags())
 	cmd.Flags().StringVar(&file, "file", "", "validate and show this topology file instead of asking the server")
 	return cmd
 }
