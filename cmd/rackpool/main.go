@@ -20,6 +20,7 @@ import (
 
 	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/cmd/rackpool/internal/client"
+	"rackpool/cmd/rackpool/internal/node"
 	"rackpool/internal/pager"
 )
 
@@ -123,11 +124,11 @@ func newRoot() *cobra.Command {
 	add("compose", client.BlocksCmd(), client.ZonesCmd(), client.SystemsCmd(), client.ShowCmd(), client.ComposeCmd(),
 		client.DecomposeCmd(), client.ExpandCmd(), client.ShrinkCmd(), client.ExplainCmd(), client.TopologyCmd())
 	add("memory", client.LeaseCmd(), client.LeasesCmd(), client.RenewCmd(), client.ReleaseCmd(), client.MemnodesCmd())
-	add("drives", client.DrivesCmd(), client.DriveCmd(driveConnectCmd()), client.BlocknodesCmd(), nbdCertsCmd())
+	add("drives", client.DrivesCmd(), client.DriveCmd(node.DriveConnectCmd()), client.BlocknodesCmd(), node.NbdCertsCmd())
 	add("admin", client.ExportCmd(), client.AuditCmd())
-	add("servers", serveCmd(), memnodeCmd(), blocknodeCmd(), cacheCmd(), agentCmd(), fabricEmulatorCmd())
+	add("servers", serveCmd(), node.MemnodeCmd(), node.BlocknodeCmd(), node.CacheCmd(), node.AgentCmd(), fabricEmulatorCmd())
 	add("offline", simCmd(), provisionCmd(client.ProvisionSubscribeCmd(), client.ProvisionUnsubscribeCmd(), client.ProvisionStatusCmd()),
-		pageCmd(), discoverCmd(), versionCmd())
+		node.PageCmd(), discoverCmd(), versionCmd())
 	root.SetHelpCommandGroupID("offline")
 	root.SetCompletionCommandGroupID("offline")
 	// cobra's own verbs, worded as ours.
@@ -155,10 +156,4 @@ func versionCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// tlsDirFlagP adds --tls-certificates to fs.
-func tlsDirFlagP(fs *pflag.FlagSet, what string) *string {
-	return fs.String("tls-certificates", "", "serve NBD over TLS only, with the credentials in `DIR` ("+what+
-		"; the layout of nbdkit --tls-certificates, which `rackpool nbd-certs` writes)")
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestProvisionEvalBadInput: every bad argument or trace is a clear error
@@ -60,26 +59,5 @@ func TestProvisionEvalBadInput(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
-	}
-}
-
-func TestCacheAutoFlags(t *testing.T) {
-	for _, tc := range []struct {
-		min, max, granule string
-		step              time.Duration
-	}{
-		{"0", "1GiB", "4MiB", time.Second},
-		{"16MiB", "8MiB", "4MiB", time.Second},
-		{"16MiB", "1GiB", "lots", time.Second},
-		{"16MiB", "1GiB", "4MiB", time.Millisecond},
-		{"5MiB", "7MiB", "4MiB", time.Second}, // no whole granule between
-	} {
-		if _, err := newAutoRemote(tc.min, tc.max, tc.granule, tc.step); err == nil {
-			t.Errorf("%+v accepted", tc)
-		}
-	}
-	a, err := newAutoRemote("16MiB", "1GiB", "4MiB", time.Second)
-	if err != nil || a.sizer.Size() != 16<<20 {
-		t.Fatalf("defaults: %v, size %d", err, a.sizer.Size())
 	}
 }

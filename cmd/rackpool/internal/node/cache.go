@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -24,10 +24,10 @@ import (
 	"rackpool/internal/units"
 )
 
-// cacheCmd is `rackpool cache`: it serves the memcached protocol from
+// CacheCmd is `rackpool cache`: it serves the memcached protocol from
 // local memory, spilling evicted items to pooled memory leased from the
 // control plane.
-func cacheCmd() *cobra.Command {
+func CacheCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cache --addr A --local-memory SIZE [--remote-memory SIZE --control URL]",
 		Short: "memcached-compatible cache spilling evictions to pooled memory",

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"rackpool/internal/units"
 )
 
-func pageCmd() *cobra.Command {
+func PageCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "page --memnode A --token T | --control URL [--workload sort|table]",
 		Short: "run a workload on a region paged to pooled memory (userfaultfd), against all local",

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -132,10 +132,10 @@ type redacted struct {
 func (r redacted) Error() string { return strings.ReplaceAll(r.err.Error(), r.secret, r.shown) }
 func (r redacted) Unwrap() error { return r.err }
 
-// nbdCertsCmd is `rackpool nbd-certs`: it issues NBD TLS credentials
+// NbdCertsCmd is `rackpool nbd-certs`: it issues NBD TLS credentials
 // from the service's CA into a directory in the layout nbdkit, qemu and
 // libnbd read.
-func nbdCertsCmd() *cobra.Command {
+func NbdCertsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nbd-certs --out DIR --server NAMES | --client NAME",
 		Short: "issue NBD TLS certificates from the service's CA (for blocknode and drive connect --tls-certificates)",

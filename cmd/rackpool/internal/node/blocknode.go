@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
@@ -22,8 +23,8 @@ import (
 	"rackpool/internal/profiling"
 )
 
-// blocknodeCmd serves the drives the SAS switch maps to this node's host.
-func blocknodeCmd() *cobra.Command {
+// BlocknodeCmd serves the drives the SAS switch maps to this node's host.
+func BlocknodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "blocknode --addr A --name HOST --drive-dir DIR --control URL",
 		Short: "serve the pooled drives the SAS switch maps to HOST over NBD",
@@ -40,7 +41,7 @@ func blocknodeCmd() *cobra.Command {
 	fs.StringVar(&cfg.name, "name", "", "the topology host this blocknode runs on (required; it needs a port into a SAS circuit switch)")
 	fs.StringVar(&cfg.dir, "drive-dir", "", "directory of the drive images, DIR/<drive>.img, shared by every blocknode of the switch (required)")
 	fs.StringVar(&cfg.advertise, "advertise", "", "address clients should dial, HOST:PORT (default: the listening address)")
-	tlsDir := tlsDirFlagP(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
+	tlsDir := tlsDirFlag(fs, "server-cert.pem, server-key.pem; required to listen beyond loopback")
 	fs.IntVar(&cfg.maxDrives, "max-drives", drive.DefaultMaxDrives, "most drives this node serves at once")
 	fs.DurationVar(&cfg.heartbeat, "heartbeat", 100*time.Millisecond, "how often to heartbeat (keep it under a third of the control plane's --drive-lease)")
 	cli.VerboseFlag(fs, &cfg.verbose)
@@ -152,4 +153,10 @@ func (a apiController) Heartbeat(ctx context.Context, hb blocknode.Heartbeat) (b
 		out.Drives = append(out.Drives, blocknode.Assigned{ID: d.ID, Epoch: d.Epoch, Size: d.CapacityBytes, Generation: d.WriteGeneration})
 	}
 	return out, nil
+}
+
+// tlsDirFlag adds --tls-certificates to fs.
+func tlsDirFlag(fs *pflag.FlagSet, what string) *string {
+	return fs.String("tls-certificates", "", "serve NBD over TLS only, with the credentials in `DIR` ("+what+
+		"; the layout of nbdkit --tls-certificates, which `rackpool nbd-certs` writes)")
 }

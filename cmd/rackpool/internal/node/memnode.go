@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -53,9 +53,9 @@ func listenUnix(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// memnodeCmd serves pooled memory: it registers with the control plane,
+// MemnodeCmd serves pooled memory: it registers with the control plane,
 // heartbeats, and serves leased regions to token holders.
-func memnodeCmd() *cobra.Command {
+func MemnodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "memnode --addr A --capacity SIZE --control URL",
 		Short: "serve pooled memory to lease holders (registers with the control plane)",

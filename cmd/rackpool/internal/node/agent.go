@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"rackpool/internal/telemetry/report"
 )
 
-func agentCmd() *cobra.Command {
+func AgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent --control URL --system ID [--cgroup PATH]",
 		Short: "report a composed host's real usage to the control plane (telemetry for provisioning)",

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -29,9 +29,9 @@ import (
 // drive connect: one pooled drive served on this machine over NBD, followed
 // from blocknode to blocknode, as its write reservation's holder.
 
-// driveConnectCmd serves a pooled drive locally over NBD, following it
+// DriveConnectCmd serves a pooled drive locally over NBD, following it
 // from blocknode to blocknode.
-func driveConnectCmd() *cobra.Command {
+func DriveConnectCmd() *cobra.Command {
 	cf := &client.Flags{}
 	cmd := &cobra.Command{
 		Use:   "connect DRIVE --listen unix:PATH|tcp:127.0.0.1:PORT [--tls-certificates DIR] [--rights rw] [--connections N]",
@@ -47,7 +47,7 @@ func driveConnectCmd() *cobra.Command {
 	cf.Register(fs)
 	var o driveConnectConfig
 	fs.StringVar(&o.listen, "listen", "", "where to serve the drive: unix:PATH or tcp:HOST:PORT (required; beyond loopback only with --tls-certificates)")
-	tlsDir := tlsDirFlagP(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
+	tlsDir := tlsDirFlag(fs, "ca-cert.pem, server-cert.pem, server-key.pem; clients must present a certificate of ca-cert.pem")
 	fs.StringVar(&o.rights, "rights", "rw", "r, w or rw")
 	fs.StringVar(&o.holder, "holder", defaultConnectHolder(), "with write rights, the drive's write reservation holder: another holder's connect is refused while this one writes")
 	fs.BoolVar(&o.preempt, "preempt", false, "take the write reservation over from its holder (a crashed drive connect's, say), fencing its writes")
