@@ -21,6 +21,7 @@ import (
 	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/cmd/rackpool/internal/client"
 	"rackpool/cmd/rackpool/internal/node"
+	"rackpool/cmd/rackpool/internal/offline"
 	"rackpool/internal/pager"
 )
 
@@ -127,8 +128,8 @@ func newRoot() *cobra.Command {
 	add("drives", client.DrivesCmd(), client.DriveCmd(node.DriveConnectCmd()), client.BlocknodesCmd(), node.NbdCertsCmd())
 	add("admin", client.ExportCmd(), client.AuditCmd())
 	add("servers", serveCmd(), node.MemnodeCmd(), node.BlocknodeCmd(), node.CacheCmd(), node.AgentCmd(), fabricEmulatorCmd())
-	add("offline", simCmd(), provisionCmd(client.ProvisionSubscribeCmd(), client.ProvisionUnsubscribeCmd(), client.ProvisionStatusCmd()),
-		node.PageCmd(), discoverCmd(), versionCmd())
+	add("offline", offline.SimCmd(), offline.ProvisionCmd(client.ProvisionSubscribeCmd(), client.ProvisionUnsubscribeCmd(), client.ProvisionStatusCmd()),
+		node.PageCmd(), offline.DiscoverCmd(), versionCmd())
 	root.SetHelpCommandGroupID("offline")
 	root.SetCompletionCommandGroupID("offline")
 	// cobra's own verbs, worded as ours.

@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"context"
@@ -35,9 +35,10 @@ const provisionExample = `  rackpool provision record --out FILE.csv [--interval
   rackpool provision status [SYSTEM]
   rackpool provision unsubscribe SYSTEM...`
 
-// provisionCmd is `rackpool provision`: traces, offline evaluation and the
-// live loop's subscriptions.
-func provisionCmd(live ...*cobra.Command) *cobra.Command {
+// ProvisionCmd is `rackpool provision`: traces and offline evaluation, and
+// the live loop's subscriptions, the sub-verbs given (they talk to the
+// control plane: package client).
+func ProvisionCmd(live ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "provision record|gen|eval|subscribe|status ...",
 		Short:   "demand traces and offline evaluation of provisioning policies (docs/provisioning.md)",

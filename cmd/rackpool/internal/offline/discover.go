@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"rackpool/internal/topology"
 )
 
-func discoverCmd() *cobra.Command {
+func DiscoverCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "discover --redfish URL [--user U] [--ca-file F] [--fabric ID]... [--out FILE]",
 		Short: "read a Redfish service's fabrics (GET only) and write a topology file for them",

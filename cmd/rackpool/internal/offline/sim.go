@@ -1,4 +1,4 @@
-package main
+package offline
 
 import (
 	"context"
@@ -31,10 +31,10 @@ const simExample = `  rackpool sim --scenario FILE --out DIR [--seed N] [--shard
   rackpool sim merge --out DIR SHARD_DIR...
   rackpool sim storage --out DIR [--servers N --drives-per-server K --trace LOAD.csv ...]`
 
-// simCmd is `rackpool sim`: a scenario file, or quick flags for a trace
+// SimCmd is `rackpool sim`: a scenario file, or quick flags for a trace
 // run; `rackpool sim merge` joins the outputs of a sharded sweep, `rackpool
 // sim storage` simulates elastic storage.
-func simCmd() *cobra.Command {
+func SimCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "sim --scenario FILE --out DIR | --trace CSV ...",
 		Short:   "simulate a datacenter on the placement engine (see sim --help)",

@@ -1,0 +1,22 @@
+package offline
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"rackpool/cmd/rackpool/internal/cli"
+)
+
+// execute runs one command line on a root holding the offline verbs, with
+// flag errors as usage errors as under rackpool's root, and returns the
+// verb's error.
+func execute(args ...string) error {
+	root := &cobra.Command{Use: "rackpool", SilenceErrors: true, SilenceUsage: true}
+	root.SetFlagErrorFunc(cli.FlagUsageError)
+	root.AddCommand(SimCmd(), ProvisionCmd(), DiscoverCmd())
+	root.SetArgs(args)
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	return root.Execute()
+}
