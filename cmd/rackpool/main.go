@@ -2,8 +2,11 @@
 // plane and its client. Run "rackpool help" for the verbs.
 //
 // The verbs are cobra commands (github.com/spf13/cobra, flags from
-// github.com/spf13/pflag): newRoot lists them all, grouped; each verb's
-// file builds its command, flags and help. Flags may come before, between
+// github.com/spf13/pflag): newRoot lists them all, grouped. Package main
+// builds serve and fabric-emulator (the control plane's wiring); the other
+// verbs come from packages by role under internal/: client (verbs against
+// the API), node (processes that run on a node), offline (what runs
+// without a control plane), all sharing internal/cli. Flags may come before, between
 // or after the positional arguments, and "rackpool completion
 // bash|zsh|fish" writes a shell completion script.
 package main
