@@ -32,7 +32,7 @@ type Flags struct {
 	URL    string
 	CAFile string
 	JSON   bool
-	Quiet  bool // --quiet, on verbs that registered it with IDFlag
+	Quiet  bool // --quiet, on verbs that registered it with idFlag
 }
 
 // Register adds --url, --ca-file and --json to fs.
@@ -46,10 +46,10 @@ func (cf *Flags) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&cf.JSON, "json", false, "print JSON instead of tables")
 }
 
-// IDFlag adds -q/--quiet to a verb that creates or changes one thing: it
+// idFlag adds -q/--quiet to a verb that creates or changes one thing: it
 // then prints that thing's ID alone, for a shell variable
 // (SYS=$(rackpool compose -q ...)).
-func (cf *Flags) IDFlag(fs *pflag.FlagSet, verb, what string) {
+func (cf *Flags) idFlag(fs *pflag.FlagSet, verb, what string) {
 	fs.BoolVarP(&cf.Quiet, "quiet", "q", false, "print only the "+what+"'s ID (for scripts: ID=$(rackpool "+verb+" -q ...))")
 }
 
@@ -369,7 +369,7 @@ func ComposeCmd() *cobra.Command {
 		}
 		return cf.printSystem(s)
 	})
-	cf.IDFlag(cmd.Flags(), "compose", "new system")
+	cf.idFlag(cmd.Flags(), "compose", "new system")
 	r.register(cmd.Flags())
 	return cmd
 }
@@ -487,7 +487,7 @@ func ExpandCmd() *cobra.Command {
 		}
 		return cf.printSystem(s)
 	})
-	cf.IDFlag(cmd.Flags(), "expand", "system")
+	cf.idFlag(cmd.Flags(), "expand", "system")
 	needFlag(cmd.Flags(), &needs)
 	return cmd
 }
@@ -509,7 +509,7 @@ func ShrinkCmd() *cobra.Command {
 		}
 		return cf.printSystem(&s)
 	})
-	cf.IDFlag(cmd.Flags(), "shrink", "system")
+	cf.idFlag(cmd.Flags(), "shrink", "system")
 	return cmd
 }
 

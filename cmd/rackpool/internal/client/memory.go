@@ -52,7 +52,7 @@ func LeaseCmd() *cobra.Command {
 		return nil
 	})
 	fs := cmd.Flags()
-	cf.IDFlag(fs, "lease", "lease")
+	cf.idFlag(fs, "lease", "lease")
 	fs.StringVar(&size, "size", "", "bytes to lease, e.g. 64MiB (required)")
 	fs.StringVar(&req.Host, "host", "", "topology host the memory is for: the nearest memory node is picked")
 	cli.TTLFlag(fs, &req.TTL, "lease `duration`, positive (default: the service's, 10m)")
