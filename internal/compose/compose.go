@@ -2,9 +2,12 @@
 // plan, commits the intent, drives the fabrics, and commits the outcome. It
 // is the single plan applier of DESIGN rule 2 and enforces rule 3:
 //
-//	Compose:   schedule → reserve in memory → store Composing → attach every
-//	           device → store Composed.  Any attach failure detaches
-//	           everything attached and deletes the record: all or nothing.
+//	Compose:   schedule → reserve in memory (Place) → store Composing →
+//	           attach every device → store Composed (Realize).  Any attach
+//	           failure detaches everything attached and deletes the record:
+//	           all or nothing.  A caller that must see the placement before
+//	           committing to it (the API's choice of answering 202) calls
+//	           Place and Realize itself: the request is scheduled once.
 //	Update:    schedule the additions → store Updating (Adding, Removing) →
 //	           attach additions → detach removals → store Composed.  Any
 //	           failure restores the previous block set.
@@ -348,27 +351,52 @@ func (m *Manager) drop(c *inventory.Composition, blocks []string) {
 	}
 }
 
-// Plan schedules req against the current state without committing
-// anything: the "explain" verb.
+// Plan schedules req, with the composition policy applied, against the
+// current state without committing anything: the "explain" verb.
 func (m *Manager) Plan(req Request) (*schedule.Plan, error) {
+	req, err := m.ApplyPolicy(req)
+	if err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.sched.Schedule(m.st, req.placement())
+	return m.schedule(req.placement())
 }
 
-// Compose places and composes a new system, all or nothing.
+// Compose places and composes a new system, all or nothing: Place, then
+// Realize.
 func (m *Manager) Compose(ctx context.Context, req Request) (*inventory.Composition, error) {
-	ctx = context.WithoutCancel(ctx)
-	return m.retryConflicts(ctx, func() (*inventory.Composition, error) { return m.compose(ctx, req) })
+	p, err := m.Place(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.Realize(ctx)
 }
 
-// compose is one attempt of Compose.
-func (m *Manager) compose(ctx context.Context, req Request) (*inventory.Composition, error) {
-	m.Expire(ctx)
+// Placement is a composition placed but not yet made: its blocks are
+// taken in the manager's state (a composition Composing that nothing is
+// recorded or attached for yet), so no other request gets them. Exactly one
+// of Realize or Cancel must follow, soon: until then the blocks are held.
+// A Placement is not safe for concurrent use.
+type Placement struct {
+	m     *Manager
+	req   Request // as asked, to place again after a conflict
+	c     *inventory.Composition
+	check []store.ObjectRef
+	objs  []store.ObjectChange
+	done  bool
+}
+
+// Place is the first half of Compose: it applies the composition policy
+// to req, schedules it once, checks the tenant's quota and the host's
+// power, and takes the blocks in memory. Nothing is written to the store
+// or the fabrics.
+func (m *Manager) Place(ctx context.Context, req Request) (*Placement, error) {
+	m.Expire(context.WithoutCancel(ctx))
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	c, err := m.place(req, inventory.Composing, "sys-")
 	if err != nil {
-		m.mu.Unlock()
 		return nil, err
 	}
 	// The host's power comes with it (power.go): the record takes it, and
@@ -376,28 +404,75 @@ func (m *Manager) compose(ctx context.Context, req Request) (*inventory.Composit
 	// object is as this snapshot knows it.
 	hp := m.hostPow[c.Host]
 	if m.powering[c.Host] {
-		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: a reset of host %s is under way", ErrBusy, c.Host)
 	}
 	if err := m.checkHotPlug(c.Host, hp.power, c.Blocks); err != nil {
-		m.mu.Unlock()
 		return nil, err
 	}
 	c.Power = hp.power
 	m.comps[c.ID] = c
 	m.hold(c, c.Blocks)
-	m.mu.Unlock()
-	check := append(slices.Clone(req.Check), store.ObjectRef{Kind: HostPowerKind, ID: c.Host, Version: hp.version})
-	var objs []store.ObjectChange
+	p := &Placement{m: m, req: req, c: c,
+		check: append(slices.Clone(req.Check), store.ObjectRef{Kind: HostPowerKind, ID: c.Host, Version: hp.version})}
 	if hp.version != 0 {
-		objs = append(objs, store.ObjectChange{Kind: HostPowerKind, Object: store.Object{ID: c.Host, Version: hp.version}, Delete: true})
+		p.objs = append(p.objs, store.ObjectChange{Kind: HostPowerKind, Object: store.Object{ID: c.Host, Version: hp.version}, Delete: true})
 	}
-	return m.realize(ctx, c, check, objs)
+	return p, nil
 }
 
-// place schedules req and returns the composition it would make, checking
-// the tenant's quota. m.mu must be held.
+// Blocks are the blocks the placement takes, the compute block first.
+func (p *Placement) Blocks() []string { return slices.Clone(p.c.Blocks) }
+
+// EstimateFabricTime is the modelled time the fabrics need to attach the
+// placement's blocks (Manager.EstimateFabricTime).
+func (p *Placement) EstimateFabricTime() time.Duration { return p.m.EstimateFabricTime(p.c.Blocks) }
+
+// Realize is the second half of Compose: it records the intent, attaches
+// every device, runs the host agent's step and records the outcome (with
+// the audit entry ctx carries), all or nothing. When the intent conflicts
+// with another replica's commit, it catches up and places again, as
+// Compose always has. It runs to completion even when ctx is cancelled.
+func (p *Placement) Realize(ctx context.Context) (*inventory.Composition, error) {
+	if p.done {
+		return nil, errors.New("compose: placement already realized or cancelled")
+	}
+	p.done = true
+	ctx = context.WithoutCancel(ctx)
+	first := true
+	return p.m.retryConflicts(ctx, func() (*inventory.Composition, error) {
+		if first {
+			first = false
+			return p.m.realize(ctx, p.c, p.check, p.objs)
+		}
+		again, err := p.m.Place(ctx, p.req)
+		if err != nil {
+			return nil, err
+		}
+		again.done = true
+		return p.m.realize(ctx, again.c, again.check, again.objs)
+	})
+}
+
+// Cancel gives the placement's blocks back; after Realize it does nothing.
+func (p *Placement) Cancel() {
+	if p.done {
+		return
+	}
+	p.done = true
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	p.m.drop(p.c, p.c.Blocks)
+	delete(p.m.comps, p.c.ID)
+}
+
+// place applies the composition policy to req, schedules it and returns
+// the composition it would make, checking the tenant's quota. m.mu must be
+// held.
 func (m *Manager) place(req Request, state inventory.State, prefix string) (*inventory.Composition, error) {
+	req, err := m.ApplyPolicy(req)
+	if err != nil {
+		return nil, err
+	}
 	plan, err := m.schedule(req.placement())
 	if err != nil {
 		return nil, err

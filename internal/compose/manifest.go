@@ -60,21 +60,78 @@ const manifestPrefix = "manifest-"
 // crash is settled by recovery the same way: a manifest found in
 // transition is rolled back as a whole.
 func (m *Manager) Apply(ctx context.Context, mf Manifest) ([]*inventory.Composition, error) {
-	ctx = context.WithoutCancel(ctx)
+	sm, err := m.Stage(ctx, mf)
+	if err != nil {
+		return nil, err
+	}
+	return sm.Realize(ctx)
+}
+
+// StagedManifest is a manifest staged but not yet applied: every stanza is
+// placed (scheduled once) and its blocks held in memory, the systems it
+// decomposes are marked Decomposing in memory, and nothing is recorded or
+// attached yet. Exactly one of Realize or Cancel must follow, soon. A
+// StagedManifest is not safe for concurrent use.
+type StagedManifest struct {
+	m     *Manager
+	mf    Manifest
+	group string
+	t     *staged
+	done  bool
+}
+
+// Stage is the first half of Apply: it places and holds every stanza of
+// mf, or none (a *StanzaError names the stanza that failed).
+func (m *Manager) Stage(ctx context.Context, mf Manifest) (*StagedManifest, error) {
 	if len(mf.Stanzas) == 0 {
 		return nil, fmt.Errorf("%w: a manifest needs at least one stanza", ErrBadRequest)
 	}
-	m.Expire(ctx)
+	m.Expire(context.WithoutCancel(ctx))
 	group := newID(manifestPrefix)
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	t, err := m.stage(mf, group)
 	if err != nil {
 		m.unstage(t)
-		m.mu.Unlock()
 		return nil, err
 	}
-	m.mu.Unlock()
+	return &StagedManifest{m: m, mf: mf, group: group, t: t}, nil
+}
 
+// EstimateFabricTime is the modelled time the fabrics need to attach the
+// new system that takes longest (Manager.EstimateFabricTime).
+func (sm *StagedManifest) EstimateFabricTime() time.Duration {
+	var most time.Duration
+	for _, c := range sm.t.composing {
+		most = max(most, sm.m.EstimateFabricTime(c.Blocks))
+	}
+	return most
+}
+
+// Cancel puts back what Stage took; after Realize it does nothing.
+func (sm *StagedManifest) Cancel() {
+	if sm.done {
+		return
+	}
+	sm.done = true
+	sm.m.mu.Lock()
+	defer sm.m.mu.Unlock()
+	sm.m.unstage(sm.t)
+}
+
+// Realize is the second half of Apply: the intent, the fabrics, the
+// outcome (with the audit entry ctx carries), all or nothing. It runs to
+// completion even when ctx is cancelled.
+func (sm *StagedManifest) Realize(ctx context.Context) ([]*inventory.Composition, error) {
+	if sm.done {
+		return nil, errors.New("compose: manifest already applied or cancelled")
+	}
+	sm.done = true
+	return sm.m.realizeStaged(context.WithoutCancel(ctx), sm.mf, sm.group, sm.t)
+}
+
+// realizeStaged applies the manifest mf that stage staged as t.
+func (m *Manager) realizeStaged(ctx context.Context, mf Manifest, group string, t *staged) ([]*inventory.Composition, error) {
 	intent := store.Plan{Limits: m.limits, Intent: true}
 	for _, st := range mf.Stanzas {
 		if st.Compose != nil {

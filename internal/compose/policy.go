@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -207,35 +208,38 @@ func (m *Manager) UpdatePolicy(ctx context.Context, change func(*Policy) error) 
 	}
 }
 
-// ApplyPolicy applies the policy to what req asks of it: Overprovision
-// turns exact needs into at-least needs when the policy allows it (and is
-// ignored otherwise); ZoneAffinity, refused when the policy disallows it,
-// pins the host (a host's zone) or the topology zone ("zone-" + its ID).
-// It returns an error wrapping ErrZoneAffinityOff, ErrZoneConflict or
-// ErrUnknownZone, and then leaves req as it was.
-func (m *Manager) ApplyPolicy(req *Request) error {
+// ApplyPolicy returns req with the policy applied to what it asks of it:
+// Overprovision turns exact needs into at-least needs when the policy
+// allows it (and is ignored otherwise); ZoneAffinity, refused when the
+// policy disallows it, pins the host (a host's zone) or the topology zone
+// ("zone-" + its ID). It returns an error wrapping ErrZoneAffinityOff,
+// ErrZoneConflict or ErrUnknownZone. req is not changed (its Needs are
+// copied), and applying the policy to its result again changes nothing:
+// Place, Plan and the reservations apply it to every request they get.
+func (m *Manager) ApplyPolicy(req Request) (Request, error) {
 	p := m.Policy()
 	if req.ZoneAffinity != nil {
 		z := *req.ZoneAffinity
 		if !p.AllowZoneAffinity {
-			return fmt.Errorf("zone %q: %w", z, ErrZoneAffinityOff)
+			return req, fmt.Errorf("zone %q: %w", z, ErrZoneAffinityOff)
 		}
 		switch {
 		case m.top.Host(z) != nil:
 			if req.Host != "" && req.Host != z {
-				return fmt.Errorf("zone of host %s, host %s: %w", z, req.Host, ErrZoneConflict)
+				return req, fmt.Errorf("zone of host %s, host %s: %w", z, req.Host, ErrZoneConflict)
 			}
 			req.Host = z
 		case strings.HasPrefix(z, "zone-") && m.top.Zone(strings.TrimPrefix(z, "zone-")) != nil:
 			req.Zone = strings.TrimPrefix(z, "zone-")
 		default:
-			return fmt.Errorf("zone %q: %w", z, ErrUnknownZone)
+			return req, fmt.Errorf("zone %q: %w", z, ErrUnknownZone)
 		}
 	}
 	if req.Overprovision && p.AllowOverprovisioning {
+		req.Needs = slices.Clone(req.Needs)
 		for i := range req.Needs {
 			req.Needs[i].Exact = false
 		}
 	}
-	return nil
+	return req, nil
 }

@@ -3,6 +3,7 @@ package compose_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,23 +201,36 @@ func TestApplyPolicy(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			req := tc.req
-			req.Needs = append([]schedule.Need(nil), tc.req.Needs...)
-			err := e.m.ApplyPolicy(&req)
+			in := tc.req
+			in.Needs = append([]schedule.Need(nil), tc.req.Needs...)
+			req, err := e.m.ApplyPolicy(in)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("ApplyPolicy = %v, want %v", err, tc.err)
 			}
 			if err != nil {
-				if !errors.Is(err, compose.ErrBadRequest) || req.Host != tc.req.Host || req.Zone != tc.req.Zone {
-					t.Errorf("refused request changed or not a bad request: %+v, %v", req, err)
+				if !errors.Is(err, compose.ErrBadRequest) {
+					t.Errorf("refused request not a bad request: %v", err)
 				}
-			} else if req.Host != tc.want.Host || req.Zone != tc.want.Zone {
+				return
+			}
+			if req.Host != tc.want.Host || req.Zone != tc.want.Zone {
 				t.Errorf("host %q zone %q, want %q %q", req.Host, req.Zone, tc.want.Host, tc.want.Zone)
 			}
 			for _, n := range req.Needs {
 				if n.Exact != tc.needsOut {
 					t.Errorf("need %+v: Exact %v, want %v", n, n.Exact, tc.needsOut)
 				}
+			}
+			for _, n := range in.Needs {
+				if !n.Exact {
+					t.Errorf("the request given was changed: need %+v", n)
+				}
+			}
+			// Idempotent: Place, Plan and the reservations may each apply
+			// it to a request already applied.
+			again, err := e.m.ApplyPolicy(req)
+			if err != nil || again.Host != req.Host || again.Zone != req.Zone || !reflect.DeepEqual(again.Needs, req.Needs) {
+				t.Errorf("applied twice: %+v, %v; once: %+v", again, err, req)
 			}
 		})
 	}

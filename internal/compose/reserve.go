@@ -253,8 +253,8 @@ func (m *Manager) EstimateFabricTime(blocks []string) time.Duration {
 	return most
 }
 
-// PlanAll places reqs one after another as if all were applied together,
-// and changes nothing: each plan's blocks are held while the next is
+// PlanAll places reqs, with the composition policy applied, one after
+// another as if all were applied together, and changes nothing: each plan's blocks are held while the next is
 // placed, then all are let go.
 func (m *Manager) PlanAll(reqs []Request) ([]*schedule.Plan, error) {
 	m.mu.Lock()
@@ -266,7 +266,11 @@ func (m *Manager) PlanAll(reqs []Request) ([]*schedule.Plan, error) {
 		}
 	}()
 	for _, req := range reqs {
-		p, err := m.sched.Schedule(m.st, req.placement())
+		req, err := m.ApplyPolicy(req)
+		if err != nil {
+			return nil, err
+		}
+		p, err := m.schedule(req.placement())
 		if err != nil {
 			return nil, err
 		}

@@ -23,6 +23,7 @@ type reserver interface {
 	Reservations() []*inventory.Composition
 	PlanAll(reqs []compose.Request) ([]*schedule.Plan, error)
 	Apply(ctx context.Context, mf compose.Manifest) ([]*inventory.Composition, error)
+	Stage(ctx context.Context, mf compose.Manifest) (*compose.StagedManifest, error)
 }
 
 // compositionPolicy is the composition policy as the CompositionService
@@ -30,7 +31,7 @@ type reserver interface {
 type compositionPolicy interface {
 	Policy() compose.Policy
 	UpdatePolicy(ctx context.Context, change func(*compose.Policy) error) (compose.Policy, error)
-	ApplyPolicy(req *compose.Request) error
+	ApplyPolicy(req compose.Request) (compose.Request, error)
 }
 
 // composeRoutes are the routes of the Compose action, the composition
@@ -66,21 +67,21 @@ var composeRoutes = []route{
 
 const reservationsPath = "/redfish/v1/CompositionService/CompositionReservations/"
 
-// applyPolicy hands the request annotations @Redfish.ZoneAffinity and
-// @Redfish.AllowOverprovisioning to the composition policy (compose
-// applies it) and words its refusals.
-func (s *Server) applyPolicy(body *composeRequest, req *compose.Request) error {
-	req.Overprovision = body.AllowOverprovisioning != nil && *body.AllowOverprovisioning
-	req.ZoneAffinity = body.ZoneAffinity
-	err := s.mgr.ApplyPolicy(req)
+// policyError words compose's refusal of req's @Redfish.ZoneAffinity
+// annotation under the composition policy; other errors it returns as
+// they are.
+func policyError(err error, req compose.Request) error {
+	if req.ZoneAffinity == nil {
+		return err
+	}
+	z := *req.ZoneAffinity
 	switch {
 	case errors.Is(err, compose.ErrZoneAffinityOff):
-		return errPropertyValue("@Redfish.ZoneAffinity", *body.ZoneAffinity, "This service has AllowZoneAffinity false; omit the annotation.")
+		return errPropertyValue("@Redfish.ZoneAffinity", z, "This service has AllowZoneAffinity false; omit the annotation.")
 	case errors.Is(err, compose.ErrZoneConflict):
-		z := *body.ZoneAffinity
 		return errPropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
 	case errors.Is(err, compose.ErrUnknownZone):
-		return errPropertyValue("@Redfish.ZoneAffinity", *body.ZoneAffinity, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
+		return errPropertyValue("@Redfish.ZoneAffinity", z, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
 	}
 	return err
 }
@@ -338,20 +339,29 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		return s.respondManifest(w, typ, body.Manifest, nil, rs, group)
 	}
-	return s.maybeAsync(w, r, s.estimateStanzas(composes), func(w http.ResponseWriter, r *http.Request) error {
-		var mf compose.Manifest
-		ids := make([]string, 0, len(composes)+len(decomposes))
-		for _, c := range composes {
-			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &c.req})
-			ids = append(ids, c.st.StanzaId)
-		}
-		for _, d := range decomposes {
-			mf.Stanzas = append(mf.Stanzas, compose.Stanza{Decompose: d})
-			ids = append(ids, d)
-		}
-		done, err := s.applyManifest(r, mf, ids)
+	// One walk, as POST /redfish/v1/Systems: Stage places every stanza
+	// once and holds the blocks, whose modelled fabric time decides
+	// between answering at once and answering 202; Realize applies them.
+	var mf compose.Manifest
+	ids := make([]string, 0, len(composes)+len(decomposes))
+	for _, c := range composes {
+		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &c.req})
+		ids = append(ids, c.st.StanzaId)
+	}
+	for _, d := range decomposes {
+		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Decompose: d})
+		ids = append(ids, d)
+	}
+	sm, err := s.mgr.Stage(r.Context(), mf)
+	if err != nil {
+		// Refused as Apply refuses it: in the task when one is asked for.
+		err = namedStanzaError(err, ids)
+		return s.maybeAsync(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
+	}
+	return s.maybeAsync(w, r, sm.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
+		done, err := sm.Realize(s.auditInCommit(r, http.StatusOK))
 		if err != nil {
-			return err
+			return namedStanzaError(err, ids)
 		}
 		return s.respondManifest(w, typ, body.Manifest, nil, done, "")
 	})
@@ -361,29 +371,20 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 // or none, naming the failing stanza by ids[i].
 func (s *Server) applyManifest(r *http.Request, mf compose.Manifest, ids []string) ([]*inventory.Composition, error) {
 	done, err := s.mgr.Apply(s.auditInCommit(r, http.StatusOK), mf)
-	var se *compose.StanzaError
-	if errors.As(err, &se) && se.Index < len(ids) {
-		return nil, stanzaError(se.Err, ids[se.Index])
+	if err != nil {
+		return nil, namedStanzaError(err, ids)
 	}
-	return done, err
+	return done, nil
 }
 
-// estimateStanzas is the modelled fabric time of the stanzas, from a
-// preview (blocks the scheduler would pick).
-func (s *Server) estimateStanzas(composes []plannedStanza) time.Duration {
-	plans, err := s.previewAll(composes)
-	if err != nil {
-		return 0
+// namedStanzaError names the stanza a *compose.StanzaError failed at by
+// ids[i]; other errors it returns as they are.
+func namedStanzaError(err error, ids []string) error {
+	var se *compose.StanzaError
+	if errors.As(err, &se) && se.Index < len(ids) {
+		return stanzaError(se.Err, ids[se.Index])
 	}
-	var most time.Duration
-	for _, p := range plans {
-		var ids []string
-		for _, a := range p.Assignments {
-			ids = append(ids, a.Block.ID)
-		}
-		most = max(most, s.mgr.EstimateFabricTime(ids))
-	}
-	return most
+	return err
 }
 
 func errActionParamMissing(name string) *apiError {
@@ -423,6 +424,12 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 		switch st.StanzaType {
 		case "ComposeSystem":
 			body, req, err := s.readCompose(sub)
+			if err == nil {
+				// Every stanza is checked before anything happens;
+				// compose applies the policy when it places them.
+				_, err = s.mgr.ApplyPolicy(req)
+				err = policyError(err, req)
+			}
 			if err != nil {
 				return nil, nil, prefixProperty(err, prop+".Request.")
 			}

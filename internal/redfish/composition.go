@@ -230,6 +230,9 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
 	}
 	plan, err := s.mgr.Plan(req)
 	if err != nil {
+		if perr := policyError(err, req); perr != err {
+			return perr
+		}
 		ae := translate(err)
 		if ae.oem == nil {
 			return ae

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +71,8 @@ type service struct {
 	prov    *provision.Loop  // dry-run, stepped by the tests
 	memnode *memory.Server   // the last startMemnode started
 	logs    *logBuffer       // the service's log
+	// schedules counts the scheduler's decisions (compose.Options.OnSchedule).
+	schedules *atomic.Int64
 }
 
 // logBuffer collects a service's log lines.
@@ -112,7 +115,7 @@ func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Br
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &service{t: t, authClk: clock.NewManual(start), fabClk: clock.NewManual(start)}
+	s := &service{t: t, authClk: clock.NewManual(start), fabClk: clock.NewManual(start), schedules: new(atomic.Int64)}
 	drivers, err := emulated.NewAll(top, s.fabClk)
 	if err != nil {
 		t.Fatalf("emulated drivers: %v", err)
@@ -123,7 +126,10 @@ func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Br
 	s.drivers = drivers
 	s.store = st
 	opts := compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: s.fabClk,
-		OnChange: s.obs.OnChange, OnFabricOp: s.obs.OnFabricOp, OnSchedule: s.obs.OnSchedule}
+		OnChange: s.obs.OnChange, OnFabricOp: s.obs.OnFabricOp, OnSchedule: func(took time.Duration, err error) {
+			s.schedules.Add(1)
+			s.obs.OnSchedule(took, err)
+		}}
 	if broker != nil {
 		opts.Host, opts.HostTimeout = broker, 5*time.Second
 	}

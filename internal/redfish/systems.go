@@ -17,9 +17,11 @@ import (
 )
 
 // composer is what the systems' handlers need of the composition manager
-// (compose.Manager): composing, changing and decomposing systems, and
-// planning without committing.
+// (compose.Manager): composing (in one walk, Place then Realize, or
+// Compose), changing and decomposing systems, and planning without
+// committing.
 type composer interface {
+	Place(ctx context.Context, req compose.Request) (*compose.Placement, error)
 	Compose(ctx context.Context, req compose.Request) (*inventory.Composition, error)
 	Update(ctx context.Context, id string, ur compose.UpdateRequest) (*inventory.Composition, error)
 	Decompose(ctx context.Context, id string, expectVersion int64) error
@@ -231,7 +233,10 @@ func (s *Server) hostFromBlocks(req *compose.Request) error {
 }
 
 // readCompose decodes a composition request body (POST Systems, Explain)
-// into the body and the scheduler request.
+// into the body and the composition request. The request's annotations
+// @Redfish.ZoneAffinity and @Redfish.AllowOverprovisioning go into it as
+// they are: compose applies the composition policy to them (policyError
+// words its refusals).
 func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, error) {
 	var body composeRequest
 	if err := decode(r, &body); err != nil {
@@ -241,9 +246,8 @@ func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, 
 	if err != nil {
 		return body, req, err
 	}
-	if err := s.applyPolicy(&body, &req); err != nil {
-		return body, req, err
-	}
+	req.Overprovision = body.AllowOverprovisioning != nil && *body.AllowOverprovisioning
+	req.ZoneAffinity = body.ZoneAffinity
 	if err := s.hostFromBlocks(&req); err != nil {
 		return body, req, err
 	}
@@ -253,27 +257,28 @@ func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, 
 	return body, req, nil
 }
 
+// postSystem composes in one walk: Place schedules once and holds the
+// blocks, whose modelled fabric time decides between answering at once and
+// answering 202 with a task monitor; Realize makes the system.
 func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 	body, req, err := s.readCompose(r)
 	if err != nil {
 		return err
 	}
-	creq := req
-	creq.Name, creq.Description, creq.Tenant = body.Name, body.Description, tenantOf(r)
-	creq.Quota, creq.Check = s.quotaOf(r)
-	var estimate time.Duration
-	if s.asyncThreshold > 0 || wantsAsync(r) {
-		if plan, err := s.mgr.Plan(req); err == nil {
-			var ids []string
-			for _, a := range plan.Assignments {
-				ids = append(ids, a.Block.ID)
-			}
-			estimate = s.mgr.EstimateFabricTime(ids)
+	req.Name, req.Description, req.Tenant = body.Name, body.Description, tenantOf(r)
+	req.Quota, req.Check = s.quotaOf(r)
+	start := time.Now()
+	p, err := s.mgr.Place(r.Context(), req)
+	if err != nil {
+		s.metrics.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
+		if perr := policyError(err, req); perr != err {
+			return perr
 		}
+		// Refused as Compose refuses it: in the task when one is asked for.
+		return s.maybeAsync(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
 	}
-	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
-		start := time.Now()
-		c, err := s.mgr.Compose(s.auditInCommit(r, http.StatusCreated), creq)
+	return s.maybeAsync(w, r, p.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
+		c, err := p.Realize(s.auditInCommit(r, http.StatusCreated))
 		s.metrics.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
