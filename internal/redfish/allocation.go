@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
+
 	"rackpool/internal/schedule"
 	"rackpool/internal/tenancy"
-	"time"
 
 	"rackpool/internal/compose"
 )
@@ -89,8 +90,23 @@ type importPlan struct {
 }
 
 // planImport validates a against this service and places all its systems
-// together, changing nothing.
+// together, changing nothing: an import's Preview.
 func (s *Server) planImport(a Allocation) (*importPlan, error) {
+	p, err := s.checkImport(a)
+	if err != nil {
+		return nil, err
+	}
+	plans, err := s.previewAll(p.stanzas)
+	if err != nil {
+		return nil, fmt.Errorf("the allocation does not fit: %w", err)
+	}
+	p.plans = plans
+	return p, nil
+}
+
+// checkImport validates a against this service: the tenants it creates and
+// the stanzas of the systems it composes, not yet placed.
+func (s *Server) checkImport(a Allocation) (*importPlan, error) {
 	if a.Topology != s.top.Name {
 		return nil, fmt.Errorf("the document was exported from topology %q, this service runs %q", a.Topology, s.top.Name)
 	}
@@ -124,24 +140,36 @@ func (s *Server) planImport(a Allocation) (*importPlan, error) {
 			req: compose.Request{Name: sys.Name, Description: sys.Description, Tenant: sys.Tenant,
 				Host: sys.Host, Blocks: sys.Blocks}})
 	}
-	// Everything must fit together before anything changes.
-	plans, err := s.previewAll(p.stanzas)
-	if err != nil {
-		return nil, fmt.Errorf("the allocation does not fit: %w", err)
-	}
-	p.plans = plans
 	return p, nil
 }
 
 // ImportAllocation validates a and composes all its systems, or nothing.
 // Tenants it names that do not exist are created with its quotas.
 func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
-	p, err := s.planImport(a)
+	p, err := s.checkImport(a)
 	if err != nil {
+		return nil, err
+	}
+	var mf compose.Manifest
+	for _, st := range p.stanzas {
+		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &st.req})
+	}
+	// Everything must fit together before anything changes: the systems
+	// are placed once, and held while the tenants are created.
+	sm, err := s.mgr.Stage(ctx, mf)
+	var se *compose.StanzaError
+	switch {
+	case errors.As(err, &se) && (errors.Is(se.Err, compose.ErrPowered) || errors.Is(se.Err, compose.ErrBusy)):
+		// A host not off: refused as composing the stanza refuses it.
+		return nil, stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("the allocation does not fit: %w", se.Err)
+	case err != nil:
 		return nil, err
 	}
 	for _, t := range p.newTenants {
 		if _, err := s.auth.PutTenant(ctx, t); err != nil {
+			sm.Cancel()
 			return nil, fmt.Errorf("create tenant %s: %w", t.ID, err)
 		}
 	}
@@ -150,11 +178,7 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 			_ = s.auth.DeleteTenant(ctx, t.ID)
 		}
 	}
-	var mf compose.Manifest
-	for _, st := range p.stanzas {
-		mf.Stanzas = append(mf.Stanzas, compose.Stanza{Compose: &st.req})
-	}
-	done, err := s.mgr.Apply(ctx, mf)
+	done, err := sm.Realize(ctx)
 	if err != nil {
 		undoTenants()
 		var se *compose.StanzaError

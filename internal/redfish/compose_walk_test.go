@@ -1,6 +1,7 @@
 package redfish_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,5 +83,23 @@ func TestComposeActionApplySchedulesOnce(t *testing.T) {
 	}
 	if cs := s.mgr.List(); len(cs) != 2 {
 		t.Errorf("%d systems composed, want 2", len(cs))
+	}
+}
+
+// TestImportAllocationSchedulesOnce: an import places each of its systems
+// once; the systems hold their blocks while the tenants are created.
+func TestImportAllocationSchedulesOnce(t *testing.T) {
+	src := newService(t)
+	src.compose(specificBody("host1", "gpu1", "hdd1"))
+	src.compose(specificBody("host3", "gpu2"))
+	doc := src.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", map[string]any{}, admin).body
+	dst := newService(t)
+	before := dst.schedules.Load()
+	dst.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", json.RawMessage(doc), admin)
+	if n := dst.schedules.Load() - before; n != 2 {
+		t.Errorf("import of two systems: %d scheduler decisions, want 2", n)
+	}
+	if cs := dst.mgr.List(); len(cs) != 2 {
+		t.Errorf("%d systems imported, want 2", len(cs))
 	}
 }
