@@ -310,6 +310,9 @@ func (w *modelWorker) step(rng *rand.Rand, g int) string {
 		if rng.IntN(2) == 0 {
 			req.Host = w.randomHost(rng)
 		}
+		if rng.IntN(5) == 0 {
+			return w.placeCancel(req)
+		}
 		return w.compose(req)
 	case p < 40:
 		host := w.randomHost(rng)
@@ -447,6 +450,22 @@ func (w *modelWorker) compose(req compose.Request) string {
 		w.checkNeeds("compose", c, c.Blocks[1:], req.Needs)
 	}
 	return w.outcome("compose", err)
+}
+
+// placeCancel places req and gives the placement back (a client that
+// went away between the two halves of a compose): the blocks must be
+// free again and nothing recorded, which the model's final check sees.
+func (w *modelWorker) placeCancel(req compose.Request) string {
+	p, err := w.m.Place(ctx, req)
+	if err == nil {
+		for _, b := range p.Blocks() {
+			if st := w.m.BlockStatus(b); st.State != "Composing" {
+				w.t.Errorf("placed block %s is %s, want Composing", b, st.State)
+			}
+		}
+		p.Cancel()
+	}
+	return w.outcome("place+cancel", err)
 }
 
 // checkNeeds checks that added, the blocks placed for needs, are of the
