@@ -41,6 +41,9 @@ var Layers = []Layer{
 		"internal/replica", "internal/hostagent", "internal/observe",
 	}},
 	{"the northbound Redfish service", []string{
+		// the core (internal/redfish), what its families share with it
+		// (service) and the families in packages of their own
+		// (telemetryservice)
 		"internal/redfish/...",
 	}},
 }

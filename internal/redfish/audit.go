@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 )
@@ -44,11 +45,23 @@ type auditInfo struct {
 	routine bool
 }
 
-type auditKey struct{}
+// Detail and Routine let a family's handler annotate the entry
+// (service.Notes).
+func (a *auditInfo) Detail(detail string) { a.detail = detail }
+func (a *auditInfo) Routine()             { a.routine = true }
+
+var _ service.Notes = (*auditInfo)(nil)
+
+// auditOf returns the audit notes ctx carries (admit puts them there).
+func auditOf(ctx context.Context) (*auditInfo, bool) {
+	n, _ := service.NotesOf(ctx)
+	a, ok := n.(*auditInfo)
+	return a, ok
+}
 
 // noteAudit lets a handler annotate its request's audit entry.
 func noteAudit(r *http.Request) *auditInfo {
-	if a, ok := r.Context().Value(auditKey{}).(*auditInfo); ok {
+	if a, ok := auditOf(r.Context()); ok {
 		return a
 	}
 	return &auditInfo{}
@@ -62,7 +75,7 @@ func noteAudit(r *http.Request) *auditInfo {
 // answered 202 (its workflow runs as a task) keeps its own entry and gets
 // its context unchanged.
 func (s *Server) auditInCommit(r *http.Request, status int) context.Context {
-	info, ok := r.Context().Value(auditKey{}).(*auditInfo)
+	info, ok := auditOf(r.Context())
 	if !ok || info.async || s.store == nil {
 		return r.Context()
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
@@ -256,17 +257,7 @@ func nonNil(s []string) []string {
 // shaped by its query and given its ETag, Link and Allow headers
 // (query.go); it may be answered 304, or 400 for a query the body cannot
 // take.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("OData-Version", "4.0")
-	if rec := recorderOf(w); rec != nil && status == http.StatusOK {
-		var done bool
-		if v, done = rec.shape(w, v); done {
-			return
-		}
-	}
-	rf.WriteJSON(w, status, v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { service.WriteJSON(w, status, v) }
 
 // requestIDKey carries a request's ID in its context.
 type requestIDKey struct{}

@@ -14,6 +14,8 @@ import (
 
 	"rackpool/internal/events"
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/redfish/telemetryservice"
 )
 
 // settingsStore keeps the push subscriptions, as one setting
@@ -56,8 +58,9 @@ var eventRoutes = []route{
 //
 // With ?EventFormatType=MetricReport (or ?MetricReportDefinition=
 // FabricTelemetry) the SSE stream carries the fabric telemetry reports
-// instead of events (fabric_telemetry.go); those never go on the bus, so
-// neither the Events log nor push subscriptions see them.
+// instead of events (telemetryservice renders them, streamMetricReports
+// below streams them); those never go on the bus, so neither the Events
+// log nor push subscriptions see them.
 
 const (
 	subscriptionsPath   = "/redfish/v1/EventService/Subscriptions/"
@@ -169,9 +172,9 @@ func (s *Server) sseFormat(r *http.Request) (bool, error) {
 		if s.fabricTelemetry() == nil {
 			return false, errQueryInvalid("MetricReportDefinition", "This service streams no metric reports.")
 		}
-		if d != FabricTelemetryID && strings.TrimSuffix(d, "/") != reportDefsPath+"/"+FabricTelemetryID {
+		if d != telemetryservice.FabricTelemetryID && strings.TrimSuffix(d, "/") != telemetryservice.ReportDefinitionsPath+"/"+telemetryservice.FabricTelemetryID {
 			return false, errQueryInvalid("MetricReportDefinition",
-				"Use "+FabricTelemetryID+" or "+reportDefsPath+"/"+FabricTelemetryID+".")
+				"Use "+telemetryservice.FabricTelemetryID+" or "+telemetryservice.ReportDefinitionsPath+"/"+telemetryservice.FabricTelemetryID+".")
 		}
 	}
 	reports := (len(formats) == 1 && formats[0] == formatMetricReport) || (len(formats) == 0 && len(defs) > 0)
@@ -468,4 +471,51 @@ func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
 	s.publish(e)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// streamMetricReports is the SSE stream of EventFormatType=MetricReport:
+// each new report as one message, its id the report's sequence number.
+// With a Last-Event-ID the retained reports after it are sent first. The
+// stream ends with the request, and when the event bus closes (serve's
+// shutdown), like the event stream.
+func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t telemetryservice.FabricReports, lastID uint64, resume bool) error {
+	scoped := service.Principal(r).Tenant != ""
+	closed, stop := s.events.Subscribe(func(events.Event) bool { return false }, s.events.LastID())
+	defer stop()
+	replay, ch, cancel := t.Subscribe(lastID, resume)
+	defer cancel()
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	for _, rep := range replay {
+		if err := telemetryservice.WriteReportSSE(w, rep, scoped); err != nil {
+			return nil
+		}
+	}
+	if err := rc.Flush(); err != nil {
+		return nil // the connection cannot stream; nothing more to say
+	}
+	keepAlive := time.NewTicker(sseKeepAliveDefault)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-closed:
+			return nil
+		case <-keepAlive.C:
+			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
+				return nil
+			}
+		case rep := <-ch:
+			if err := telemetryservice.WriteReportSSE(w, rep, scoped); err != nil {
+				return nil
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
 }

@@ -138,7 +138,7 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	s.recordLeaseUsage(reg.Node.ID, reg.Usage)
+	s.telemetry.RecordLeaseUsage(reg.Node.ID, reg.Usage)
 	info, err := s.leases.Node(reg.Node.ID)
 	if err != nil {
 		return err

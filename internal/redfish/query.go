@@ -20,18 +20,18 @@ package redfish
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 )
 
-// shape is writeJSON's step for a GET or HEAD answered 200: it returns the
+// Shape is writeJSON's step for a GET or HEAD answered 200: it returns the
 // body to send, or done when it has answered itself (304, or an error such
 // as only on a resource that is not a collection).
-func (rec *statusRecorder) shape(w http.ResponseWriter, v any) (out any, done bool) {
+func (rec *statusRecorder) Shape(w http.ResponseWriter, v any) (out any, done bool) {
 	r := rec.req
 	if r == nil || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
 		return v, false
@@ -119,6 +119,5 @@ func errSSEFilter() *apiError {
 }
 
 func errQueryValue(name, value string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"QueryParameterValueFormatError",
-		fmt.Sprintf("The value '%s' for the parameter %s is not a format that the parameter can accept.", value, name), value, name)
+	return fromProblem(service.ErrQueryValue(name, value))
 }

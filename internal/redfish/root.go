@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
 )
 
@@ -52,7 +53,7 @@ func (s *Server) getServiceRoot(w http.ResponseWriter, r *http.Request) error {
 		"Oem": rackpoolOem("ServiceRoot", map[string]any{"Topology": ref("/redfish/v1/Oem/Rackpool/Topology")}),
 	}
 	if s.tel != nil {
-		root["TelemetryService"] = ref(telemetryPath)
+		root["TelemetryService"] = ref(telemetryservice.Path)
 	}
 	writeJSON(w, http.StatusOK, root)
 	return nil
@@ -142,7 +143,7 @@ func (s *Server) getOData(w http.ResponseWriter, r *http.Request) error {
 		value = append(value, map[string]string{"name": n, "kind": "Singleton", "url": "/redfish/v1/" + n})
 	}
 	if s.tel != nil {
-		value = append(value, map[string]string{"name": "TelemetryService", "kind": "Singleton", "url": telemetryPath})
+		value = append(value, map[string]string{"name": "TelemetryService", "kind": "Singleton", "url": telemetryservice.Path})
 	}
 	value = append([]map[string]string{{"name": "Service", "kind": "Singleton", "url": "/redfish/v1/"}}, value...)
 	writeJSON(w, http.StatusOK, map[string]any{"@odata.context": "/redfish/v1/$metadata", "value": value})

@@ -4,8 +4,9 @@ import (
 	"net/http"
 	"slices"
 
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
-	"rackpool/internal/tenancy"
 )
 
 // Routes, bmcweb style: every file of a resource family declares its routes
@@ -16,13 +17,13 @@ import (
 // The privileges routes require (rf.Privilege), named as tenancy's roles
 // grant them.
 const (
-	public              = rf.Public                                 // no authentication
-	login               = rf.Privilege(tenancy.Login)               // any authenticated account
-	configureComponents = rf.Privilege(tenancy.ConfigureComponents) // compositions, reservations, connections
-	configureUsers      = rf.Privilege(tenancy.ConfigureUsers)      // accounts and tenants
-	configureManager    = rf.Privilege(tenancy.ConfigureManager)    // service-wide settings, faults, logs
-	configureSelf       = rf.Privilege(tenancy.ConfigureSelf)       // one's own account and sessions
-	hostAgent           = rf.Privilege(tenancy.HostAgent)           // a host agent's steps (rackpool's OEM privilege)
+	public              = service.Public
+	login               = service.Login
+	configureComponents = service.ConfigureComponents
+	configureUsers      = service.ConfigureUsers
+	configureManager    = service.ConfigureManager
+	configureSelf       = service.ConfigureSelf
+	hostAgent           = service.HostAgent
 )
 
 // route is one endpoint of the service.
@@ -32,11 +33,26 @@ type route struct {
 	handler func(*Server, http.ResponseWriter, *http.Request) error
 }
 
-// routeTable is every route of the service, family by family.
+// routeTable is every route of the service, family by family; a family in
+// a package of its own (telemetryservice) exports its table, which
+// familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
 	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
 	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes, metricsRoutes, managerRoutes, logRoutes, managerNetRoutes,
-	telemetryRoutes, provisioningRoutes, hostAgentRoutes)
+	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes, hostAgentRoutes)
+
+// familyRoutes are the routes of a family whose handlers are methods of
+// H, each bound to the Server's H (of).
+func familyRoutes[H any](rts []service.Route[H], of func(*Server) H) []route {
+	out := make([]route, len(rts))
+	for i, rt := range rts {
+		h := rt.Handler
+		out[i] = route{pattern: rt.Pattern, priv: rt.Priv, handler: func(s *Server, w http.ResponseWriter, r *http.Request) error {
+			return h(of(s), w, r)
+		}}
+	}
+	return out
+}
 
 // routes registers routeTable on s's mux, each route in the pipeline of
 // rf.Policy: admit (authentication, privileges), the body limit, serve

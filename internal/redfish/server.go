@@ -27,6 +27,8 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/observe"
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 
@@ -54,16 +56,17 @@ type Server struct {
 	asyncThreshold time.Duration
 	broker         HostSteps
 	tasks          rf.TaskList[*task]
-	resLocks       rf.Locks          // conditional writers, per resource path (etag.go)
-	leases         Leases            // nil: no memory service
-	drives         Drives            // nil: no pooled drives
-	healthSrc      HealthSource      // nil: ask the fabric
-	tel            UsageStore        // nil: no TelemetryService
-	prov           Provisioner       // nil: no provisioning routes
-	fabricTel      FabricReports     // nil: no fabric telemetry report (ServeFabricTelemetry)
-	usageReg       *metrics.Registry // rackpool_usage, for unscoped accounts
-	listen         string            // Options.Listen
-	sseStreams     atomic.Int64      // live GET .../EventService/SSE streams (rackpool_event_subscribers)
+	resLocks       rf.Locks                       // conditional writers, per resource path (etag.go)
+	leases         Leases                         // nil: no memory service
+	drives         Drives                         // nil: no pooled drives
+	healthSrc      HealthSource                   // nil: ask the fabric
+	tel            telemetryservice.UsageStore    // nil: no usage telemetry
+	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
+	prov           Provisioner                    // nil: no provisioning routes
+	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
+	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
+	listen         string                         // Options.Listen
+	sseStreams     atomic.Int64                   // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -88,7 +91,7 @@ type Options struct {
 	// Telemetry stores usage samples (TelemetryService, SubmitUsage,
 	// memnodes' lease usage, rackpool_usage: telemetry.Store); nil
 	// disables them.
-	Telemetry UsageStore
+	Telemetry telemetryservice.UsageStore
 	// Provisioning is the predictive provisioning loop (provision.Loop);
 	// nil disables its routes.
 	Provisioning Provisioner
@@ -173,9 +176,11 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
 		listen: o.Listen}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
+	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
+		Usage: s.tel, Logger: s.log})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
-		s.registerUsageMetrics(s.usageReg)
+		s.telemetry.RegisterUsageMetrics(s.usageReg)
 	}
 	s.routes()
 	return s
@@ -216,11 +221,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(rec, r) // sets the path values
 }
 
+// ServeFabricTelemetry makes s serve t's reports: the FabricTelemetry
+// report, its definition and metric definitions in the TelemetryService,
+// and the SSE stream's EventFormatType=MetricReport. Call it once, before
+// serving.
+func (s *Server) ServeFabricTelemetry(t telemetryservice.FabricReports) {
+	s.fabricTel = orNil(t)
+	s.telemetry.ServeFabric(s.fabricTel)
+}
+
+// fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
+func (s *Server) fabricTelemetry() telemetryservice.FabricReports { return s.fabricTel }
+
 // allowedMethods lists the methods the path answers to (Allow).
 func (s *Server) allowedMethods(r *http.Request) []string { return s.mux.Allowed(r) }
 
 // statusRecorder is the writer every handler writes to. Besides the
-// status it carries what writeJSON needs to shape a GET's body: the
+// status it carries what writeJSON needs to shape a GET's body
+// (service.Shaper): the
 // request, its parsed query and the server to make in-process GETs with.
 type statusRecorder struct {
 	http.ResponseWriter
@@ -233,20 +251,6 @@ type statusRecorder struct {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// recorderOf finds the statusRecorder under w, nil if there is none.
-func recorderOf(w http.ResponseWriter) *statusRecorder {
-	for {
-		switch x := w.(type) {
-		case *statusRecorder:
-			return x
-		case interface{ Unwrap() http.ResponseWriter }:
-			w = x.Unwrap()
-		default:
-			return nil
-		}
-	}
-}
 
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
@@ -280,7 +284,7 @@ func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*htt
 			return r, errPrivilege()
 		}
 	}
-	return r.WithContext(context.WithValue(withPrincipal(r.Context(), p), auditKey{}, &auditInfo{action: pattern})), nil
+	return r.WithContext(service.WithNotes(service.WithPrincipal(r.Context(), p), &auditInfo{action: pattern})), nil
 }
 
 // answerError is the northbound rf.Policy.Fail: the Redfish error of err
@@ -289,7 +293,7 @@ func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*htt
 // a mutation is the handler's, audited by serve.
 func (s *Server) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.fail(r, err)
-	if info, ok := r.Context().Value(auditKey{}).(*auditInfo); ok && e.status == http.StatusRequestEntityTooLarge && isMutation(r) {
+	if info, ok := auditOf(r.Context()); ok && e.status == http.StatusRequestEntityTooLarge && isMutation(r) {
 		s.auditRequest(r, principal(r), info.action, e.status, info, "")
 	}
 	writeError(w, e)
@@ -320,7 +324,7 @@ func (s *Server) serve(pattern string, h rf.HandlerFunc) rf.HandlerFunc {
 		if rec.Status == http.StatusRequestEntityTooLarge {
 			rf.DrainOversized(rec, r.Body)
 		}
-		info, _ := r.Context().Value(auditKey{}).(*auditInfo)
+		info, _ := auditOf(r.Context())
 		s.auditRequest(r, principal(r), pattern, cmp.Or(rec.Status, http.StatusOK), info, errID)
 		rec.Replay(w)
 		return nil
@@ -356,18 +360,9 @@ func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 	return tenancy.Principal{}, errors.New("no credentials")
 }
 
-type principalKey struct{}
-
-func withPrincipal(ctx context.Context, p tenancy.Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
 // principal returns the authenticated identity of r (zero for public
 // routes).
-func principal(r *http.Request) tenancy.Principal {
-	p, _ := r.Context().Value(principalKey{}).(tenancy.Principal)
-	return p
-}
+func principal(r *http.Request) tenancy.Principal { return service.Principal(r) }
 
 // denied records a refused request (audit log, logs). Secrets are never
 // part of reason.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 
@@ -74,7 +75,7 @@ func (s *Server) maybeAsync(w http.ResponseWriter, r *http.Request, estimate tim
 	// middleware records the 202; the task gets audit notes of its own,
 	// which nothing records, so that it neither races with the middleware
 	// nor commits an entry with its outcome.
-	bg := r.Clone(context.WithValue(context.WithoutCancel(r.Context()), auditKey{}, &auditInfo{async: true}))
+	bg := r.Clone(service.WithNotes(context.WithoutCancel(r.Context()), &auditInfo{async: true}))
 	go func() {
 		rec := &rf.Recorder{}
 		t.Run()

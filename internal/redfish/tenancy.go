@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
 	"rackpool/internal/tenancy"
 
 	"rackpool/internal/store"
@@ -93,6 +94,11 @@ func (s *Server) hide(r *http.Request, kind, id string) *apiError {
 	s.log.Warn("cross-tenant access refused", "user", p.User, "tenant", p.Tenant, "kind", kind, "id", id, "method", r.Method)
 	return errNotFound(kind, id)
 }
+
+// hider is s's tenant hiding as the families take it (service.Hider).
+type hider struct{ s *Server }
+
+func (h hider) Hide(r *http.Request, kind, id string) error { return h.s.hide(r, kind, id) }
 
 // redfishKinds names tenancy's record kinds as Redfish resource types.
 var redfishKinds = map[string]string{"account": "ManagerAccount", "tenant": "Tenant", "session": "Session"}

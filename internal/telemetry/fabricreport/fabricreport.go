@@ -9,7 +9,7 @@
 // hands each new one to its subscribers, each with a small queue that
 // drops its oldest report rather than hold up the monitor. The northbound
 // service renders them as the Redfish FabricTelemetry MetricReport, its
-// history and its SSE stream (internal/redfish, fabric_telemetry.go).
+// history and its SSE stream (internal/redfish/telemetryservice).
 package fabricreport
 
 import (

@@ -1,4 +1,4 @@
-package redfish
+package telemetryservice
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"rackpool/internal/events"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/telemetry/fabricreport"
 )
 
@@ -40,7 +41,7 @@ type FabricReports interface {
 // account sees in the topology anyway, and no allocation; they are shown
 // to everyone. The hottest-device values name devices, which may be
 // composed into another tenant's systems (a tenant sees only the free pool
-// and what it holds, tenancy.go): they are shown to unscoped accounts only,
+// and what it holds, the core's tenancy.go): they are shown to unscoped accounts only,
 // in GETs, in the history and on the stream alike.
 
 // FabricTelemetryID is the Id of the fabric telemetry MetricReportDefinition
@@ -49,7 +50,7 @@ const FabricTelemetryID = "FabricTelemetry"
 
 const (
 	// fabricTelemetryPointer is where an Endpoint carries its device's
-	// telemetry (fabrics.go).
+	// telemetry (the core's fabrics.go).
 	fabricTelemetryPointer = "#/Oem/Rackpool/Telemetry/"
 	fabricEndpointPattern  = fabricsURI + "{FabricId}/Endpoints/{EndpointId}" + fabricTelemetryPointer
 	fabricsURI             = "/redfish/v1/Fabrics/"
@@ -124,14 +125,14 @@ type metricReport struct {
 	ID           string        `json:"Id"`
 	Name         string        `json:"Name"`
 	Description  string        `json:"Description,omitempty"`
-	Definition   odataID       `json:"MetricReportDefinition"`
+	Definition   rf.ODataID    `json:"MetricReportDefinition"`
 	Timestamp    string        `json:"Timestamp,omitempty"`
 	MetricValues []metricValue `json:"MetricValues"`
 }
 
 func newMetricReport(at *fabricreport.Report, values []metricValue) metricReport {
 	mr := metricReport{ODataID: reportsPath + "/" + FabricTelemetryID, ODataType: metricReportType, ID: FabricTelemetryID,
-		Name: "Fabric telemetry", Definition: ref(reportDefsPath + "/" + FabricTelemetryID), MetricValues: values}
+		Name: "Fabric telemetry", Definition: rf.Ref(ReportDefinitionsPath + "/" + FabricTelemetryID), MetricValues: values}
 	if mr.MetricValues == nil {
 		mr.MetricValues = []metricValue{}
 	}
@@ -186,9 +187,9 @@ func payload(rep *fabricreport.Report, scoped bool) []byte {
 	return data
 }
 
-// writeReportSSE writes one report message, its id the report's sequence
+// WriteReportSSE writes one report message, its id the report's sequence
 // number.
-func writeReportSSE(w http.ResponseWriter, rep *fabricreport.Report, scoped bool) error {
+func WriteReportSSE(w http.ResponseWriter, rep *fabricreport.Report, scoped bool) error {
 	data := payload(rep, scoped)
 	b := make([]byte, 0, len(data)+32)
 	b = append(b, "id: "...)
@@ -204,21 +205,17 @@ func writeReportSSE(w http.ResponseWriter, rep *fabricreport.Report, scoped bool
 // included (isoDuration rounds them away).
 func fabricDuration(d time.Duration) string {
 	if d%time.Second == 0 {
-		return isoDuration(d)
+		return service.ISODuration(d)
 	}
 	return "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
 }
 
-// --- the Server's side ------------------------------------------------------
+// --- the Service's side ------------------------------------------------------
 
-// ServeFabricTelemetry makes s serve t's reports: the FabricTelemetry
-// report, its definition and metric definitions in the TelemetryService,
-// and the SSE stream's EventFormatType=MetricReport. Call it once, before
-// serving.
-func (s *Server) ServeFabricTelemetry(t FabricReports) { s.fabricTel = orNil(t) }
-
-// fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
-func (s *Server) fabricTelemetry() FabricReports { return s.fabricTel }
+// ServeFabric makes s serve t's reports (nil: none): the FabricTelemetry
+// report, its definition and metric definitions in the TelemetryService.
+// Call it once, before serving.
+func (s *Service) ServeFabric(t FabricReports) { s.fabric = t }
 
 // metricDefinition is the MetricDefinition of m, for reports made every
 // interval.
@@ -274,7 +271,7 @@ func reportDefinition(t FabricReports) map[string]any {
 		metrics[i] = e
 	}
 	return map[string]any{
-		"@odata.id":   reportDefsPath + "/" + FabricTelemetryID,
+		"@odata.id":   ReportDefinitionsPath + "/" + FabricTelemetryID,
 		"@odata.type": reportDefType,
 		"Id":          FabricTelemetryID,
 		"Name":        "Fabric telemetry",
@@ -291,7 +288,7 @@ func reportDefinition(t FabricReports) map[string]any {
 		"ReportUpdates":                 "Overwrite",
 		"Status":                        map[string]string{"State": "Enabled", "Health": "OK"},
 		"Metrics":                       metrics,
-		"MetricReport":                  ref(reportsPath + "/" + FabricTelemetryID),
+		"MetricReport":                  rf.Ref(reportsPath + "/" + FabricTelemetryID),
 	}
 }
 
@@ -305,7 +302,7 @@ func historyQuery(r *http.Request) (limit int, since time.Time, ok bool, err err
 		if v := vs[0]; v != "" {
 			n, perr := strconv.Atoi(v)
 			if perr != nil || n < 1 {
-				return 0, time.Time{}, false, errQueryValue("history", v)
+				return 0, time.Time{}, false, service.ErrQueryValue("history", v)
 			}
 			limit = n
 		}
@@ -314,7 +311,7 @@ func historyQuery(r *http.Request) (limit int, since time.Time, ok bool, err err
 		ok = true
 		t, perr := time.Parse(time.RFC3339Nano, vs[0])
 		if perr != nil {
-			return 0, time.Time{}, false, errQueryValue("since", vs[0])
+			return 0, time.Time{}, false, service.ErrQueryValue("since", vs[0])
 		}
 		since = t
 	}
@@ -324,12 +321,12 @@ func historyQuery(r *http.Request) (limit int, since time.Time, ok bool, err err
 // getFabricTelemetryReport answers the newest report or, with the history
 // query, the retained ones oldest first (each value has its poll's
 // Timestamp; the report's Timestamp is the newest one's).
-func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t FabricReports) error {
+func (s *Service) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request, t FabricReports) error {
 	limit, since, history, err := historyQuery(r)
 	if err != nil {
 		return err
 	}
-	scoped := principal(r).Tenant != ""
+	scoped := service.Principal(r).Tenant != ""
 	reps := t.Reports()
 	var newest *fabricreport.Report
 	if len(reps) > 0 {
@@ -337,10 +334,10 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 	}
 	if !history {
 		if newest == nil {
-			writeJSON(w, http.StatusOK, newMetricReport(nil, nil))
+			service.WriteJSON(w, http.StatusOK, newMetricReport(nil, nil))
 			return nil
 		}
-		writeJSON(w, http.StatusOK, json.RawMessage(payload(newest, scoped)))
+		service.WriteJSON(w, http.StatusOK, json.RawMessage(payload(newest, scoped)))
 		return nil
 	}
 	if !since.IsZero() {
@@ -359,53 +356,6 @@ func (s *Server) getFabricTelemetryReport(w http.ResponseWriter, r *http.Request
 	for _, rep := range reps {
 		values = appendValues(values, rep, scoped)
 	}
-	writeJSON(w, http.StatusOK, newMetricReport(newest, values))
+	service.WriteJSON(w, http.StatusOK, newMetricReport(newest, values))
 	return nil
-}
-
-// streamMetricReports is the SSE stream of EventFormatType=MetricReport:
-// each new report as one message, its id the report's sequence number.
-// With a Last-Event-ID the retained reports after it are sent first. The
-// stream ends with the request, and when the event bus closes (serve's
-// shutdown), like the event stream.
-func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t FabricReports, lastID uint64, resume bool) error {
-	scoped := principal(r).Tenant != ""
-	closed, stop := s.events.Subscribe(func(events.Event) bool { return false }, s.events.LastID())
-	defer stop()
-	replay, ch, cancel := t.Subscribe(lastID, resume)
-	defer cancel()
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	for _, rep := range replay {
-		if err := writeReportSSE(w, rep, scoped); err != nil {
-			return nil
-		}
-	}
-	if err := rc.Flush(); err != nil {
-		return nil // the connection cannot stream; nothing more to say
-	}
-	keepAlive := time.NewTicker(sseKeepAliveDefault)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return nil
-		case <-closed:
-			return nil
-		case <-keepAlive.C:
-			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil {
-				return nil
-			}
-		case rep := <-ch:
-			if err := writeReportSSE(w, rep, scoped); err != nil {
-				return nil
-			}
-		}
-		if err := rc.Flush(); err != nil {
-			return nil
-		}
-	}
 }

@@ -1,18 +1,36 @@
-package redfish
+package telemetryservice
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/lease"
 	"rackpool/internal/metrics"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/telemetry"
 	"rackpool/internal/tenancy"
 )
+
+// Service serves the TelemetryService: usage telemetry (what composed
+// systems, memory leases and caches use, pushed by agents, memnodes and
+// caches) and the fabric telemetry report (fabric.go), either of which
+// makes the service.
+type Service struct {
+	core    service.Hider
+	hosts   Hosts
+	systems Systems
+	leases  Leases        // nil: no memory service
+	tel     UsageStore    // nil: no usage telemetry
+	fabric  FabricReports // nil: no fabric telemetry (ServeFabric)
+	log     *slog.Logger
+}
 
 // UsageStore keeps the usage samples the TelemetryService serves
 // (telemetry.Store).
@@ -26,49 +44,84 @@ type UsageStore interface {
 	Retention() time.Duration
 }
 
-// telemetryRoutes are the routes of usage telemetry: the TelemetryService
-// with its metric definitions, report definitions and reports, one series
-// as JSON (Oem), and the pushes of usage samples (routes.go). The fabric
-// telemetry report and its definitions (fabric_telemetry.go) are served
-// through the same routes.
-var telemetryRoutes = []route{
-	{"GET /redfish/v1/TelemetryService", login, (*Server).getTelemetryService},
-	{"GET /redfish/v1/TelemetryService/MetricDefinitions", login, (*Server).getMetricDefinitions},
-	{"GET /redfish/v1/TelemetryService/MetricDefinitions/{id}", login, (*Server).getMetricDefinition},
-	{"GET /redfish/v1/TelemetryService/MetricReportDefinitions", login, (*Server).getMetricReportDefinitions},
-	{"GET /redfish/v1/TelemetryService/MetricReportDefinitions/{id}", login, (*Server).getMetricReportDefinition},
-	{"GET /redfish/v1/TelemetryService/MetricReports", login, (*Server).getMetricReports},
-	{"GET /redfish/v1/TelemetryService/MetricReports/{id}", login, (*Server).getMetricReport},
-	{"GET /redfish/v1/TelemetryService/Oem/Rackpool/Series/{kind}/{source}/{metric}", login, (*Server).getUsageSeries},
-	{"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.SubmitUsage", configureComponents, (*Server).submitSystemUsage},
-	{"POST /redfish/v1/Oem/Rackpool/MemoryLeases/{id}/Actions/Oem/Rackpool.SubmitUsage", configureComponents, (*Server).submitLeaseUsage},
+// Hosts finds physical hosts (topology.Topology).
+type Hosts interface {
+	Host(id string) *inventory.Host
+}
+
+// Systems finds composed systems (compose.Manager).
+type Systems interface {
+	Get(id string) (*inventory.Composition, error)
+}
+
+// Leases finds memory leases (lease.Manager).
+type Leases interface {
+	Get(id, tenant string) (lease.Lease, error)
+}
+
+// Deps are what a Service serves from.
+type Deps struct {
+	Core    service.Hider // tenant hiding (the core service)
+	Hosts   Hosts
+	Systems Systems
+	Leases  Leases     // nil: no memory service
+	Usage   UsageStore // nil: no usage telemetry
+	Logger  *slog.Logger
+}
+
+// New returns a Service over d; fabric telemetry is added by ServeFabric.
+func New(d Deps) *Service {
+	return &Service{core: d.Core, hosts: d.Hosts, systems: d.Systems, leases: d.Leases, tel: d.Usage, log: d.Logger}
+}
+
+// Routes are the routes of usage telemetry: the TelemetryService with its
+// metric definitions, report definitions and reports, one series as JSON
+// (Oem), and the pushes of usage samples. The core's routes.go gathers
+// them. The fabric telemetry report and its definitions (fabric.go) are
+// served through the same routes.
+var Routes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/TelemetryService", Priv: service.Login, Handler: (*Service).getTelemetryService},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricDefinitions", Priv: service.Login, Handler: (*Service).getMetricDefinitions},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricDefinitions/{id}", Priv: service.Login, Handler: (*Service).getMetricDefinition},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricReportDefinitions", Priv: service.Login, Handler: (*Service).getMetricReportDefinitions},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricReportDefinitions/{id}", Priv: service.Login, Handler: (*Service).getMetricReportDefinition},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricReports", Priv: service.Login, Handler: (*Service).getMetricReports},
+	{Pattern: "GET /redfish/v1/TelemetryService/MetricReports/{id}", Priv: service.Login, Handler: (*Service).getMetricReport},
+	{Pattern: "GET /redfish/v1/TelemetryService/Oem/Rackpool/Series/{kind}/{source}/{metric}", Priv: service.Login, Handler: (*Service).getUsageSeries},
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.SubmitUsage", Priv: service.ConfigureComponents, Handler: (*Service).submitSystemUsage},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/MemoryLeases/{id}/Actions/Oem/Rackpool.SubmitUsage", Priv: service.ConfigureComponents, Handler: (*Service).submitLeaseUsage},
 }
 
 // Usage telemetry (docs/telemetry.md). Agents on composed hosts push what
 // a system uses (SubmitUsage on the system), caches push how they use
 // their memory lease (SubmitUsage on the lease), memnodes report each
-// lease's bytes in use in their heartbeat (memory.go). Samples go to the
-// telemetry store; they are read back as one MetricReport per source kind
-// (the newest value of each series), one series at a time (Oem), and as
-// Prometheus gauges. A tenant's accounts see and push only for their
+// lease's bytes in use in their heartbeat (the core's memory.go calls
+// RecordLeaseUsage). Samples go to the telemetry store; they are read back
+// as one MetricReport per source kind (the newest value of each series),
+// one series at a time (Oem), and as Prometheus gauges. A tenant's accounts see and push only for their
 // tenant's systems and leases; physical hosts are the unscoped accounts'.
 
 const (
-	telemetryPath     = "/redfish/v1/TelemetryService"
-	metricDefsPath    = telemetryPath + "/MetricDefinitions"
-	reportDefsPath    = telemetryPath + "/MetricReportDefinitions"
-	reportsPath       = telemetryPath + "/MetricReports"
-	usageSeriesPath   = telemetryPath + "/Oem/Rackpool/Series"
-	maxUsageSamples   = 4096 // per push (api.MaxUsageSamples)
-	usageSeriesType   = "#RackpoolTelemetrySeries.v1_0_0.RackpoolTelemetrySeries"
-	metricReportType  = "#MetricReport.v1_5_2.MetricReport"
-	reportDefType     = "#MetricReportDefinition.v1_4_7.MetricReportDefinition"
-	metricDefType     = "#MetricDefinition.v1_3_5.MetricDefinition"
-	telemetryServType = "#TelemetryService.v1_4_1.TelemetryService"
+	// Path is the TelemetryService; ReportDefinitionsPath its metric
+	// report definitions (EventService's MetricReportDefinition filter).
+	Path                  = "/redfish/v1/TelemetryService"
+	leasesPath            = "/redfish/v1/Oem/Rackpool/MemoryLeases"
+	metricDefsPath        = Path + "/MetricDefinitions"
+	ReportDefinitionsPath = Path + "/MetricReportDefinitions"
+	reportsPath           = Path + "/MetricReports"
+	usageSeriesPath       = Path + "/Oem/Rackpool/Series"
+	maxUsageSamples       = 4096 // per push (api.MaxUsageSamples)
+	usageSeriesType       = "#RackpoolTelemetrySeries.v1_0_0.RackpoolTelemetrySeries"
+	metricReportType      = "#MetricReport.v1_5_2.MetricReport"
+	reportDefType         = "#MetricReportDefinition.v1_4_7.MetricReportDefinition"
+	metricDefType         = "#MetricDefinition.v1_3_5.MetricDefinition"
+	telemetryServType     = "#TelemetryService.v1_4_1.TelemetryService"
 )
 
-var errNoTelemetry = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-	"The telemetry service is not enabled on this service.")
+func errNoTelemetry() *rf.Problem {
+	return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+		"The telemetry service is not enabled on this service.")
+}
 
 // reportID is the ID of the report definition and report of kind k.
 func reportID(k telemetry.Kind) string { return string(k) + "Usage" }
@@ -87,7 +140,7 @@ func sourcePath(k telemetry.Kind, id string) string {
 	if k == telemetry.System {
 		return "/redfish/v1/Systems/" + id
 	}
-	return memoryLeasesPath + "/" + id // a lease, or the lease a cache lives on
+	return leasesPath + "/" + id // a lease, or the lease a cache lives on
 }
 
 // usageSource is a source as the tenancy rules see it.
@@ -97,13 +150,13 @@ type usageSource struct {
 	tenant string // owner of a composed system or lease
 }
 
-func (s *Server) lookupSource(k telemetry.Kind, id string) usageSource {
+func (s *Service) lookupSource(k telemetry.Kind, id string) usageSource {
 	switch k {
 	case telemetry.System:
-		if s.top.Host(id) != nil {
+		if s.hosts.Host(id) != nil {
 			return usageSource{exists: true, host: true}
 		}
-		if c, err := s.mgr.Get(id); err == nil && c.State != inventory.Reserved {
+		if c, err := s.systems.Get(id); err == nil && c.State != inventory.Reserved {
 			return usageSource{exists: true, tenant: c.Tenant}
 		}
 	case telemetry.MemoryLease, telemetry.Cache:
@@ -137,13 +190,13 @@ func kindName(k telemetry.Kind) string {
 // --- pushes ------------------------------------------------------------------
 
 // submitSystemUsage stores what an agent on the system reports it uses.
-func (s *Server) submitSystemUsage(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) submitSystemUsage(w http.ResponseWriter, r *http.Request) error {
 	return s.submitUsage(w, r, telemetry.System)
 }
 
 // submitLeaseUsage stores how a lease's holder (a cache's remote tier)
 // uses it, as the Cache series of the lease.
-func (s *Server) submitLeaseUsage(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) submitLeaseUsage(w http.ResponseWriter, r *http.Request) error {
 	return s.submitUsage(w, r, telemetry.Cache)
 }
 
@@ -151,17 +204,17 @@ func (s *Server) submitLeaseUsage(w http.ResponseWriter, r *http.Request) error 
 // owns it (404 otherwise, as a GET answers: existence does not leak),
 // then decodes and stores the push whole or not at all. A stored push is
 // not audited (an agent pushes every few seconds); a refused one is.
-func (s *Server) submitUsage(w http.ResponseWriter, r *http.Request, kind telemetry.Kind) error {
+func (s *Service) submitUsage(w http.ResponseWriter, r *http.Request, kind telemetry.Kind) error {
 	if s.tel == nil {
-		return errNoTelemetry
+		return errNoTelemetry()
 	}
 	id := r.PathValue("id")
 	src := s.lookupSource(kind, id)
 	if !src.exists {
-		return errNotFound(kindName(kind), id)
+		return rf.NotFound(kindName(kind), id)
 	}
-	if !src.seenBy(principal(r)) {
-		return s.hide(r, kindName(kind), id)
+	if !src.seenBy(service.Principal(r)) {
+		return s.core.Hide(r, kindName(kind), id)
 	}
 	batches, err := decodeUsage(r, kind, id)
 	if err != nil {
@@ -170,7 +223,7 @@ func (s *Server) submitUsage(w http.ResponseWriter, r *http.Request, kind teleme
 	if err := s.tel.AppendAll(batches); err != nil {
 		return translateTelemetry(err)
 	}
-	noteAudit(r).routine = true
+	service.NoteRoutine(r)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -185,14 +238,14 @@ func decodeUsage(r *http.Request, kind telemetry.Kind, id string) ([]telemetry.B
 			Value     *float64
 		}
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return nil, err
 	}
 	if body.Samples == nil {
-		return nil, errPropertyMissing("Samples")
+		return nil, rf.PropertyMissing("Samples")
 	}
 	if len(body.Samples) == 0 || len(body.Samples) > maxUsageSamples {
-		return nil, errPropertyValue("Samples", fmt.Sprintf("%d samples", len(body.Samples)),
+		return nil, rf.PropertyValue("Samples", fmt.Sprintf("%d samples", len(body.Samples)),
 			fmt.Sprintf("Send 1 to %d samples in one request.", maxUsageSamples))
 	}
 	var out []telemetry.Batch
@@ -201,15 +254,15 @@ func decodeUsage(r *http.Request, kind telemetry.Kind, id string) ([]telemetry.B
 		at := fmt.Sprintf("Samples/%d/", i)
 		switch {
 		case sm.MetricId == nil:
-			return nil, errPropertyMissing(at + "MetricId")
+			return nil, rf.PropertyMissing(at + "MetricId")
 		case sm.Timestamp == nil:
-			return nil, errPropertyMissing(at + "Timestamp")
+			return nil, rf.PropertyMissing(at + "Timestamp")
 		case sm.Value == nil:
-			return nil, errPropertyMissing(at + "Value")
+			return nil, rf.PropertyMissing(at + "Value")
 		}
 		t, err := time.Parse(time.RFC3339Nano, *sm.Timestamp)
 		if err != nil {
-			return nil, errPropertyValue(at+"Timestamp", *sm.Timestamp, "Give the time as RFC 3339, e.g. 2025-01-01T12:00:00Z.")
+			return nil, rf.PropertyValue(at+"Timestamp", *sm.Timestamp, "Give the time as RFC 3339, e.g. 2025-01-01T12:00:00Z.")
 		}
 		j, ok := index[*sm.MetricId]
 		if !ok {
@@ -225,22 +278,22 @@ func decodeUsage(r *http.Request, kind telemetry.Kind, id string) ([]telemetry.B
 // translateTelemetry maps the store's refusals: too many series is a lack
 // of room (409); anything else is the request's fault (400), with the
 // store's words, which name the series and sample.
-func translateTelemetry(err error) *apiError {
+func translateTelemetry(err error) *rf.Problem {
 	if errors.Is(err, telemetry.ErrTooManySeries) {
-		return newError(http.StatusConflict, baseRegistry+"ResourceExhaustion",
+		return rf.New(http.StatusConflict, rf.Registry+"ResourceExhaustion",
 			"The resource 'TelemetryService' was unable to satisfy the request due to unavailability of resources.", "TelemetryService").
-			withResolution(err.Error())
+			Resolve(err.Error())
 	}
-	e := newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error())
-	e.resolution = "Correct the samples and resubmit the request; nothing of it was stored."
+	e := rf.New(http.StatusBadRequest, rf.Registry+"GeneralError", err.Error())
+	e.Resolution = "Correct the samples and resubmit the request; nothing of it was stored."
 	return e
 }
 
-// recordLeaseUsage stores a memnode's report of its leases' bytes in use
+// RecordLeaseUsage stores a memnode's report of its leases' bytes in use
 // (already checked by the lease manager) at the time it arrived. A sample
 // the store refuses (a clock that went back) is logged and dropped: the
 // heartbeat itself succeeded.
-func (s *Server) recordLeaseUsage(node string, usage map[string]uint64) {
+func (s *Service) RecordLeaseUsage(node string, usage map[string]uint64) {
 	if s.tel == nil || len(usage) == 0 {
 		return
 	}
@@ -257,17 +310,17 @@ func (s *Server) recordLeaseUsage(node string, usage map[string]uint64) {
 
 // --- reads -------------------------------------------------------------------
 
-// telemetryOn answers errNoTelemetry unless s has usage telemetry or
-// fabric telemetry (fabric_telemetry.go), either of which makes the
+// telemetryOn answers errNoTelemetry() unless s has usage telemetry or
+// fabric telemetry (fabric.go), either of which makes the
 // TelemetryService.
-func (s *Server) telemetryOn() error {
-	if s.tel == nil && s.fabricTelemetry() == nil {
-		return errNoTelemetry
+func (s *Service) telemetryOn() error {
+	if s.tel == nil && s.fabric == nil {
+		return errNoTelemetry()
 	}
 	return nil
 }
 
-func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getTelemetryService(w http.ResponseWriter, r *http.Request) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
@@ -277,13 +330,13 @@ func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) err
 		about = append(about, "what composed systems, memory leases and caches really use, as reported by rackpool agent, memnodes and caches")
 		reports += len(telemetry.Kinds)
 	}
-	if s.fabricTelemetry() != nil {
+	if s.fabric != nil {
 		about = append(about, "the fabric devices' utilisation, temperatures and link errors, as the fabric monitor polls them (FabricTelemetry)")
 		reports++
 	}
 	desc := strings.Join(about, "; and ") + "."
-	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":               telemetryPath,
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":               Path,
 		"@odata.type":             telemetryServType,
 		"Id":                      "TelemetryService",
 		"Name":                    "Telemetry Service",
@@ -291,51 +344,51 @@ func (s *Server) getTelemetryService(w http.ResponseWriter, r *http.Request) err
 		"ServiceEnabled":          true,
 		"Status":                  map[string]string{"State": "Enabled", "Health": "OK"},
 		"MaxReports":              reports,
-		"MetricDefinitions":       ref(metricDefsPath),
-		"MetricReportDefinitions": ref(reportDefsPath),
-		"MetricReports":           ref(reportsPath),
+		"MetricDefinitions":       rf.Ref(metricDefsPath),
+		"MetricReportDefinitions": rf.Ref(ReportDefinitionsPath),
+		"MetricReports":           rf.Ref(reportsPath),
 	})
 	return nil
 }
 
-func (s *Server) getMetricDefinitions(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getMetricDefinitions(w http.ResponseWriter, r *http.Request) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
-	var members []odataID
+	var members []rf.ODataID
 	if s.tel != nil {
 		for _, k := range telemetry.Kinds {
 			for _, m := range telemetry.Metrics(k) {
-				members = append(members, ref(metricDefsPath+"/"+m.Name))
+				members = append(members, rf.Ref(metricDefsPath+"/"+m.Name))
 			}
 		}
 	}
-	if s.fabricTelemetry() != nil {
+	if s.fabric != nil {
 		for _, m := range fabricMetrics {
-			members = append(members, ref(metricDefsPath+"/"+m.id))
+			members = append(members, rf.Ref(metricDefsPath+"/"+m.id))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection(metricDefsPath, "MetricDefinitionCollection", "Metric definitions", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(metricDefsPath, "MetricDefinitionCollection", "Metric definitions", members))
 	return nil
 }
 
-func (s *Server) getMetricDefinition(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getMetricDefinition(w http.ResponseWriter, r *http.Request) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	if ft := s.fabricTelemetry(); ft != nil {
+	if ft := s.fabric; ft != nil {
 		if m, ok := lookupFabricMetric(id); ok {
-			writeJSON(w, http.StatusOK, metricDefinition(m, ft.Interval()))
+			service.WriteJSON(w, http.StatusOK, metricDefinition(m, ft.Interval()))
 			return nil
 		}
 	}
 	if s.tel == nil {
-		return errNotFound("MetricDefinition", id)
+		return rf.NotFound("MetricDefinition", id)
 	}
 	for _, k := range telemetry.Kinds {
 		if m, ok := telemetry.Lookup(k, id); ok {
-			writeJSON(w, http.StatusOK, map[string]any{
+			service.WriteJSON(w, http.StatusOK, map[string]any{
 				"@odata.id":      metricDefsPath + "/" + id,
 				"@odata.type":    metricDefType,
 				"Id":             id,
@@ -348,51 +401,51 @@ func (s *Server) getMetricDefinition(w http.ResponseWriter, r *http.Request) err
 			return nil
 		}
 	}
-	return errNotFound("MetricDefinition", id)
+	return rf.NotFound("MetricDefinition", id)
 }
 
-func (s *Server) getMetricReportDefinitions(w http.ResponseWriter, r *http.Request) error {
-	return s.perKindCollection(w, reportDefsPath, "MetricReportDefinitionCollection", "Metric report definitions")
+func (s *Service) getMetricReportDefinitions(w http.ResponseWriter, r *http.Request) error {
+	return s.perKindCollection(w, ReportDefinitionsPath, "MetricReportDefinitionCollection", "Metric report definitions")
 }
 
 // perKindCollection answers a collection with one member per source kind,
 // and FabricTelemetry when s serves fabric telemetry.
-func (s *Server) perKindCollection(w http.ResponseWriter, path, typ, name string) error {
+func (s *Service) perKindCollection(w http.ResponseWriter, path, typ, name string) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
-	var members []odataID
+	var members []rf.ODataID
 	if s.tel != nil {
 		for _, k := range telemetry.Kinds {
-			members = append(members, ref(path+"/"+reportID(k)))
+			members = append(members, rf.Ref(path+"/"+reportID(k)))
 		}
 	}
-	if s.fabricTelemetry() != nil {
-		members = append(members, ref(path+"/"+FabricTelemetryID))
+	if s.fabric != nil {
+		members = append(members, rf.Ref(path+"/"+FabricTelemetryID))
 	}
-	writeJSON(w, http.StatusOK, collection(path, typ, name, members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(path, typ, name, members))
 	return nil
 }
 
-func (s *Server) getMetricReportDefinition(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getMetricReportDefinition(w http.ResponseWriter, r *http.Request) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	if ft := s.fabricTelemetry(); ft != nil && id == FabricTelemetryID {
-		writeJSON(w, http.StatusOK, reportDefinition(ft))
+	if ft := s.fabric; ft != nil && id == FabricTelemetryID {
+		service.WriteJSON(w, http.StatusOK, reportDefinition(ft))
 		return nil
 	}
 	k, ok := reportKind(id)
 	if !ok || s.tel == nil {
-		return errNotFound("MetricReportDefinition", id)
+		return rf.NotFound("MetricReportDefinition", id)
 	}
 	var ms []map[string]string
 	for _, m := range telemetry.Metrics(k) {
 		ms = append(ms, map[string]string{"MetricId": m.Name, "CollectionTimeScope": "Point"})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":                     reportDefsPath + "/" + id,
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":                     ReportDefinitionsPath + "/" + id,
 		"@odata.type":                   reportDefType,
 		"Id":                            id,
 		"Name":                          string(k) + " usage",
@@ -403,31 +456,31 @@ func (s *Server) getMetricReportDefinition(w http.ResponseWriter, r *http.Reques
 		"ReportUpdates":                 "Overwrite",
 		"Status":                        map[string]string{"State": "Enabled", "Health": "OK"},
 		"Metrics":                       ms,
-		"MetricReport":                  ref(reportsPath + "/" + id),
+		"MetricReport":                  rf.Ref(reportsPath + "/" + id),
 	})
 	return nil
 }
 
-func (s *Server) getMetricReports(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getMetricReports(w http.ResponseWriter, r *http.Request) error {
 	return s.perKindCollection(w, reportsPath, "MetricReportCollection", "Metric reports")
 }
 
 // getMetricReport answers the newest value of every series of the
 // report's kind whose source the principal may see, or the fabric
 // telemetry report (getFabricTelemetryReport).
-func (s *Server) getMetricReport(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getMetricReport(w http.ResponseWriter, r *http.Request) error {
 	if err := s.telemetryOn(); err != nil {
 		return err
 	}
 	id := r.PathValue("id")
-	if ft := s.fabricTelemetry(); ft != nil && id == FabricTelemetryID {
+	if ft := s.fabric; ft != nil && id == FabricTelemetryID {
 		return s.getFabricTelemetryReport(w, r, ft)
 	}
 	k, ok := reportKind(id)
 	if !ok || s.tel == nil {
-		return errNotFound("MetricReport", id)
+		return rf.NotFound("MetricReport", id)
 	}
-	p := principal(r)
+	p := service.Principal(r)
 	seen := map[string]bool{}
 	values := []map[string]string{}
 	for _, rd := range s.tel.LatestAll(telemetry.Filter{Kind: k}) {
@@ -446,12 +499,12 @@ func (s *Server) getMetricReport(w http.ResponseWriter, r *http.Request) error {
 			"Timestamp":      rd.Time.Format(time.RFC3339Nano),
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":              reportsPath + "/" + id,
 		"@odata.type":            metricReportType,
 		"Id":                     id,
 		"Name":                   string(k) + " usage",
-		"MetricReportDefinition": ref(reportDefsPath + "/" + id),
+		"MetricReportDefinition": rf.Ref(ReportDefinitionsPath + "/" + id),
 		"Timestamp":              s.tel.Now().UTC().Format(time.RFC3339Nano),
 		"MetricValues":           values,
 	})
@@ -461,26 +514,26 @@ func (s *Server) getMetricReport(w http.ResponseWriter, r *http.Request) error {
 // getUsageSeries answers one series as JSON (Oem): its samples since
 // ?since= (RFC 3339; default all that are retained), at most the newest
 // ?limit= of them.
-func (s *Server) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
 	if s.tel == nil {
-		return errNoTelemetry
+		return errNoTelemetry()
 	}
 	kindS, source, metric := r.PathValue("kind"), r.PathValue("source"), r.PathValue("metric")
 	path := usageSeriesPath + "/" + kindS + "/" + source + "/" + metric
 	kind, ok := telemetry.ParseKind(kindS)
 	if !ok {
-		return errNotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
+		return rf.NotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
 	}
 	m, ok := telemetry.Lookup(kind, metric)
 	if !ok {
-		return errNotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
+		return rf.NotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
 	}
 	q := r.URL.Query()
 	var since time.Time
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return errQueryValue("since", v)
+			return service.ErrQueryValue("since", v)
 		}
 		since = t
 	}
@@ -488,7 +541,7 @@ func (s *Server) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return errQueryValue("limit", v)
+			return service.ErrQueryValue("limit", v)
 		}
 		limit = n
 	}
@@ -496,13 +549,13 @@ func (s *Server) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
 	src := s.lookupSource(kind, source)
 	samples := s.tel.Window(key, since)
 	if !src.exists && len(samples) == 0 && !s.hasSeries(key) {
-		return errNotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
+		return rf.NotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
 	}
-	if !src.seenBy(principal(r)) {
+	if !src.seenBy(service.Principal(r)) {
 		if !src.exists {
-			return errNotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
+			return rf.NotFound("RackpoolTelemetrySeries", kindS+"/"+source+"/"+metric)
 		}
-		return s.hide(r, kindName(kind), source)
+		return s.core.Hide(r, kindName(kind), source)
 	}
 	if limit > 0 && len(samples) > limit {
 		samples = samples[len(samples)-limit:]
@@ -511,13 +564,13 @@ func (s *Server) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
 	for i, sm := range samples {
 		out[i] = map[string]any{"Timestamp": sm.Time.Format(time.RFC3339Nano), "Value": sm.Value}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":           path,
 		"@odata.type":         usageSeriesType,
 		"Id":                  metric,
 		"Name":                key.String(),
 		"Kind":                string(kind),
-		"Source":              ref(sourcePath(kind, source)),
+		"Source":              rf.Ref(sourcePath(kind, source)),
 		"MetricId":            metric,
 		"Units":               m.Unit,
 		"Samples":             out,
@@ -528,16 +581,16 @@ func (s *Server) getUsageSeries(w http.ResponseWriter, r *http.Request) error {
 
 // hasSeries reports whether the store holds key (with samples in the
 // retention).
-func (s *Server) hasSeries(key telemetry.Key) bool {
+func (s *Service) hasSeries(key telemetry.Key) bool {
 	_, ok := s.tel.Latest(key)
 	return ok
 }
 
-// registerUsageMetrics registers rackpool_usage, the newest value of every
+// RegisterUsageMetrics registers rackpool_usage, the newest value of every
 // series, in reg: at most telemetry.Options.MaxSeries samples a scrape.
 // reg is exposed to unscoped accounts only (getMetrics): its labels name
 // every tenant's systems and leases.
-func (s *Server) registerUsageMetrics(reg *metrics.Registry) {
+func (s *Service) RegisterUsageMetrics(reg *metrics.Registry) {
 	reg.GaugeFunc("rackpool_usage", "Newest usage sample of each telemetry series (bytes, bytes per second or items, by metric).",
 		[]string{"kind", "source", "metric"}, func() []metrics.Sample {
 			rs := s.tel.LatestAll(telemetry.Filter{})

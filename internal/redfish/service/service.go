@@ -1,0 +1,158 @@
+// Package service is what the northbound Redfish service's resource
+// families share with its core (package redfish), so that a family can
+// live in a package of its own without importing the core: the route type
+// and the privileges routes require, the principal of an admitted request,
+// the notes a handler adds to its request's audit entry, the JSON answer
+// shaped by the request's query, and the core's tenant hiding.
+//
+// The core (redfish.Server) admits every request (rf.Policy.Wrap), puts
+// the principal and the audit notes on its context, and wraps the writer
+// in one that shapes a GET's body (Shaper); it imports the families and
+// gathers their route tables. A family imports this package and
+// internal/rf, never the core. Errors a family returns are *rf.Problem
+// (or any error the core's translate knows); the core renders every one
+// in the one Redfish error shape.
+package service
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"rackpool/internal/rf"
+	"rackpool/internal/tenancy"
+)
+
+// The privileges routes require (rf.Privilege), named as tenancy's roles
+// grant them.
+const (
+	Public              = rf.Public                                 // no authentication
+	Login               = rf.Privilege(tenancy.Login)               // any authenticated account
+	ConfigureComponents = rf.Privilege(tenancy.ConfigureComponents) // compositions, reservations, connections
+	ConfigureUsers      = rf.Privilege(tenancy.ConfigureUsers)      // accounts and tenants
+	ConfigureManager    = rf.Privilege(tenancy.ConfigureManager)    // service-wide settings, faults, logs
+	ConfigureSelf       = rf.Privilege(tenancy.ConfigureSelf)       // one's own account and sessions
+	HostAgent           = rf.Privilege(tenancy.HostAgent)           // a host agent's steps (rackpool's OEM privilege)
+)
+
+// Route is one endpoint of a resource family whose handlers are methods
+// of H: a literal "METHOD /path" pattern, as http.ServeMux takes it,
+// beside the privilege it requires.
+type Route[H any] struct {
+	Pattern string
+	Priv    rf.Privilege
+	Handler func(H, http.ResponseWriter, *http.Request) error
+}
+
+// Hider is the core's tenant hiding: Hide refuses r a resource that exists
+// but belongs to another tenant with the same 404 as for one that does not
+// exist, and audits the attempt as denied.
+type Hider interface {
+	Hide(r *http.Request, kind, id string) error
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p, the authenticated identity of its
+// request.
+func WithPrincipal(ctx context.Context, p tenancy.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// Principal returns the authenticated identity of r (zero for public
+// routes).
+func Principal(r *http.Request) tenancy.Principal {
+	p, _ := r.Context().Value(principalKey{}).(tenancy.Principal)
+	return p
+}
+
+// Notes is what a handler may add to its request's audit entry (the
+// core's audit record of every mutation and refusal).
+type Notes interface {
+	// Detail sets the entry's detail.
+	Detail(detail string)
+	// Routine marks a successful request that changed nothing worth a
+	// record (a push of samples every few seconds): it is not audited.
+	Routine()
+}
+
+type notesKey struct{}
+
+// WithNotes returns ctx carrying n, its request's audit notes.
+func WithNotes(ctx context.Context, n Notes) context.Context {
+	return context.WithValue(ctx, notesKey{}, n)
+}
+
+// NotesOf returns the audit notes ctx carries.
+func NotesOf(ctx context.Context) (Notes, bool) {
+	n, ok := ctx.Value(notesKey{}).(Notes)
+	return n, ok
+}
+
+// NoteRoutine marks r's request as routine (Notes.Routine); a request
+// without notes is left as it is.
+func NoteRoutine(r *http.Request) {
+	if n, ok := NotesOf(r.Context()); ok {
+		n.Routine()
+	}
+}
+
+// Shaper is the writer the core gives every handler: Shape gives a GET's
+// or HEAD's 200 body its ETag and applies the request's query to it
+// ($select, $expand, only, ...). It returns the body to send, or done when
+// it has answered itself (304, or the query's error).
+type Shaper interface {
+	Shape(w http.ResponseWriter, v any) (out any, done bool)
+}
+
+// WriteJSON sends v as the JSON body. Answered 200 through a Shaper (the
+// core's writer), it is shaped first.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("OData-Version", "4.0")
+	if s := shaperOf(w); s != nil && status == http.StatusOK {
+		var done bool
+		if v, done = s.Shape(w, v); done {
+			return
+		}
+	}
+	rf.WriteJSON(w, status, v)
+}
+
+// shaperOf finds the Shaper under w, nil if there is none.
+func shaperOf(w http.ResponseWriter) Shaper {
+	for {
+		switch x := w.(type) {
+		case Shaper:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// ErrQueryValue refuses a query parameter's value.
+func ErrQueryValue(name, value string) *rf.Problem {
+	return rf.New(http.StatusBadRequest, rf.Registry+"QueryParameterValueFormatError",
+		fmt.Sprintf("The value '%s' for the parameter %s is not a format that the parameter can accept.", value, name), value, name)
+}
+
+// ISODuration writes d, in whole seconds, as an ISO 8601 duration
+// (PT1H2M3S), as Redfish properties of type Duration take it.
+func ISODuration(d time.Duration) string {
+	secs := int64(d / time.Second)
+	out := "PT"
+	if h := secs / 3600; h > 0 {
+		out += fmt.Sprintf("%dH", h)
+	}
+	if m := secs % 3600 / 60; m > 0 {
+		out += fmt.Sprintf("%dM", m)
+	}
+	if sec := secs % 60; sec > 0 || out == "PT" {
+		out += fmt.Sprintf("%dS", sec)
+	}
+	return out
+}
