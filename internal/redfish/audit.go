@@ -11,7 +11,7 @@ import (
 	"rackpool/internal/tenancy"
 )
 
-// auditLog is where the audit log is kept (store.Store); log_services.go
+// auditLog is where the audit log is kept (store.Store); package managers
 // reads it back.
 type auditLog interface {
 	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
@@ -25,7 +25,7 @@ type auditLog interface {
 // denied) with the status code and, for errors, the message ID. Request
 // bodies are never recorded, so passwords and tokens never reach the log.
 // The log is read through Managers/rackpool/LogServices/Audit/Entries
-// (log_services.go; administrators see all entries, a tenant's accounts
+// (package managers; administrators see all entries, a tenant's accounts
 // their tenant's)
 // and exported with `rackpool audit`.
 

@@ -246,12 +246,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	rf.WriteError(w, p)
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
+func nonNil(s []string) []string { return service.NonNil(s) }
 
 // writeJSON sends v as the JSON body. A GET or HEAD answered 200 is first
 // shaped by its query and given its ETag, Link and Allow headers

@@ -3,6 +3,8 @@ package redfish
 import (
 	_ "embed"
 	"net/http"
+
+	"rackpool/internal/redfish/service"
 )
 
 // schemaRoutes are the routes of the Oem schema file (routes.go).
@@ -24,14 +26,13 @@ const (
 	// rackpoolSchemaURI is where the OEM CSDL is served.
 	rackpoolSchemaURI = "/redfish/v1/Schemas/Rackpool_v1.xml"
 	// rackpoolOemNamespace is the versioned namespace of the OEM types.
-	rackpoolOemNamespace = "Rackpool.v1_0_0"
+	rackpoolOemNamespace = service.OemNamespace
 )
 
 // rackpoolOem returns the Oem property {"Rackpool": props} with props typed
 // as the OEM complex type typ (ResourceBlock, Chassis, ...).
 func rackpoolOem(typ string, props map[string]any) map[string]any {
-	props["@odata.type"] = "#" + rackpoolOemNamespace + "." + typ
-	return map[string]any{"Rackpool": props}
+	return service.RackpoolOem(typ, props)
 }
 
 func (s *Server) getRackpoolSchema(w http.ResponseWriter, r *http.Request) error {

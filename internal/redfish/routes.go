@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
@@ -34,11 +35,12 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family; a family in
-// a package of its own (telemetryservice) exports its table, which
+// a package of its own (managers, telemetryservice) exports its table, which
 // familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
 	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
-	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes, metricsRoutes, managerRoutes, logRoutes, managerNetRoutes,
+	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes, metricsRoutes,
+	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),
 	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes, hostAgentRoutes)
 
 // familyRoutes are the routes of a family whose handlers are methods of

@@ -27,6 +27,7 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/observe"
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
@@ -62,10 +63,10 @@ type Server struct {
 	healthSrc      HealthSource                   // nil: ask the fabric
 	tel            telemetryservice.UsageStore    // nil: no usage telemetry
 	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
+	managers       *managers.Service              // the Manager (managers.Routes)
 	prov           Provisioner                    // nil: no provisioning routes
 	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
-	listen         string                         // Options.Listen
 	sseStreams     atomic.Int64                   // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
@@ -108,7 +109,7 @@ type Options struct {
 	TaskPrefix string
 	// Listen is the address the service listens on, as net.Listen takes
 	// it ("127.0.0.1:8443", ":8443"): the Manager's EthernetInterfaces
-	// and NetworkProtocol report it (manager_net.go). What it leaves open
+	// and NetworkProtocol report it (managers). What it leaves open
 	// (port 0, a host name, no Listen) is read from each request's
 	// connection.
 	Listen string
@@ -173,11 +174,11 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold, broker: o.Broker,
-		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning,
-		listen: o.Listen}
+		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
 		s.telemetry.RegisterUsageMetrics(s.usageReg)
@@ -232,6 +233,9 @@ func (s *Server) ServeFabricTelemetry(t telemetryservice.FabricReports) {
 
 // fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
 func (s *Server) fabricTelemetry() telemetryservice.FabricReports { return s.fabricTel }
+
+// Version is the service's version, set by main.
+var Version = "dev"
 
 // allowedMethods lists the methods the path answers to (Allow).
 func (s *Server) allowedMethods(r *http.Request) []string { return s.mux.Allowed(r) }

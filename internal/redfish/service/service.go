@@ -156,3 +156,22 @@ func ISODuration(d time.Duration) string {
 	}
 	return out
 }
+
+// OemNamespace is the versioned namespace of rackpool's OEM types
+// (schemas/Rackpool_v1.xml, which the core serves).
+const OemNamespace = "Rackpool.v1_0_0"
+
+// RackpoolOem returns the Oem property {"Rackpool": props} with props typed
+// as the OEM complex type typ (ResourceBlock, Chassis, ...).
+func RackpoolOem(typ string, props map[string]any) map[string]any {
+	props["@odata.type"] = "#" + OemNamespace + "." + typ
+	return map[string]any{"Rackpool": props}
+}
+
+// NonNil returns s, or an empty slice for nil: a JSON array, never null.
+func NonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,4 +1,4 @@
-package redfish
+package managers
 
 import (
 	"fmt"
@@ -7,26 +7,28 @@ import (
 	"time"
 
 	"rackpool/internal/events"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/store"
 )
 
-// The Manager's LogServices: the audit log (audit.go records it) and the
+// The Manager's LogServices: the audit log (the core's audit.go records it) and the
 // event log (the bus's retained events).
 
-// logRoutes are the routes of the Manager's LogServices (routes.go).
-var logRoutes = []route{
-	{"GET /redfish/v1/Managers/rackpool/LogServices", login, (*Server).getLogServices},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit", login, (*Server).getAuditService},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries", login, (*Server).getAuditEntries},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries/{id}", login, (*Server).getAuditEntry},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Events", login, (*Server).getEventLogService},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries", login, (*Server).getEventEntries},
-	{"GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}", login, (*Server).getEventEntry},
+// logRoutes are the routes of the Manager's LogServices.
+var logRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices", Priv: service.Login, Handler: (*Service).getLogServices},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Audit", Priv: service.Login, Handler: (*Service).getAuditService},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries", Priv: service.Login, Handler: (*Service).getAuditEntries},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Audit/Entries/{id}", Priv: service.Login, Handler: (*Service).getAuditEntry},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Events", Priv: service.Login, Handler: (*Service).getEventLogService},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries", Priv: service.Login, Handler: (*Service).getEventEntries},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/LogServices/Events/Entries/{id}", Priv: service.Login, Handler: (*Service).getEventEntry},
 }
 
-func (s *Server) getLogServices(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, collection(managerPath+"/LogServices", "LogServiceCollection", "Log Services",
-		[]odataID{ref(auditPath), ref(eventLog)}))
+func (s *Service) getLogServices(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, rf.Collection(managerPath+"/LogServices", "LogServiceCollection", "Log Services",
+		[]rf.ODataID{rf.Ref(auditPath), rf.Ref(eventLog)}))
 	return nil
 }
 
@@ -42,16 +44,16 @@ func logServiceBody(path, id, name, desc string, max int) map[string]any {
 		"DateTime":           time.Now().UTC().Format(time.RFC3339),
 		"LogEntryType":       "OEM",
 		"Status":             map[string]string{"State": "Enabled", "Health": "OK"},
-		"Entries":            ref(path + "/Entries"),
+		"Entries":            rf.Ref(path + "/Entries"),
 		"MaxNumberOfRecords": max,
 	}
 }
 
-func (s *Server) getAuditService(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getAuditService(w http.ResponseWriter, r *http.Request) error {
 	body := logServiceBody(auditPath, "Audit", "Audit Log",
 		"Every mutation and every refused request: who, when, what and the outcome.", 0)
 	delete(body, "MaxNumberOfRecords")
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -74,7 +76,7 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		"Created":         e.Time.UTC().Format(time.RFC3339Nano),
 		"Severity":        sev,
 		"Message":         fmt.Sprintf("%s %s %s by %q: %s (%d)", e.Action, e.Method, e.Target, e.User, e.Outcome, e.Status),
-		"Oem": rackpoolOem("AuditEntry", map[string]any{
+		"Oem": service.RackpoolOem("AuditEntry", map[string]any{
 			"User": e.User, "Tenant": e.Tenant, "Remote": e.Remote, "Method": e.Method, "Target": e.Target,
 			"Action": e.Action, "Outcome": e.Outcome, "Status": e.Status, "Detail": e.Detail,
 		}),
@@ -97,14 +99,14 @@ func auditQuery(r *http.Request) (store.AuditQuery, error) {
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return aq, errQueryValue("after", v)
+			return aq, service.ErrQueryValue("after", v)
 		}
 		aq.AfterID = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > store.MaxAuditLimit {
-			return aq, errQueryValue("limit", v)
+			return aq, service.ErrQueryValue("limit", v)
 		}
 		aq.Limit = n
 	}
@@ -113,12 +115,12 @@ func auditQuery(r *http.Request) (store.AuditQuery, error) {
 		if v := q.Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
 			if err != nil {
-				return aq, errQueryValue(name, v)
+				return aq, service.ErrQueryValue(name, v)
 			}
 			*dst = t
 		}
 	}
-	if p := principal(r); p.Tenant != "" {
+	if p := service.Principal(r); p.Tenant != "" {
 		aq.Tenant = p.Tenant
 	} else {
 		aq.Tenant = q.Get("tenant")
@@ -126,9 +128,9 @@ func auditQuery(r *http.Request) (store.AuditQuery, error) {
 	return aq, nil
 }
 
-func (s *Server) getAuditEntries(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getAuditEntries(w http.ResponseWriter, r *http.Request) error {
 	if s.store == nil {
-		return errNotFound("LogService", "Audit")
+		return rf.NotFound("LogService", "Audit")
 	}
 	aq, err := auditQuery(r)
 	if err != nil {
@@ -152,19 +154,19 @@ func (s *Server) getAuditEntries(w http.ResponseWriter, r *http.Request) error {
 	if len(entries) == aq.EffectiveLimit() {
 		next := r.URL.Query()
 		next.Set("after", strconv.FormatInt(entries[len(entries)-1].ID, 10))
-		body["Oem"] = rackpoolOem("LogEntryCollection", map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()})
+		body["Oem"] = service.RackpoolOem("LogEntryCollection", map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()})
 	}
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
-func (s *Server) getAuditEntry(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getAuditEntry(w http.ResponseWriter, r *http.Request) error {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 || s.store == nil {
-		return errNotFound("LogEntry", r.PathValue("id"))
+		return rf.NotFound("LogEntry", r.PathValue("id"))
 	}
 	aq := store.AuditQuery{AfterID: id - 1, Limit: 1}
-	if p := principal(r); p.Tenant != "" {
+	if p := service.Principal(r); p.Tenant != "" {
 		aq.Tenant = p.Tenant
 	}
 	entries, err := s.store.Audit(r.Context(), aq)
@@ -172,26 +174,26 @@ func (s *Server) getAuditEntry(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(entries) == 0 || entries[0].ID != id {
-		return errNotFound("LogEntry", r.PathValue("id"))
+		return rf.NotFound("LogEntry", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, auditEntryBody(entries[0]))
+	service.WriteJSON(w, http.StatusOK, auditEntryBody(entries[0]))
 	return nil
 }
 
-func (s *Server) getEventLogService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, logServiceBody(eventLog, "Events", "Event Log",
+func (s *Service) getEventLogService(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, logServiceBody(eventLog, "Events", "Event Log",
 		"The most recent events (composition changes, faults, thresholds, tasks), kept in memory.", events.DefaultHistory))
 	return nil
 }
 
-func (s *Server) getEventEntries(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
+func (s *Service) getEventEntries(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
 	evs := s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) })
 	members := make([]map[string]any, 0, len(evs))
 	for _, e := range evs {
 		members = append(members, eventEntryBody(e))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":           eventLog + "/Entries",
 		"@odata.type":         "#LogEntryCollection.LogEntryCollection",
 		"Name":                "Event Log Entries",
@@ -201,16 +203,16 @@ func (s *Server) getEventEntries(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) getEventEntry(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
+func (s *Service) getEventEntry(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
 	id := r.PathValue("id")
 	for _, e := range s.events.Recent(events.DefaultHistory, func(e events.Event) bool { return events.Visible(p.Tenant, e) }) {
 		if strconv.FormatUint(e.ID, 10) == id {
-			writeJSON(w, http.StatusOK, eventEntryBody(e))
+			service.WriteJSON(w, http.StatusOK, eventEntryBody(e))
 			return nil
 		}
 	}
-	return errNotFound("LogEntry", id)
+	return rf.NotFound("LogEntry", id)
 }
 
 func eventEntryBody(e events.Event) map[string]any {
@@ -225,10 +227,10 @@ func eventEntryBody(e events.Event) map[string]any {
 		"Severity":    e.Severity,
 		"Message":     e.Message,
 		"MessageId":   e.MessageID,
-		"MessageArgs": nonNil(e.Args),
+		"MessageArgs": service.NonNil(e.Args),
 	}
 	if e.Origin != "" {
-		entry["Links"] = map[string]any{"OriginOfCondition": ref(e.Origin)}
+		entry["Links"] = map[string]any{"OriginOfCondition": rf.Ref(e.Origin)}
 	}
 	return entry
 }

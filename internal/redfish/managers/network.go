@@ -1,4 +1,4 @@
-package redfish
+package managers
 
 import (
 	"net"
@@ -7,19 +7,22 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
-// managerNetRoutes are the routes of the Manager's own network
-// (routes.go).
-var managerNetRoutes = []route{
-	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces", login, (*Server).getEthernetInterfaces},
-	{"GET /redfish/v1/Managers/rackpool/EthernetInterfaces/{id}", login, (*Server).getEthernetInterface},
-	{"GET /redfish/v1/Managers/rackpool/NetworkProtocol", login, (*Server).getNetworkProtocol},
+// networkRoutes are the routes of the Manager's own network
+// (the core's routes.go).
+var networkRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/Managers/rackpool/EthernetInterfaces", Priv: service.Login, Handler: (*Service).getEthernetInterfaces},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/EthernetInterfaces/{id}", Priv: service.Login, Handler: (*Service).getEthernetInterface},
+	{Pattern: "GET /redfish/v1/Managers/rackpool/NetworkProtocol", Priv: service.Login, Handler: (*Service).getNetworkProtocol},
 }
 
 // The Manager's own network: Managers/rackpool/EthernetInterfaces lists
 // the interfaces the service listens on, NetworkProtocol the protocol it
-// serves and its port. Both are read-only (managerNetRoutes) and read the
+// serves and its port. Both are read-only (networkRoutes) and read the
 // host's interfaces (net.Interfaces) on every GET.
 //
 // What the service listens on comes from Options.Listen (serve's --addr).
@@ -51,7 +54,7 @@ type listening struct {
 	port int    // 0: unknown
 }
 
-func (s *Server) listening(r *http.Request) listening {
+func (s *Service) listening(r *http.Request) listening {
 	var local *net.TCPAddr
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		local, _ = a.(*net.TCPAddr)
@@ -129,34 +132,34 @@ func (n netInterface) holds(ip net.IP) bool {
 
 func ethernetInterfacePath(name string) string { return ethernetPath + "/" + url.PathEscape(name) }
 
-func (s *Server) getEthernetInterfaces(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getEthernetInterfaces(w http.ResponseWriter, r *http.Request) error {
 	ifaces, err := listeningInterfaces(s.listening(r))
 	if err != nil {
-		return errInternal(err)
+		return err
 	}
-	members := make([]odataID, 0, len(ifaces))
+	members := make([]rf.ODataID, 0, len(ifaces))
 	for _, n := range ifaces {
-		members = append(members, ref(ethernetInterfacePath(n.Name)))
+		members = append(members, rf.Ref(ethernetInterfacePath(n.Name)))
 	}
-	body := collection(ethernetPath, "EthernetInterfaceCollection", "Manager Ethernet Interfaces", members)
+	body := rf.Collection(ethernetPath, "EthernetInterfaceCollection", "Manager Ethernet Interfaces", members)
 	body["Description"] = "The network interfaces the rackpool service listens on."
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
-func (s *Server) getEthernetInterface(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getEthernetInterface(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	ifaces, err := listeningInterfaces(s.listening(r))
 	if err != nil {
-		return errInternal(err)
+		return err
 	}
 	for _, n := range ifaces {
 		if n.Name == id {
-			writeJSON(w, http.StatusOK, ethernetInterfaceBody(n))
+			service.WriteJSON(w, http.StatusOK, ethernetInterfaceBody(n))
 			return nil
 		}
 	}
-	return errNotFound("EthernetInterface", id)
+	return rf.NotFound("EthernetInterface", id)
 }
 
 func ethernetInterfaceBody(n netInterface) map[string]any {
@@ -209,7 +212,7 @@ func ethernetInterfaceBody(n netInterface) map[string]any {
 	return body
 }
 
-func (s *Server) getNetworkProtocol(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getNetworkProtocol(w http.ResponseWriter, r *http.Request) error {
 	l := s.listening(r)
 	served := map[string]any{"ProtocolEnabled": true}
 	if l.port > 0 {
@@ -236,6 +239,6 @@ func (s *Server) getNetworkProtocol(w http.ResponseWriter, r *http.Request) erro
 			body["FQDN"] = strings.TrimSuffix(host, ".")
 		}
 	}
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
