@@ -79,7 +79,7 @@ func newAPIMetrics(reg *metrics.Registry, bus *events.Bus, s *Server) *apiMetric
 	})
 	reg.GaugeFunc("rackpool_event_subscribers", "Live SSE streams (kind sse: events and metric reports) and push destinations (kind destination).", []string{"kind"}, func() []metrics.Sample {
 		return []metrics.Sample{
-			{Labels: []string{"sse"}, Value: float64(s.sseStreams.Load())},
+			{Labels: []string{"sse"}, Value: float64(s.eventsvc.Streams())},
 			{Labels: []string{"destination"}, Value: float64(len(bus.Destinations()))},
 		}
 	})

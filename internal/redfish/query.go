@@ -111,13 +111,6 @@ func describedBy(body map[string]any) string {
 	return "<http://redfish.dmtf.org/schemas/v1/" + ns + ".json>; rel=describedby"
 }
 
-// errSSEFilter answers $filter on the SSE stream, which is no collection
-// and takes its filters as parameters of their own.
-func errSSEFilter() *apiError {
-	return fromProblem(odata.NotOnResource("$filter applies to resource collections; filter the SSE stream with EventFormatType, " +
-		"MetricReportDefinition, EventTypes, MessageIds, RegistryPrefixes or OriginResources."))
-}
-
 func errQueryValue(name, value string) *apiError {
 	return fromProblem(service.ErrQueryValue(name, value))
 }

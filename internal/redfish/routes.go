@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
@@ -35,11 +36,12 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family; a family in
-// a package of its own (managers, telemetryservice) exports its table, which
+// a package of its own (eventservice, managers, telemetryservice) exports its table, which
 // familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
 	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
-	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes, eventRoutes, metricsRoutes,
+	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes,
+	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,
 	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),
 	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes, hostAgentRoutes)
 

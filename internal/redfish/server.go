@@ -21,12 +21,12 @@ import (
 	"net"
 	"net/http"
 	"reflect"
-	"sync/atomic"
 	"time"
 
 	"rackpool/internal/fabric"
 	"rackpool/internal/observe"
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
@@ -52,7 +52,7 @@ type Server struct {
 	uuid    string
 
 	store          Store // audit log and settings; may be nil
-	events         eventBus
+	events         eventservice.Bus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
 	broker         HostSteps
@@ -64,10 +64,10 @@ type Server struct {
 	tel            telemetryservice.UsageStore    // nil: no usage telemetry
 	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
 	managers       *managers.Service              // the Manager (managers.Routes)
+	eventsvc       *eventservice.Service          // the EventService (eventservice.Routes)
 	prov           Provisioner                    // nil: no provisioning routes
 	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
-	sseStreams     atomic.Int64                   // live GET .../EventService/SSE streams (rackpool_event_subscribers)
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -134,8 +134,8 @@ type Compositions interface {
 // Store is what the service keeps in the store (store.Store): each family
 // declares its part.
 type Store interface {
-	auditLog      // audit.go
-	settingsStore // event_service.go
+	auditLog // audit.go
+	eventservice.Settings
 }
 
 // Accounts is what the handlers need of the accounts, tenants and
@@ -178,6 +178,7 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
@@ -229,10 +230,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ServeFabricTelemetry(t telemetryservice.FabricReports) {
 	s.fabricTel = orNil(t)
 	s.telemetry.ServeFabric(s.fabricTel)
+	s.eventsvc.ServeFabric(s.fabricTel)
 }
 
 // fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
 func (s *Server) fabricTelemetry() telemetryservice.FabricReports { return s.fabricTel }
+
+// RestoreSubscriptions loads the push subscriptions from the store and
+// delivers to them from now on: the leader of several active replicas does
+// (docs/ha.md), the others forward the subscriptions' routes to it.
+func (s *Server) RestoreSubscriptions(ctx context.Context) error { return s.restoreSubscriptions(ctx) }
+
+func (s *Server) restoreSubscriptions(ctx context.Context) error {
+	return s.eventsvc.RestoreSubscriptions(ctx)
+}
+
+// DropSubscriptions stops delivering to every push subscription (their
+// records stay): a replica that does not lead.
+func (s *Server) DropSubscriptions() { s.eventsvc.DropSubscriptions() }
+
+// publish puts e on the bus.
+func (s *Server) publish(e events.Event) { s.events.Publish(e) }
 
 // Version is the service's version, set by main.
 var Version = "dev"

@@ -16,6 +16,8 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"time"
@@ -174,4 +176,12 @@ func NonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// RandomHex returns n random bytes in hex (IDs of requests, tasks,
+// subscriptions).
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

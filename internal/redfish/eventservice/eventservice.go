@@ -1,33 +1,67 @@
-package redfish
+package eventservice
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/events"
 	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
+	"rackpool/internal/rf"
 )
 
-// settingsStore keeps the push subscriptions, as one setting
+// Service serves the EventService: the SSE stream (of events, and of the
+// fabric telemetry reports when ServeFabric gave it some) and the push
+// subscriptions.
+type Service struct {
+	events  Bus
+	store   Settings                       // nil: subscriptions are not kept
+	fabric  telemetryservice.FabricReports // nil: no metric reports to stream
+	log     *slog.Logger
+	streams atomic.Int64 // live GET .../EventService/SSE streams
+}
+
+// Deps are what a Service serves from.
+type Deps struct {
+	Events   Bus
+	Settings Settings // nil: subscriptions are not kept
+	Logger   *slog.Logger
+}
+
+// New returns a Service over d.
+func New(d Deps) *Service {
+	return &Service{events: d.Events, store: d.Settings, log: d.Logger}
+}
+
+// ServeFabric makes s stream t's reports (EventFormatType=MetricReport;
+// nil: none). Call it once, before serving.
+func (s *Service) ServeFabric(t telemetryservice.FabricReports) { s.fabric = t }
+
+// Streams is the number of live SSE streams (rackpool_event_subscribers).
+func (s *Service) Streams() int64 { return s.streams.Load() }
+
+// Settings keeps the push subscriptions, as one setting
 // (store.Store).
-type settingsStore interface {
+type Settings interface {
 	Setting(ctx context.Context, key string) (string, bool, error)
 	PutSetting(ctx context.Context, key, value string) error
 }
 
-// eventBus is what the EventService's handlers need of the event bus
+// Bus is what the EventService's handlers need of the event bus
 // (events.Bus).
-type eventBus interface {
+type Bus interface {
 	Publish(e events.Event) events.Event
 	Subscribe(filter func(events.Event) bool, since uint64) (<-chan events.Event, func())
 	Recent(n int, filter func(events.Event) bool) []events.Event
@@ -37,15 +71,15 @@ type eventBus interface {
 	Destinations() []events.Destination
 }
 
-// eventRoutes are the routes of the EventService (routes.go).
-var eventRoutes = []route{
-	{"GET /redfish/v1/EventService", login, (*Server).getEventService},
-	{"GET /redfish/v1/EventService/SSE", login, (*Server).getSSE},
-	{"GET /redfish/v1/EventService/Subscriptions", login, (*Server).getSubscriptions},
-	{"POST /redfish/v1/EventService/Subscriptions", configureComponents, (*Server).postSubscription},
-	{"GET /redfish/v1/EventService/Subscriptions/{id}", login, (*Server).getSubscription},
-	{"DELETE /redfish/v1/EventService/Subscriptions/{id}", configureComponents, (*Server).deleteSubscription},
-	{"POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent", configureManager, (*Server).submitTestEvent},
+// Routes are the routes of the EventService (the core's routes.go gathers them).
+var Routes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/EventService", Priv: service.Login, Handler: (*Service).getEventService},
+	{Pattern: "GET /redfish/v1/EventService/SSE", Priv: service.Login, Handler: (*Service).getSSE},
+	{Pattern: "GET /redfish/v1/EventService/Subscriptions", Priv: service.Login, Handler: (*Service).getSubscriptions},
+	{Pattern: "POST /redfish/v1/EventService/Subscriptions", Priv: service.ConfigureComponents, Handler: (*Service).postSubscription},
+	{Pattern: "GET /redfish/v1/EventService/Subscriptions/{id}", Priv: service.Login, Handler: (*Service).getSubscription},
+	{Pattern: "DELETE /redfish/v1/EventService/Subscriptions/{id}", Priv: service.ConfigureComponents, Handler: (*Service).deleteSubscription},
+	{Pattern: "POST /redfish/v1/EventService/Actions/EventService.SubmitTestEvent", Priv: service.ConfigureManager, Handler: (*Service).submitTestEvent},
 }
 
 // EventService: a Server-Sent Events stream (GET .../SSE, resumable with
@@ -75,9 +109,6 @@ var registryPrefixes = []string{"ResourceEvent", "Composition", "TaskEvent", "Ba
 var eventTypes = []string{events.TypeStatusChange, events.TypeResourceUpdated, events.TypeResourceAdded,
 	events.TypeResourceRemoved, events.TypeAlert}
 
-// publish puts e on the bus.
-func (s *Server) publish(e events.Event) { s.events.Publish(e) }
-
 // Event formats (EventService.EventFormatTypes).
 const (
 	formatEvent        = "Event"
@@ -85,15 +116,15 @@ const (
 )
 
 // eventFormats are the EventFormatTypes s streams.
-func (s *Server) eventFormats() []string {
-	if s.fabricTelemetry() != nil {
+func (s *Service) eventFormats() []string {
+	if s.fabric != nil {
 		return []string{formatEvent, formatMetricReport}
 	}
 	return []string{formatEvent}
 }
 
-func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+func (s *Service) getEventService(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":                    "/redfish/v1/EventService",
 		"@odata.type":                  "#EventService.v1_10_0.EventService",
 		"Id":                           "EventService",
@@ -107,9 +138,9 @@ func (s *Server) getEventService(w http.ResponseWriter, r *http.Request) error {
 		"ServerSentEventUri":           "/redfish/v1/EventService/SSE",
 		"SSEFilterPropertiesSupported": map[string]any{
 			"MessageId": true, "OriginResource": true, "RegistryPrefix": true,
-			"ResourceType": false, "EventFormatType": true, "MetricReportDefinition": s.fabricTelemetry() != nil, "SubordinateResources": false,
+			"ResourceType": false, "EventFormatType": true, "MetricReportDefinition": s.fabric != nil, "SubordinateResources": false,
 		},
-		"Subscriptions": ref("/redfish/v1/EventService/Subscriptions"),
+		"Subscriptions": rf.Ref("/redfish/v1/EventService/Subscriptions"),
 		"Actions": map[string]any{
 			"#EventService.SubmitTestEvent": map[string]string{"target": "/redfish/v1/EventService/Actions/EventService.SubmitTestEvent"},
 		},
@@ -147,15 +178,22 @@ func sseFilter(r *http.Request) (events.Destination, []string) {
 
 // errQueryInvalid is a 400 for a query parameter's value the service
 // does not accept; resolution says what it does.
-func errQueryInvalid(param, resolution string) *apiError {
-	return fromProblem(odata.Invalid(param, resolution))
+func errQueryInvalid(param, resolution string) *rf.Problem {
+	return odata.Invalid(param, resolution)
+}
+
+// errSSEFilter answers $filter on the SSE stream, which is no collection
+// and takes its filters as parameters of their own.
+func errSSEFilter() *rf.Problem {
+	return odata.NotOnResource("$filter applies to resource collections; filter the SSE stream with EventFormatType, " +
+		"MetricReportDefinition, EventTypes, MessageIds, RegistryPrefixes or OriginResources.")
 }
 
 // sseFormat reads which payloads the SSE client asks for: EventFormatType
 // (Event, the default, or MetricReport, one of them) and
 // MetricReportDefinition (FabricTelemetry, by Id or URI; it implies
 // MetricReport). It reports whether the stream is of metric reports.
-func (s *Server) sseFormat(r *http.Request) (bool, error) {
+func (s *Service) sseFormat(r *http.Request) (bool, error) {
 	q := r.URL.Query()
 	if q.Has("$filter") {
 		return false, errSSEFilter()
@@ -169,7 +207,7 @@ func (s *Server) sseFormat(r *http.Request) (bool, error) {
 		return false, errQueryInvalid("EventFormatType", "Use "+strings.Join(known, " or ")+".")
 	}
 	for _, d := range defs {
-		if s.fabricTelemetry() == nil {
+		if s.fabric == nil {
 			return false, errQueryInvalid("MetricReportDefinition", "This service streams no metric reports.")
 		}
 		if d != telemetryservice.FabricTelemetryID && strings.TrimSuffix(d, "/") != telemetryservice.ReportDefinitionsPath+"/"+telemetryservice.FabricTelemetryID {
@@ -179,20 +217,20 @@ func (s *Server) sseFormat(r *http.Request) (bool, error) {
 	}
 	reports := (len(formats) == 1 && formats[0] == formatMetricReport) || (len(formats) == 0 && len(defs) > 0)
 	if !reports && len(defs) > 0 {
-		return false, fromProblem(odata.Combination("MetricReportDefinition selects metric reports: use it with EventFormatType=MetricReport, not Event."))
+		return false, odata.Combination("MetricReportDefinition selects metric reports: use it with EventFormatType=MetricReport, not Event.")
 	}
 	if reports {
 		for _, k := range sseEventFilters {
 			if q.Has(k) {
-				return false, fromProblem(odata.Combination(k + " selects events, which a stream of metric reports does not carry; remove it, or open a second stream for events."))
+				return false, odata.Combination(k + " selects events, which a stream of metric reports does not carry; remove it, or open a second stream for events.")
 			}
 		}
 	}
 	return reports, nil
 }
 
-func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
+func (s *Service) getSSE(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
 	reports, err := s.sseFormat(r)
 	if err != nil {
 		return err
@@ -203,15 +241,15 @@ func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return newError(http.StatusBadRequest, baseRegistry+"HeaderInvalid",
+			return rf.New(http.StatusBadRequest, rf.Registry+"HeaderInvalid",
 				fmt.Sprintf("The header '%s' is invalid.", "Last-Event-ID: "+v), "Last-Event-ID: "+v)
 		}
 		since = n
 	}
-	s.sseStreams.Add(1)
-	defer s.sseStreams.Add(-1)
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	if reports {
-		return s.streamMetricReports(w, r, s.fabricTelemetry(), since, v != "")
+		return s.streamMetricReports(w, r, s.fabric, since, v != "")
 	}
 	ch, cancel := s.events.Subscribe(func(e events.Event) bool {
 		if !events.Visible(p.Tenant, e) || !events.Match(filter, e) {
@@ -260,21 +298,10 @@ func (s *Server) getSSE(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-// restoreSubscriptions re-adds the stored push destinations.
 // RestoreSubscriptions loads the push subscriptions from the store and
 // delivers to them from now on: the leader of several active replicas does
 // (docs/ha.md), the others forward the subscriptions' routes to it.
-func (s *Server) RestoreSubscriptions(ctx context.Context) error { return s.restoreSubscriptions(ctx) }
-
-// DropSubscriptions stops delivering to every push subscription (their
-// records stay): a replica that does not lead.
-func (s *Server) DropSubscriptions() {
-	for _, d := range s.events.Destinations() {
-		s.events.RemoveDestination(d.ID)
-	}
-}
-
-func (s *Server) restoreSubscriptions(ctx context.Context) error {
+func (s *Service) RestoreSubscriptions(ctx context.Context) error {
 	if s.store == nil {
 		return nil
 	}
@@ -294,7 +321,16 @@ func (s *Server) restoreSubscriptions(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) saveSubscriptions(ctx context.Context) error {
+// DropSubscriptions stops delivering to every push subscription (their
+// records stay): a replica that does not lead.
+func (s *Service) DropSubscriptions() {
+	for _, d := range s.events.Destinations() {
+		s.events.RemoveDestination(d.ID)
+	}
+}
+
+// saveSubscriptions stores the push subscriptions, as one setting.
+func (s *Service) saveSubscriptions(ctx context.Context) error {
 	if s.store == nil {
 		return nil
 	}
@@ -309,24 +345,24 @@ func (s *Server) saveSubscriptions(ctx context.Context) error {
 	return s.store.PutSetting(ctx, subscriptionsKey, string(raw))
 }
 
-func (s *Server) visibleDestination(r *http.Request, id string) (events.Destination, error) {
+func (s *Service) visibleDestination(r *http.Request, id string) (events.Destination, error) {
 	for _, d := range s.events.Destinations() {
-		if d.ID == id && principal(r).Sees(d.Tenant) {
+		if d.ID == id && service.Principal(r).Sees(d.Tenant) {
 			return d, nil
 		}
 	}
-	return events.Destination{}, errNotFound("EventDestination", id)
+	return events.Destination{}, rf.NotFound("EventDestination", id)
 }
 
-func (s *Server) getSubscriptions(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
-	var members []odataID
+func (s *Service) getSubscriptions(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
+	var members []rf.ODataID
 	for _, d := range s.events.Destinations() {
 		if p.Sees(d.Tenant) {
-			members = append(members, ref(subscriptionsPath+d.ID))
+			members = append(members, rf.Ref(subscriptionsPath+d.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/EventService/Subscriptions", "EventDestinationCollection", "Event Subscriptions", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/EventService/Subscriptions", "EventDestinationCollection", "Event Subscriptions", members))
 	return nil
 }
 
@@ -342,34 +378,34 @@ func destinationBody(d events.Destination) map[string]any {
 		"SubscriptionType":    "RedfishEvent",
 		"EventFormatType":     "Event",
 		"DeliveryRetryPolicy": "RetryForever",
-		"RegistryPrefixes":    nonNil(d.RegistryPrefixes),
-		"EventTypes":          nonNil(d.EventTypes),
-		"OriginResources":     []odataID{},
+		"RegistryPrefixes":    service.NonNil(d.RegistryPrefixes),
+		"EventTypes":          service.NonNil(d.EventTypes),
+		"OriginResources":     []rf.ODataID{},
 		"Status":              map[string]string{"State": "Enabled", "Health": "OK"},
 	}
-	var origins []odataID
+	var origins []rf.ODataID
 	for _, o := range d.OriginResources {
-		origins = append(origins, ref(o))
+		origins = append(origins, rf.Ref(o))
 	}
 	if origins != nil {
 		body["OriginResources"] = origins
 	}
 	if d.Tenant != "" {
-		body["Oem"] = rackpoolOem("EventDestination", map[string]any{"Tenant": d.Tenant})
+		body["Oem"] = service.RackpoolOem("EventDestination", map[string]any{"Tenant": d.Tenant})
 	}
 	return body
 }
 
-func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getSubscription(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.visibleDestination(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, destinationBody(d))
+	service.WriteJSON(w, http.StatusOK, destinationBody(d))
 	return nil
 }
 
-func (s *Server) postSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) postSubscription(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Destination      *string
 		Context          string
@@ -378,59 +414,59 @@ func (s *Server) postSubscription(w http.ResponseWriter, r *http.Request) error 
 		EventFormatType  string
 		EventTypes       []string
 		RegistryPrefixes []string
-		OriginResources  []odataID
+		OriginResources  []rf.ODataID
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	if body.Destination == nil {
-		return errPropertyMissing("Destination")
+		return rf.PropertyMissing("Destination")
 	}
 	u, err := url.Parse(*body.Destination)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errPropertyValue("Destination", *body.Destination, "Use an absolute http or https URL.")
+		return rf.PropertyValue("Destination", *body.Destination, "Use an absolute http or https URL.")
 	}
 	if body.Protocol != "" && body.Protocol != "Redfish" {
-		return errPropertyValue("Protocol", body.Protocol, "Only the Redfish protocol is supported.")
+		return rf.PropertyValue("Protocol", body.Protocol, "Only the Redfish protocol is supported.")
 	}
 	if body.SubscriptionType != "" && body.SubscriptionType != "RedfishEvent" {
-		return errPropertyValue("SubscriptionType", body.SubscriptionType, "Use RedfishEvent; for SSE, GET /redfish/v1/EventService/SSE.")
+		return rf.PropertyValue("SubscriptionType", body.SubscriptionType, "Use RedfishEvent; for SSE, GET /redfish/v1/EventService/SSE.")
 	}
 	if body.EventFormatType != "" && body.EventFormatType != "Event" {
-		return errPropertyValue("EventFormatType", body.EventFormatType, "Only Event is supported.")
+		return rf.PropertyValue("EventFormatType", body.EventFormatType, "Only Event is supported.")
 	}
 	for _, t := range body.EventTypes {
 		if !slices.Contains(eventTypes, t) {
-			return errPropertyValue("EventTypes", t, "Use "+strings.Join(eventTypes, ", ")+".")
+			return rf.PropertyValue("EventTypes", t, "Use "+strings.Join(eventTypes, ", ")+".")
 		}
 	}
 	for _, p := range body.RegistryPrefixes {
 		if !slices.Contains(registryPrefixes, p) {
-			return errPropertyValue("RegistryPrefixes", p, "Use "+strings.Join(registryPrefixes, ", ")+".")
+			return rf.PropertyValue("RegistryPrefixes", p, "Use "+strings.Join(registryPrefixes, ", ")+".")
 		}
 	}
 	if len(s.events.Destinations()) >= maxSubscriptions {
-		return newError(http.StatusServiceUnavailable, baseRegistry+"EventSubscriptionLimitExceeded",
+		return rf.New(http.StatusServiceUnavailable, rf.Registry+"EventSubscriptionLimitExceeded",
 			"The event subscription failed due to the number of simultaneous subscriptions exceeding the limit of the implementation.")
 	}
-	d := events.Destination{ID: randomHex(6), URL: *body.Destination, Context: body.Context, Protocol: "Redfish",
-		EventTypes: body.EventTypes, RegistryPrefixes: body.RegistryPrefixes, Tenant: tenantOf(r)}
+	d := events.Destination{ID: service.RandomHex(6), URL: *body.Destination, Context: body.Context, Protocol: "Redfish",
+		EventTypes: body.EventTypes, RegistryPrefixes: body.RegistryPrefixes, Tenant: service.Principal(r).Tenant}
 	for _, o := range body.OriginResources {
 		d.OriginResources = append(d.OriginResources, o.ID)
 	}
 	if err := s.events.AddDestination(d); err != nil {
-		return errPropertyValue("Destination", *body.Destination, err.Error())
+		return rf.PropertyValue("Destination", *body.Destination, err.Error())
 	}
 	if err := s.saveSubscriptions(r.Context()); err != nil {
 		s.events.RemoveDestination(d.ID)
 		return err
 	}
 	w.Header().Set("Location", subscriptionsPath+d.ID)
-	writeJSON(w, http.StatusCreated, destinationBody(d))
+	service.WriteJSON(w, http.StatusCreated, destinationBody(d))
 	return nil
 }
 
-func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) deleteSubscription(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.visibleDestination(r, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -443,7 +479,7 @@ func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		EventType         string
 		MessageId         string
@@ -456,19 +492,19 @@ func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
 		EventTimestamp    string
 		EventGroupId      int
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
-	e := events.Event{Type: orDefault(body.EventType, events.TypeAlert), MessageID: orDefault(body.MessageId, "Base.1.22.Success"),
-		Message: orDefault(body.Message, "Test event."), Args: body.MessageArgs,
-		Severity: orDefault(body.MessageSeverity, orDefault(body.Severity, events.SeverityOK)), Origin: body.OriginOfCondition}
+	e := events.Event{Type: cmp.Or(body.EventType, events.TypeAlert), MessageID: cmp.Or(body.MessageId, "Base.1.22.Success"),
+		Message: cmp.Or(body.Message, "Test event."), Args: body.MessageArgs,
+		Severity: cmp.Or(body.MessageSeverity, cmp.Or(body.Severity, events.SeverityOK)), Origin: body.OriginOfCondition}
 	if !slices.Contains(eventTypes, e.Type) && e.Type != events.TypeOther {
-		return errPropertyValue("EventType", e.Type, "Use "+strings.Join(eventTypes, ", ")+".")
+		return rf.PropertyValue("EventType", e.Type, "Use "+strings.Join(eventTypes, ", ")+".")
 	}
 	if !slices.Contains([]string{events.SeverityOK, events.SeverityWarning, events.SeverityCritical}, e.Severity) {
-		return errPropertyValue("MessageSeverity", e.Severity, "Use OK, Warning or Critical.")
+		return rf.PropertyValue("MessageSeverity", e.Severity, "Use OK, Warning or Critical.")
 	}
-	s.publish(e)
+	s.events.Publish(e)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -478,7 +514,7 @@ func (s *Server) submitTestEvent(w http.ResponseWriter, r *http.Request) error {
 // With a Last-Event-ID the retained reports after it are sent first. The
 // stream ends with the request, and when the event bus closes (serve's
 // shutdown), like the event stream.
-func (s *Server) streamMetricReports(w http.ResponseWriter, r *http.Request, t telemetryservice.FabricReports, lastID uint64, resume bool) error {
+func (s *Service) streamMetricReports(w http.ResponseWriter, r *http.Request, t telemetryservice.FabricReports, lastID uint64, resume bool) error {
 	scoped := service.Principal(r).Tenant != ""
 	closed, stop := s.events.Subscribe(func(events.Event) bool { return false }, s.events.LastID())
 	defer stop()
