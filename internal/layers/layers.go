@@ -43,7 +43,7 @@ var Layers = []Layer{
 	{"the northbound Redfish service", []string{
 		// the core (internal/redfish), what its families share with it
 		// (service) and the families in packages of their own
-		// (telemetryservice, managers, eventservice)
+		// (telemetryservice, managers, eventservice, oem)
 		"internal/redfish/...",
 	}},
 }

@@ -6,6 +6,7 @@ import (
 
 	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/managers"
+	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
@@ -36,14 +37,15 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family; a family in
-// a package of its own (eventservice, managers, telemetryservice) exports its table, which
+// a package of its own (eventservice, managers, oem, telemetryservice) exports its table, which
 // familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
 	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
 	topologyRoutes, memoryRoutes, driveRoutes, taskRoutes,
 	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,
 	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),
-	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes, hostAgentRoutes)
+	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes,
+	familyRoutes(oem.HostAgentRoutes, func(s *Server) *oem.HostAgents { return s.hostAgents }))
 
 // familyRoutes are the routes of a family whose handlers are methods of
 // H, each bound to the Server's H (of).

@@ -28,6 +28,7 @@ import (
 	"rackpool/internal/odata"
 	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/managers"
+	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
@@ -55,7 +56,6 @@ type Server struct {
 	events         eventservice.Bus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
-	broker         HostSteps
 	tasks          rf.TaskList[*task]
 	resLocks       rf.Locks                       // conditional writers, per resource path (etag.go)
 	leases         Leases                         // nil: no memory service
@@ -65,6 +65,7 @@ type Server struct {
 	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
 	managers       *managers.Service              // the Manager (managers.Routes)
 	eventsvc       *eventservice.Service          // the EventService (eventservice.Routes)
+	hostAgents     *oem.HostAgents                // the host agents' routes (oem.HostAgentRoutes)
 	prov           Provisioner                    // nil: no provisioning routes
 	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
@@ -102,7 +103,7 @@ type Options struct {
 	Health HealthSource
 	// Broker hands saga steps to host agents (serve --host-agents:
 	// hostagent.Broker); nil disables the host agents' routes.
-	Broker HostSteps
+	Broker oem.HostSteps
 	// TaskPrefix begins the ID of every task (an active replica's tag and
 	// a dash, docs/ha.md): the replica that ran a task answers for it, and
 	// the others forward to it (Forward).
@@ -173,11 +174,12 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	o.Leases, o.Drives, o.Telemetry = orNil(o.Leases), orNil(o.Drives), orNil(o.Telemetry)
 	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
-		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold, broker: o.Broker,
+		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {

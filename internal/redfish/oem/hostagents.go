@@ -1,8 +1,9 @@
-package redfish
+package oem
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"rackpool/api"
 	"rackpool/internal/compose"
 	"rackpool/internal/hostagent"
+	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
 
@@ -20,13 +24,33 @@ type HostSteps interface {
 	Complete(host, id string, failure error) error
 }
 
-// hostAgentRoutes are the host agents' (OEM): each agent, with its own
+// HostAgents serves the host agents' routes.
+type HostAgents struct {
+	broker HostSteps // nil: no host agents
+	top    Hosts
+	log    *slog.Logger
+}
+
+// Hosts finds hosts and blocks (topology.Topology).
+type Hosts interface {
+	Host(id string) *inventory.Host
+	Block(id string) *inventory.Block
+}
+
+// NewHostAgents returns the host agents' service: broker hands out the
+// steps (nil: none, every route answers 404), top names the hosts and
+// blocks.
+func NewHostAgents(broker HostSteps, top Hosts, log *slog.Logger) *HostAgents {
+	return &HostAgents{broker: broker, top: top, log: log}
+}
+
+// HostAgentRoutes are the host agents' (OEM): each agent, with its own
 // HostAgent account bound to its host, long-polls its host's saga steps
-// and answers them (docs/southbound.md). No other account may call them,
+// and answers them (docs/southbound.md; the core's routes.go gathers them). No other account may call them,
 // and an agent sees only its own host.
-var hostAgentRoutes = []route{
-	{"GET /redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps", hostAgent, (*Server).getHostSteps},
-	{"POST /redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps/{step}/Actions/Oem/Rackpool.Complete", hostAgent, (*Server).completeHostStep},
+var HostAgentRoutes = []service.Route[*HostAgents]{
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps", Priv: service.HostAgent, Handler: (*HostAgents).getHostSteps},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps/{step}/Actions/Oem/Rackpool.Complete", Priv: service.HostAgent, Handler: (*HostAgents).completeHostStep},
 }
 
 // maxHostPoll bounds one long poll.
@@ -34,16 +58,16 @@ const maxHostPoll = 30 * time.Second
 
 // agentHost returns the path's host when r's principal is that host's
 // agent; any other host is not found, so host names do not leak.
-func (s *Server) agentHost(r *http.Request) (string, error) {
+func (s *HostAgents) agentHost(r *http.Request) (string, error) {
 	host := r.PathValue("host")
-	p := principal(r)
+	p := service.Principal(r)
 	if s.broker == nil || p.Role != tenancy.RoleHostAgent || p.Host != host || s.top.Host(host) == nil {
-		return "", errNotFound("HostAgent", host)
+		return "", rf.NotFound("HostAgent", host)
 	}
 	return host, nil
 }
 
-func (s *Server) getHostSteps(w http.ResponseWriter, r *http.Request) error {
+func (s *HostAgents) getHostSteps(w http.ResponseWriter, r *http.Request) error {
 	host, err := s.agentHost(r)
 	if err != nil {
 		return err
@@ -52,7 +76,7 @@ func (s *Server) getHostSteps(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return errQueryValue("wait", v)
+			return service.ErrQueryValue("wait", v)
 		}
 		wait = min(time.Duration(n)*time.Second, maxHostPoll)
 	}
@@ -62,12 +86,12 @@ func (s *Server) getHostSteps(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, api.HostStep{ID: st.ID, Composition: st.Composition, Host: st.Host, Op: st.Op,
 			Devices: s.hostDevices(st.Blocks), Have: s.hostDevices(st.Have), Deadline: st.Deadline.UTC()})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"Members": out})
+	service.WriteJSON(w, http.StatusOK, map[string]any{"Members": out})
 	return nil
 }
 
 // hostDevices describes blocks as an agent looks for them on its host.
-func (s *Server) hostDevices(blocks []string) []api.HostDevice {
+func (s *HostAgents) hostDevices(blocks []string) []api.HostDevice {
 	out := make([]api.HostDevice, 0, len(blocks))
 	for _, id := range blocks {
 		b := s.top.Block(id)
@@ -85,7 +109,7 @@ func (s *Server) hostDevices(blocks []string) []api.HostDevice {
 	return out
 }
 
-func (s *Server) completeHostStep(w http.ResponseWriter, r *http.Request) error {
+func (s *HostAgents) completeHostStep(w http.ResponseWriter, r *http.Request) error {
 	host, err := s.agentHost(r)
 	if err != nil {
 		return err
@@ -94,11 +118,11 @@ func (s *Server) completeHostStep(w http.ResponseWriter, r *http.Request) error 
 		Success *bool
 		Message string
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	if body.Success == nil {
-		return errPropertyMissing("Success")
+		return rf.PropertyMissing("Success")
 	}
 	var failure error
 	if !*body.Success {
@@ -111,7 +135,7 @@ func (s *Server) completeHostStep(w http.ResponseWriter, r *http.Request) error 
 	id := r.PathValue("step")
 	if err := s.broker.Complete(host, id, failure); err != nil {
 		if errors.Is(err, hostagent.ErrUnknownStep) {
-			return errNotFound("HostStep", id).withResolution("The step is no longer pending: it finished, or the control plane gave up on it and rolled its composition back.")
+			return rf.NotFound("HostStep", id).Resolve("The step is no longer pending: it finished, or the control plane gave up on it and rolled its composition back.")
 		}
 		return err
 	}
