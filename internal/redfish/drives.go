@@ -10,6 +10,7 @@ import (
 
 	"rackpool/internal/blocknode"
 	"rackpool/internal/drive"
+	"rackpool/internal/redfish/oem"
 )
 
 // Drives is the pooled-drive service the drive routes serve
@@ -255,7 +256,7 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return errPropertyValue("Rights", body.Rights, err.Error())
 	}
-	ttl, err := ttlOf(body.TTLSeconds)
+	ttl, err := oem.TTLOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}

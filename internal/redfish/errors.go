@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
@@ -113,8 +114,8 @@ func translate(err error) *apiError {
 	if errors.As(err, &p) {
 		return fromProblem(p)
 	}
-	if e, ok := translateLease(err); ok {
-		return e
+	if p, ok := oem.TranslateLease(err); ok {
+		return fromProblem(p)
 	}
 	if e, ok := translateDrive(err); ok {
 		return e

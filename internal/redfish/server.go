@@ -58,7 +58,8 @@ type Server struct {
 	asyncThreshold time.Duration
 	tasks          rf.TaskList[*task]
 	resLocks       rf.Locks                       // conditional writers, per resource path (etag.go)
-	leases         Leases                         // nil: no memory service
+	leases         oem.Leases                     // nil: no memory service
+	memory         *oem.Memory                    // pooled memory (oem.MemoryRoutes)
 	drives         Drives                         // nil: no pooled drives
 	healthSrc      HealthSource                   // nil: ask the fabric
 	tel            telemetryservice.UsageStore    // nil: no usage telemetry
@@ -86,7 +87,7 @@ type Options struct {
 	AsyncThreshold time.Duration
 	// Leases serves pooled memory (GetMemory: lease.Manager); nil
 	// disables the memory routes.
-	Leases Leases
+	Leases oem.Leases
 	// Drives serves pooled drives (blocknodes: drive.Manager); nil
 	// disables their routes.
 	Drives Drives
@@ -179,6 +180,7 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})

@@ -185,3 +185,11 @@ func RandomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// NoteDetail sets the detail of r's audit entry (Notes.Detail); a request
+// without notes is left as it is.
+func NoteDetail(r *http.Request, detail string) {
+	if n, ok := NotesOf(r.Context()); ok {
+		n.Detail(detail)
+	}
+}

@@ -1,4 +1,4 @@
-package redfish
+package oem
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"rackpool/internal/lease"
 	"rackpool/internal/memory"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // Leases is the memory service the memory routes serve (lease.Manager).
@@ -25,16 +27,35 @@ type Leases interface {
 	List(tenant string) []lease.Lease
 }
 
-// memoryRoutes are the routes of pooled memory: memory nodes and leases (routes.go).
-var memoryRoutes = []route{
-	{"GET /redfish/v1/Oem/Rackpool/MemoryNodes", login, (*Server).getMemoryNodes},
-	{"POST /redfish/v1/Oem/Rackpool/MemoryNodes", configureManager, (*Server).registerMemoryNode},
-	{"GET /redfish/v1/Oem/Rackpool/MemoryNodes/{id}", login, (*Server).getMemoryNode},
-	{"GET /redfish/v1/Oem/Rackpool/MemoryLeases", login, (*Server).getMemoryLeases},
-	{"POST /redfish/v1/Oem/Rackpool/MemoryLeases", configureComponents, (*Server).postMemoryLease},
-	{"GET /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", login, (*Server).getMemoryLease},
-	{"DELETE /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", configureComponents, (*Server).deleteMemoryLease},
-	{"POST /redfish/v1/Oem/Rackpool/MemoryLeases/{id}/Actions/Oem/Rackpool.Renew", configureComponents, (*Server).renewMemoryLease},
+// Memory serves pooled memory: memory nodes and leases.
+type Memory struct {
+	leases Leases // nil: no memory service
+	usage  UsageRecorder
+}
+
+// UsageRecorder keeps what memnodes report of their leases' use
+// (telemetryservice.Service).
+type UsageRecorder interface {
+	RecordLeaseUsage(node string, usage map[string]uint64)
+}
+
+// NewMemory returns the memory service over leases (nil: none, every
+// route answers 404), recording memnodes' lease usage in usage.
+func NewMemory(leases Leases, usage UsageRecorder) *Memory {
+	return &Memory{leases: leases, usage: usage}
+}
+
+// MemoryRoutes are the routes of pooled memory: memory nodes and leases
+// (the core's routes.go gathers them).
+var MemoryRoutes = []service.Route[*Memory]{
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/MemoryNodes", Priv: service.Login, Handler: (*Memory).getMemoryNodes},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/MemoryNodes", Priv: service.ConfigureManager, Handler: (*Memory).registerMemoryNode},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/MemoryNodes/{id}", Priv: service.Login, Handler: (*Memory).getMemoryNode},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/MemoryLeases", Priv: service.Login, Handler: (*Memory).getMemoryLeases},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/MemoryLeases", Priv: service.ConfigureComponents, Handler: (*Memory).postMemoryLease},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", Priv: service.Login, Handler: (*Memory).getMemoryLease},
+	{Pattern: "DELETE /redfish/v1/Oem/Rackpool/MemoryLeases/{id}", Priv: service.ConfigureComponents, Handler: (*Memory).deleteMemoryLease},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/MemoryLeases/{id}/Actions/Oem/Rackpool.Renew", Priv: service.ConfigureComponents, Handler: (*Memory).renewMemoryLease},
 }
 
 // Pooled memory as a service (OEM; P0 §4 "GetMemory"). Memory nodes
@@ -48,13 +69,15 @@ const (
 	memoryLeasesPath = "/redfish/v1/Oem/Rackpool/MemoryLeases"
 )
 
-var errNoLeases = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-	"The memory service is not enabled on this service.")
+func errNoLeases() *rf.Problem {
+	return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+		"The memory service is not enabled on this service.")
+}
 
-func (s *Server) memoryNodeBody(n lease.NodeInfo) map[string]any {
-	blocks := []odataID{}
+func (s *Memory) memoryNodeBody(n lease.NodeInfo) map[string]any {
+	blocks := []rf.ODataID{}
 	for _, b := range n.Blocks {
-		blocks = append(blocks, ref("/redfish/v1/CompositionService/ResourceBlocks/"+b))
+		blocks = append(blocks, rf.Ref("/redfish/v1/CompositionService/ResourceBlocks/"+b))
 	}
 	return map[string]any{
 		"@odata.id":     memoryNodesPath + "/" + n.ID,
@@ -72,34 +95,34 @@ func (s *Server) memoryNodeBody(n lease.NodeInfo) map[string]any {
 	}
 }
 
-func (s *Server) getMemoryNodes(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) getMemoryNodes(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
-	members := []odataID{}
+	members := []rf.ODataID{}
 	for _, n := range s.leases.Nodes() {
-		members = append(members, ref(memoryNodesPath+"/"+n.ID))
+		members = append(members, rf.Ref(memoryNodesPath+"/"+n.ID))
 	}
-	writeJSON(w, http.StatusOK, collection(memoryNodesPath, "RackpoolMemoryNodeCollection", "Memory nodes", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(memoryNodesPath, "RackpoolMemoryNodeCollection", "Memory nodes", members))
 	return nil
 }
 
-func (s *Server) getMemoryNode(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) getMemoryNode(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
 	n, err := s.leases.Node(r.PathValue("id"))
 	if err != nil {
-		return errNotFound("RackpoolMemoryNode", r.PathValue("id"))
+		return rf.NotFound("RackpoolMemoryNode", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, s.memoryNodeBody(n))
+	service.WriteJSON(w, http.StatusOK, s.memoryNodeBody(n))
 	return nil
 }
 
 // registerMemoryNode is a memnode's registration and heartbeat.
-func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) registerMemoryNode(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
 	var body struct {
 		Device        string
@@ -114,7 +137,7 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 			BytesInUse uint64
 		}
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	var usage map[string]uint64
@@ -123,22 +146,22 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 			usage = map[string]uint64{}
 		}
 		if _, dup := usage[u.Lease]; dup || u.Lease == "" {
-			return errPropertyValue(fmt.Sprintf("LeaseUsage/%d/Lease", i), u.Lease, "Name each lease once.")
+			return rf.PropertyValue(fmt.Sprintf("LeaseUsage/%d/Lease", i), u.Lease, "Name each lease once.")
 		}
 		usage[u.Lease] = u.BytesInUse
 	}
 	if body.Endpoint == nil {
-		return errPropertyMissing("Endpoint")
+		return rf.PropertyMissing("Endpoint")
 	}
 	if body.CapacityBytes == nil {
-		return errPropertyMissing("CapacityBytes")
+		return rf.PropertyMissing("CapacityBytes")
 	}
 	reg, err := s.leases.Register(r.Context(), lease.Registration{Device: body.Device, Endpoint: *body.Endpoint,
 		Capacity: *body.CapacityBytes, Epoch: body.Epoch, MapSocket: body.MapSocket, MapHosts: body.MapHosts, Usage: usage})
 	if err != nil {
 		return err
 	}
-	s.telemetry.RecordLeaseUsage(reg.Node.ID, reg.Usage)
+	s.usage.RecordLeaseUsage(reg.Node.ID, reg.Usage)
 	info, err := s.leases.Node(reg.Node.ID)
 	if err != nil {
 		return err
@@ -152,9 +175,9 @@ func (s *Server) registerMemoryNode(w http.ResponseWriter, r *http.Request) erro
 	// over this answer; it is never logged or audited.
 	out["TokenKey"] = base64.StdEncoding.EncodeToString(reg.Key)
 	out["Revoked"] = revoked
-	noteAudit(r).detail = "memory node " + reg.Node.ID + " at " + reg.Node.Endpoint
+	service.NoteDetail(r, "memory node "+reg.Node.ID+" at "+reg.Node.Endpoint)
 	w.Header().Set("Location", memoryNodesPath+"/"+reg.Node.ID)
-	writeJSON(w, http.StatusOK, out)
+	service.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -175,7 +198,7 @@ func leaseBody(l lease.Lease) map[string]any {
 		"Expires":       l.Expiry.UTC().Format(time.RFC3339Nano),
 		"State":         string(l.State),
 		"Mapped":        l.Mapped,
-		"Links":         map[string]any{"MemoryNode": ref(memoryNodesPath + "/" + l.Node)},
+		"Links":         map[string]any{"MemoryNode": rf.Ref(memoryNodesPath + "/" + l.Node)},
 	}
 }
 
@@ -191,34 +214,34 @@ func grantBody(g lease.Grant) map[string]any {
 	return out
 }
 
-func (s *Server) getMemoryLeases(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) getMemoryLeases(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
-	members := []odataID{}
-	for _, l := range s.leases.List(principal(r).Tenant) {
-		members = append(members, ref(memoryLeasesPath+"/"+l.ID))
+	members := []rf.ODataID{}
+	for _, l := range s.leases.List(service.Principal(r).Tenant) {
+		members = append(members, rf.Ref(memoryLeasesPath+"/"+l.ID))
 	}
-	writeJSON(w, http.StatusOK, collection(memoryLeasesPath, "RackpoolMemoryLeaseCollection", "Memory leases", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(memoryLeasesPath, "RackpoolMemoryLeaseCollection", "Memory leases", members))
 	return nil
 }
 
-func (s *Server) getMemoryLease(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) getMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
-	l, err := s.leases.Get(r.PathValue("id"), principal(r).Tenant)
+	l, err := s.leases.Get(r.PathValue("id"), service.Principal(r).Tenant)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, leaseBody(l))
+	service.WriteJSON(w, http.StatusOK, leaseBody(l))
 	return nil
 }
 
 // postMemoryLease is GetMemory.
-func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
 	var body struct {
 		CapacityBytes *uint64
@@ -229,104 +252,104 @@ func (s *Server) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 		MemoryNode    string
 		Mapped        bool
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	if body.CapacityBytes == nil {
-		return errPropertyMissing("CapacityBytes")
+		return rf.PropertyMissing("CapacityBytes")
 	}
-	ttl, err := ttlOf(body.TTLSeconds)
+	ttl, err := TTLOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}
 	var rights memory.Rights
 	if body.Rights != "" {
 		if rights, err = memory.ParseRights(body.Rights); err != nil {
-			return errPropertyValue("Rights", body.Rights, err.Error())
+			return rf.PropertyValue("Rights", body.Rights, err.Error())
 		}
 	}
 	if body.MaxLatencyNs < 0 || math.IsNaN(body.MaxLatencyNs) {
-		return errPropertyValue("MaxLatencyNs", fmt.Sprint(body.MaxLatencyNs), "it must not be negative")
+		return rf.PropertyValue("MaxLatencyNs", fmt.Sprint(body.MaxLatencyNs), "it must not be negative")
 	}
-	p := principal(r)
+	p := service.Principal(r)
 	g, err := s.leases.Grant(r.Context(), lease.Request{Size: *body.CapacityBytes, Host: body.Host, TTL: ttl, Rights: rights,
 		MaxLatencyNS: body.MaxLatencyNs, Node: body.MemoryNode, Mapped: body.Mapped, Tenant: p.Tenant, Owner: p.User})
 	if err != nil {
 		return err
 	}
-	noteAudit(r).detail = fmt.Sprintf("lease %s: %d bytes on %s", g.ID, g.Size, g.Node)
+	service.NoteDetail(r, fmt.Sprintf("lease %s: %d bytes on %s", g.ID, g.Size, g.Node))
 	w.Header().Set("Location", memoryLeasesPath+"/"+g.ID)
-	writeJSON(w, http.StatusCreated, grantBody(g))
+	service.WriteJSON(w, http.StatusCreated, grantBody(g))
 	return nil
 }
 
-// ttlOf converts a request's TTLSeconds: absent is 0 (the service's
+// TTLOf converts a request's TTLSeconds: absent is 0 (the service's
 // default); a value given must be a positive number of seconds, at least a
 // nanosecond, so that 0 or -5 is refused rather than read as the default.
-func ttlOf(seconds *float64) (time.Duration, error) {
+func TTLOf(seconds *float64) (time.Duration, error) {
 	if seconds == nil {
 		return 0, nil
 	}
 	s := *seconds
 	if !(s > 0) || s > float64(math.MaxInt64/int64(time.Second)) || time.Duration(s*float64(time.Second)) <= 0 {
-		return 0, errPropertyValue("TTLSeconds", fmt.Sprint(s), "it must be a positive number of seconds")
+		return 0, rf.PropertyValue("TTLSeconds", fmt.Sprint(s), "it must be a positive number of seconds")
 	}
 	return time.Duration(s * float64(time.Second)), nil
 }
 
-func (s *Server) renewMemoryLease(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) renewMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
 	var body struct{ TTLSeconds *float64 }
 	if r.ContentLength != 0 {
-		if err := decode(r, &body); err != nil {
+		if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 			return err
 		}
 	}
-	ttl, err := ttlOf(body.TTLSeconds)
+	ttl, err := TTLOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}
-	g, err := s.leases.Renew(r.Context(), r.PathValue("id"), principal(r).Tenant, ttl)
+	g, err := s.leases.Renew(r.Context(), r.PathValue("id"), service.Principal(r).Tenant, ttl)
 	if err != nil {
 		return err
 	}
-	noteAudit(r).detail = "lease " + g.ID + " until " + g.Expiry.UTC().Format(time.RFC3339)
-	writeJSON(w, http.StatusOK, grantBody(g))
+	service.NoteDetail(r, "lease "+g.ID+" until "+g.Expiry.UTC().Format(time.RFC3339))
+	service.WriteJSON(w, http.StatusOK, grantBody(g))
 	return nil
 }
 
-func (s *Server) deleteMemoryLease(w http.ResponseWriter, r *http.Request) error {
+func (s *Memory) deleteMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if s.leases == nil {
-		return errNoLeases
+		return errNoLeases()
 	}
 	id := r.PathValue("id")
-	if err := s.leases.Release(r.Context(), id, principal(r).Tenant); err != nil {
+	if err := s.leases.Release(r.Context(), id, service.Principal(r).Tenant); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// translateLease maps the lease manager's errors; ok is false for others.
-func translateLease(err error) (*apiError, bool) {
+// TranslateLease maps the lease manager's errors; ok is false for others.
+func TranslateLease(err error) (*rf.Problem, bool) {
 	switch {
 	case errors.Is(err, lease.ErrNotFound):
-		return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-			"The requested memory lease or memory node was not found.").withResolution(err.Error()), true
+		return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+			"The requested memory lease or memory node was not found.").Resolve(err.Error()), true
 	case errors.Is(err, lease.ErrBadInput):
-		e := newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error())
-		e.resolution = "Correct the request and resubmit it."
+		e := rf.New(http.StatusBadRequest, rf.Registry+"GeneralError", err.Error())
+		e.Resolution = "Correct the request and resubmit it."
 		return e, true
 	case errors.Is(err, lease.ErrNoMemory):
-		return newError(http.StatusConflict, baseRegistry+"ResourceExhaustion",
+		return rf.New(http.StatusConflict, rf.Registry+"ResourceExhaustion",
 			"The resource 'MemoryLeases' was unable to satisfy the request due to unavailability of resources.", "MemoryLeases").
-			withResolution(err.Error()), true
+			Resolve(err.Error()), true
 	case errors.Is(err, lease.ErrExpired), errors.Is(err, lease.ErrReclaimed), errors.Is(err, lease.ErrConflict):
-		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+		e := rf.New(http.StatusConflict, rf.Registry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.")
-		e.resolution = err.Error()
+		e.Resolution = err.Error()
 		return e, true
 	}
 	return nil, false
