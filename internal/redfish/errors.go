@@ -46,8 +46,12 @@ func (e *apiError) withResolution(r string) *apiError {
 
 // fromProblem is the northbound error of a Base registry problem.
 func fromProblem(p *rf.Problem) *apiError {
-	return &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution,
+	e := &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution,
 		related: p.Related}
+	if o, ok := p.Oem["Rackpool"]; ok {
+		e.oem = o
+	}
+	return e
 }
 
 func newError(status int, id, msg string, args ...string) *apiError {
@@ -117,8 +121,8 @@ func translate(err error) *apiError {
 	if p, ok := oem.TranslateLease(err); ok {
 		return fromProblem(p)
 	}
-	if e, ok := translateDrive(err); ok {
-		return e
+	if p, ok := oem.TranslateDrive(err); ok {
+		return fromProblem(p)
 	}
 	if e, ok := translateTenancy(err); ok {
 		return e

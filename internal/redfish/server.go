@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"reflect"
 	"time"
@@ -60,7 +59,7 @@ type Server struct {
 	resLocks       rf.Locks                       // conditional writers, per resource path (etag.go)
 	leases         oem.Leases                     // nil: no memory service
 	memory         *oem.Memory                    // pooled memory (oem.MemoryRoutes)
-	drives         Drives                         // nil: no pooled drives
+	pooledDrives   *oem.PooledDrives              // pooled drives (oem.DriveRoutes)
 	healthSrc      HealthSource                   // nil: ask the fabric
 	tel            telemetryservice.UsageStore    // nil: no usage telemetry
 	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
@@ -90,7 +89,7 @@ type Options struct {
 	Leases oem.Leases
 	// Drives serves pooled drives (blocknodes: drive.Manager); nil
 	// disables their routes.
-	Drives Drives
+	Drives oem.Drives
 	// Telemetry stores usage samples (TelemetryService, SubmitUsage,
 	// memnodes' lease usage, rackpool_usage: telemetry.Store); nil
 	// disables them.
@@ -176,10 +175,11 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
-		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, drives: o.Drives, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
+		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.pooledDrives = oem.NewPooledDrives(o.Drives)
 	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
@@ -399,13 +399,7 @@ func (s *Server) denied(r *http.Request, p tenancy.Principal, reason string) {
 // clientAddr is the address of r's client, which failed logins count by
 // (the connection's peer: a forwarding header is the client's to write,
 // so it is not trusted).
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func clientAddr(r *http.Request) string { return service.ClientAddr(r) }
 
 // decode reads a JSON object body into v strictly (rf.Decode).
 func decode(r *http.Request, v any) error {

@@ -1,11 +1,13 @@
 // Package oem is the northbound Redfish service's families under
 // Oem/Rackpool that have a package of their own: pooled memory (Memory:
-// memory nodes' registrations and heartbeats, GetMemory's leases) and the
-// host agents' routes (HostAgents), through which each agent long-polls
-// its host's composition saga steps and answers them.
+// memory nodes' registrations and heartbeats, GetMemory's leases), pooled
+// drives (PooledDrives: blocknodes' heartbeats, the drives, Connect and
+// Release with the write reservation) and the host agents' routes
+// (HostAgents), through which each agent long-polls its host's
+// composition saga steps and answers them.
 //
 // Its routes are literal patterns beside their privileges; the core
 // service (package redfish) admits each request and gathers the tables
 // into its own. Each service depends on the small interfaces it declares
-// (Leases, UsageRecorder, HostSteps, Hosts) and on the core only through package service.
+// (Leases, UsageRecorder, Drives, HostSteps, Hosts) and on the core only through package service.
 package oem

@@ -258,7 +258,7 @@ func (s *Memory) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	if body.CapacityBytes == nil {
 		return rf.PropertyMissing("CapacityBytes")
 	}
-	ttl, err := TTLOf(body.TTLSeconds)
+	ttl, err := ttlOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}
@@ -283,10 +283,10 @@ func (s *Memory) postMemoryLease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// TTLOf converts a request's TTLSeconds: absent is 0 (the service's
+// ttlOf converts a request's TTLSeconds: absent is 0 (the service's
 // default); a value given must be a positive number of seconds, at least a
 // nanosecond, so that 0 or -5 is refused rather than read as the default.
-func TTLOf(seconds *float64) (time.Duration, error) {
+func ttlOf(seconds *float64) (time.Duration, error) {
 	if seconds == nil {
 		return 0, nil
 	}
@@ -307,7 +307,7 @@ func (s *Memory) renewMemoryLease(w http.ResponseWriter, r *http.Request) error 
 			return err
 		}
 	}
-	ttl, err := TTLOf(body.TTLSeconds)
+	ttl, err := ttlOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}

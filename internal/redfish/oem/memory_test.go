@@ -173,9 +173,9 @@ func TestTTLOf(t *testing.T) {
 	}{
 		{nil, 0, false}, {f(1.5), 1500 * time.Millisecond, false}, {f(0), 0, true}, {f(-5), 0, true}, {f(1e300), 0, true}, {f(1e-12), 0, true},
 	} {
-		got, err := TTLOf(tc.in)
+		got, err := ttlOf(tc.in)
 		if got != tc.want || (err != nil) != tc.bad {
-			t.Errorf("TTLOf(%v) = %v, %v", tc.in, got, err)
+			t.Errorf("ttlOf(%v) = %v, %v", tc.in, got, err)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -192,4 +193,14 @@ func NoteDetail(r *http.Request, detail string) {
 	if n, ok := NotesOf(r.Context()); ok {
 		n.Detail(detail)
 	}
+}
+
+// ClientAddr is the address of r's client (the connection's peer: a
+// forwarding header is the client's to write, so it is not trusted).
+func ClientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

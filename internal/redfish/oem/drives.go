@@ -1,4 +1,4 @@
-package redfish
+package oem
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 
 	"rackpool/internal/blocknode"
 	"rackpool/internal/drive"
-	"rackpool/internal/redfish/oem"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // Drives is the pooled-drive service the drive routes serve
@@ -25,15 +26,25 @@ type Drives interface {
 	Release(ctx context.Context, id, holder string) (drive.Writer, error)
 }
 
-// driveRoutes are the routes of pooled drives: blocknodes and drives (routes.go).
-var driveRoutes = []route{
-	{"GET /redfish/v1/Oem/Rackpool/BlockNodes", login, (*Server).getBlockNodes},
-	{"POST /redfish/v1/Oem/Rackpool/BlockNodes", configureManager, (*Server).heartbeatBlockNode},
-	{"GET /redfish/v1/Oem/Rackpool/BlockNodes/{id}", login, (*Server).getBlockNode},
-	{"GET /redfish/v1/Oem/Rackpool/Drives", login, (*Server).getDrives},
-	{"GET /redfish/v1/Oem/Rackpool/Drives/{id}", login, (*Server).getDrive},
-	{"POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Connect", configureComponents, (*Server).connectDrive},
-	{"POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Release", configureComponents, (*Server).releaseDrive},
+// PooledDrives serves pooled drives: blocknodes and drives.
+type PooledDrives struct {
+	drives Drives // nil: no pooled drives
+}
+
+// NewPooledDrives returns the pooled drives' service over drives (nil:
+// none, every route answers 404).
+func NewPooledDrives(drives Drives) *PooledDrives { return &PooledDrives{drives: drives} }
+
+// DriveRoutes are the routes of pooled drives: blocknodes and drives (the
+// core's routes.go gathers them).
+var DriveRoutes = []service.Route[*PooledDrives]{
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/BlockNodes", Priv: service.Login, Handler: (*PooledDrives).getBlockNodes},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/BlockNodes", Priv: service.ConfigureManager, Handler: (*PooledDrives).heartbeatBlockNode},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/BlockNodes/{id}", Priv: service.Login, Handler: (*PooledDrives).getBlockNode},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/Drives", Priv: service.Login, Handler: (*PooledDrives).getDrives},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/Drives/{id}", Priv: service.Login, Handler: (*PooledDrives).getDrive},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Connect", Priv: service.ConfigureComponents, Handler: (*PooledDrives).connectDrive},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/Drives/{id}/Actions/Oem/Rackpool.Release", Priv: service.ConfigureComponents, Handler: (*PooledDrives).releaseDrive},
 }
 
 // Pooled drives (OEM; P1). Blocknodes register and heartbeat by POSTing to
@@ -50,13 +61,15 @@ const (
 	drivesPath     = "/redfish/v1/Oem/Rackpool/Drives"
 )
 
-var errNoDrives = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-	"The pooled drive service is not enabled on this service.")
+func errNoDrives() *rf.Problem {
+	return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+		"The pooled drive service is not enabled on this service.")
+}
 
 func blockNodeBody(n drive.NodeInfo) map[string]any {
-	drives := []odataID{}
+	drives := []rf.ODataID{}
 	for _, d := range n.Drives {
-		drives = append(drives, ref(drivesPath+"/"+d))
+		drives = append(drives, rf.Ref(drivesPath+"/"+d))
 	}
 	return map[string]any{
 		"@odata.id":   blockNodesPath + "/" + n.ID,
@@ -73,7 +86,7 @@ func blockNodeBody(n drive.NodeInfo) map[string]any {
 		"Registered":  n.Registered.UTC().Format(time.RFC3339),
 		"Load":        map[string]uint64{"ReadBytes": n.Load.ReadBytes, "WriteBytes": n.Load.WriteBytes, "Operations": n.Load.Ops},
 		"Links": map[string]any{"Drives": drives,
-			"ComputerSystem": ref("/redfish/v1/Systems/" + n.ID)},
+			"ComputerSystem": rf.Ref("/redfish/v1/Systems/" + n.ID)},
 	}
 }
 
@@ -94,7 +107,7 @@ func driveBody(d drive.DriveInfo) map[string]any {
 		"InService":     d.InService,
 		"Reason":        d.Reason,
 		"Links": map[string]any{
-			"ResourceBlock": ref("/redfish/v1/CompositionService/ResourceBlocks/" + d.ID),
+			"ResourceBlock": rf.Ref("/redfish/v1/CompositionService/ResourceBlocks/" + d.ID),
 		},
 		"Actions": map[string]any{
 			"#Rackpool.Connect": map[string]string{"target": drivesPath + "/" + d.ID + "/Actions/Oem/Rackpool.Connect"},
@@ -106,55 +119,55 @@ func driveBody(d drive.DriveInfo) map[string]any {
 		out["Since"] = d.Since.UTC().Format(time.RFC3339Nano)
 	}
 	if d.Node != "" {
-		out["Links"].(map[string]any)["BlockNode"] = ref(blockNodesPath + "/" + d.Node)
+		out["Links"].(map[string]any)["BlockNode"] = rf.Ref(blockNodesPath + "/" + d.Node)
 	}
 	return out
 }
 
 // drivesFor refuses the drive routes to a tenant's accounts.
-func (s *Server) drivesFor(r *http.Request) (Drives, bool, error) {
+func (s *PooledDrives) drivesFor(r *http.Request) (Drives, bool, error) {
 	if s.drives == nil {
-		return nil, false, errNoDrives
+		return nil, false, errNoDrives()
 	}
-	return s.drives, principal(r).Tenant == "", nil
+	return s.drives, service.Principal(r).Tenant == "", nil
 }
 
-func (s *Server) getBlockNodes(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) getBlockNodes(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
-	members := []odataID{}
+	members := []rf.ODataID{}
 	if ok {
 		for _, n := range m.Nodes() {
-			members = append(members, ref(blockNodesPath+"/"+n.ID))
+			members = append(members, rf.Ref(blockNodesPath+"/"+n.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection(blockNodesPath, "RackpoolBlockNodeCollection", "Blocknodes", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(blockNodesPath, "RackpoolBlockNodeCollection", "Blocknodes", members))
 	return nil
 }
 
-func (s *Server) getBlockNode(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) getBlockNode(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
 	n, err := m.Node(r.PathValue("id"))
 	if err != nil || !ok {
-		return errNotFound("RackpoolBlockNode", r.PathValue("id"))
+		return rf.NotFound("RackpoolBlockNode", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, blockNodeBody(n))
+	service.WriteJSON(w, http.StatusOK, blockNodeBody(n))
 	return nil
 }
 
 // heartbeatBlockNode is a blocknode's registration and heartbeat.
-func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errNotFound("RackpoolBlockNode", "")
+		return rf.NotFound("RackpoolBlockNode", "")
 	}
 	var body struct {
 		Host      *string
@@ -164,14 +177,14 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 		Load      struct{ ReadBytes, WriteBytes, Operations uint64 }
 		InUse     []string
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	if body.Host == nil {
-		return errPropertyMissing("Host")
+		return rf.PropertyMissing("Host")
 	}
 	if body.Endpoint == nil {
-		return errPropertyMissing("Endpoint")
+		return rf.PropertyMissing("Endpoint")
 	}
 	a, err := m.Heartbeat(r.Context(), drive.Heartbeat{Host: *body.Host, Endpoint: *body.Endpoint, Epoch: body.Epoch,
 		MaxDrives: body.MaxDrives, Load: drive.Load{ReadBytes: body.Load.ReadBytes, WriteBytes: body.Load.WriteBytes, Ops: body.Load.Operations},
@@ -180,9 +193,9 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if a.Registered {
-		noteAudit(r).detail = "blocknode " + a.Node + " at " + *body.Endpoint
+		service.NoteDetail(r, "blocknode "+a.Node+" at "+*body.Endpoint)
 	} else {
-		noteAudit(r).routine = true
+		service.NoteRoutine(r)
 	}
 	n, err := m.Node(a.Node)
 	if err != nil {
@@ -199,47 +212,47 @@ func (s *Server) heartbeatBlockNode(w http.ResponseWriter, r *http.Request) erro
 	// answer; it is never logged or audited.
 	out["TokenKey"] = base64.StdEncoding.EncodeToString(a.Key)
 	w.Header().Set("Location", blockNodesPath+"/"+a.Node)
-	writeJSON(w, http.StatusOK, out)
+	service.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
-func (s *Server) getDrives(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) getDrives(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
-	members := []odataID{}
+	members := []rf.ODataID{}
 	if ok {
 		for _, d := range m.Drives() {
-			members = append(members, ref(drivesPath+"/"+d.ID))
+			members = append(members, rf.Ref(drivesPath+"/"+d.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection(drivesPath, "RackpoolDriveCollection", "Pooled drives", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(drivesPath, "RackpoolDriveCollection", "Pooled drives", members))
 	return nil
 }
 
-func (s *Server) getDrive(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) getDrive(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
 	d, err := m.Drive(r.PathValue("id"))
 	if err != nil || !ok {
-		return errNotFound("RackpoolDrive", r.PathValue("id"))
+		return rf.NotFound("RackpoolDrive", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, driveBody(d))
+	service.WriteJSON(w, http.StatusOK, driveBody(d))
 	return nil
 }
 
 // connectDrive is the two-level indirection's answer: the drive's current
 // blocknode, export name and a token.
-func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errNotFound("RackpoolDrive", r.PathValue("id"))
+		return rf.NotFound("RackpoolDrive", r.PathValue("id"))
 	}
 	var body struct {
 		Rights     string
@@ -248,15 +261,15 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 		Preempt    bool
 	}
 	if r.ContentLength != 0 {
-		if err := decode(r, &body); err != nil {
+		if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 			return err
 		}
 	}
 	rights, err := blocknode.ParseRights(body.Rights)
 	if err != nil {
-		return errPropertyValue("Rights", body.Rights, err.Error())
+		return rf.PropertyValue("Rights", body.Rights, err.Error())
 	}
-	ttl, err := oem.TTLOf(body.TTLSeconds)
+	ttl, err := ttlOf(body.TTLSeconds)
 	if err != nil {
 		return err
 	}
@@ -275,7 +288,7 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 			detail += " (preempt)"
 		}
 	}
-	noteAudit(r).detail = detail
+	service.NoteDetail(r, detail)
 	out := map[string]any{
 		"Drive":         g.Drive,
 		"BlockNode":     g.Node,
@@ -290,23 +303,23 @@ func (s *Server) connectDrive(w http.ResponseWriter, r *http.Request) error {
 	if g.Holder != "" {
 		out["Holder"], out["WriteGeneration"] = g.Holder, g.Generation
 	}
-	writeJSON(w, http.StatusOK, out)
+	service.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // releaseDrive ends the caller's write reservation of a drive (Holder, by
 // default the one Connect gives the caller) and answers the drive.
-func (s *Server) releaseDrive(w http.ResponseWriter, r *http.Request) error {
+func (s *PooledDrives) releaseDrive(w http.ResponseWriter, r *http.Request) error {
 	m, ok, err := s.drivesFor(r)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errNotFound("RackpoolDrive", r.PathValue("id"))
+		return rf.NotFound("RackpoolDrive", r.PathValue("id"))
 	}
 	var body struct{ Holder *string }
 	if r.ContentLength != 0 {
-		if err := decode(r, &body); err != nil {
+		if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 			return err
 		}
 	}
@@ -315,12 +328,12 @@ func (s *Server) releaseDrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	noteAudit(r).detail = fmt.Sprintf("drive %s released by %q; write reservation generation now %d", r.PathValue("id"), holder, wr.Generation)
+	service.NoteDetail(r, fmt.Sprintf("drive %s released by %q; write reservation generation now %d", r.PathValue("id"), holder, wr.Generation))
 	d, err := m.Drive(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, driveBody(d))
+	service.WriteJSON(w, http.StatusOK, driveBody(d))
 	return nil
 }
 
@@ -330,7 +343,7 @@ func holderOf(r *http.Request, named *string) string {
 	if named != nil {
 		return *named
 	}
-	return principal(r).User + "@" + clientAddr(r)
+	return service.Principal(r).User + "@" + service.ClientAddr(r)
 }
 
 // writerBody shows a write reservation: null when nobody holds it.
@@ -341,28 +354,28 @@ func writerBody(wr drive.Writer) any {
 	return map[string]any{"Holder": wr.Holder, "Generation": wr.Generation, "Since": wr.Since.UTC().Format(time.RFC3339Nano)}
 }
 
-// translateDrive maps the drive manager's errors; ok is false for others.
-func translateDrive(err error) (*apiError, bool) {
+// TranslateDrive maps the drive manager's errors; ok is false for others.
+func TranslateDrive(err error) (*rf.Problem, bool) {
 	var reserved *drive.ReservedError
 	switch {
 	case errors.As(err, &reserved):
-		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
-			"The change to the requested resource failed because the resource is in use or in transition.").withResolution(err.Error())
-		e.oem = map[string]any{"WriteReservation": writerBody(reserved.Writer)}
+		e := rf.New(http.StatusConflict, rf.Registry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.").Resolve(err.Error())
+		e.Oem = map[string]any{"Rackpool": map[string]any{"WriteReservation": writerBody(reserved.Writer)}}
 		return e, true
 	case errors.Is(err, drive.ErrNotFound):
-		return newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-			"The requested pooled drive or blocknode was not found.").withResolution(err.Error()), true
+		return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+			"The requested pooled drive or blocknode was not found.").Resolve(err.Error()), true
 	case errors.Is(err, drive.ErrBadInput):
-		e := newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error())
-		e.resolution = "Correct the request and resubmit it."
+		e := rf.New(http.StatusBadRequest, rf.Registry+"GeneralError", err.Error())
+		e.Resolution = "Correct the request and resubmit it."
 		return e, true
 	case errors.Is(err, drive.ErrConflict):
-		return newError(http.StatusConflict, baseRegistry+"ResourceInUse",
-			"The change to the requested resource failed because the resource is in use or in transition.").withResolution(err.Error()), true
+		return rf.New(http.StatusConflict, rf.Registry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.").Resolve(err.Error()), true
 	case errors.Is(err, drive.ErrUnavailable):
-		return newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",
-			"The service is temporarily unavailable.  Retry in 1 seconds.", "1").withResolution(err.Error() + "; retry shortly."), true
+		return rf.New(http.StatusServiceUnavailable, rf.Registry+"ServiceTemporarilyUnavailable",
+			"The service is temporarily unavailable.  Retry in 1 seconds.", "1").Resolve(err.Error() + "; retry shortly."), true
 	}
 	return nil, false
 }
