@@ -44,7 +44,7 @@ var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accou
 	topologyRoutes, familyRoutes(oem.MemoryRoutes, func(s *Server) *oem.Memory { return s.memory }), familyRoutes(oem.DriveRoutes, func(s *Server) *oem.PooledDrives { return s.pooledDrives }), taskRoutes,
 	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,
 	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),
-	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), provisioningRoutes,
+	familyRoutes(telemetryservice.Routes, func(s *Server) *telemetryservice.Service { return s.telemetry }), familyRoutes(oem.ProvisioningRoutes, func(s *Server) *oem.Provisioning { return s.provisioning }),
 	familyRoutes(oem.HostAgentRoutes, func(s *Server) *oem.HostAgents { return s.hostAgents }))
 
 // familyRoutes are the routes of a family whose handlers are methods of

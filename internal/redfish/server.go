@@ -66,7 +66,7 @@ type Server struct {
 	managers       *managers.Service              // the Manager (managers.Routes)
 	eventsvc       *eventservice.Service          // the EventService (eventservice.Routes)
 	hostAgents     *oem.HostAgents                // the host agents' routes (oem.HostAgentRoutes)
-	prov           Provisioner                    // nil: no provisioning routes
+	provisioning   *oem.Provisioning              // predictive provisioning (oem.ProvisioningRoutes)
 	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
 	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
 }
@@ -96,7 +96,7 @@ type Options struct {
 	Telemetry telemetryservice.UsageStore
 	// Provisioning is the predictive provisioning loop (provision.Loop);
 	// nil disables its routes.
-	Provisioning Provisioner
+	Provisioning oem.Provisioner
 	// Health reports devices' health as the fabric monitor last saw it
 	// (events.Monitor); blocks and endpoints read it instead of asking the
 	// fabric on every request. Nil: ask the fabric (tests, benchmarks).
@@ -175,10 +175,11 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
-		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry, prov: o.Provisioning}
+		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
+	s.provisioning = oem.NewProvisioning(o.Provisioning, mgr, hider{s})
 	s.pooledDrives = oem.NewPooledDrives(o.Drives)
 	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)

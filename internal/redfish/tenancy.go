@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/tenancy"
 
 	"rackpool/internal/store"
@@ -22,14 +23,7 @@ import (
 
 // systemVisible returns composed system id if r's principal may see it.
 func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Composition, error) {
-	c, err := s.mgr.Get(id)
-	if err != nil {
-		return nil, err
-	}
-	if !principal(r).Sees(c.Tenant) {
-		return nil, s.hide(r, "ComputerSystem", id)
-	}
-	return c, nil
+	return service.VisibleSystem(r, s.mgr, hider{s}, id)
 }
 
 // blockVisible reports whether p may see block id in status st.

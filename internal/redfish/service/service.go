@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"time"
 
+	"rackpool/internal/inventory"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
@@ -203,4 +204,22 @@ func ClientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// Systems finds composed systems (compose.Manager).
+type Systems interface {
+	Get(id string) (*inventory.Composition, error)
+}
+
+// VisibleSystem returns composed system id if r's principal may see it;
+// another tenant's is hidden (h), as if it did not exist.
+func VisibleSystem(r *http.Request, systems Systems, h Hider, id string) (*inventory.Composition, error) {
+	c, err := systems.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	if !Principal(r).Sees(c.Tenant) {
+		return nil, h.Hide(r, "ComputerSystem", id)
+	}
+	return c, nil
 }

@@ -1,4 +1,4 @@
-package redfish
+package oem
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"rackpool/internal/provision"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // Provisioner is the provisioning loop the provisioning routes serve
@@ -22,13 +24,28 @@ type Provisioner interface {
 	List() []provision.Status
 }
 
-// provisioningRoutes are the routes of predictive provisioning (routes.go).
-var provisioningRoutes = []route{
-	{"GET /redfish/v1/Oem/Rackpool/Provisioning", login, (*Server).getProvisioning},
-	{"POST /redfish/v1/Oem/Rackpool/Provisioning", configureComponents, (*Server).postProvisioning},
-	{"GET /redfish/v1/Oem/Rackpool/Provisioning/{id}", login, (*Server).getProvisioningSubscription},
-	{"PATCH /redfish/v1/Oem/Rackpool/Provisioning/{id}", configureComponents, (*Server).patchProvisioningSubscription},
-	{"DELETE /redfish/v1/Oem/Rackpool/Provisioning/{id}", configureComponents, (*Server).deleteProvisioningSubscription},
+// Provisioning serves predictive provisioning's subscriptions.
+type Provisioning struct {
+	loop    Provisioner // nil: no provisioning
+	systems service.Systems
+	core    service.Hider
+}
+
+// NewProvisioning returns the provisioning routes' service over loop
+// (nil: none, every route answers 404); systems and core decide which
+// systems a principal may subscribe.
+func NewProvisioning(loop Provisioner, systems service.Systems, core service.Hider) *Provisioning {
+	return &Provisioning{loop: loop, systems: systems, core: core}
+}
+
+// ProvisioningRoutes are the routes of predictive provisioning (the core's
+// routes.go gathers them).
+var ProvisioningRoutes = []service.Route[*Provisioning]{
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/Provisioning", Priv: service.Login, Handler: (*Provisioning).getProvisioning},
+	{Pattern: "POST /redfish/v1/Oem/Rackpool/Provisioning", Priv: service.ConfigureComponents, Handler: (*Provisioning).postProvisioning},
+	{Pattern: "GET /redfish/v1/Oem/Rackpool/Provisioning/{id}", Priv: service.Login, Handler: (*Provisioning).getProvisioningSubscription},
+	{Pattern: "PATCH /redfish/v1/Oem/Rackpool/Provisioning/{id}", Priv: service.ConfigureComponents, Handler: (*Provisioning).patchProvisioningSubscription},
+	{Pattern: "DELETE /redfish/v1/Oem/Rackpool/Provisioning/{id}", Priv: service.ConfigureComponents, Handler: (*Provisioning).deleteProvisioningSubscription},
 }
 
 // Predictive provisioning (OEM; P0 §8, docs/provisioning.md). The
@@ -41,8 +58,10 @@ var provisioningRoutes = []route{
 
 const provisioningPath = "/redfish/v1/Oem/Rackpool/Provisioning"
 
-var errNoProvisioning = newError(http.StatusNotFound, baseRegistry+"ResourceMissingAtURI",
-	"Predictive provisioning is not enabled on this service (serve --provisioning dry-run|on).")
+func errNoProvisioning() *rf.Problem {
+	return rf.New(http.StatusNotFound, rf.Registry+"ResourceMissingAtURI",
+		"Predictive provisioning is not enabled on this service (serve --provisioning dry-run|on).")
+}
 
 // wireMode and modeWire translate the loop's modes to Redfish-style
 // enumeration values.
@@ -71,7 +90,7 @@ func subscriptionBody(st provision.Status) map[string]any {
 		"LocalBytes":  st.LocalBytes,
 		"Created":     st.Created.UTC().Format(time.RFC3339),
 		"HeldSince":   st.HeldFrom.UTC().Format(time.RFC3339),
-		"Links":       map[string]any{"System": ref("/redfish/v1/Systems/" + st.System)},
+		"Links":       map[string]any{"System": rf.Ref("/redfish/v1/Systems/" + st.System)},
 	}
 	if st.Error != "" {
 		b["Error"] = st.Error
@@ -89,28 +108,28 @@ func subscriptionBody(st provision.Status) map[string]any {
 	return b
 }
 
-func (s *Server) getProvisioning(w http.ResponseWriter, r *http.Request) error {
-	if s.prov == nil {
-		return errNoProvisioning
+func (s *Provisioning) getProvisioning(w http.ResponseWriter, r *http.Request) error {
+	if s.loop == nil {
+		return errNoProvisioning()
 	}
-	p := principal(r)
-	members := []odataID{}
-	for _, st := range s.prov.List() {
+	p := service.Principal(r)
+	members := []rf.ODataID{}
+	for _, st := range s.loop.List() {
 		if p.Tenant == "" || st.Tenant == p.Tenant {
-			members = append(members, ref(provisioningPath+"/"+st.System))
+			members = append(members, rf.Ref(provisioningPath+"/"+st.System))
 		}
 	}
-	rules := s.prov.Rules()
-	body := collection(provisioningPath, "RackpoolProvisioningCollection", "Predictive provisioning", members)
-	body["Mode"] = wireMode[s.prov.Mode()]
-	body["IntervalSeconds"] = s.prov.Interval().Seconds()
+	rules := s.loop.Rules()
+	body := rf.Collection(provisioningPath, "RackpoolProvisioningCollection", "Predictive provisioning", members)
+	body["Mode"] = wireMode[s.loop.Mode()]
+	body["IntervalSeconds"] = s.loop.Interval().Seconds()
 	body["Rules"] = map[string]any{
 		"ObservationWindowSteps": rules.Window, "PredictionWindowSteps": rules.Horizon, "LeadSteps": rules.Lead,
 		"Hysteresis": rules.Hysteresis, "MinHoldSteps": rules.MinHold, "Headroom": rules.Headroom,
 		"Model": string(rules.Forecast.Method), "MaxLag": rules.Forecast.MaxLag, "Quantile": rules.Forecast.Quantile,
 		"LogGrowth": rules.Forecast.Growth,
 	}
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
@@ -126,119 +145,119 @@ func (b subscriptionBodyIn) apply(sub *provision.Subscription) error {
 	if b.Mode != nil {
 		m, ok := modeWire(*b.Mode)
 		if !ok || m == provision.ModeOff {
-			return errPropertyValue("Mode", *b.Mode, "Mode is DryRun or On; DELETE the subscription to stop.")
+			return rf.PropertyValue("Mode", *b.Mode, "Mode is DryRun or On; DELETE the subscription to stop.")
 		}
 		sub.Mode = m
 	}
 	if b.MinBytes != nil {
 		if *b.MinBytes < 0 {
-			return errPropertyValue("MinBytes", "negative", "Give a number of bytes, 0 or more.")
+			return rf.PropertyValue("MinBytes", "negative", "Give a number of bytes, 0 or more.")
 		}
 		sub.MinBytes = *b.MinBytes
 	}
 	if b.MaxBytes != nil {
 		if *b.MaxBytes < 0 {
-			return errPropertyValue("MaxBytes", "negative", "Give a number of bytes, 0 (no bound) or more.")
+			return rf.PropertyValue("MaxBytes", "negative", "Give a number of bytes, 0 (no bound) or more.")
 		}
 		sub.MaxBytes = *b.MaxBytes
 	}
 	if sub.MaxBytes > 0 && sub.MinBytes > sub.MaxBytes {
-		return errPropertyValue("MinBytes", "above MaxBytes", "MinBytes must not exceed MaxBytes.")
+		return rf.PropertyValue("MinBytes", "above MaxBytes", "MinBytes must not exceed MaxBytes.")
 	}
 	return nil
 }
 
-func (s *Server) postProvisioning(w http.ResponseWriter, r *http.Request) error {
-	if s.prov == nil {
-		return errNoProvisioning
+func (s *Provisioning) postProvisioning(w http.ResponseWriter, r *http.Request) error {
+	if s.loop == nil {
+		return errNoProvisioning()
 	}
 	var in subscriptionBodyIn
-	if err := decode(r, &in); err != nil {
+	if err := rf.Decode(r, &in, rf.MaxBody); err != nil {
 		return err
 	}
 	if in.System == nil {
-		return errPropertyMissing("System")
+		return rf.PropertyMissing("System")
 	}
 	if in.Mode == nil {
-		return errPropertyMissing("Mode")
+		return rf.PropertyMissing("Mode")
 	}
 	id := strings.TrimPrefix(*in.System, "/redfish/v1/Systems/")
-	c, err := s.systemVisible(r, id)
+	c, err := service.VisibleSystem(r, s.systems, s.core, id)
 	if err != nil {
 		return err
 	}
-	if _, ok := s.prov.Get(c.ID); ok {
-		return newError(http.StatusConflict, baseRegistry+"ResourceAlreadyExists",
+	if _, ok := s.loop.Get(c.ID); ok {
+		return rf.New(http.StatusConflict, rf.Registry+"ResourceAlreadyExists",
 			"System "+c.ID+" is already subscribed; PATCH "+provisioningPath+"/"+c.ID+" to change it.")
 	}
 	sub := provision.Subscription{System: c.ID}
 	if err := in.apply(&sub); err != nil {
 		return err
 	}
-	st, err := s.prov.Subscribe(r.Context(), sub)
+	st, err := s.loop.Subscribe(r.Context(), sub)
 	if err != nil {
 		return translateProvisioning(err)
 	}
 	w.Header().Set("Location", provisioningPath+"/"+st.System)
-	writeJSON(w, http.StatusCreated, subscriptionBody(st))
+	service.WriteJSON(w, http.StatusCreated, subscriptionBody(st))
 	return nil
 }
 
 // visibleSubscription is the subscription of a system the principal may
 // see, or a 404.
-func (s *Server) visibleSubscription(r *http.Request) (provision.Status, error) {
-	if s.prov == nil {
-		return provision.Status{}, errNoProvisioning
+func (s *Provisioning) visibleSubscription(r *http.Request) (provision.Status, error) {
+	if s.loop == nil {
+		return provision.Status{}, errNoProvisioning()
 	}
 	id := r.PathValue("id")
-	st, ok := s.prov.Get(id)
+	st, ok := s.loop.Get(id)
 	if !ok {
-		return st, errNotFound("RackpoolProvisioningSubscription", id)
+		return st, rf.NotFound("RackpoolProvisioningSubscription", id)
 	}
-	if p := principal(r); p.Tenant != "" && st.Tenant != p.Tenant {
-		return st, s.hide(r, "RackpoolProvisioningSubscription", id)
+	if p := service.Principal(r); p.Tenant != "" && st.Tenant != p.Tenant {
+		return st, s.core.Hide(r, "RackpoolProvisioningSubscription", id)
 	}
 	return st, nil
 }
 
-func (s *Server) getProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Provisioning) getProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.visibleSubscription(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, subscriptionBody(st))
+	service.WriteJSON(w, http.StatusOK, subscriptionBody(st))
 	return nil
 }
 
-func (s *Server) patchProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Provisioning) patchProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.visibleSubscription(r)
 	if err != nil {
 		return err
 	}
 	var in subscriptionBodyIn
-	if err := decode(r, &in); err != nil {
+	if err := rf.Decode(r, &in, rf.MaxBody); err != nil {
 		return err
 	}
 	if in.System != nil {
-		return errPropertyValue("System", *in.System, "A subscription's system cannot change; DELETE it and POST another.")
+		return rf.PropertyValue("System", *in.System, "A subscription's system cannot change; DELETE it and POST another.")
 	}
 	sub := st.Subscription
 	if err := in.apply(&sub); err != nil {
 		return err
 	}
-	if st, err = s.prov.Subscribe(r.Context(), sub); err != nil {
+	if st, err = s.loop.Subscribe(r.Context(), sub); err != nil {
 		return translateProvisioning(err)
 	}
-	writeJSON(w, http.StatusOK, subscriptionBody(st))
+	service.WriteJSON(w, http.StatusOK, subscriptionBody(st))
 	return nil
 }
 
-func (s *Server) deleteProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
+func (s *Provisioning) deleteProvisioningSubscription(w http.ResponseWriter, r *http.Request) error {
 	st, err := s.visibleSubscription(r)
 	if err != nil {
 		return err
 	}
-	if err := s.prov.Unsubscribe(r.Context(), st.System); err != nil {
+	if err := s.loop.Unsubscribe(r.Context(), st.System); err != nil {
 		return translateProvisioning(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -248,9 +267,9 @@ func (s *Server) deleteProvisioningSubscription(w http.ResponseWriter, r *http.R
 func translateProvisioning(err error) error {
 	switch {
 	case errors.Is(err, provision.ErrNotFound):
-		return errNotFound("ComputerSystem", strings.TrimPrefix(err.Error(), provision.ErrNotFound.Error()+": "))
+		return rf.NotFound("ComputerSystem", strings.TrimPrefix(err.Error(), provision.ErrNotFound.Error()+": "))
 	case errors.Is(err, provision.ErrInvalid):
-		return errPropertyValue("Mode", "", strings.TrimPrefix(err.Error(), provision.ErrInvalid.Error()+": "))
+		return rf.PropertyValue("Mode", "", strings.TrimPrefix(err.Error(), provision.ErrInvalid.Error()+": "))
 	}
-	return errInternal(err)
+	return err
 }
