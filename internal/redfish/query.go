@@ -24,7 +24,6 @@ import (
 	"strings"
 
 	"rackpool/internal/odata"
-	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 )
 
@@ -109,8 +108,4 @@ func describedBy(body map[string]any) string {
 		}
 	}
 	return "<http://redfish.dmtf.org/schemas/v1/" + ns + ".json>; rel=describedby"
-}
-
-func errQueryValue(name, value string) *apiError {
-	return fromProblem(service.ErrQueryValue(name, value))
 }

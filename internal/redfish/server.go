@@ -56,19 +56,18 @@ type Server struct {
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
 	tasks          rf.TaskList[*task]
-	resLocks       rf.Locks                       // conditional writers, per resource path (etag.go)
-	leases         oem.Leases                     // nil: no memory service
-	memory         *oem.Memory                    // pooled memory (oem.MemoryRoutes)
-	pooledDrives   *oem.PooledDrives              // pooled drives (oem.DriveRoutes)
-	healthSrc      HealthSource                   // nil: ask the fabric
-	tel            telemetryservice.UsageStore    // nil: no usage telemetry
-	telemetry      *telemetryservice.Service      // the TelemetryService (telemetryservice.Routes)
-	managers       *managers.Service              // the Manager (managers.Routes)
-	eventsvc       *eventservice.Service          // the EventService (eventservice.Routes)
-	hostAgents     *oem.HostAgents                // the host agents' routes (oem.HostAgentRoutes)
-	provisioning   *oem.Provisioning              // predictive provisioning (oem.ProvisioningRoutes)
-	fabricTel      telemetryservice.FabricReports // nil: no fabric telemetry report (ServeFabricTelemetry)
-	usageReg       *metrics.Registry              // rackpool_usage, for unscoped accounts
+	resLocks       rf.Locks                    // conditional writers, per resource path (etag.go)
+	leases         oem.Leases                  // nil: no memory service
+	memory         *oem.Memory                 // pooled memory (oem.MemoryRoutes)
+	pooledDrives   *oem.PooledDrives           // pooled drives (oem.DriveRoutes)
+	healthSrc      HealthSource                // nil: ask the fabric
+	tel            telemetryservice.UsageStore // nil: no usage telemetry
+	telemetry      *telemetryservice.Service   // the TelemetryService (telemetryservice.Routes)
+	managers       *managers.Service           // the Manager (managers.Routes)
+	eventsvc       *eventservice.Service       // the EventService (eventservice.Routes)
+	hostAgents     *oem.HostAgents             // the host agents' routes (oem.HostAgentRoutes)
+	provisioning   *oem.Provisioning           // predictive provisioning (oem.ProvisioningRoutes)
+	usageReg       *metrics.Registry           // rackpool_usage, for unscoped accounts
 }
 
 // Options configure a Server beyond its manager and accounts.
@@ -233,13 +232,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and the SSE stream's EventFormatType=MetricReport. Call it once, before
 // serving.
 func (s *Server) ServeFabricTelemetry(t telemetryservice.FabricReports) {
-	s.fabricTel = orNil(t)
-	s.telemetry.ServeFabric(s.fabricTel)
-	s.eventsvc.ServeFabric(s.fabricTel)
+	t = orNil(t)
+	s.telemetry.ServeFabric(t)
+	s.eventsvc.ServeFabric(t)
 }
-
-// fabricTelemetry returns what ServeFabricTelemetry gave s, nil if nothing.
-func (s *Server) fabricTelemetry() telemetryservice.FabricReports { return s.fabricTel }
 
 // RestoreSubscriptions loads the push subscriptions from the store and
 // delivers to them from now on: the leader of several active replicas does
