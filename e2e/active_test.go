@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"rackpool/api"
-	"rackpool/internal/redfish"
+	"rackpool/internal/replica"
 )
 
 // replicaTag returns the tag an active replica logged at start-up.
@@ -49,7 +49,7 @@ func answeredBy(t *testing.T, s *server, path, token string) (int, string) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	return res.StatusCode, res.Header.Get(redfish.ReplicaHeader)
+	return res.StatusCode, res.Header.Get(replica.ReplicaHeader)
 }
 
 // TestPostgresActive: three active replicas of one database and one

@@ -129,7 +129,7 @@ func serve(c *serveConfig) error {
 	}
 	handler := ui.Mount(p.api)
 	if p.act != nil {
-		handler = redfish.Forward(handler, p.act.Tag(), peers{p.act})
+		handler = replica.Forward(handler, p.act.Tag(), p.act, redfish.Forwarding{})
 		url := c.Advertise
 		if url == "" {
 			host, _, _ := net.SplitHostPort(c.Addr)
@@ -148,7 +148,7 @@ func serve(c *serveConfig) error {
 		p.lead(bg)
 	}
 	if opened.serving != nil {
-		handler = redfish.Gate(handler, opened.serving)
+		handler = replica.Gate(handler, redfish.Forwarding{}, opened.serving)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -504,19 +504,4 @@ func advertisedCA(certs *pki.Source, ownCA bool, data string) ([]byte, error) {
 		return nil, errors.New("no certificate is served")
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[len(c.Certificate)-1]}), nil
-}
-
-// peers tells redfish.Forward where an active replica's peers are.
-type peers struct{ a *replica.Active }
-
-var _ redfish.Peers = peers{}
-
-func (p peers) Leader(ctx context.Context) (redfish.Peer, bool, error) {
-	r, self, err := p.a.Leader(ctx)
-	return redfish.Peer(r), self, err
-}
-
-func (p peers) Replica(ctx context.Context, tag string) (redfish.Peer, bool, error) {
-	r, ok, err := p.a.Replica(ctx, tag)
-	return redfish.Peer(r), ok, err
 }

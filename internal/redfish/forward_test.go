@@ -2,43 +2,52 @@ package redfish
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"rackpool/internal/replica"
 )
+
+var _ replica.Service = Forwarding{}
 
 // peers is a static view of the other replicas.
 type peers struct {
-	leader    Peer
+	leader    replica.Peer
 	self      bool
 	leaderErr error
-	replicas  map[string]Peer
+	replicas  map[string]replica.Peer
 }
 
-func (p peers) Leader(context.Context) (Peer, bool, error) { return p.leader, p.self, p.leaderErr }
-func (p peers) Replica(_ context.Context, tag string) (Peer, bool, error) {
+func (p peers) Leader(context.Context) (replica.Peer, bool, error) {
+	return p.leader, p.self, p.leaderErr
+}
+
+func (p peers) Replica(_ context.Context, tag string) (replica.Peer, bool, error) {
 	r, ok := p.replicas[tag]
 	return r, ok, nil
 }
 
-// TestForward: the leader's resources go to the leader, a task to the
-// replica whose tag begins its ID, everything else is answered here; a
-// forwarded request is never forwarded again; no leader answers 503 and a
-// stopped replica's task 404; the answer names the replica that made it.
+// TestForward: behind replica.Forward, the leader's resources go to the
+// leader, a task to the replica whose tag begins its ID, everything else
+// is answered here; a forwarded request is never forwarded again; no
+// leader answers 503 and a stopped replica's task 404; the answer names
+// the replica that made it.
 func TestForward(t *testing.T) {
 	upstream := func(tag string) *httptest.Server {
-		return httptest.NewServer(Forward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, tag+" "+r.Header.Get(ForwardedHeader))
-		}), tag, peers{self: true}))
+		return httptest.NewServer(replica.Forward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, tag+" "+r.Header.Get(replica.ForwardedHeader))
+		}), tag, peers{self: true}, Forwarding{}))
 	}
 	leader, other := upstream("lead"), upstream("other")
 	defer leader.Close()
 	defer other.Close()
 	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "here") })
-	h := Forward(local, "me", peers{leader: Peer{URL: leader.URL}, replicas: map[string]Peer{"other": {URL: other.URL}}})
+	h := replica.Forward(local, "me", peers{leader: replica.Peer{URL: leader.URL}, replicas: map[string]replica.Peer{"other": {URL: other.URL}}}, Forwarding{})
 	for _, c := range []struct {
 		path, forwarded string
 		status          int
@@ -61,30 +70,73 @@ func TestForward(t *testing.T) {
 	} {
 		req := httptest.NewRequest(http.MethodGet, c.path, nil)
 		if c.forwarded != "" {
-			req.Header.Set(ForwardedHeader, c.forwarded)
+			req.Header.Set(replica.ForwardedHeader, c.forwarded)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		if rec.Code != c.status || c.body != "" && rec.Body.String() != c.body || rec.Header().Get(ReplicaHeader) != c.by || len(rec.Header().Values(ReplicaHeader)) != 1 {
-			t.Errorf("GET %s (forwarded %q): %d %q by %v; want %d %q by %s", c.path, c.forwarded, rec.Code, rec.Body, rec.Header().Values(ReplicaHeader), c.status, c.body, c.by)
+		if rec.Code != c.status || c.body != "" && rec.Body.String() != c.body || rec.Header().Get(replica.ReplicaHeader) != c.by || len(rec.Header().Values(replica.ReplicaHeader)) != 1 {
+			t.Errorf("GET %s (forwarded %q): %d %q by %v; want %d %q by %s", c.path, c.forwarded, rec.Code, rec.Body, rec.Header().Values(replica.ReplicaHeader), c.status, c.body, c.by)
 		}
 	}
 
 	// No leader, or one that cannot be reached: 503 with Retry-After.
-	for _, p := range []peers{{leaderErr: errors.New("no replica leads")}, {leader: Peer{URL: "http://127.0.0.1:1"}}} {
+	for _, p := range []peers{{leaderErr: errors.New("no replica leads")}, {leader: replica.Peer{URL: "http://127.0.0.1:1"}}} {
 		rec := httptest.NewRecorder()
-		Forward(local, "me", p).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redfish/v1/Oem/Rackpool/Drives", nil))
+		replica.Forward(local, "me", p, Forwarding{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/redfish/v1/Oem/Rackpool/Drives", nil))
 		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), "ServiceTemporarilyUnavailable") {
 			t.Errorf("no reachable leader: %d %s", rec.Code, rec.Body)
 		}
 	}
 }
 
-// TestGate: a replica that lost its hold answers 503 to everything but the
-// service root.
+// TestForwardingErrors: the 503 and the stopped replica's task's 404 are
+// Redfish error bodies from the Base registry, with the resolution the
+// forwarding layer gives.
+func TestForwardingErrors(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		answer     func(http.ResponseWriter)
+		status     int
+		id, retry  string
+		resolution string
+		args       []string
+	}{
+		{"unavailable", func(w http.ResponseWriter) { Forwarding{}.Unavailable(w, "None leads.") },
+			503, "ServiceTemporarilyUnavailable", "1", "None leads. Retry shortly.", []string{"1"}},
+		{"task gone", func(w http.ResponseWriter) { Forwarding{}.TaskGone(w, "/redfish/v1/TaskService/Tasks/gone-3") },
+			404, "ResourceMissingAtURI", "", "The replica that ran this task has stopped, and its tasks with it. Read the resource the task changed to know its outcome.",
+			[]string{"/redfish/v1/TaskService/Tasks/gone-3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			c.answer(rec)
+			var body struct {
+				Error struct {
+					Code string `json:"code"`
+					Info []struct {
+						MessageArgs       []string
+						Resolution        string
+						RelatedProperties []string
+					} `json:"@Message.ExtendedInfo"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %s: %v", rec.Body, err)
+			}
+			info := body.Error.Info
+			if rec.Code != c.status || rec.Header().Get("Retry-After") != c.retry || body.Error.Code != baseRegistry+c.id || len(info) != 1 ||
+				info[0].Resolution != c.resolution || strings.Join(info[0].MessageArgs, ",") != strings.Join(c.args, ",") || info[0].RelatedProperties == nil {
+				t.Errorf("%d (Retry-After %q) %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+			}
+		})
+	}
+}
+
+// TestGate: behind replica.Gate, a replica that lost its hold answers 503
+// to everything but the service root.
 func TestGate(t *testing.T) {
 	serving := false
-	h := Gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), func() bool { return serving })
+	h := replica.Gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), Forwarding{}, func() bool { return serving })
 	for path, want := range map[string]int{"/redfish/v1": 200, "/redfish/v1/": 200, "/redfish": 200, "/redfish/v1/odata": 503, "/redfish/v1/Systems": 503} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -105,7 +105,7 @@ type Options struct {
 	Broker oem.HostSteps
 	// TaskPrefix begins the ID of every task (an active replica's tag and
 	// a dash, docs/ha.md): the replica that ran a task answers for it, and
-	// the others forward to it (Forward).
+	// the others forward to it (replica.Forward).
 	TaskPrefix string
 	// Listen is the address the service listens on, as net.Listen takes
 	// it ("127.0.0.1:8443", ":8443"): the Manager's EthernetInterfaces

@@ -53,7 +53,7 @@ const EvictGrace = postgres.DefaultLeaseTTL
 
 // Active is this replica's membership and leadership among the active
 // replicas of a database. Leader and Replica say where the others are,
-// for forwarding requests to them (redfish.Forward).
+// for forwarding requests to them (Forward).
 type Active struct {
 	pg     *postgres.Store
 	tag    string // letters and digits: it begins this replica's task IDs

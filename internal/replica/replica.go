@@ -20,6 +20,12 @@
 // turn, where the other replicas are (for forwarding), and the leader's
 // eviction of dead members, whose compositions it settles under their
 // raised epoch. Waits run on an injected clock.
+//
+// Forward (forward.go) stands in front of the service: it proxies a
+// request for what the leader serves, or for a task another replica runs,
+// to that replica, and Gate answers 503 while the replica's hold is lost.
+// Which requests those are, and the error bodies, are the service's
+// (Service, implemented by redfish.Forwarding).
 package replica
 
 import (
