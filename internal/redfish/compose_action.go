@@ -11,6 +11,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 )
@@ -98,7 +99,7 @@ func (s *Server) compositionServiceBody() map[string]any {
 		"ServiceEnabled":          true,
 		"AllowOverprovisioning":   p.AllowOverprovisioning,
 		"AllowZoneAffinity":       p.AllowZoneAffinity,
-		"ReservationDuration":     isoDuration(p.ReservationDuration),
+		"ReservationDuration":     service.ISODuration(p.ReservationDuration),
 		"ResourceBlocks":          ref("/redfish/v1/CompositionService/ResourceBlocks"),
 		"ResourceZones":           ref("/redfish/v1/CompositionService/ResourceZones"),
 		"FreePool":                ref("/redfish/v1/CompositionService/FreePool"),
@@ -116,23 +117,7 @@ func (s *Server) compositionServiceBody() map[string]any {
 	}
 }
 
-// isoDuration renders d as an ISO 8601 duration (PT5M, PT1H30M, PT45S).
-func isoDuration(d time.Duration) string {
-	secs := int64(d / time.Second)
-	out := "PT"
-	if h := secs / 3600; h > 0 {
-		out += fmt.Sprintf("%dH", h)
-	}
-	if m := secs % 3600 / 60; m > 0 {
-		out += fmt.Sprintf("%dM", m)
-	}
-	if sec := secs % 60; sec > 0 || out == "PT" {
-		out += fmt.Sprintf("%dS", sec)
-	}
-	return out
-}
-
-// parseISODuration parses the subset isoDuration writes (and days).
+// parseISODuration parses the subset service.ISODuration writes (and days).
 func parseISODuration(v string) (time.Duration, error) {
 	bad := fmt.Errorf("want an ISO 8601 duration such as PT5M")
 	if !strings.HasPrefix(v, "P") {

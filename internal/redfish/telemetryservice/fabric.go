@@ -202,7 +202,7 @@ func WriteReportSSE(w http.ResponseWriter, rep *fabricreport.Report, scoped bool
 }
 
 // fabricDuration renders d as an ISO 8601 duration, fractions of a second
-// included (isoDuration rounds them away).
+// included (service.ISODuration rounds them away).
 func fabricDuration(d time.Duration) string {
 	if d%time.Second == 0 {
 		return service.ISODuration(d)
