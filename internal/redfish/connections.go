@@ -36,6 +36,15 @@ var connectionRoutes = []route{
 // composition manager, all or nothing, with the same tenancy and quotas as
 // the ComputerSystem API.
 
+// fabric is the fabric the request's path names.
+func (s *Server) fabric(r *http.Request) (*inventory.Fabric, error) {
+	f := s.top.Fabric(r.PathValue("id"))
+	if f == nil {
+		return nil, errNotFound("Fabric", r.PathValue("id"))
+	}
+	return f, nil
+}
+
 // onFabric lists c's device blocks on fabric f.
 func (s *Server) onFabric(c *inventory.Composition, f *inventory.Fabric) []string {
 	var out []string

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"rackpool/internal/redfish/eventservice"
+	"rackpool/internal/redfish/fabrics"
 	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
@@ -37,10 +38,12 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family; a family in
-// a package of its own (eventservice, managers, oem, telemetryservice) exports its table, which
+// a package of its own (eventservice, fabrics, managers, oem,
+// telemetryservice) exports its table, which
 // familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
-	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes, fabricRoutes, connectionRoutes,
+	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes,
+	familyRoutes(fabrics.Routes, func(s *Server) *fabrics.Service { return s.fabrics }), connectionRoutes,
 	topologyRoutes, familyRoutes(oem.MemoryRoutes, func(s *Server) *oem.Memory { return s.memory }), familyRoutes(oem.DriveRoutes, func(s *Server) *oem.PooledDrives { return s.pooledDrives }), taskRoutes,
 	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,
 	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),

@@ -26,6 +26,7 @@ import (
 	"rackpool/internal/observe"
 	"rackpool/internal/odata"
 	"rackpool/internal/redfish/eventservice"
+	"rackpool/internal/redfish/fabrics"
 	"rackpool/internal/redfish/managers"
 	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
@@ -67,6 +68,7 @@ type Server struct {
 	eventsvc       *eventservice.Service       // the EventService (eventservice.Routes)
 	hostAgents     *oem.HostAgents             // the host agents' routes (oem.HostAgentRoutes)
 	provisioning   *oem.Provisioning           // predictive provisioning (oem.ProvisioningRoutes)
+	fabrics        *fabrics.Service            // the Fabrics (fabrics.Routes)
 	usageReg       *metrics.Registry           // rackpool_usage, for unscoped accounts
 }
 
@@ -118,12 +120,12 @@ type Options struct {
 // Compositions is what the handlers need of the composition manager
 // (compose.Manager): each resource family declares its part.
 type Compositions interface {
-	composer          // systems.go
-	powerController   // power.go
-	reserver          // compose_action.go
-	compositionPolicy // compose_action.go
-	fabricDrivers     // fabrics.go
-	usageCounter      // account_service.go
+	composer             // systems.go
+	powerController      // power.go
+	reserver             // compose_action.go
+	compositionPolicy    // compose_action.go
+	fabrics.Compositions // package fabrics
+	usageCounter         // account_service.go
 	// Topology is the topology the manager composes over.
 	Topology() *topology.Topology
 	// CatchUp brings the manager's snapshot up to what the other active
@@ -183,6 +185,7 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
+	s.fabrics = fabrics.New(fabrics.Deps{Topology: s.top, Mgr: mgr, Health: s.health, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
