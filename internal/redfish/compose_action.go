@@ -201,7 +201,7 @@ func (s *Server) pool(r *http.Request, active bool) []odataID {
 	members := []odataID{}
 	for _, b := range s.top.Blocks {
 		st := s.mgr.BlockStatus(b.ID)
-		if !blockVisible(p, b, st) {
+		if !service.BlockVisible(p, b, st) {
 			continue
 		}
 		inUse := len(st.Compositions) > 0

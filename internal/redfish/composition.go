@@ -8,6 +8,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 )
 
 // blockRoutes are the routes of the CompositionService, its ResourceBlocks and ResourceZones (routes.go).
@@ -67,7 +68,7 @@ func (s *Server) getResourceBlock(w http.ResponseWriter, r *http.Request) error 
 		return errNotFound("ResourceBlock", r.PathValue("id"))
 	}
 	st := s.mgr.BlockStatus(b.ID)
-	if !blockVisible(principal(r), b, st) {
+	if !service.BlockVisible(principal(r), b, st) {
 		return s.hide(r, "ResourceBlock", b.ID)
 	}
 	writeJSON(w, http.StatusOK, s.blockBody(r, b, st))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 )
 
 // cxlRoutes are the routes of CXL memory devices under their Chassis
@@ -166,7 +167,7 @@ func (s *Server) visibleBlocks(r *http.Request, d *inventory.Device, region inve
 	p := principal(r)
 	var out []*inventory.Block
 	for _, b := range d.Blocks {
-		if b.Region == region && blockVisible(p, b, s.mgr.BlockStatus(b.ID)) {
+		if b.Region == region && service.BlockVisible(p, b, s.mgr.BlockStatus(b.ID)) {
 			out = append(out, b)
 		}
 	}
@@ -204,7 +205,7 @@ func (s *Server) getCXLLogicalDevice(w http.ResponseWriter, r *http.Request) err
 	if blk == nil {
 		return errNotFound("CXLLogicalDevice", id)
 	}
-	if !blockVisible(principal(r), blk, s.mgr.BlockStatus(blk.ID)) {
+	if !service.BlockVisible(principal(r), blk, s.mgr.BlockStatus(blk.ID)) {
 		return s.hide(r, "CXLLogicalDevice", id)
 	}
 	chassis := "/redfish/v1/Chassis/" + d.ID
@@ -342,7 +343,7 @@ func (s *Server) getCXLMemoryChunk(w http.ResponseWriter, r *http.Request) error
 	if b == nil || b.Device != d || b.Region != domainRegion(dom) {
 		return errNotFound("MemoryChunks", id)
 	}
-	if !blockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
+	if !service.BlockVisible(principal(r), b, s.mgr.BlockStatus(b.ID)) {
 		return s.hide(r, "MemoryChunks", id)
 	}
 	links := map[string]any{"Endpoints": []odataID{reff("/redfish/v1/Fabrics/%s/Endpoints/%s", d.Fabric.ID, d.ID)}}
@@ -367,8 +368,8 @@ func (s *Server) getCXLMemoryChunk(w http.ResponseWriter, r *http.Request) error
 }
 
 // memoryChunkInfo is a Connection's MemoryChunkInfo for its blocks on a
-// cxl-memory fabric (connections.go): each attached LD or extent, read and
-// write.
+// cxl-memory fabric (fabrics.Deps.MemoryChunks): each attached LD or
+// extent, read and write.
 func (s *Server) memoryChunkInfo(f *inventory.Fabric, blocks []string) []map[string]any {
 	if f.Kind != inventory.CXLMemory {
 		return nil

@@ -43,7 +43,7 @@ type route struct {
 // familyRoutes binds to the Server's instance of that family.
 var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
 	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes,
-	familyRoutes(fabrics.Routes, func(s *Server) *fabrics.Service { return s.fabrics }), connectionRoutes,
+	familyRoutes(fabrics.Routes, func(s *Server) *fabrics.Service { return s.fabrics }),
 	topologyRoutes, familyRoutes(oem.MemoryRoutes, func(s *Server) *oem.Memory { return s.memory }), familyRoutes(oem.DriveRoutes, func(s *Server) *oem.PooledDrives { return s.pooledDrives }), taskRoutes,
 	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,
 	familyRoutes(managers.Routes, func(s *Server) *managers.Service { return s.managers }),

@@ -185,7 +185,8 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
-	s.fabrics = fabrics.New(fabrics.Deps{Topology: s.top, Mgr: mgr, Health: s.health, Logger: s.log})
+	s.fabrics = fabrics.New(fabrics.Deps{Topology: s.top, Mgr: mgr, Health: s.health, MemoryChunks: s.memoryChunkInfo,
+		Quotas: auth, Hider: hider{s}, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()

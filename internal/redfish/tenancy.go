@@ -26,26 +26,11 @@ func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Compositi
 	return service.VisibleSystem(r, s.mgr, hider{s}, id)
 }
 
-// blockVisible reports whether p may see block id in status st.
-func blockVisible(p tenancy.Principal, b *inventory.Block, st compose.BlockStatus) bool {
-	if p.Tenant == "" {
-		return true
-	}
-	n := 0
-	for _, t := range st.Tenants {
-		if t == p.Tenant {
-			return true
-		}
-		n++
-	}
-	return n < max(b.MaxCompositions, 1)
-}
-
-// visibleBlock is blockVisible for a block whose status the caller has
+// visibleBlock is service.BlockVisible for a block whose status the caller has
 // not read: unscoped accounts see every block without the status lookup
 // (collections of 10,000 blocks stay one pass over the topology).
 func (s *Server) visibleBlock(p tenancy.Principal, b *inventory.Block) bool {
-	return p.Tenant == "" || blockVisible(p, b, s.mgr.BlockStatus(b.ID))
+	return p.Tenant == "" || service.BlockVisible(p, b, s.mgr.BlockStatus(b.ID))
 }
 
 // visibleSystems filters composition IDs to those p may see.

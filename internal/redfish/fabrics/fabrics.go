@@ -9,16 +9,21 @@ import (
 	"strconv"
 	"strings"
 
+	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
+	"rackpool/internal/store"
 	"rackpool/internal/topology"
 )
 
 // Routes are the routes of Fabrics, Switches, Ports, Endpoints, Zones and
-// fault injection (the core's routes.go gathers them).
-var Routes = []service.Route[*Service]{
+// fault injection, then of Connections (connections.go); the core's
+// routes.go gathers them.
+var Routes = slices.Concat(fabricRoutes, connectionRoutes)
+
+var fabricRoutes = []service.Route[*Service]{
 	{Pattern: "GET /redfish/v1/Fabrics", Priv: service.Login, Handler: (*Service).getFabrics},
 	{Pattern: "GET /redfish/v1/Fabrics/{id}", Priv: service.Login, Handler: (*Service).getFabric},
 	{Pattern: "GET /redfish/v1/Fabrics/{id}/Switches", Priv: service.Login, Handler: (*Service).getSwitches},
@@ -34,11 +39,22 @@ var Routes = []service.Route[*Service]{
 }
 
 // Compositions is what the Fabrics need of the composition manager
-// (compose.Manager): its fabric drivers, and the live compositions the
-// Zones are computed from.
+// (compose.Manager): its fabric drivers, the live compositions the Zones
+// and Connections are views of, and the changes a Connection makes.
 type Compositions interface {
 	Drivers() map[string]fabric.Driver
 	List() []*inventory.Composition
+	Get(id string) (*inventory.Composition, error)
+	BlockStatus(id string) compose.BlockStatus
+	Compose(ctx context.Context, req compose.Request) (*inventory.Composition, error)
+	Update(ctx context.Context, id string, ur compose.UpdateRequest) (*inventory.Composition, error)
+	Decompose(ctx context.Context, id string, version int64) error
+}
+
+// Quotas are the tenants' quotas (tenancy.Service): a Connection that
+// composes or grows a system is held to its tenant's.
+type Quotas interface {
+	Quota(tenant string) (map[inventory.Kind]int, []store.ObjectRef)
 }
 
 // Deps are what a Service serves from.
@@ -48,20 +64,28 @@ type Deps struct {
 	// Health is a device's health as the core reads it (the fabric
 	// monitor's cache, or the fabric itself).
 	Health func(ctx context.Context, d *inventory.Device) fabric.Health
-	Logger *slog.Logger
+	// MemoryChunks is the CXL MemoryChunkInfo of blocks on f, as the
+	// core's Chassis show them (empty on other fabrics).
+	MemoryChunks func(f *inventory.Fabric, blocks []string) []map[string]any
+	Quotas       Quotas
+	Hider        service.Hider
+	Logger       *slog.Logger
 }
 
 // Service serves the Fabrics and their children.
 type Service struct {
-	top    *topology.Topology
-	mgr    Compositions
-	health func(ctx context.Context, d *inventory.Device) fabric.Health
-	log    *slog.Logger
+	top          *topology.Topology
+	mgr          Compositions
+	health       func(ctx context.Context, d *inventory.Device) fabric.Health
+	memoryChunks func(f *inventory.Fabric, blocks []string) []map[string]any
+	quotas       Quotas
+	hider        service.Hider
+	log          *slog.Logger
 }
 
 // New returns a Service over d.
 func New(d Deps) *Service {
-	return &Service{top: d.Topology, mgr: d.Mgr, health: d.Health, log: d.Logger}
+	return &Service{top: d.Topology, mgr: d.Mgr, health: d.Health, memoryChunks: d.MemoryChunks, quotas: d.Quotas, hider: d.Hider, log: d.Logger}
 }
 
 // blocksPath is the collection of ResourceBlocks an Endpoint links to.

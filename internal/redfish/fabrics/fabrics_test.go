@@ -13,46 +13,75 @@ import (
 	"time"
 
 	"rackpool/internal/clock"
+	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/fabric/emulated"
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
+	"rackpool/internal/store"
+	"rackpool/internal/store/sqlite"
 	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
 
-// compositions is a hand-written Compositions: the emulated fabrics'
-// drivers and a fixed list of compositions.
-type compositions struct {
-	drivers map[string]fabric.Driver
-	list    []*inventory.Composition
+// hider is a hand-written service.Hider: it answers the core's 404 and
+// records what it hid.
+type hider struct{ hidden []string }
+
+func (h *hider) Hide(_ *http.Request, kind, id string) error {
+	h.hidden = append(h.hidden, kind+" "+id)
+	return rf.NotFound(kind, id)
 }
 
-func (c *compositions) Drivers() map[string]fabric.Driver { return c.drivers }
-func (c *compositions) List() []*inventory.Composition    { return c.list }
+// quotas is a hand-written Quotas: a fixed quota per tenant.
+type quotas map[string]map[inventory.Kind]int
 
-// newService is a Service over the default topology's emulated fabrics,
-// whose health reading reports sick (and OK for every other device).
-func newService(t *testing.T, list []*inventory.Composition, sick string) (*Service, *compositions) {
+func (q quotas) Quota(tenant string) (map[inventory.Kind]int, []store.ObjectRef) {
+	return q[tenant], nil
+}
+
+// fixture is a Service over the default topology's emulated fabrics and a
+// composition manager on them, whose health reading reports sick as
+// Critical (and every other device OK).
+type fixture struct {
+	*Service
+	mgr     *compose.Manager
+	drivers map[string]fabric.Driver
+	hider   *hider
+}
+
+func newService(t *testing.T, sick string, q quotas) *fixture {
 	t.Helper()
 	top := topology.LoadDefault()
-	drivers, err := emulated.NewAll(top, clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)))
+	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr := &compositions{drivers: drivers, list: list}
+	t.Cleanup(func() { _ = st.Close() })
+	clk := clock.NewManual(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	drivers, err := emulated.NewAll(top, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := compose.New(context.Background(), compose.Options{Topology: top, Store: st, Drivers: drivers, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
 	health := func(_ context.Context, d *inventory.Device) fabric.Health {
 		if d.ID == sick {
 			return fabric.Critical
 		}
 		return fabric.OK
 	}
-	return New(Deps{Topology: top, Mgr: mgr, Health: health, Logger: slog.New(slog.DiscardHandler)}), mgr
+	h := &hider{}
+	chunks := func(*inventory.Fabric, []string) []map[string]any { return nil }
+	s := New(Deps{Topology: top, Mgr: mgr, Health: health, MemoryChunks: chunks, Quotas: q, Hider: h, Logger: slog.New(slog.DiscardHandler)})
+	return &fixture{Service: s, mgr: mgr, drivers: drivers, hider: h}
 }
 
 // call runs the handler Routes has for pattern on target as principal p.
-func call(t *testing.T, s *Service, pattern, target, body string, p tenancy.Principal) (*httptest.ResponseRecorder, error) {
+func call(t *testing.T, s *fixture, pattern, target, body string, p tenancy.Principal) (*httptest.ResponseRecorder, error) {
 	t.Helper()
 	for _, rt := range Routes {
 		if rt.Pattern != pattern {
@@ -72,13 +101,13 @@ func call(t *testing.T, s *Service, pattern, target, body string, p tenancy.Prin
 			}
 		}
 		w := httptest.NewRecorder()
-		return w, rt.Handler(s, w, r)
+		return w, rt.Handler(s.Service, w, r)
 	}
 	t.Fatalf("no route %s", pattern)
 	return nil, nil
 }
 
-func get(t *testing.T, s *Service, pattern, target string, p tenancy.Principal) map[string]any {
+func get(t *testing.T, s *fixture, pattern, target string, p tenancy.Principal) map[string]any {
 	t.Helper()
 	w, err := call(t, s, pattern, target, "", p)
 	if err != nil {
@@ -101,11 +130,9 @@ func members(t *testing.T, body map[string]any) []string {
 	return out
 }
 
-// attached is a composition of host1 holding the block of device dev on
-// falcon1, attached through host1's falcon1 port, owned by tenant.
-func attached(t *testing.T, top *topology.Topology, id, dev, tenant string) *inventory.Composition {
+// hostPort is host1's port on falcon1, and block the block of device dev.
+func hostPort(t *testing.T, top *topology.Topology, dev string) (port, block string) {
 	t.Helper()
-	var block, port string
 	for _, b := range top.Blocks {
 		if b.Device != nil && b.Device.ID == dev {
 			block = b.ID
@@ -119,19 +146,22 @@ func attached(t *testing.T, top *topology.Topology, id, dev, tenant string) *inv
 	if block == "" || port == "" {
 		t.Fatalf("default topology has no %s on falcon1 for host1", dev)
 	}
-	return &inventory.Composition{ID: id, Host: "host1", Blocks: []string{block}, Ports: map[string]string{block: port}, Tenant: tenant}
+	return port, block
 }
 
 // TestZonesFollowCompositions: a zone per host port, holding the devices
 // the live compositions attach through it; another tenant's composition
 // does not show.
 func TestZonesFollowCompositions(t *testing.T) {
-	s, mgr := newService(t, nil, "")
+	s := newService(t, "", nil)
 	admin := tenancy.Principal{User: "admin"}
 	if got := members(t, get(t, s, "GET /redfish/v1/Fabrics/{id}/Zones", "/redfish/v1/Fabrics/falcon1/Zones", admin)); len(got) != 0 {
 		t.Fatalf("zones before any composition: %v", got)
 	}
-	mgr.list = []*inventory.Composition{attached(t, s.top, "c1", "gpu1", "acme")}
+	_, block := hostPort(t, s.top, "gpu1")
+	if _, err := s.mgr.Compose(context.Background(), compose.Request{Name: "c1", Tenant: "acme", Host: "host1", Blocks: []string{block}}); err != nil {
+		t.Fatal(err)
+	}
 	zones := members(t, get(t, s, "GET /redfish/v1/Fabrics/{id}/Zones", "/redfish/v1/Fabrics/falcon1/Zones", admin))
 	if len(zones) != 1 || !strings.HasPrefix(zones[0], "host1-") {
 		t.Fatalf("zones %v, want one of host1's ports", zones)
@@ -158,7 +188,7 @@ func TestZonesFollowCompositions(t *testing.T) {
 // TestEndpointHealth: a device's endpoint reports the health the core
 // reads, and links its resource blocks.
 func TestEndpointHealth(t *testing.T) {
-	s, _ := newService(t, nil, "gpu1")
+	s := newService(t, "gpu1", nil)
 	admin := tenancy.Principal{User: "admin"}
 	ep := get(t, s, "GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", "/redfish/v1/Fabrics/falcon1/Endpoints/gpu1", admin)
 	if h := ep["Status"].(map[string]any)["Health"]; h != string(fabric.Critical) {
@@ -182,14 +212,14 @@ func TestEndpointHealth(t *testing.T) {
 // discovery shows the device failed); an unknown kind or fabric is
 // refused with its Redfish message.
 func TestInjectFault(t *testing.T) {
-	s, mgr := newService(t, nil, "")
+	s := newService(t, "", nil)
 	admin := tenancy.Principal{User: "admin"}
 	const inject = "POST /redfish/v1/Fabrics/{id}/Actions/Oem/Rackpool.InjectFault"
 	w, err := call(t, s, inject, "/redfish/v1/Fabrics/falcon1/Actions/Oem/Rackpool.InjectFault", `{"Kind":"device-fails","Target":"gpu2"}`, admin)
 	if err != nil || w.Code != http.StatusNoContent {
 		t.Fatalf("inject: %d %v", w.Code, err)
 	}
-	st, err := mgr.drivers["falcon1"].Discover(context.Background())
+	st, err := s.drivers["falcon1"].Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +238,7 @@ func TestInjectFault(t *testing.T) {
 	if err != nil || w.Code != http.StatusNoContent {
 		t.Fatalf("clear: %d %v", w.Code, err)
 	}
-	if st, _ := mgr.drivers["falcon1"].Discover(context.Background()); st.Health["gpu2"] != fabric.OK && st.Health["gpu2"] != "" {
+	if st, _ := s.drivers["falcon1"].Discover(context.Background()); st.Health["gpu2"] != fabric.OK && st.Health["gpu2"] != "" {
 		t.Fatalf("gpu2 health after ClearFaults: %q", st.Health["gpu2"])
 	}
 }
@@ -220,4 +250,55 @@ func problem(t *testing.T, err error) *rf.Problem {
 		t.Fatalf("error %v, want a Redfish problem", err)
 	}
 	return p
+}
+
+// TestConnections: a Connection composes a system on the initiator's host
+// holding the targets' blocks, shows as that system's view from the
+// fabric, is hidden from another tenant, and its DELETE decomposes the
+// system; a tenant's quota holds.
+func TestConnections(t *testing.T) {
+	s := newService(t, "", quotas{"small": {inventory.GPU: 0}})
+	acme := tenancy.Principal{User: "a", Tenant: "acme"}
+	port, block := hostPort(t, s.top, "gpu1")
+	const coll = "/redfish/v1/Fabrics/falcon1/Connections"
+	body := `{"Links":{"InitiatorEndpoints":[{"@odata.id":"/redfish/v1/Fabrics/falcon1/Endpoints/host1-` + port + `"}],
+		"TargetEndpoints":[{"@odata.id":"/redfish/v1/Fabrics/falcon1/Endpoints/gpu1"}]}}`
+	w, err := call(t, s, "POST /redfish/v1/Fabrics/{id}/Connections", coll, body, acme)
+	if err != nil || w.Code != http.StatusCreated {
+		t.Fatalf("POST: %d %v", w.Code, err)
+	}
+	sys := s.mgr.List()
+	if len(sys) != 1 || sys[0].Tenant != "acme" || !slices.Contains(sys[0].Blocks, block) {
+		t.Fatalf("compositions after POST: %+v", sys)
+	}
+	if loc := w.Header().Get("Location"); loc != coll+"/"+sys[0].ID {
+		t.Fatalf("Location %q", loc)
+	}
+	c := get(t, s, "GET /redfish/v1/Fabrics/{id}/Connections/{conn}", coll+"/"+sys[0].ID, acme)
+	if id := c["Oem"].(map[string]any)["Rackpool"].(map[string]any)["System"].(map[string]any)["@odata.id"]; id != "/redfish/v1/Systems/"+sys[0].ID {
+		t.Fatalf("connection's system %v", id)
+	}
+	other := tenancy.Principal{User: "b", Tenant: "other"}
+	if got := members(t, get(t, s, "GET /redfish/v1/Fabrics/{id}/Connections", coll, other)); len(got) != 0 {
+		t.Fatalf("another tenant lists %v", got)
+	}
+	_, err = call(t, s, "GET /redfish/v1/Fabrics/{id}/Connections/{conn}", coll+"/"+sys[0].ID, "", other)
+	if p := problem(t, err); p.Status != http.StatusNotFound || !slices.Equal(s.hider.hidden, []string{"Connection " + sys[0].ID}) {
+		t.Fatalf("another tenant's GET: %+v, hidden %v", p, s.hider.hidden)
+	}
+	w, err = call(t, s, "DELETE /redfish/v1/Fabrics/{id}/Connections/{conn}", coll+"/"+sys[0].ID, "", acme)
+	if err != nil || w.Code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %v", w.Code, err)
+	}
+	if sys := s.mgr.List(); len(sys) != 0 {
+		t.Fatalf("compositions after DELETE: %+v", sys)
+	}
+	_, err = call(t, s, "POST /redfish/v1/Fabrics/{id}/Connections", coll, body, tenancy.Principal{User: "s", Tenant: "small"})
+	if !errors.Is(err, compose.ErrQuota) || len(s.mgr.List()) != 0 {
+		t.Fatalf("POST over quota: %v, compositions %v", err, s.mgr.List())
+	}
+	_, err = call(t, s, "POST /redfish/v1/Fabrics/{id}/Connections", coll, `{"Links":{"TargetEndpoints":[]}}`, acme)
+	if p := problem(t, err); !strings.HasSuffix(p.ID, "PropertyMissing") {
+		t.Fatalf("no initiator: %+v", p)
+	}
 }

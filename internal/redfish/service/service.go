@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"time"
 
+	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
@@ -222,4 +223,21 @@ func VisibleSystem(r *http.Request, systems Systems, h Hider, id string) (*inven
 		return nil, h.Hide(r, "ComputerSystem", id)
 	}
 	return c, nil
+}
+
+// BlockVisible reports whether p may see block b in status st: an
+// operator (no tenant) sees every block; a tenant sees a block it already
+// holds, or one with room for another tenant's composition.
+func BlockVisible(p tenancy.Principal, b *inventory.Block, st compose.BlockStatus) bool {
+	if p.Tenant == "" {
+		return true
+	}
+	n := 0
+	for _, t := range st.Tenants {
+		if t == p.Tenant {
+			return true
+		}
+		n++
+	}
+	return n < max(b.MaxCompositions, 1)
 }

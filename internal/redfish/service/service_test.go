@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"rackpool/internal/compose"
+	"rackpool/internal/inventory"
 	"rackpool/internal/tenancy"
 )
 
@@ -122,4 +124,31 @@ func jsonEqual(t *testing.T, a, b string) bool {
 		t.Fatal(err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestBlockVisible: operators see every block; a tenant sees a block it
+// holds, or one with room left for another tenant, and not one whose
+// every share is another tenant's.
+func TestBlockVisible(t *testing.T) {
+	op, acme := tenancy.Principal{User: "root"}, tenancy.Principal{User: "a", Tenant: "acme"}
+	single := &inventory.Block{ID: "gpu1", MaxCompositions: 1}
+	shared := &inventory.Block{ID: "mem1", MaxCompositions: 2}
+	for _, tc := range []struct {
+		p       tenancy.Principal
+		b       *inventory.Block
+		tenants []string
+		want    bool
+	}{
+		{op, single, []string{"other"}, true},
+		{acme, single, nil, true},
+		{acme, single, []string{"acme"}, true},
+		{acme, single, []string{"other"}, false},
+		{acme, shared, []string{"other"}, true},
+		{acme, shared, []string{"other", "third"}, false},
+		{acme, shared, []string{"other", "acme"}, true},
+	} {
+		if got := BlockVisible(tc.p, tc.b, compose.BlockStatus{Tenants: tc.tenants}); got != tc.want {
+			t.Errorf("BlockVisible(%q, %s (max %d), %v) = %v, want %v", tc.p.Tenant, tc.b.ID, tc.b.MaxCompositions, tc.tenants, got, tc.want)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package redfish
+package fabrics
 
 import (
 	"fmt"
@@ -8,15 +8,18 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
+	"rackpool/internal/store"
 )
 
-// connectionRoutes are the routes of fabric Connections (routes.go).
-var connectionRoutes = []route{
-	{"GET /redfish/v1/Fabrics/{id}/Connections", login, (*Server).getConnections},
-	{"POST /redfish/v1/Fabrics/{id}/Connections", configureComponents, (*Server).postConnection},
-	{"GET /redfish/v1/Fabrics/{id}/Connections/{conn}", login, (*Server).getConnection},
-	{"DELETE /redfish/v1/Fabrics/{id}/Connections/{conn}", configureComponents, (*Server).deleteConnection},
+// connectionRoutes are the routes of fabric Connections.
+var connectionRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/Fabrics/{id}/Connections", Priv: service.Login, Handler: (*Service).getConnections},
+	{Pattern: "POST /redfish/v1/Fabrics/{id}/Connections", Priv: service.ConfigureComponents, Handler: (*Service).postConnection},
+	{Pattern: "GET /redfish/v1/Fabrics/{id}/Connections/{conn}", Priv: service.Login, Handler: (*Service).getConnection},
+	{Pattern: "DELETE /redfish/v1/Fabrics/{id}/Connections/{conn}", Priv: service.ConfigureComponents, Handler: (*Service).deleteConnection},
 }
 
 // Connections are the fabric-level way to attach devices to a host: a
@@ -36,17 +39,8 @@ var connectionRoutes = []route{
 // composition manager, all or nothing, with the same tenancy and quotas as
 // the ComputerSystem API.
 
-// fabric is the fabric the request's path names.
-func (s *Server) fabric(r *http.Request) (*inventory.Fabric, error) {
-	f := s.top.Fabric(r.PathValue("id"))
-	if f == nil {
-		return nil, errNotFound("Fabric", r.PathValue("id"))
-	}
-	return f, nil
-}
-
 // onFabric lists c's device blocks on fabric f.
-func (s *Server) onFabric(c *inventory.Composition, f *inventory.Fabric) []string {
+func (s *Service) onFabric(c *inventory.Composition, f *inventory.Fabric) []string {
 	var out []string
 	for _, id := range c.Blocks {
 		if b := s.top.Block(id); b != nil && b.Device != nil && b.Device.Fabric == f {
@@ -56,39 +50,39 @@ func (s *Server) onFabric(c *inventory.Composition, f *inventory.Fabric) []strin
 	return out
 }
 
-func (s *Server) getConnections(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getConnections(w http.ResponseWriter, r *http.Request) error {
 	f, err := s.fabric(r)
 	if err != nil {
 		return err
 	}
-	p := principal(r)
-	var members []odataID
+	p := service.Principal(r)
+	var members []rf.ODataID
 	for _, c := range s.mgr.List() {
 		if p.Sees(c.Tenant) && len(s.onFabric(c, f)) > 0 {
-			members = append(members, reff("/redfish/v1/Fabrics/%s/Connections/%s", f.ID, c.ID))
+			members = append(members, rf.Reff("/redfish/v1/Fabrics/%s/Connections/%s", f.ID, c.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/Fabrics/"+f.ID+"/Connections", "ConnectionCollection", "Connection Collection", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/Fabrics/"+f.ID+"/Connections", "ConnectionCollection", "Connection Collection", members))
 	return nil
 }
 
 var connectionTypes = map[inventory.Kind]string{inventory.Memory: "Memory", inventory.NVMe: "Storage", inventory.SSD: "Storage", inventory.HDD: "Storage"}
 
-func (s *Server) connectionBody(f *inventory.Fabric, c *inventory.Composition) map[string]any {
+func (s *Service) connectionBody(f *inventory.Fabric, c *inventory.Composition) map[string]any {
 	h := s.top.Host(c.Host)
-	var targets []odataID
-	initiators := []odataID{}
+	var targets []rf.ODataID
+	initiators := []rf.ODataID{}
 	typ := ""
 	seenDev, seenPort := map[string]bool{}, map[string]bool{}
 	for _, id := range s.onFabric(c, f) {
 		b := s.top.Block(id)
 		if !seenDev[b.Device.ID] {
 			seenDev[b.Device.ID] = true
-			targets = append(targets, reff("/redfish/v1/Fabrics/%s/Endpoints/%s", f.ID, b.Device.ID))
+			targets = append(targets, rf.Reff("/redfish/v1/Fabrics/%s/Endpoints/%s", f.ID, b.Device.ID))
 		}
 		if port := c.Ports[id]; port != "" && !seenPort[port] {
 			seenPort[port] = true
-			initiators = append(initiators, reff("/redfish/v1/Fabrics/%s/Endpoints/%s-%s", f.ID, h.ID, port))
+			initiators = append(initiators, rf.Reff("/redfish/v1/Fabrics/%s/Endpoints/%s-%s", f.ID, h.ID, port))
 		}
 		if t, ok := connectionTypes[b.Kind]; ok && typ == "" {
 			typ = t
@@ -104,21 +98,21 @@ func (s *Server) connectionBody(f *inventory.Fabric, c *inventory.Composition) m
 			"InitiatorEndpoints": initiators,
 			"TargetEndpoints":    targets,
 		},
-		"Oem": rackpoolOem("Connection", map[string]any{
-			"System":         ref("/redfish/v1/Systems/" + c.ID),
+		"Oem": service.RackpoolOem("Connection", map[string]any{
+			"System":         rf.Ref("/redfish/v1/Systems/" + c.ID),
 			"ResourceBlocks": blockRefs(s.onFabric(c, f)),
 		}),
 	}
 	if typ != "" {
 		body["ConnectionType"] = typ
 	}
-	if info := s.memoryChunkInfo(f, s.onFabric(c, f)); len(info) > 0 {
+	if info := s.memoryChunks(f, s.onFabric(c, f)); len(info) > 0 {
 		body["MemoryChunkInfo"] = info
 	}
 	return body
 }
 
-func (s *Server) connectionTarget(r *http.Request) (*inventory.Fabric, *inventory.Composition, error) {
+func (s *Service) connectionTarget(r *http.Request) (*inventory.Fabric, *inventory.Composition, error) {
 	f, err := s.fabric(r)
 	if err != nil {
 		return nil, nil, err
@@ -126,34 +120,34 @@ func (s *Server) connectionTarget(r *http.Request) (*inventory.Fabric, *inventor
 	id := r.PathValue("conn")
 	c, err := s.mgr.Get(id)
 	if err != nil || len(s.onFabric(c, f)) == 0 {
-		return nil, nil, errNotFound("Connection", id)
+		return nil, nil, rf.NotFound("Connection", id)
 	}
-	if !principal(r).Sees(c.Tenant) {
-		return nil, nil, s.hide(r, "Connection", id)
+	if !service.Principal(r).Sees(c.Tenant) {
+		return nil, nil, s.hider.Hide(r, "Connection", id)
 	}
 	return f, c, nil
 }
 
-func (s *Server) getConnection(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getConnection(w http.ResponseWriter, r *http.Request) error {
 	f, c, err := s.connectionTarget(r)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.connectionBody(f, c))
+	service.WriteJSON(w, http.StatusOK, s.connectionBody(f, c))
 	return nil
 }
 
 // endpointID extracts the endpoint ID from a link into fabric f.
-func endpointID(f *inventory.Fabric, link odataID, prop string) (string, error) {
+func endpointID(f *inventory.Fabric, link rf.ODataID, prop string) (string, error) {
 	prefix := "/redfish/v1/Fabrics/" + f.ID + "/Endpoints/"
 	id, ok := strings.CutPrefix(link.ID, prefix)
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", errPropertyValue(prop, link.ID, "Use endpoints of this fabric: "+prefix+"{Id}.")
+		return "", rf.PropertyValue(prop, link.ID, "Use endpoints of this fabric: "+prefix+"{Id}.")
 	}
 	return id, nil
 }
 
-func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) postConnection(w http.ResponseWriter, r *http.Request) error {
 	f, err := s.fabric(r)
 	if err != nil {
 		return err
@@ -162,8 +156,8 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 		Name           string
 		ConnectionType string
 		Links          *struct {
-			InitiatorEndpoints []odataID
-			TargetEndpoints    []odataID
+			InitiatorEndpoints []rf.ODataID
+			TargetEndpoints    []rf.ODataID
 		}
 		Oem *struct {
 			Rackpool *struct {
@@ -171,23 +165,23 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	if err := decode(r, &body); err != nil {
+	if err := rf.Decode(r, &body, rf.MaxBody); err != nil {
 		return err
 	}
 	if body.Links == nil || len(body.Links.InitiatorEndpoints) == 0 {
-		return errPropertyMissing("Links.InitiatorEndpoints")
+		return rf.PropertyMissing("Links.InitiatorEndpoints")
 	}
 	if len(body.Links.InitiatorEndpoints) != 1 {
-		return errPropertyValue("Links.InitiatorEndpoints", fmt.Sprint(len(body.Links.InitiatorEndpoints)), "Name exactly one host port endpoint.")
+		return rf.PropertyValue("Links.InitiatorEndpoints", fmt.Sprint(len(body.Links.InitiatorEndpoints)), "Name exactly one host port endpoint.")
 	}
 	if len(body.Links.TargetEndpoints) == 0 {
-		return errPropertyMissing("Links.TargetEndpoints")
+		return rf.PropertyMissing("Links.TargetEndpoints")
 	}
 	count := 1
 	if body.Oem != nil && body.Oem.Rackpool != nil && body.Oem.Rackpool.BlockCount != 0 {
 		count = body.Oem.Rackpool.BlockCount
 		if count < 1 || count > 4096 {
-			return errPropertyValue("Oem.Rackpool.BlockCount", fmt.Sprint(count), "Use 1 to 4096.")
+			return rf.PropertyValue("Oem.Rackpool.BlockCount", fmt.Sprint(count), "Use 1 to 4096.")
 		}
 	}
 	ini, err := endpointID(f, body.Links.InitiatorEndpoints[0], "Links.InitiatorEndpoints[0]")
@@ -201,10 +195,10 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if host == nil {
-		return errPropertyValue("Links.InitiatorEndpoints[0]", body.Links.InitiatorEndpoints[0].ID, "The initiator must be a host port endpoint of this fabric.")
+		return rf.PropertyValue("Links.InitiatorEndpoints[0]", body.Links.InitiatorEndpoints[0].ID, "The initiator must be a host port endpoint of this fabric.")
 	}
 	var blocks []string
-	p := principal(r)
+	p := service.Principal(r)
 	for i, l := range body.Links.TargetEndpoints {
 		prop := fmt.Sprintf("Links.TargetEndpoints[%d]", i)
 		id, err := endpointID(f, l, prop)
@@ -218,7 +212,7 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		if dev == nil {
-			return errPropertyValue(prop, l.ID, "The target must be a device endpoint of this fabric.")
+			return rf.PropertyValue(prop, l.ID, "The target must be a device endpoint of this fabric.")
 		}
 		want := 1
 		if len(dev.Blocks) > 1 {
@@ -230,7 +224,7 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 				break
 			}
 			st := s.mgr.BlockStatus(b.ID)
-			if len(st.Compositions)+len(st.Reservations) == 0 && blockVisible(p, b, st) && !slices.Contains(blocks, b.ID) {
+			if len(st.Compositions)+len(st.Reservations) == 0 && service.BlockVisible(p, b, st) && !slices.Contains(blocks, b.ID) {
 				blocks = append(blocks, b.ID)
 				got++
 			}
@@ -240,22 +234,22 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 				blocks = append(blocks, dev.Blocks[0].ID) // let the scheduler say why it is taken
 				continue
 			}
-			return translate(fmt.Errorf("%w", &schedule.Unsatisfiable{Rejections: []schedule.Rejection{{Host: host.ID,
-				Reason: schedule.InUse, Detail: fmt.Sprintf("%s has %d free blocks, %d wanted", dev.ID, got, want)}}}))
+			return fmt.Errorf("%w", &schedule.Unsatisfiable{Rejections: []schedule.Rejection{{Host: host.ID,
+				Reason: schedule.InUse, Detail: fmt.Sprintf("%s has %d free blocks, %d wanted", dev.ID, got, want)}}})
 		}
 	}
 	var sys *inventory.Composition
 	for _, c := range s.mgr.List() {
 		if c.Host == host.ID {
 			if !p.Sees(c.Tenant) {
-				return translate(fmt.Errorf("%w: host %s is in use", compose.ErrBusy, host.ID))
+				return fmt.Errorf("%w: host %s is in use", compose.ErrBusy, host.ID)
 			}
 			sys = c
 		}
 	}
 	if sys == nil {
 		name := body.Name
-		req := compose.Request{Name: name, Tenant: tenantOf(r), Host: host.ID, Blocks: blocks}
+		req := compose.Request{Name: name, Tenant: service.Principal(r).Tenant, Host: host.ID, Blocks: blocks}
 		req.Quota, req.Check = s.quotaOf(r)
 		sys, err = s.mgr.Compose(r.Context(), req)
 	} else {
@@ -268,11 +262,11 @@ func (s *Server) postConnection(w http.ResponseWriter, r *http.Request) error {
 	}
 	loc := "/redfish/v1/Fabrics/" + f.ID + "/Connections/" + sys.ID
 	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusCreated, s.connectionBody(f, sys))
+	service.WriteJSON(w, http.StatusCreated, s.connectionBody(f, sys))
 	return nil
 }
 
-func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) deleteConnection(w http.ResponseWriter, r *http.Request) error {
 	f, c, err := s.connectionTarget(r)
 	if err != nil {
 		return err
@@ -294,4 +288,20 @@ func (s *Server) deleteConnection(w http.ResponseWriter, r *http.Request) error 
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// quotaOf returns the quota of r's tenant and the tenant record it was
+// read from, which the composition's plan checks (tenancy.Service.Quota).
+func (s *Service) quotaOf(r *http.Request) (compose.Quota, []store.ObjectRef) {
+	q, refs := s.quotas.Quota(service.Principal(r).Tenant)
+	return q, refs
+}
+
+// blockRefs links the ResourceBlocks ids.
+func blockRefs(ids []string) []rf.ODataID {
+	out := []rf.ODataID{}
+	for _, id := range ids {
+		out = append(out, rf.Ref(blocksPath+id))
+	}
+	return out
 }
