@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/schedule"
 	"rackpool/internal/tenancy"
 
@@ -234,7 +235,7 @@ func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	a := s.ExportAllocation()
-	noteAudit(r).detail = fmt.Sprintf("exported %d systems", len(a.Systems))
+	service.NoteDetail(r, fmt.Sprintf("exported %d systems", len(a.Systems)))
 	writeJSON(w, http.StatusOK, a)
 	return nil
 }
@@ -264,7 +265,7 @@ func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
 			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
 				withResolution("Nothing would be imported. Correct the document or free the resources, then preview again.")
 		}
-		noteAudit(r).detail = fmt.Sprintf("previewed an import of %d systems", len(a.Systems))
+		service.NoteDetail(r, fmt.Sprintf("previewed an import of %d systems", len(a.Systems)))
 		writeJSON(w, http.StatusOK, s.importPreview(r, p))
 		return nil
 	default:
@@ -283,7 +284,7 @@ func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
 			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
 				withResolution("Nothing was imported. Correct the document or free the resources, then retry.")
 		}
-		noteAudit(r).detail = fmt.Sprintf("imported %d systems", len(ids))
+		service.NoteDetail(r, fmt.Sprintf("imported %d systems", len(ids)))
 		var refs []odataID
 		for _, id := range ids {
 			refs = append(refs, ref("/redfish/v1/Systems/"+id))

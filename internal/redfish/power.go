@@ -12,6 +12,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 )
 
 // powerController is what the Reset action and the Boot PATCH need of the
@@ -135,7 +136,7 @@ func (s *Server) resetSystem(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		noteAudit(r).detail = "reset " + id + " " + t + ": " + after.State
+		service.NoteDetail(r, "reset "+id+" "+t+": "+after.State)
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})

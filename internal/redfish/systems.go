@@ -11,6 +11,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/observe"
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/units"
@@ -283,7 +284,7 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		noteAudit(r).detail = "composed " + c.ID
+		service.NoteDetail(r, "composed "+c.ID)
 		w.Header().Set("Location", "/redfish/v1/Systems/"+c.ID)
 		s.writeSystem(w, r, http.StatusCreated, c)
 		return nil
@@ -497,7 +498,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		if err := s.setBoot(r, id, body.Boot, want); err != nil {
 			return err
 		}
-		noteAudit(r).detail = "boot override of " + id
+		service.NoteDetail(r, "boot override of "+id)
 		want = 0 // the If-Match guard checked it; the boot change moved the version on
 	}
 	if host != nil {
