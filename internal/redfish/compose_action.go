@@ -581,26 +581,25 @@ func orDefault(v, d string) string {
 
 // stanzaError names the stanza in a placement error.
 func stanzaError(err error, stanzaID string) error {
-	e := translate(err)
-	if e.resolution == "" {
-		e.resolution = "Stanza " + stanzaID + " failed; nothing was applied."
+	p := problem(err)
+	if p.Resolution == "" {
+		p.Resolution = "Stanza " + stanzaID + " failed; nothing was applied."
 	} else {
-		e.resolution = "Stanza " + stanzaID + ": " + e.resolution + " Nothing was applied."
+		p.Resolution = "Stanza " + stanzaID + ": " + p.Resolution + " Nothing was applied."
 	}
-	return e
+	return p
 }
 
 // prefixProperty qualifies a property error with the stanza's path.
 func prefixProperty(err error, prefix string) error {
-	e := translate(err)
-	for i, a := range e.args {
-		if i == 0 && (strings.Contains(e.id, "Property")) {
-			e.args[i] = prefix + a
-			e.message = strings.Replace(e.message, a, prefix+a, 1)
-		}
+	p := problem(err)
+	if len(p.Args) > 0 && strings.Contains(p.ID, "Property") {
+		a := p.Args[0]
+		p.Args[0] = prefix + a
+		p.Text = strings.Replace(p.Text, a, prefix+a, 1)
 	}
-	for i, ptr := range e.related {
-		e.related[i] = rf.Pointer(prefix + strings.TrimPrefix(ptr, "#/"))
+	for i, ptr := range p.Related {
+		p.Related[i] = rf.Pointer(prefix + strings.TrimPrefix(ptr, "#/"))
 	}
-	return e
+	return p
 }

@@ -234,11 +234,12 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
 		if perr := policyError(err, req); perr != err {
 			return perr
 		}
-		ae := translate(err)
-		if ae.oem == nil {
-			return ae
+		p := problem(err)
+		details, ok := p.Oem["Rackpool"]
+		if !ok {
+			return p
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"Fits": false, "Reason": ae.resolution, "Details": ae.oem})
+		writeJSON(w, http.StatusOK, map[string]any{"Fits": false, "Reason": p.Resolution, "Details": details})
 		return nil
 	}
 	var blocks []map[string]any

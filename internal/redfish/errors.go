@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"rackpool/internal/compose"
@@ -47,7 +48,7 @@ func (e *apiError) withResolution(r string) *apiError {
 // fromProblem is the northbound error of a Base registry problem.
 func fromProblem(p *rf.Problem) *apiError {
 	e := &apiError{status: p.Status, id: p.ID, message: p.Text, args: p.Args, severity: p.Severity, resolution: p.Resolution,
-		related: p.Related}
+		related: p.Related, internal: p.Internal}
 	if o, ok := p.Oem["Rackpool"]; ok {
 		e.oem = o
 	}
@@ -231,14 +232,27 @@ func translate(err error) *apiError {
 	return errInternal(err)
 }
 
-// writeError renders e as a Redfish error body: one message, which
-// always names its RelatedProperties, and carries e's OEM detail.
-func writeError(w http.ResponseWriter, e *apiError) {
-	p := &rf.Problem{Status: e.status, ID: e.id, Text: e.message, Args: e.args, Severity: e.severity, Resolution: e.resolution,
-		Related: nonNil(e.related)}
+// problem is e as an *rf.Problem of its own (its slices copied), internal
+// detail included.
+func (e *apiError) problem() *rf.Problem {
+	p := &rf.Problem{Status: e.status, ID: e.id, Text: e.message, Args: slices.Clone(e.args), Severity: e.severity,
+		Resolution: e.resolution, Related: slices.Clone(e.related), Internal: e.internal}
 	if e.oem != nil {
 		p.Oem = map[string]any{"Rackpool": e.oem}
 	}
+	return p
+}
+
+// problem maps err to the Redfish error it is answered with (translate),
+// as a Problem a resource family may reword before it returns it: the
+// core renders it as it renders its own, internal detail logged.
+func problem(err error) *rf.Problem { return translate(err).problem() }
+
+// writeError renders e as a Redfish error body: one message, which
+// always names its RelatedProperties, and carries e's OEM detail.
+func writeError(w http.ResponseWriter, e *apiError) {
+	p := e.problem()
+	p.Related, p.Internal = nonNil(p.Related), nil
 	if e.status == http.StatusUnauthorized && !e.noBasic {
 		w.Header().Set("WWW-Authenticate", `Basic realm="rackpool"`)
 	}

@@ -32,6 +32,9 @@ type Problem struct {
 	// Oem is the entry's Oem object ({"Rackpool": …}): detail the
 	// service adds to the message; nil for none.
 	Oem map[string]any
+	// Internal is what went wrong inside the service: the service logs it
+	// under the request's ID and never sends it.
+	Internal error
 }
 
 // Pointer turns a property path as messages name it (Oem.Rackpool.Needs[0].Count,
