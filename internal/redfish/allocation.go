@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 	"rackpool/internal/tenancy"
 
@@ -278,7 +279,8 @@ func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
 	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
 		ids, err := s.ImportAllocation(r.Context(), a)
 		if err != nil {
-			if _, ok := err.(*apiError); ok {
+			switch err.(type) {
+			case *apiError, *rf.Problem: // a stanza's refusal, worded
 				return err
 			}
 			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
