@@ -35,6 +35,7 @@ import (
 	"rackpool/internal/pki"
 	"rackpool/internal/provision"
 	"rackpool/internal/redfish"
+	"rackpool/internal/redfish/composition"
 	"rackpool/internal/replica"
 	"rackpool/internal/store/postgres"
 	"rackpool/internal/telemetry"
@@ -450,7 +451,7 @@ func importAllocation(ctx context.Context, api *redfish.Server, file string) (in
 	if err != nil {
 		return 0, err
 	}
-	a, err := redfish.ParseAllocation(data)
+	a, err := composition.ParseAllocation(data)
 	if err != nil {
 		return 0, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 )
@@ -132,7 +133,7 @@ func (s *Server) accountBody(a tenancy.Account) map[string]any {
 	return map[string]any{
 		"@odata.id":    accountsPath + a.UserName,
 		"@odata.type":  "#ManagerAccount.v1_12_0.ManagerAccount",
-		"@odata.etag":  etag(a.Version),
+		"@odata.etag":  service.ETag(a.Version),
 		"Id":           a.UserName,
 		"Name":         "User Account",
 		"UserName":     a.UserName,
@@ -166,7 +167,7 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(a.Version))
+	w.Header().Set("ETag", service.ETag(a.Version))
 	writeJSON(w, http.StatusOK, s.accountBody(a))
 	return nil
 }
@@ -257,7 +258,7 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set("ETag", etag(a.Version))
+	w.Header().Set("ETag", service.ETag(a.Version))
 	writeJSON(w, http.StatusOK, s.accountBody(a))
 	return nil
 }

@@ -1,10 +1,13 @@
 package redfish
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
+	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
 )
 
 // chassisRoutes are the routes of Chassis (routes.go).
@@ -102,7 +105,7 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 			for _, dev := range f.Devices {
 				if dev.Drawer == d {
 					for _, b := range dev.Blocks {
-						blocks = append(blocks, ref(blocksPath+b.ID))
+						blocks = append(blocks, ref(service.BlocksPath+b.ID))
 					}
 				}
 			}
@@ -127,3 +130,29 @@ func hostPortNames(f *inventory.Fabric) []string {
 	}
 	return out
 }
+
+// health returns the fabric's view of a device's health: the monitor's as
+// of its last poll (a device it has not seen is OK), or, without a
+// monitor, the fabric's answer now.
+func (s *Server) health(ctx context.Context, d *inventory.Device) fabric.Health {
+	if s.healthSrc != nil {
+		if h, ok := s.healthSrc.DeviceHealth(d.Fabric.ID, d.ID); ok {
+			return h
+		}
+		return fabric.OK
+	}
+	drv := s.mgr.Drivers()[d.Fabric.ID]
+	if drv == nil {
+		return fabric.OK
+	}
+	st, err := drv.Discover(ctx)
+	if err != nil {
+		return fabric.Warning
+	}
+	if h, ok := st.Health[d.ID]; ok {
+		return h
+	}
+	return fabric.OK
+}
+
+func nonNilRefs(r []odataID) []odataID { return service.NonNil(r) }

@@ -73,7 +73,7 @@ func (s *Server) cxlChassisBody(r *http.Request, d *inventory.Device) map[string
 	var blocks []odataID
 	for _, region := range []inventory.CXLRegion{inventory.LogicalDevice, inventory.DynamicExtent} {
 		for _, b := range s.visibleBlocks(r, d, region) {
-			blocks = append(blocks, ref(blocksPath+b.ID))
+			blocks = append(blocks, ref(service.BlocksPath+b.ID))
 		}
 	}
 	body["Links"] = map[string]any{"ContainedBy": ref("/redfish/v1/Chassis/" + s.rackOf(d)), "ResourceBlocks": nonNilRefs(blocks)}

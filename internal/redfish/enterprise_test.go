@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"rackpool/internal/redfish"
+	"rackpool/internal/redfish/composition"
 	"rackpool/internal/tenancy"
 )
 
@@ -334,7 +334,7 @@ func TestExportImport(t *testing.T) {
 	a := src.compose(specificBody("host1", "gpu1", "hdd1", "memnode1-b01"))
 	src.compose(specificBody("host3", "gpu2"))
 	doc := src.must(http.StatusOK, "POST", "/redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", map[string]any{}, admin).body
-	alloc, err := redfish.ParseAllocation(doc)
+	alloc, err := composition.ParseAllocation(doc)
 	if err != nil || len(alloc.Systems) != 2 {
 		t.Fatalf("export: %v %s", err, doc)
 	}

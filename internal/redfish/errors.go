@@ -61,8 +61,6 @@ func newError(status int, id, msg string, args ...string) *apiError {
 
 func errNotFound(kind, name string) *apiError { return fromProblem(rf.NotFound(kind, name)) }
 
-func errMalformed(detail string) *apiError { return fromProblem(rf.Malformed(detail)) }
-
 func errPropertyMissing(prop string) *apiError { return fromProblem(rf.PropertyMissing(prop)) }
 
 func errPropertyValue(prop, value, why string) *apiError {
@@ -85,10 +83,7 @@ func errNoSession() *apiError {
 		"There is no valid session established with the implementation.")
 }
 
-func errPrivilege() *apiError {
-	return newError(http.StatusForbidden, baseRegistry+"InsufficientPrivilege",
-		"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
-}
+func errPrivilege() *apiError { return fromProblem(rf.InsufficientPrivilege()) }
 
 // errInsecure refuses credentials sent over plain HTTP: Redfish (DSP0266)
 // accepts Basic authentication and creates sessions only over HTTPS.

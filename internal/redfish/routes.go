@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"rackpool/internal/redfish/composition"
 	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/fabrics"
 	"rackpool/internal/redfish/managers"
@@ -38,11 +39,11 @@ type route struct {
 }
 
 // routeTable is every route of the service, family by family; a family in
-// a package of its own (eventservice, fabrics, managers, oem,
+// a package of its own (composition, eventservice, fabrics, managers, oem,
 // telemetryservice) exports its table, which
 // familyRoutes binds to the Server's instance of that family.
-var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes, systemRoutes, powerRoutes,
-	blockRoutes, composeRoutes, reservationRoutes, allocationRoutes, chassisRoutes, cxlRoutes,
+var routeTable = slices.Concat(serviceRoutes, sessionRoutes, schemaRoutes, accountRoutes,
+	familyRoutes(composition.Routes, func(s *Server) *composition.Service { return s.composition }), chassisRoutes, cxlRoutes,
 	familyRoutes(fabrics.Routes, func(s *Server) *fabrics.Service { return s.fabrics }),
 	topologyRoutes, familyRoutes(oem.MemoryRoutes, func(s *Server) *oem.Memory { return s.memory }), familyRoutes(oem.DriveRoutes, func(s *Server) *oem.PooledDrives { return s.pooledDrives }), taskRoutes,
 	familyRoutes(eventservice.Routes, func(s *Server) *eventservice.Service { return s.eventsvc }), metricsRoutes,

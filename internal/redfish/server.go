@@ -25,6 +25,7 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/observe"
 	"rackpool/internal/odata"
+	"rackpool/internal/redfish/composition"
 	"rackpool/internal/redfish/eventservice"
 	"rackpool/internal/redfish/fabrics"
 	"rackpool/internal/redfish/managers"
@@ -69,6 +70,7 @@ type Server struct {
 	hostAgents     *oem.HostAgents             // the host agents' routes (oem.HostAgentRoutes)
 	provisioning   *oem.Provisioning           // predictive provisioning (oem.ProvisioningRoutes)
 	fabrics        *fabrics.Service            // the Fabrics (fabrics.Routes)
+	composition    *composition.Service        // Systems and the CompositionService (composition.Routes)
 	usageReg       *metrics.Registry           // rackpool_usage, for unscoped accounts
 }
 
@@ -120,12 +122,9 @@ type Options struct {
 // Compositions is what the handlers need of the composition manager
 // (compose.Manager): each resource family declares its part.
 type Compositions interface {
-	composer             // systems.go
-	powerController      // power.go
-	reserver             // compose_action.go
-	compositionPolicy    // compose_action.go
-	fabrics.Compositions // package fabrics
-	usageCounter         // account_service.go
+	composition.Compositions // package composition
+	fabrics.Compositions     // package fabrics
+	usageCounter             // account_service.go
 	// Topology is the topology the manager composes over.
 	Topology() *topology.Topology
 	// CatchUp brings the manager's snapshot up to what the other active
@@ -178,15 +177,17 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
-	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: hider{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
+	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: core{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
-	s.provisioning = oem.NewProvisioning(o.Provisioning, mgr, hider{s})
+	s.provisioning = oem.NewProvisioning(o.Provisioning, mgr, core{s})
 	s.pooledDrives = oem.NewPooledDrives(o.Drives)
 	s.memory = oem.NewMemory(s.leases, s.telemetry)
 	s.hostAgents = oem.NewHostAgents(o.Broker, s.top, s.log)
 	s.eventsvc = eventservice.New(eventservice.Deps{Events: s.events, Settings: s.store, Logger: s.log})
 	s.fabrics = fabrics.New(fabrics.Deps{Topology: s.top, Mgr: mgr, Health: s.health, MemoryChunks: s.memoryChunkInfo,
-		Quotas: auth, Hider: hider{s}, Logger: s.log})
+		Quotas: auth, Hider: core{s}, Logger: s.log})
+	s.composition = composition.New(composition.Deps{Topology: s.top, Mgr: mgr, Tenants: auth, Core: core{s}, Health: s.health,
+		ComposeLatency: s.metrics.composeLat, Logger: s.log})
 	s.managers = managers.New(managers.Deps{UUID: s.uuid, Version: func() string { return Version }, Listen: o.Listen, Audit: s.store, Events: s.events})
 	if s.tel != nil {
 		s.usageReg = metrics.NewRegistry()
@@ -428,4 +429,17 @@ func orNil[T any](v T) T {
 		return zero
 	}
 	return v
+}
+
+// Restore loads what the service keeps in the store besides compositions,
+// accounts and the composition policy (compose's): the event
+// subscriptions.
+func (s *Server) Restore(ctx context.Context) error {
+	return s.restoreSubscriptions(ctx)
+}
+
+// ImportAllocation validates a and composes all its systems, or nothing
+// (serve --import; composition.Service.ImportAllocation).
+func (s *Server) ImportAllocation(ctx context.Context, a composition.Allocation) ([]string, error) {
+	return s.composition.ImportAllocation(ctx, a)
 }

@@ -1,17 +1,16 @@
 package redfish
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
-	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 
 	"rackpool/internal/store"
-
-	"rackpool/internal/compose"
-	"rackpool/internal/inventory"
 )
 
 // Tenancy: accounts without a tenant (administrators, unscoped operators)
@@ -20,42 +19,6 @@ import (
 // the physical hosts those run on, and shareable blocks that still have
 // room. Anything else answers 404 exactly as if it did not exist, so a
 // tenant learns nothing about another's allocations.
-
-// systemVisible returns composed system id if r's principal may see it.
-func (s *Server) systemVisible(r *http.Request, id string) (*inventory.Composition, error) {
-	return service.VisibleSystem(r, s.mgr, hider{s}, id)
-}
-
-// visibleBlock is service.BlockVisible for a block whose status the caller has
-// not read: unscoped accounts see every block without the status lookup
-// (collections of 10,000 blocks stay one pass over the topology).
-func (s *Server) visibleBlock(p tenancy.Principal, b *inventory.Block) bool {
-	return p.Tenant == "" || service.BlockVisible(p, b, s.mgr.BlockStatus(b.ID))
-}
-
-// visibleSystems filters composition IDs to those p may see.
-func (s *Server) visibleSystems(p tenancy.Principal, ids []string) []string {
-	if p.Tenant == "" {
-		return ids
-	}
-	var out []string
-	for _, id := range ids {
-		if c, err := s.mgr.Get(id); err == nil && p.Sees(c.Tenant) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// tenantOf is the tenant new compositions of r's principal belong to.
-func tenantOf(r *http.Request) string { return principal(r).Tenant }
-
-// quotaOf returns the quota of r's tenant and the tenant record it was
-// read from, which the composition's plan checks (tenancy.Service.Quota).
-func (s *Server) quotaOf(r *http.Request) (compose.Quota, []store.ObjectRef) {
-	q, refs := s.auth.Quota(tenantOf(r))
-	return q, refs
-}
 
 // hide refuses r a resource that exists but belongs to another tenant: the
 // answer is the same 404 as for a resource that does not exist, and the
@@ -74,10 +37,22 @@ func (s *Server) hide(r *http.Request, kind, id string) *apiError {
 	return errNotFound(kind, id)
 }
 
-// hider is s's tenant hiding as the families take it (service.Hider).
-type hider struct{ s *Server }
+// core is what the families take from s: its tenant hiding
+// (service.Hider), and the composition family's tasks, audit-in-commit and
+// mapping of errors (composition.Core).
+type core struct{ s *Server }
 
-func (h hider) Hide(r *http.Request, kind, id string) error { return h.s.hide(r, kind, id) }
+func (c core) Hide(r *http.Request, kind, id string) error { return c.s.hide(r, kind, id) }
+
+func (c core) Async(w http.ResponseWriter, r *http.Request, estimate time.Duration, fn func(http.ResponseWriter, *http.Request) error) error {
+	return c.s.maybeAsync(w, r, estimate, fn)
+}
+
+func (c core) InCommit(r *http.Request, status int) context.Context {
+	return c.s.auditInCommit(r, status)
+}
+
+func (c core) Problem(err error) *rf.Problem { return problem(err) }
 
 // redfishKinds names tenancy's record kinds as Redfish resource types.
 var redfishKinds = map[string]string{"account": "ManagerAccount", "tenant": "Tenant", "session": "Session"}

@@ -68,6 +68,13 @@ func (p *Problem) Resolve(r string) *Problem {
 	return p
 }
 
+// InsufficientPrivilege: the client's role lacks the privilege the
+// request needs.
+func InsufficientPrivilege() *Problem {
+	return New(http.StatusForbidden, Registry+"InsufficientPrivilege",
+		"There are insufficient privileges for the account or credentials associated with the current session to perform the requested operation.")
+}
+
 // NotFound: no resource of kind named name.
 func NotFound(kind, name string) *Problem {
 	return New(http.StatusNotFound, Registry+"ResourceNotFound",

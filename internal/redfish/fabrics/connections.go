@@ -301,7 +301,7 @@ func (s *Service) quotaOf(r *http.Request) (compose.Quota, []store.ObjectRef) {
 func blockRefs(ids []string) []rf.ODataID {
 	out := []rf.ODataID{}
 	for _, id := range ids {
-		out = append(out, rf.Ref(blocksPath+id))
+		out = append(out, rf.Ref(service.BlocksPath+id))
 	}
 	return out
 }

@@ -88,9 +88,6 @@ func New(d Deps) *Service {
 	return &Service{top: d.Topology, mgr: d.Mgr, health: d.Health, memoryChunks: d.MemoryChunks, quotas: d.Quotas, hider: d.Hider, log: d.Logger}
 }
 
-// blocksPath is the collection of ResourceBlocks an Endpoint links to.
-const blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
-
 // Fabrics show the same attachments as compositions, from the fabric's
 // side: every device and every host port is an Endpoint; each host's
 // attachments on a fabric form one Zone of endpoints. Zones are computed
@@ -331,7 +328,7 @@ func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 		}
 		var blocks []rf.ODataID
 		for _, b := range d.Blocks {
-			blocks = append(blocks, rf.Ref(blocksPath+b.ID))
+			blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
 		}
 		body["Name"] = string(d.Kind) + " " + d.ID
 		body["EndpointProtocol"] = fabricTypes[f.Kind]

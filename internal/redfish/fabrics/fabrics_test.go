@@ -195,7 +195,7 @@ func TestEndpointHealth(t *testing.T) {
 		t.Fatalf("gpu1 health %v, want %s", h, fabric.Critical)
 	}
 	blocks := ep["Oem"].(map[string]any)["Rackpool"].(map[string]any)["ResourceBlocks"].([]any)
-	if len(blocks) == 0 || !strings.HasPrefix(blocks[0].(map[string]any)["@odata.id"].(string), blocksPath) {
+	if len(blocks) == 0 || !strings.HasPrefix(blocks[0].(map[string]any)["@odata.id"].(string), service.BlocksPath) {
 		t.Fatalf("gpu1 blocks %v", blocks)
 	}
 	ep = get(t, s, "GET /redfish/v1/Fabrics/{id}/Endpoints/{ep}", "/redfish/v1/Fabrics/falcon1/Endpoints/gpu2", admin)

@@ -173,6 +173,14 @@ func RackpoolOem(typ string, props map[string]any) map[string]any {
 	return map[string]any{"Rackpool": props}
 }
 
+// BlocksPath is the collection of ResourceBlocks, as links to a block
+// begin.
+const BlocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
+
+// ETag is the weak ETag of a record at version v (a composed system, an
+// account).
+func ETag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }
+
 // NonNil returns s, or an empty slice for nil: a JSON array, never null.
 func NonNil[T any](s []T) []T {
 	if s == nil {
@@ -223,6 +231,32 @@ func VisibleSystem(r *http.Request, systems Systems, h Hider, id string) (*inven
 		return nil, h.Hide(r, "ComputerSystem", id)
 	}
 	return c, nil
+}
+
+// Statuses are the blocks' statuses (compose.Manager).
+type Statuses interface {
+	BlockStatus(id string) compose.BlockStatus
+}
+
+// VisibleBlock is BlockVisible for a block whose status the caller has not
+// read: an operator (no tenant) sees every block without the status lookup
+// (collections of 10,000 blocks stay one pass over the topology).
+func VisibleBlock(p tenancy.Principal, b *inventory.Block, st Statuses) bool {
+	return p.Tenant == "" || BlockVisible(p, b, st.BlockStatus(b.ID))
+}
+
+// VisibleSystems filters composition IDs to those p may see.
+func VisibleSystems(p tenancy.Principal, systems Systems, ids []string) []string {
+	if p.Tenant == "" {
+		return ids
+	}
+	var out []string
+	for _, id := range ids {
+		if c, err := systems.Get(id); err == nil && p.Sees(c.Tenant) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // BlockVisible reports whether p may see block b in status st: an

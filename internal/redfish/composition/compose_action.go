@@ -1,4 +1,4 @@
-package redfish
+package composition
 
 import (
 	"context"
@@ -36,14 +36,14 @@ type compositionPolicy interface {
 }
 
 // composeRoutes are the routes of the Compose action, the composition
-// policy and the pools (routes.go); the reservations are in
+// policy and the pools (Routes); the reservations are in
 // reservations.go.
-var composeRoutes = []route{
-	{"PATCH /redfish/v1/CompositionService", configureManager, (*Server).patchCompositionService},
-	{"GET /redfish/v1/CompositionService/FreePool", login, (*Server).getFreePool},
-	{"GET /redfish/v1/CompositionService/ActivePool", login, (*Server).getActivePool},
-	{"POST /redfish/v1/CompositionService/Actions/CompositionService.Compose", configureComponents, (*Server).composeAction},
-	{"GET /redfish/v1/CompositionService/ComposeActionInfo", login, (*Server).getComposeActionInfo},
+var composeRoutes = []service.Route[*Service]{
+	{Pattern: "PATCH /redfish/v1/CompositionService", Priv: service.ConfigureManager, Handler: (*Service).patchCompositionService},
+	{Pattern: "GET /redfish/v1/CompositionService/FreePool", Priv: service.Login, Handler: (*Service).getFreePool},
+	{Pattern: "GET /redfish/v1/CompositionService/ActivePool", Priv: service.Login, Handler: (*Service).getActivePool},
+	{Pattern: "POST /redfish/v1/CompositionService/Actions/CompositionService.Compose", Priv: service.ConfigureComponents, Handler: (*Service).composeAction},
+	{Pattern: "GET /redfish/v1/CompositionService/ComposeActionInfo", Priv: service.Login, Handler: (*Service).getComposeActionInfo},
 }
 
 // CompositionService v1.2: the Compose action with a Manifest, composition
@@ -78,17 +78,17 @@ func policyError(err error, req compose.Request) error {
 	z := *req.ZoneAffinity
 	switch {
 	case errors.Is(err, compose.ErrZoneAffinityOff):
-		return errPropertyValue("@Redfish.ZoneAffinity", z, "This service has AllowZoneAffinity false; omit the annotation.")
+		return rf.PropertyValue("@Redfish.ZoneAffinity", z, "This service has AllowZoneAffinity false; omit the annotation.")
 	case errors.Is(err, compose.ErrZoneConflict):
-		return errPropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
+		return rf.PropertyValue("@Redfish.ZoneAffinity", z, "The zone of host "+z+" conflicts with the requested host "+req.Host+".")
 	case errors.Is(err, compose.ErrUnknownZone):
-		return errPropertyValue("@Redfish.ZoneAffinity", z, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
+		return rf.PropertyValue("@Redfish.ZoneAffinity", z, "Use the Id of a member of /redfish/v1/CompositionService/ResourceZones.")
 	}
 	return err
 }
 
 // compositionServiceBody extends the service resource with v1.2.
-func (s *Server) compositionServiceBody() map[string]any {
+func (s *Service) compositionServiceBody() map[string]any {
 	p := s.mgr.Policy()
 	return map[string]any{
 		"@odata.id":               "/redfish/v1/CompositionService",
@@ -100,11 +100,11 @@ func (s *Server) compositionServiceBody() map[string]any {
 		"AllowOverprovisioning":   p.AllowOverprovisioning,
 		"AllowZoneAffinity":       p.AllowZoneAffinity,
 		"ReservationDuration":     service.ISODuration(p.ReservationDuration),
-		"ResourceBlocks":          ref("/redfish/v1/CompositionService/ResourceBlocks"),
-		"ResourceZones":           ref("/redfish/v1/CompositionService/ResourceZones"),
-		"FreePool":                ref("/redfish/v1/CompositionService/FreePool"),
-		"ActivePool":              ref("/redfish/v1/CompositionService/ActivePool"),
-		"CompositionReservations": ref("/redfish/v1/CompositionService/CompositionReservations"),
+		"ResourceBlocks":          rf.Ref("/redfish/v1/CompositionService/ResourceBlocks"),
+		"ResourceZones":           rf.Ref("/redfish/v1/CompositionService/ResourceZones"),
+		"FreePool":                rf.Ref("/redfish/v1/CompositionService/FreePool"),
+		"ActivePool":              rf.Ref("/redfish/v1/CompositionService/ActivePool"),
+		"CompositionReservations": rf.Ref("/redfish/v1/CompositionService/CompositionReservations"),
 		"Actions": map[string]any{
 			"#CompositionService.Compose": map[string]string{
 				"target":              "/redfish/v1/CompositionService/Actions/CompositionService.Compose",
@@ -125,7 +125,7 @@ func parseISODuration(v string) (time.Duration, error) {
 	}
 	var total time.Duration
 	rest := v[1:]
-	inTime := false
+	inTime, parts := false, 0
 	for rest != "" {
 		if rest[0] == 'T' {
 			inTime, rest = true, rest[1:]
@@ -148,12 +148,15 @@ func parseISODuration(v string) (time.Duration, error) {
 			return 0, bad
 		}
 		total += time.Duration(n * float64(unit[u]))
-		rest = rest[i+1:]
+		rest, parts = rest[i+1:], parts+1
+	}
+	if parts == 0 { // "P", "PT": no component
+		return 0, bad
 	}
 	return total, nil
 }
 
-func (s *Server) patchCompositionService(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) patchCompositionService(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		AllowOverprovisioning *bool
 		AllowZoneAffinity     *bool
@@ -164,13 +167,13 @@ func (s *Server) patchCompositionService(w http.ResponseWriter, r *http.Request)
 		return err
 	}
 	if body.ServiceEnabled != nil && !*body.ServiceEnabled {
-		return errPropertyValue("ServiceEnabled", "false", "The composition service cannot be disabled.")
+		return rf.PropertyValue("ServiceEnabled", "false", "The composition service cannot be disabled.")
 	}
 	var ttl time.Duration
 	if body.ReservationDuration != nil {
 		d, err := parseISODuration(*body.ReservationDuration)
 		if err != nil || d < compose.MinReservationDuration || d > compose.MaxReservationDuration {
-			return errPropertyValue("ReservationDuration", *body.ReservationDuration, "Use an ISO 8601 duration between PT1S and P7D, such as PT5M.")
+			return rf.PropertyValue("ReservationDuration", *body.ReservationDuration, "Use an ISO 8601 duration between PT1S and P7D, such as PT5M.")
 		}
 		ttl = d
 	}
@@ -189,16 +192,16 @@ func (s *Server) patchCompositionService(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.compositionServiceBody())
+	service.WriteJSON(w, http.StatusOK, s.compositionServiceBody())
 	return nil
 }
 
 // FreePool: blocks with room for another composition and no reservation;
 // ActivePool: blocks in compositions the client may see.
 
-func (s *Server) pool(r *http.Request, active bool) []odataID {
-	p := principal(r)
-	members := []odataID{}
+func (s *Service) pool(r *http.Request, active bool) []rf.ODataID {
+	p := service.Principal(r)
+	members := []rf.ODataID{}
 	for _, b := range s.top.Blocks {
 		st := s.mgr.BlockStatus(b.ID)
 		if !service.BlockVisible(p, b, st) {
@@ -207,27 +210,27 @@ func (s *Server) pool(r *http.Request, active bool) []odataID {
 		inUse := len(st.Compositions) > 0
 		free := len(st.Compositions)+len(st.Reservations) < max(b.MaxCompositions, 1)
 		if active && inUse && len(s.visibleSystems(p, st.Compositions)) > 0 || !active && free {
-			members = append(members, ref(blocksPath+b.ID))
+			members = append(members, rf.Ref(service.BlocksPath+b.ID))
 		}
 	}
 	return members
 }
 
-func (s *Server) getFreePool(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/FreePool", "ResourceBlockCollection", "Free Pool", s.pool(r, false)))
+func (s *Service) getFreePool(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/FreePool", "ResourceBlockCollection", "Free Pool", s.pool(r, false)))
 	return nil
 }
 
-func (s *Server) getActivePool(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ActivePool", "ResourceBlockCollection", "Active Pool", s.pool(r, true)))
+func (s *Service) getActivePool(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/ActivePool", "ResourceBlockCollection", "Active Pool", s.pool(r, true)))
 	return nil
 }
 
 // Reservations: one CompositionReservation per Compose request (its
 // Group); each holds one reserved system per ComposeSystem stanza.
 
-func (s *Server) getComposeActionInfo(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{
+func (s *Service) getComposeActionInfo(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":   "/redfish/v1/CompositionService/ComposeActionInfo",
 		"@odata.type": "#ActionInfo.v1_3_0.ActionInfo",
 		"Id":          "ComposeActionInfo",
@@ -273,7 +276,7 @@ type plannedStanza struct {
 	req  compose.Request
 }
 
-func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) composeAction(w http.ResponseWriter, r *http.Request) error {
 	var body composeActionBody
 	if err := decode(r, &body); err != nil {
 		return err
@@ -293,7 +296,7 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	if body.ReservationId != nil {
 		if typ != "Apply" {
-			return errPropertyValue("ReservationId", *body.ReservationId, "A ReservationId goes with RequestType Apply.")
+			return rf.PropertyValue("ReservationId", *body.ReservationId, "A ReservationId goes with RequestType Apply.")
 		}
 		return s.applyReservation(w, r, *body.ReservationId, body.Manifest)
 	}
@@ -316,7 +319,7 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 		return s.respondManifest(w, typ, body.Manifest, plans, nil, "")
 	case "PreviewReserve":
 		if len(decomposes) > 0 {
-			return errPropertyValue("Manifest.Stanzas", "DecomposeSystem", "Only ComposeSystem stanzas can be reserved.")
+			return rf.PropertyValue("Manifest.Stanzas", "DecomposeSystem", "Only ComposeSystem stanzas can be reserved.")
 		}
 		group, rs, err := s.reserveAll(r.Context(), composes)
 		if err != nil {
@@ -340,13 +343,13 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 	sm, err := s.mgr.Stage(r.Context(), mf)
 	if err != nil {
 		// Refused as Apply refuses it: in the task when one is asked for.
-		err = namedStanzaError(err, ids)
-		return s.maybeAsync(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
+		err = s.namedStanzaError(err, ids)
+		return s.core.Async(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
 	}
-	return s.maybeAsync(w, r, sm.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
-		done, err := sm.Realize(s.auditInCommit(r, http.StatusOK))
+	return s.core.Async(w, r, sm.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
+		done, err := sm.Realize(s.core.InCommit(r, http.StatusOK))
 		if err != nil {
-			return namedStanzaError(err, ids)
+			return s.namedStanzaError(err, ids)
 		}
 		return s.respondManifest(w, typ, body.Manifest, nil, done, "")
 	})
@@ -354,43 +357,43 @@ func (s *Server) composeAction(w http.ResponseWriter, r *http.Request) error {
 
 // applyManifest applies mf through the composition manager, all stanzas
 // or none, naming the failing stanza by ids[i].
-func (s *Server) applyManifest(r *http.Request, mf compose.Manifest, ids []string) ([]*inventory.Composition, error) {
-	done, err := s.mgr.Apply(s.auditInCommit(r, http.StatusOK), mf)
+func (s *Service) applyManifest(r *http.Request, mf compose.Manifest, ids []string) ([]*inventory.Composition, error) {
+	done, err := s.mgr.Apply(s.core.InCommit(r, http.StatusOK), mf)
 	if err != nil {
-		return nil, namedStanzaError(err, ids)
+		return nil, s.namedStanzaError(err, ids)
 	}
 	return done, nil
 }
 
 // namedStanzaError names the stanza a *compose.StanzaError failed at by
 // ids[i]; other errors it returns as they are.
-func namedStanzaError(err error, ids []string) error {
+func (s *Service) namedStanzaError(err error, ids []string) error {
 	var se *compose.StanzaError
 	if errors.As(err, &se) && se.Index < len(ids) {
-		return stanzaError(se.Err, ids[se.Index])
+		return s.stanzaError(se.Err, ids[se.Index])
 	}
 	return err
 }
 
-func errActionParamMissing(name string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"ActionParameterMissing",
+func errActionParamMissing(name string) *rf.Problem {
+	return rf.New(http.StatusBadRequest, rf.Registry+"ActionParameterMissing",
 		fmt.Sprintf("The action CompositionService.Compose requires the parameter %s to be present in the request body.", name),
 		"CompositionService.Compose", name)
 }
 
-func errActionParamValue(name, value string) *apiError {
-	return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
+func errActionParamValue(name, value string) *rf.Problem {
+	return rf.New(http.StatusBadRequest, rf.Registry+"ActionParameterValueNotInList",
 		fmt.Sprintf("The value '%s' for the parameter %s in the action CompositionService.Compose is not in the list of acceptable values.", value, name),
 		value, name, "CompositionService.Compose")
 }
 
 // readManifest validates every stanza before anything happens.
-func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []string, error) {
+func (s *Service) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []string, error) {
 	if len(m.Stanzas) == 0 {
-		return nil, nil, errPropertyMissing("Manifest.Stanzas")
+		return nil, nil, rf.PropertyMissing("Manifest.Stanzas")
 	}
 	if len(m.Stanzas) > 64 {
-		return nil, nil, errPropertyValue("Manifest.Stanzas", fmt.Sprint(len(m.Stanzas)), "Send at most 64 stanzas.")
+		return nil, nil, rf.PropertyValue("Manifest.Stanzas", fmt.Sprint(len(m.Stanzas)), "Send at most 64 stanzas.")
 	}
 	var composes []plannedStanza
 	var decomposes []string
@@ -398,11 +401,11 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 	for i, st := range m.Stanzas {
 		prop := fmt.Sprintf("Manifest.Stanzas[%d]", i)
 		if seen[st.StanzaId] && st.StanzaId != "" {
-			return nil, nil, errPropertyValue(prop+".StanzaId", st.StanzaId, "Stanza IDs must be unique.")
+			return nil, nil, rf.PropertyValue(prop+".StanzaId", st.StanzaId, "Stanza IDs must be unique.")
 		}
 		seen[st.StanzaId] = true
 		if len(st.Request) == 0 {
-			return nil, nil, errPropertyMissing(prop + ".Request")
+			return nil, nil, rf.PropertyMissing(prop + ".Request")
 		}
 		sub := r.Clone(r.Context())
 		sub.Body = readCloser(st.Request)
@@ -416,24 +419,24 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 				err = policyError(err, req)
 			}
 			if err != nil {
-				return nil, nil, prefixProperty(err, prop+".Request.")
+				return nil, nil, s.prefixProperty(err, prop+".Request.")
 			}
 			name := body.Name
 			if name == "" {
 				name = st.StanzaId
 			}
-			req.Name, req.Description, req.Tenant = name, body.Description, tenantOf(r)
+			req.Name, req.Description, req.Tenant = name, body.Description, service.Principal(r).Tenant
 			req.Quota, req.Check = s.quotaOf(r)
 			composes = append(composes, plannedStanza{st: st, body: body, req: req})
 		case "DecomposeSystem":
 			var ref struct {
 				ID    string `json:"@odata.id"`
 				Links *struct {
-					ComputerSystems []odataID
+					ComputerSystems []rf.ODataID
 				}
 			}
 			if err := json.Unmarshal(st.Request, &ref); err != nil {
-				return nil, nil, errMalformed(prop + ".Request: " + err.Error())
+				return nil, nil, rf.Malformed(prop + ".Request: " + err.Error())
 			}
 			ids := []string{ref.ID}
 			if ref.Links != nil {
@@ -445,7 +448,7 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 			for _, id := range ids {
 				sys, ok := strings.CutPrefix(id, "/redfish/v1/Systems/")
 				if !ok || sys == "" {
-					return nil, nil, errPropertyValue(prop+".Request.@odata.id", id, "Name the system to decompose as /redfish/v1/Systems/{Id}.")
+					return nil, nil, rf.PropertyValue(prop+".Request.@odata.id", id, "Name the system to decompose as /redfish/v1/Systems/{Id}.")
 				}
 				if _, err := s.systemVisible(r, sys); err != nil {
 					return nil, nil, err
@@ -453,7 +456,7 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 				decomposes = append(decomposes, sys)
 			}
 		default:
-			return nil, nil, errPropertyValue(prop+".StanzaType", st.StanzaType, "Use ComposeSystem or DecomposeSystem.")
+			return nil, nil, rf.PropertyValue(prop+".StanzaType", st.StanzaType, "Use ComposeSystem or DecomposeSystem.")
 		}
 	}
 	return composes, decomposes, nil
@@ -461,7 +464,7 @@ func (s *Server) readManifest(r *http.Request, m *manifest) ([]plannedStanza, []
 
 // previewAll places the stanzas one after another on a scratch copy of
 // the state, so the preview shows what applying them together would do.
-func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) {
+func (s *Service) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) {
 	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {
 		reqs[i] = c.req
@@ -470,8 +473,8 @@ func (s *Server) previewAll(composes []plannedStanza) ([]*schedule.Plan, error) 
 }
 
 // reserveAll reserves every stanza or none, in one store plan.
-func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
-	group := "r" + randomHex(6)
+func (s *Service) reserveAll(ctx context.Context, composes []plannedStanza) (string, []*inventory.Composition, error) {
+	group := "r" + service.RandomHex(6)
 	reqs := make([]compose.Request, len(composes))
 	for i, c := range composes {
 		reqs[i] = c.req
@@ -480,7 +483,7 @@ func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (stri
 	rs, err := s.mgr.ReserveAll(ctx, reqs, 0) // for the policy's ReservationDuration
 	var se *compose.StanzaError
 	if errors.As(err, &se) {
-		return "", nil, stanzaError(se.Err, composes[se.Index].st.StanzaId)
+		return "", nil, s.stanzaError(se.Err, composes[se.Index].st.StanzaId)
 	}
 	if err != nil {
 		return "", nil, err
@@ -488,7 +491,7 @@ func (s *Server) reserveAll(ctx context.Context, composes []plannedStanza) (stri
 	return group, rs, nil
 }
 
-func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id string, m *manifest) error {
+func (s *Service) applyReservation(w http.ResponseWriter, r *http.Request, id string, m *manifest) error {
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {
 		return s.missingReservation(r, id)
@@ -497,7 +500,7 @@ func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id str
 	for _, c := range rs {
 		blocks = append(blocks, c.Blocks...)
 	}
-	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
+	return s.core.Async(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
 		var mf compose.Manifest
 		var ids []string
 		for _, c := range rs {
@@ -520,7 +523,7 @@ func (s *Server) applyReservation(w http.ResponseWriter, r *http.Request, id str
 
 // respondManifest answers the action: the manifest with each ComposeSystem
 // stanza's Response filled in (the planned, reserved or composed system).
-func (s *Server) respondManifest(w http.ResponseWriter, typ string, m *manifest, plans []*schedule.Plan,
+func (s *Service) respondManifest(w http.ResponseWriter, typ string, m *manifest, plans []*schedule.Plan,
 	systems []*inventory.Composition, reservation string) error {
 	out := map[string]any{"RequestFormat": "Manifest", "RequestType": typ}
 	var stanzas []any
@@ -551,7 +554,7 @@ func (s *Server) respondManifest(w http.ResponseWriter, typ string, m *manifest,
 	if reservation != "" {
 		out["ReservationId"] = reservation
 	}
-	writeJSON(w, http.StatusOK, out)
+	service.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -564,10 +567,10 @@ func planBody(p *schedule.Plan) map[string]any {
 		"Oem": map[string]any{"Rackpool": map[string]any{"Host": p.Host.ID, "TotalRoundTripNs": p.TotalRTTNS, "TotalHops": p.TotalHops}}}
 }
 
-func blockRefs(ids []string) []odataID {
-	out := []odataID{}
+func blockRefs(ids []string) []rf.ODataID {
+	out := []rf.ODataID{}
 	for _, id := range ids {
-		out = append(out, ref(blocksPath+id))
+		out = append(out, rf.Ref(service.BlocksPath+id))
 	}
 	return out
 }
@@ -580,8 +583,8 @@ func orDefault(v, d string) string {
 }
 
 // stanzaError names the stanza in a placement error.
-func stanzaError(err error, stanzaID string) error {
-	p := problem(err)
+func (s *Service) stanzaError(err error, stanzaID string) error {
+	p := s.core.Problem(err)
 	if p.Resolution == "" {
 		p.Resolution = "Stanza " + stanzaID + " failed; nothing was applied."
 	} else {
@@ -591,8 +594,8 @@ func stanzaError(err error, stanzaID string) error {
 }
 
 // prefixProperty qualifies a property error with the stanza's path.
-func prefixProperty(err error, prefix string) error {
-	p := problem(err)
+func (s *Service) prefixProperty(err error, prefix string) error {
+	p := s.core.Problem(err)
 	if len(p.Args) > 0 && strings.Contains(p.ID, "Property") {
 		a := p.Args[0]
 		p.Args[0] = prefix + a

@@ -1,4 +1,4 @@
-package redfish
+package composition
 
 import (
 	"maps"
@@ -7,23 +7,25 @@ import (
 	"time"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // CompositionReservations: what a PreviewReserve (compose_action.go)
 // holds, one reservation per request, grouping one reserved system per
 // ComposeSystem stanza until it is applied, deleted or expires.
 
-// reservationRoutes are the routes of the reservations (routes.go).
-var reservationRoutes = []route{
-	{"GET /redfish/v1/CompositionService/CompositionReservations", login, (*Server).getReservations},
-	{"GET /redfish/v1/CompositionService/CompositionReservations/{id}", login, (*Server).getReservation},
-	{"DELETE /redfish/v1/CompositionService/CompositionReservations/{id}", configureComponents, (*Server).deleteReservation},
+// reservationRoutes are the routes of the reservations.
+var reservationRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/CompositionService/CompositionReservations", Priv: service.Login, Handler: (*Service).getReservations},
+	{Pattern: "GET /redfish/v1/CompositionService/CompositionReservations/{id}", Priv: service.Login, Handler: (*Service).getReservation},
+	{Pattern: "DELETE /redfish/v1/CompositionService/CompositionReservations/{id}", Priv: service.ConfigureComponents, Handler: (*Service).deleteReservation},
 }
 
 // reservationGroups returns the live reservations r's principal may see,
 // grouped by request.
-func (s *Server) reservationGroups(r *http.Request) map[string][]*inventory.Composition {
-	p := principal(r)
+func (s *Service) reservationGroups(r *http.Request) map[string][]*inventory.Composition {
+	p := service.Principal(r)
 	out := map[string][]*inventory.Composition{}
 	for _, c := range s.mgr.Reservations() {
 		if p.Sees(c.Tenant) {
@@ -39,33 +41,33 @@ func (s *Server) reservationGroups(r *http.Request) map[string][]*inventory.Comp
 
 // missingReservation answers a reservation r's principal cannot see: 404,
 // audited as denied when it exists for another tenant.
-func (s *Server) missingReservation(r *http.Request, id string) error {
+func (s *Service) missingReservation(r *http.Request, id string) error {
 	for _, c := range s.mgr.Reservations() {
 		if c.Group == id || c.ID == id {
-			return s.hide(r, "CompositionReservation", id)
+			return s.core.Hide(r, "CompositionReservation", id)
 		}
 	}
-	return errNotFound("CompositionReservation", id)
+	return rf.NotFound("CompositionReservation", id)
 }
 
-func (s *Server) getReservations(w http.ResponseWriter, r *http.Request) error {
-	var members []odataID
+func (s *Service) getReservations(w http.ResponseWriter, r *http.Request) error {
+	var members []rf.ODataID
 	for _, g := range slices.Sorted(maps.Keys(s.reservationGroups(r))) {
-		members = append(members, ref(reservationsPath+g))
+		members = append(members, rf.Ref(reservationsPath+g))
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/CompositionReservations",
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/CompositionReservations",
 		"CompositionReservationCollection", "Composition Reservation Collection", members))
 	return nil
 }
 
-func (s *Server) reservationBody(id string, rs []*inventory.Composition) map[string]any {
-	var blocks []odataID
+func (s *Service) reservationBody(id string, rs []*inventory.Composition) map[string]any {
+	var blocks []rf.ODataID
 	var stanzas []any
 	for _, c := range rs {
-		var links []odataID
+		var links []rf.ODataID
 		for _, b := range c.Blocks {
-			blocks = append(blocks, ref(blocksPath+b))
-			links = append(links, ref(blocksPath+b))
+			blocks = append(blocks, rf.Ref(service.BlocksPath+b))
+			links = append(links, rf.Ref(service.BlocksPath+b))
 		}
 		stanzas = append(stanzas, map[string]any{
 			"StanzaType": "ComposeSystem",
@@ -88,21 +90,21 @@ func (s *Server) reservationBody(id string, rs []*inventory.Composition) map[str
 			"Expand":      "None",
 			"Stanzas":     stanzas,
 		},
-		"Oem": rackpoolOem("CompositionReservation", map[string]any{"ExpiresAt": first.ExpiresAt.UTC().Format(time.RFC3339)}),
+		"Oem": service.RackpoolOem("CompositionReservation", map[string]any{"ExpiresAt": first.ExpiresAt.UTC().Format(time.RFC3339)}),
 	}
 }
 
-func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getReservation(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {
 		return s.missingReservation(r, id)
 	}
-	writeJSON(w, http.StatusOK, s.reservationBody(id, rs))
+	service.WriteJSON(w, http.StatusOK, s.reservationBody(id, rs))
 	return nil
 }
 
-func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) deleteReservation(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	rs, ok := s.reservationGroups(r)[id]
 	if !ok {

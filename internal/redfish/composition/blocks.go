@@ -1,7 +1,6 @@
-package redfish
+package composition
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
@@ -9,77 +8,54 @@ import (
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
-// blockRoutes are the routes of the CompositionService, its ResourceBlocks and ResourceZones (routes.go).
-var blockRoutes = []route{
-	{"GET /redfish/v1/CompositionService", login, (*Server).getCompositionService},
-	{"GET /redfish/v1/CompositionService/ResourceBlocks", login, (*Server).getResourceBlocks},
-	{"GET /redfish/v1/CompositionService/ResourceBlocks/{id}", login, (*Server).getResourceBlock},
-	{"GET /redfish/v1/CompositionService/ResourceZones", login, (*Server).getResourceZones},
-	{"GET /redfish/v1/CompositionService/ResourceZones/{id}", login, (*Server).getResourceZone},
-	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain", login, (*Server).explain},
+// blockRoutes are the routes of the CompositionService, its ResourceBlocks and ResourceZones.
+var blockRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/CompositionService", Priv: service.Login, Handler: (*Service).getCompositionService},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks", Priv: service.Login, Handler: (*Service).getResourceBlocks},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}", Priv: service.Login, Handler: (*Service).getResourceBlock},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceZones", Priv: service.Login, Handler: (*Service).getResourceZones},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceZones/{id}", Priv: service.Login, Handler: (*Service).getResourceZone},
+	{Pattern: "POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.Explain", Priv: service.Login, Handler: (*Service).explain},
 }
 
-func (s *Server) getCompositionService(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, s.compositionServiceBody())
+func (s *Service) getCompositionService(w http.ResponseWriter, r *http.Request) error {
+	service.WriteJSON(w, http.StatusOK, s.compositionServiceBody())
 	return nil
 }
 
-func (s *Server) getResourceBlocks(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
-	members := make([]odataID, 0, len(s.top.Blocks))
+func (s *Service) getResourceBlocks(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
+	members := make([]rf.ODataID, 0, len(s.top.Blocks))
 	for _, b := range s.top.Blocks {
 		if s.visibleBlock(p, b) {
-			members = append(members, ref(blocksPath+b.ID))
+			members = append(members, rf.Ref(service.BlocksPath+b.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", members))
 	return nil
 }
 
-// health returns the fabric's view of a device's health: the monitor's as
-// of its last poll (a device it has not seen is OK), or, without a
-// monitor, the fabric's answer now.
-func (s *Server) health(ctx context.Context, d *inventory.Device) fabric.Health {
-	if s.healthSrc != nil {
-		if h, ok := s.healthSrc.DeviceHealth(d.Fabric.ID, d.ID); ok {
-			return h
-		}
-		return fabric.OK
-	}
-	drv := s.mgr.Drivers()[d.Fabric.ID]
-	if drv == nil {
-		return fabric.OK
-	}
-	st, err := drv.Discover(ctx)
-	if err != nil {
-		return fabric.Warning
-	}
-	if h, ok := st.Health[d.ID]; ok {
-		return h
-	}
-	return fabric.OK
-}
-
-func (s *Server) getResourceBlock(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getResourceBlock(w http.ResponseWriter, r *http.Request) error {
 	b := s.top.Block(r.PathValue("id"))
 	if b == nil {
-		return errNotFound("ResourceBlock", r.PathValue("id"))
+		return rf.NotFound("ResourceBlock", r.PathValue("id"))
 	}
 	st := s.mgr.BlockStatus(b.ID)
-	if !service.BlockVisible(principal(r), b, st) {
-		return s.hide(r, "ResourceBlock", b.ID)
+	if !service.BlockVisible(service.Principal(r), b, st) {
+		return s.core.Hide(r, "ResourceBlock", b.ID)
 	}
-	writeJSON(w, http.StatusOK, s.blockBody(r, b, st))
+	service.WriteJSON(w, http.StatusOK, s.blockBody(r, b, st))
 	return nil
 }
 
-func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
+func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
 	ctx := r.Context()
 	health := fabric.OK
 	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
-	var chassis []odataID
+	var chassis []rf.ODataID
 	if b.CapacityBytes > 0 {
 		oem["CapacityBytes"] = b.CapacityBytes
 	}
@@ -104,7 +80,7 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 			oem["Drawer"] = d.Drawer.ID
 			oem["DrawerMode"] = d.Drawer.Mode
 			oem["Slot"] = d.Slot
-			chassis = append(chassis, reff("/redfish/v1/Chassis/%s-%s", d.Fabric.ID, d.Drawer.ID))
+			chassis = append(chassis, rf.Reff("/redfish/v1/Chassis/%s-%s", d.Fabric.ID, d.Drawer.ID))
 		}
 		if len(b.Attrs) > 0 {
 			oem["Attributes"] = b.Attrs
@@ -112,7 +88,7 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 	} else {
 		oem["Cores"] = b.Host.Cores
 		oem["LocalMemoryGiB"] = b.Host.MemoryGiB
-		chassis = append(chassis, reff("/redfish/v1/Chassis/%s", b.Host.Rack))
+		chassis = append(chassis, rf.Reff("/redfish/v1/Chassis/%s", b.Host.Rack))
 	}
 	if st.HeldBy != "" {
 		oem["HeldBy"] = st.HeldBy // e.g. leases-memnode1: memory leased outside compositions
@@ -121,18 +97,18 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 	if health == fabric.Critical {
 		state = "Failed"
 	}
-	var systems []odataID
-	for _, c := range s.visibleSystems(principal(r), st.Compositions) {
-		systems = append(systems, reff("/redfish/v1/Systems/%s", c))
+	var systems []rf.ODataID
+	for _, c := range s.visibleSystems(service.Principal(r), st.Compositions) {
+		systems = append(systems, rf.Reff("/redfish/v1/Systems/%s", c))
 	}
 	if systems == nil {
-		systems = []odataID{}
+		systems = []rf.ODataID{}
 	}
 	if chassis == nil {
-		chassis = []odataID{}
+		chassis = []rf.ODataID{}
 	}
 	return map[string]any{
-		"@odata.id":         blocksPath + b.ID,
+		"@odata.id":         service.BlocksPath + b.ID,
 		"@odata.type":       "#ResourceBlock.v1_4_0.ResourceBlock",
 		"Id":                b.ID,
 		"Name":              strings.ToUpper(string(b.Kind[:1])) + string(b.Kind[1:]) + " " + b.ID,
@@ -150,7 +126,7 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 			"Chassis":         chassis,
 			"Zones":           s.zonesOf(b),
 		},
-		"Oem": rackpoolOem("ResourceBlock", oem),
+		"Oem": service.RackpoolOem("ResourceBlock", oem),
 	}
 }
 
@@ -158,58 +134,58 @@ func (s *Server) blockBody(r *http.Request, b *inventory.Block, st compose.Block
 // every device block it can reach in the current drawer modes and
 // cabling), and one per zone of the topology file ("zone-training").
 
-func (s *Server) zonesOf(b *inventory.Block) []odataID {
-	out := []odataID{}
+func (s *Service) zonesOf(b *inventory.Block) []rf.ODataID {
+	out := []rf.ODataID{}
 	for _, h := range s.top.Hosts {
 		if _, ok := s.top.Path(h, b); ok {
-			out = append(out, reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
+			out = append(out, rf.Reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
 		}
 	}
 	for _, z := range s.top.Zones {
 		if z.Contains(b) {
-			out = append(out, reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
+			out = append(out, rf.Reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
 		}
 	}
 	return out
 }
 
-func (s *Server) getResourceZones(w http.ResponseWriter, r *http.Request) error {
-	var members []odataID
+func (s *Service) getResourceZones(w http.ResponseWriter, r *http.Request) error {
+	var members []rf.ODataID
 	for _, h := range s.top.Hosts {
-		members = append(members, reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
+		members = append(members, rf.Reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
 	}
 	for _, z := range s.top.Zones {
-		members = append(members, reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
+		members = append(members, rf.Reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
 	}
-	writeJSON(w, http.StatusOK, collection("/redfish/v1/CompositionService/ResourceZones", "ZoneCollection", "Resource Zone Collection", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/ResourceZones", "ZoneCollection", "Resource Zone Collection", members))
 	return nil
 }
 
-func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getResourceZone(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var blocks []odataID
+	var blocks []rf.ODataID
 	desc := ""
 	if h := s.top.Host(id); h != nil {
 		desc = "Blocks host " + h.ID + " can be composed with in the current cabling and drawer modes"
 		for _, b := range s.top.Blocks {
-			if _, ok := s.top.Path(h, b); ok && s.visibleBlock(principal(r), b) {
-				blocks = append(blocks, ref(blocksPath+b.ID))
+			if _, ok := s.top.Path(h, b); ok && s.visibleBlock(service.Principal(r), b) {
+				blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
 			}
 		}
 	} else if z := s.top.Zone(strings.TrimPrefix(id, "zone-")); z != nil && strings.HasPrefix(id, "zone-") {
 		desc = "Zone " + z.ID + " of the topology file"
 		for _, b := range s.top.Blocks {
-			if z.Contains(b) && s.visibleBlock(principal(r), b) {
-				blocks = append(blocks, ref(blocksPath+b.ID))
+			if z.Contains(b) && s.visibleBlock(service.Principal(r), b) {
+				blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
 			}
 		}
 	} else {
-		return errNotFound("Zone", id)
+		return rf.NotFound("Zone", id)
 	}
 	if blocks == nil {
-		blocks = []odataID{}
+		blocks = []rf.ODataID{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":   "/redfish/v1/CompositionService/ResourceZones/" + id,
 		"@odata.type": "#Zone.v1_6_0.Zone",
 		"Id":          id,
@@ -224,7 +200,7 @@ func (s *Server) getResourceZone(w http.ResponseWriter, r *http.Request) error {
 
 // explain answers "would this request fit, where, and if not why": the
 // same body as POST /redfish/v1/Systems, nothing is changed.
-func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) explain(w http.ResponseWriter, r *http.Request) error {
 	_, req, err := s.readCompose(r)
 	if err != nil {
 		return err
@@ -234,12 +210,12 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
 		if perr := policyError(err, req); perr != err {
 			return perr
 		}
-		p := problem(err)
+		p := s.core.Problem(err)
 		details, ok := p.Oem["Rackpool"]
 		if !ok {
 			return p
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"Fits": false, "Reason": p.Resolution, "Details": details})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"Fits": false, "Reason": p.Resolution, "Details": details})
 		return nil
 	}
 	var blocks []map[string]any
@@ -250,7 +226,7 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request) error {
 		}
 		blocks = append(blocks, e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"Fits": true, "Host": plan.Host.ID, "Blocks": blocks,
+	service.WriteJSON(w, http.StatusOK, map[string]any{"Fits": true, "Host": plan.Host.ID, "Blocks": blocks,
 		"TotalRoundTripNs": plan.TotalRTTNS, "TotalHops": plan.TotalHops, "Groups": plan.Groups})
 	return nil
 }

@@ -1,4 +1,4 @@
-package redfish
+package composition
 
 // Power and boot of systems: ComputerSystem.Reset, PowerState and Boot
 // (compose/power.go has the rules; docs/redfish.md, "Power and boot").
@@ -13,6 +13,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // powerController is what the Reset action and the Boot PATCH need of the
@@ -24,16 +25,16 @@ type powerController interface {
 	EstimateReset(ctx context.Context, id, t string) time.Duration
 }
 
-// powerRoutes are the routes of power and boot (routes.go); Boot is set
+// powerRoutes are the routes of power and boot (Routes); Boot is set
 // with PATCH /redfish/v1/Systems/{id} (systems.go).
-var powerRoutes = []route{
-	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", configureComponents, (*Server).resetSystem},
+var powerRoutes = []service.Route[*Service]{
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", Priv: service.ConfigureComponents, Handler: (*Service).resetSystem},
 }
 
 const resetAction = "#ComputerSystem.Reset"
 
 // powerOf returns system id's power, with a bounded wait for a BMC.
-func (s *Server) powerOf(ctx context.Context, id string) (compose.PowerState, bool) {
+func (s *Service) powerOf(ctx context.Context, id string) (compose.PowerState, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ps, err := s.mgr.Power(ctx, id)
@@ -56,7 +57,7 @@ func addPower(body map[string]any, id string, ps compose.PowerState) {
 		"BootSourceOverrideEnabled":                         orDefault(b.Enabled, "Disabled"),
 		"BootSourceOverrideEnabled@Redfish.AllowableValues": compose.BootEnabledValues,
 		"BootSourceOverrideTarget":                          orDefault(b.Target, "None"),
-		"BootSourceOverrideTarget@Redfish.AllowableValues":  nonNil(ps.Caps.BootTargets),
+		"BootSourceOverrideTarget@Redfish.AllowableValues":  service.NonNil(ps.Caps.BootTargets),
 		"BootSourceOverrideMode":                            orDefault(b.Mode, "UEFI"),
 		"BootSourceOverrideMode@Redfish.AllowableValues":    compose.BootModeValues,
 	}
@@ -71,22 +72,22 @@ func addPower(body map[string]any, id string, ps compose.PowerState) {
 	}
 	actions[resetAction] = map[string]any{
 		"target":                            "/redfish/v1/Systems/" + id + "/Actions/ComputerSystem.Reset",
-		"ResetType@Redfish.AllowableValues": nonNil(ps.Caps.ResetTypes),
+		"ResetType@Redfish.AllowableValues": service.NonNil(ps.Caps.ResetTypes),
 	}
 }
 
 // powerSystem resolves the system a power request names and checks the
 // client may act on it: a composition it sees, or a host. A tenant acts on
 // a host only through its own composed system.
-func (s *Server) powerSystem(r *http.Request, id string) error {
+func (s *Service) powerSystem(r *http.Request, id string) error {
 	if h := s.top.Host(id); h != nil {
-		p := principal(r)
+		p := service.Principal(r)
 		if !s.visibleBlock(p, h.Block) {
-			return s.hide(r, "ComputerSystem", id)
+			return s.core.Hide(r, "ComputerSystem", id)
 		}
 		if p.Tenant != "" {
-			e := errPrivilege()
-			e.resolution = "A tenant resets its composed system, not the physical host " + id + "."
+			e := rf.InsufficientPrivilege()
+			e.Resolution = "A tenant resets its composed system, not the physical host " + id + "."
 			return e
 		}
 		return nil
@@ -97,7 +98,7 @@ func (s *Server) powerSystem(r *http.Request, id string) error {
 
 // versionFor is the composition version an If-Match asks for (0 for a
 // host, whose ETag the If-Match guard has already checked).
-func (s *Server) versionFor(r *http.Request, id string) int64 {
+func (s *Service) versionFor(r *http.Request, id string) int64 {
 	if s.top.Host(id) != nil {
 		return 0
 	}
@@ -105,7 +106,7 @@ func (s *Server) versionFor(r *http.Request, id string) int64 {
 	return want
 }
 
-func (s *Server) resetSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) resetSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := s.powerSystem(r, id); err != nil {
 		return err
@@ -115,23 +116,23 @@ func (s *Server) resetSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.ResetType == nil {
-		return newError(http.StatusBadRequest, baseRegistry+"ActionParameterMissing",
+		return rf.New(http.StatusBadRequest, rf.Registry+"ActionParameterMissing",
 			"The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.", "ComputerSystem.Reset", "ResetType").
-			withResolution("Give a ResetType from the system's ResetType@Redfish.AllowableValues, e.g. {\"ResetType\": \"On\"}.")
+			Resolve("Give a ResetType from the system's ResetType@Redfish.AllowableValues, e.g. {\"ResetType\": \"On\"}.")
 	}
 	t := *body.ResetType
 	want := s.versionFor(r, id)
 	// An unknown type is estimated at no time: it is refused at once, by
 	// the manager, which checks it against what the host offers.
 	estimate := s.mgr.EstimateReset(r.Context(), id, t)
-	return s.maybeAsync(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
-		after, err := s.mgr.Reset(s.auditInCommit(r, http.StatusNoContent), id, t, want)
+	return s.core.Async(w, r, estimate, func(w http.ResponseWriter, r *http.Request) error {
+		after, err := s.mgr.Reset(s.core.InCommit(r, http.StatusNoContent), id, t, want)
 		var rt *compose.ResetTypeError
 		if errors.As(err, &rt) {
-			return newError(http.StatusBadRequest, baseRegistry+"ActionParameterValueNotInList",
+			return rf.New(http.StatusBadRequest, rf.Registry+"ActionParameterValueNotInList",
 				"The value '"+t+"' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values.",
 				t, "ResetType", "ComputerSystem.Reset").
-				withResolution("Use one of the system's ResetType@Redfish.AllowableValues: " + strings.Join(rt.Allowed, ", ") + ".")
+				Resolve("Use one of the system's ResetType@Redfish.AllowableValues: " + strings.Join(rt.Allowed, ", ") + ".")
 		}
 		if err != nil {
 			return err
@@ -151,7 +152,7 @@ type bootPatch struct {
 }
 
 // setBoot applies a PATCH of Boot to system id.
-func (s *Server) setBoot(r *http.Request, id string, bp *bootPatch, want int64) error {
+func (s *Service) setBoot(r *http.Request, id string, bp *bootPatch, want int64) error {
 	var b inventory.Boot
 	for _, f := range []struct {
 		v   *string
@@ -163,32 +164,32 @@ func (s *Server) setBoot(r *http.Request, id string, bp *bootPatch, want int64) 
 		}
 	}
 	if bp.UefiTargetBootSourceOverride != nil && b.UefiTarget == "" {
-		return errPropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
+		return rf.PropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
 	}
 	for name, v := range map[string]*string{"Boot/BootSourceOverrideEnabled": bp.BootSourceOverrideEnabled,
 		"Boot/BootSourceOverrideTarget": bp.BootSourceOverrideTarget, "Boot/BootSourceOverrideMode": bp.BootSourceOverrideMode} {
 		if v != nil && *v == "" { // the manager reads "" as "keep"
-			return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
+			return rf.New(http.StatusBadRequest, rf.Registry+"PropertyValueNotInList",
 				"The value '' for the property "+name+" is not in the list of acceptable values.", "", name).
-				withResolution("Use one of the values in " + name + "@Redfish.AllowableValues.")
+				Resolve("Use one of the values in " + name + "@Redfish.AllowableValues.")
 		}
 	}
 	if b == (inventory.Boot{}) {
-		return errPropertyMissing("Boot/BootSourceOverrideTarget")
+		return rf.PropertyMissing("Boot/BootSourceOverrideTarget")
 	}
 	// The manager checks each value against what the host offers.
-	_, err := s.mgr.SetBoot(s.auditInCommit(r, http.StatusOK), id, b, want)
+	_, err := s.mgr.SetBoot(s.core.InCommit(r, http.StatusOK), id, b, want)
 	var ve *compose.ValueError
 	switch {
 	case errors.As(err, &ve) && ve.Allowed == nil:
-		return newError(http.StatusBadRequest, baseRegistry+"PropertyValueConflict",
+		return rf.New(http.StatusBadRequest, rf.Registry+"PropertyValueConflict",
 			"The property 'BootSourceOverrideTarget' could not be written because its value would conflict with the value of the 'UefiTargetBootSourceOverride' property.",
-			"BootSourceOverrideTarget", "UefiTargetBootSourceOverride").withResolution("Give UefiTargetBootSourceOverride with BootSourceOverrideTarget UefiTarget.")
+			"BootSourceOverrideTarget", "UefiTargetBootSourceOverride").Resolve("Give UefiTargetBootSourceOverride with BootSourceOverrideTarget UefiTarget.")
 	case errors.As(err, &ve):
 		name := "Boot/" + ve.Property
-		return newError(http.StatusBadRequest, baseRegistry+"PropertyValueNotInList",
+		return rf.New(http.StatusBadRequest, rf.Registry+"PropertyValueNotInList",
 			"The value '"+ve.Value+"' for the property "+name+" is not in the list of acceptable values.", ve.Value, name).
-			withResolution("Use one of " + strings.Join(ve.Allowed, ", ") + ".")
+			Resolve("Use one of " + strings.Join(ve.Allowed, ", ") + ".")
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package redfish
+package composition
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 	"rackpool/internal/compose"
 )
 
-// allocationRoutes are the routes of allocation export and import (routes.go).
-var allocationRoutes = []route{
-	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", configureManager, (*Server).exportAction},
-	{"POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", configureManager, (*Server).importAction},
+// allocationRoutes are the routes of allocation export and import.
+var allocationRoutes = []service.Route[*Service]{
+	{Pattern: "POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ExportAllocation", Priv: service.ConfigureManager, Handler: (*Service).exportAction},
+	{Pattern: "POST /redfish/v1/CompositionService/Actions/Oem/Rackpool.ImportAllocation", Priv: service.ConfigureManager, Handler: (*Service).importAction},
 }
 
 // Configuration export and import (P2): the current allocation, every
@@ -54,8 +54,8 @@ type AllocationSystem struct {
 }
 
 // ExportAllocation returns the current allocation.
-func (s *Server) ExportAllocation() Allocation {
-	a := Allocation{Format: AllocationFormat, Topology: s.top.Name, ExportedAt: time.Now().UTC(), Tenants: s.auth.Tenants(),
+func (s *Service) ExportAllocation() Allocation {
+	a := Allocation{Format: AllocationFormat, Topology: s.top.Name, ExportedAt: time.Now().UTC(), Tenants: s.tenants.Tenants(),
 		Systems: []AllocationSystem{}}
 	for _, c := range s.mgr.List() {
 		sys := AllocationSystem{Name: c.Name, Description: c.Description, Tenant: c.Tenant, Host: c.Host, Blocks: []string{}}
@@ -93,7 +93,7 @@ type importPlan struct {
 
 // planImport validates a against this service and places all its systems
 // together, changing nothing: an import's Preview.
-func (s *Server) planImport(a Allocation) (*importPlan, error) {
+func (s *Service) planImport(a Allocation) (*importPlan, error) {
 	p, err := s.checkImport(a)
 	if err != nil {
 		return nil, err
@@ -108,12 +108,12 @@ func (s *Server) planImport(a Allocation) (*importPlan, error) {
 
 // checkImport validates a against this service: the tenants it creates and
 // the stanzas of the systems it composes, not yet placed.
-func (s *Server) checkImport(a Allocation) (*importPlan, error) {
+func (s *Service) checkImport(a Allocation) (*importPlan, error) {
 	if a.Topology != s.top.Name {
 		return nil, fmt.Errorf("the document was exported from topology %q, this service runs %q", a.Topology, s.top.Name)
 	}
 	known := map[string]bool{}
-	for _, t := range s.auth.Tenants() {
+	for _, t := range s.tenants.Tenants() {
 		known[t.ID] = true
 	}
 	p := &importPlan{}
@@ -147,7 +147,7 @@ func (s *Server) checkImport(a Allocation) (*importPlan, error) {
 
 // ImportAllocation validates a and composes all its systems, or nothing.
 // Tenants it names that do not exist are created with its quotas.
-func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
+func (s *Service) ImportAllocation(ctx context.Context, a Allocation) ([]string, error) {
 	p, err := s.checkImport(a)
 	if err != nil {
 		return nil, err
@@ -163,21 +163,21 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 	switch {
 	case errors.As(err, &se) && (errors.Is(se.Err, compose.ErrPowered) || errors.Is(se.Err, compose.ErrBusy)):
 		// A host not off: refused as composing the stanza refuses it.
-		return nil, stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
+		return nil, s.stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
 	case errors.As(err, &se):
 		return nil, fmt.Errorf("the allocation does not fit: %w", se.Err)
 	case err != nil:
 		return nil, err
 	}
 	for _, t := range p.newTenants {
-		if _, err := s.auth.PutTenant(ctx, t); err != nil {
+		if _, err := s.tenants.PutTenant(ctx, t); err != nil {
 			sm.Cancel()
 			return nil, fmt.Errorf("create tenant %s: %w", t.ID, err)
 		}
 	}
 	undoTenants := func() {
 		for _, t := range p.newTenants {
-			_ = s.auth.DeleteTenant(ctx, t.ID)
+			_ = s.tenants.DeleteTenant(ctx, t.ID)
 		}
 	}
 	done, err := sm.Realize(ctx)
@@ -185,7 +185,7 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 		undoTenants()
 		var se *compose.StanzaError
 		if errors.As(err, &se) {
-			return nil, stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
+			return nil, s.stanzaError(se.Err, p.stanzas[se.Index].st.StanzaId)
 		}
 		return nil, err
 	}
@@ -200,12 +200,12 @@ func (s *Server) ImportAllocation(ctx context.Context, a Allocation) ([]string, 
 // Preview: what an Apply would create, where each system would be placed,
 // and the systems already composed that the document does not name (an
 // import leaves them as they are).
-func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
+func (s *Service) importPreview(r *http.Request, p *importPlan) map[string]any {
 	named := map[string]bool{}
 	systems := []map[string]any{}
 	for i, st := range p.stanzas {
 		named[st.req.Name] = true
-		sys := map[string]any{"Name": st.req.Name, "Host": st.req.Host, "Blocks": nonNil(st.req.Blocks), "Action": "Compose"}
+		sys := map[string]any{"Name": st.req.Name, "Host": st.req.Host, "Blocks": service.NonNil(st.req.Blocks), "Action": "Compose"}
 		if st.req.Tenant != "" {
 			sys["Tenant"] = st.req.Tenant
 		}
@@ -220,7 +220,7 @@ func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
 	}
 	kept := []map[string]any{}
 	for _, c := range s.mgr.List() {
-		if !principal(r).Sees(c.Tenant) || named[c.Name] {
+		if !service.Principal(r).Sees(c.Tenant) || named[c.Name] {
 			continue
 		}
 		kept = append(kept, map[string]any{"Id": c.ID, "Name": c.Name, "Host": c.Host})
@@ -228,7 +228,7 @@ func (s *Server) importPreview(r *http.Request, p *importPlan) map[string]any {
 	return map[string]any{"RequestType": "Preview", "Systems": systems, "NewTenants": tenants, "Unchanged": kept}
 }
 
-func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) exportAction(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > 0 {
 		var empty struct{}
 		if err := decode(r, &empty); err != nil {
@@ -237,7 +237,7 @@ func (s *Server) exportAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	a := s.ExportAllocation()
 	service.NoteDetail(r, fmt.Sprintf("exported %d systems", len(a.Systems)))
-	writeJSON(w, http.StatusOK, a)
+	service.WriteJSON(w, http.StatusOK, a)
 	return nil
 }
 
@@ -249,63 +249,49 @@ type importRequest struct {
 	RequestType string `json:"RequestType,omitempty"`
 }
 
-func (s *Server) importAction(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) importAction(w http.ResponseWriter, r *http.Request) error {
 	var req importRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
 	a := req.Allocation
 	if a.Format != AllocationFormat {
-		return errPropertyValue("format", a.Format, "Send a document made by Rackpool.ExportAllocation ("+AllocationFormat+").")
+		return rf.PropertyValue("format", a.Format, "Send a document made by Rackpool.ExportAllocation ("+AllocationFormat+").")
 	}
 	switch req.RequestType {
 	case "", "Apply":
 	case "Preview":
 		p, err := s.planImport(a)
 		if err != nil {
-			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
-				withResolution("Nothing would be imported. Correct the document or free the resources, then preview again.")
+			return rf.New(http.StatusBadRequest, rf.Registry+"GeneralError", err.Error()).
+				Resolve("Nothing would be imported. Correct the document or free the resources, then preview again.")
 		}
 		service.NoteDetail(r, fmt.Sprintf("previewed an import of %d systems", len(a.Systems)))
-		writeJSON(w, http.StatusOK, s.importPreview(r, p))
+		service.WriteJSON(w, http.StatusOK, s.importPreview(r, p))
 		return nil
 	default:
-		return errPropertyValue("RequestType", req.RequestType, "Use Preview or Apply.")
+		return rf.PropertyValue("RequestType", req.RequestType, "Use Preview or Apply.")
 	}
 	var blocks []string
 	for _, sys := range a.Systems {
 		blocks = append(blocks, sys.Blocks...)
 	}
-	return s.maybeAsync(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
+	return s.core.Async(w, r, s.mgr.EstimateFabricTime(blocks), func(w http.ResponseWriter, r *http.Request) error {
 		ids, err := s.ImportAllocation(r.Context(), a)
 		if err != nil {
 			switch err.(type) {
-			case *apiError, *rf.Problem: // a stanza's refusal, worded
+			case *rf.Problem: // a stanza's refusal, worded
 				return err
 			}
-			return newError(http.StatusBadRequest, baseRegistry+"GeneralError", err.Error()).
-				withResolution("Nothing was imported. Correct the document or free the resources, then retry.")
+			return rf.New(http.StatusBadRequest, rf.Registry+"GeneralError", err.Error()).
+				Resolve("Nothing was imported. Correct the document or free the resources, then retry.")
 		}
 		service.NoteDetail(r, fmt.Sprintf("imported %d systems", len(ids)))
-		var refs []odataID
+		var refs []rf.ODataID
 		for _, id := range ids {
-			refs = append(refs, ref("/redfish/v1/Systems/"+id))
+			refs = append(refs, rf.Ref("/redfish/v1/Systems/"+id))
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"Systems": nonNilRefs(refs)})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"Systems": service.NonNil(refs)})
 		return nil
 	})
-}
-
-func nonNilRefs(r []odataID) []odataID {
-	if r == nil {
-		return []odataID{}
-	}
-	return r
-}
-
-// Restore loads what the service keeps in the store besides compositions,
-// accounts and the composition policy (compose's): the event
-// subscriptions.
-func (s *Server) Restore(ctx context.Context) error {
-	return s.restoreSubscriptions(ctx)
 }

@@ -1,4 +1,4 @@
-package redfish
+package composition
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"rackpool/internal/inventory"
 	"rackpool/internal/observe"
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
 	"rackpool/internal/store"
 	"rackpool/internal/units"
@@ -33,20 +34,18 @@ type composer interface {
 	BlockStatus(id string) compose.BlockStatus
 }
 
-// systemRoutes are the routes of Systems: hosts and composed systems, and their actions (routes.go).
-var systemRoutes = []route{
-	{"GET /redfish/v1/Systems", login, (*Server).getSystems},
-	{"POST /redfish/v1/Systems", configureComponents, (*Server).postSystem},
-	{"GET /redfish/v1/Systems/{id}", login, (*Server).getSystem},
-	{"PATCH /redfish/v1/Systems/{id}", configureComponents, (*Server).patchSystem},
-	{"DELETE /redfish/v1/Systems/{id}", configureComponents, (*Server).deleteSystem},
-	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.AddResourceBlock", configureComponents, (*Server).addResourceBlock},
-	{"POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.RemoveResourceBlock", configureComponents, (*Server).removeResourceBlock},
-	{"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand", configureComponents, (*Server).expandSystem},
-	{"POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Shrink", configureComponents, (*Server).shrinkSystem},
+// systemRoutes are the routes of Systems: hosts and composed systems, and their actions.
+var systemRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/Systems", Priv: service.Login, Handler: (*Service).getSystems},
+	{Pattern: "POST /redfish/v1/Systems", Priv: service.ConfigureComponents, Handler: (*Service).postSystem},
+	{Pattern: "GET /redfish/v1/Systems/{id}", Priv: service.Login, Handler: (*Service).getSystem},
+	{Pattern: "PATCH /redfish/v1/Systems/{id}", Priv: service.ConfigureComponents, Handler: (*Service).patchSystem},
+	{Pattern: "DELETE /redfish/v1/Systems/{id}", Priv: service.ConfigureComponents, Handler: (*Service).deleteSystem},
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.AddResourceBlock", Priv: service.ConfigureComponents, Handler: (*Service).addResourceBlock},
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.RemoveResourceBlock", Priv: service.ConfigureComponents, Handler: (*Service).removeResourceBlock},
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Expand", Priv: service.ConfigureComponents, Handler: (*Service).expandSystem},
+	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/Oem/Rackpool.Shrink", Priv: service.ConfigureComponents, Handler: (*Service).shrinkSystem},
 }
-
-const blocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
 
 // composeRequest is the body of POST /redfish/v1/Systems. Specific
 // composition lists Links.ResourceBlocks; constrained composition asks for
@@ -59,7 +58,7 @@ type composeRequest struct {
 	ZoneAffinity          *string `json:"@Redfish.ZoneAffinity"`
 	AllowOverprovisioning *bool   `json:"@Redfish.AllowOverprovisioning"`
 	Links                 *struct {
-		ResourceBlocks []odataID
+		ResourceBlocks []rf.ODataID
 	}
 	Processors *struct {
 		Members []struct {
@@ -114,11 +113,11 @@ type OemNeed struct {
 	MaxLatencyNS float64
 }
 
-func blockIDFromRef(r odataID, prop string) (string, error) {
-	if !strings.HasPrefix(r.ID, blocksPath) || strings.Contains(r.ID[len(blocksPath):], "/") || r.ID == blocksPath {
-		return "", errPropertyValue(prop, r.ID, "Use links of the form "+blocksPath+"{Id}.")
+func blockIDFromRef(r rf.ODataID, prop string) (string, error) {
+	if !strings.HasPrefix(r.ID, service.BlocksPath) || strings.Contains(r.ID[len(service.BlocksPath):], "/") || r.ID == service.BlocksPath {
+		return "", rf.PropertyValue(prop, r.ID, "Use links of the form "+service.BlocksPath+"{Id}.")
 	}
-	return r.ID[len(blocksPath):], nil
+	return r.ID[len(service.BlocksPath):], nil
 }
 
 // toRequest converts the body into a scheduler request.
@@ -141,18 +140,18 @@ func (c *composeRequest) toRequest() (compose.Request, error) {
 				req.MinCores = m.TotalCores
 			case "GPU", "FPGA":
 				if m.RequestedCount < 1 {
-					return req, errPropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+					return req, rf.PropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
 				}
 				req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Kind(strings.ToLower(m.ProcessorType)), Count: m.RequestedCount, Model: m.Model})
 			default:
-				return req, errPropertyValue(prop+".ProcessorType", m.ProcessorType, "Use CPU, GPU or FPGA.")
+				return req, rf.PropertyValue(prop+".ProcessorType", m.ProcessorType, "Use CPU, GPU or FPGA.")
 			}
 		}
 	}
 	if c.Memory != nil {
 		for i, m := range c.Memory.Members {
 			if m.RequestedCount < 1 || m.CapacityMiB < 1 {
-				return req, errPropertyValue(fmt.Sprintf("Memory.Members[%d]", i), fmt.Sprint(m.CapacityMiB), "Ask for a RequestedCount of at least 1 and a CapacityMiB of at least 1.")
+				return req, rf.PropertyValue(fmt.Sprintf("Memory.Members[%d]", i), fmt.Sprint(m.CapacityMiB), "Ask for a RequestedCount of at least 1 and a CapacityMiB of at least 1.")
 			}
 			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.Memory, CapacityBytes: int64(m.RequestedCount) * m.CapacityMiB << 20, Exact: true})
 		}
@@ -161,7 +160,7 @@ func (c *composeRequest) toRequest() (compose.Request, error) {
 		for i, m := range c.Storage.Members {
 			prop := fmt.Sprintf("Storage.Members[%d]", i)
 			if m.RequestedCount < 1 {
-				return req, errPropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+				return req, rf.PropertyValue(prop+".@Redfish.RequestedCount", strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
 			}
 			kind := inventory.SSD
 			switch {
@@ -171,7 +170,7 @@ func (c *composeRequest) toRequest() (compose.Request, error) {
 				kind = inventory.HDD
 			case m.MediaType == "" || strings.EqualFold(m.MediaType, "SSD"):
 			default:
-				return req, errPropertyValue(prop+".MediaType", m.MediaType, "Use SSD or HDD.")
+				return req, rf.PropertyValue(prop+".MediaType", m.MediaType, "Use SSD or HDD.")
 			}
 			req.Needs = append(req.Needs, schedule.Need{Kind: kind, Count: m.RequestedCount, CapacityBytes: m.CapacityBytes, Exact: true})
 		}
@@ -179,7 +178,7 @@ func (c *composeRequest) toRequest() (compose.Request, error) {
 	if c.NetworkInterfaces != nil {
 		for i, m := range c.NetworkInterfaces.Members {
 			if m.RequestedCount < 1 {
-				return req, errPropertyValue(fmt.Sprintf("NetworkInterfaces.Members[%d].@Redfish.RequestedCount", i), strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
+				return req, rf.PropertyValue(fmt.Sprintf("NetworkInterfaces.Members[%d].@Redfish.RequestedCount", i), strconv.Itoa(m.RequestedCount), "Ask for at least 1.")
 			}
 			req.Needs = append(req.Needs, schedule.Need{Kind: inventory.NIC, Count: m.RequestedCount, Model: m.Model})
 		}
@@ -205,7 +204,7 @@ func oemNeeds(in []OemNeed, prop string) ([]schedule.Need, error) {
 		if n.Capacity != "" {
 			c, err := units.ParseBytes(n.Capacity)
 			if err != nil {
-				return nil, errPropertyValue(p+".Capacity", n.Capacity, err.Error())
+				return nil, rf.PropertyValue(p+".Capacity", n.Capacity, err.Error())
 			}
 			need.CapacityBytes = c
 		}
@@ -216,13 +215,13 @@ func oemNeeds(in []OemNeed, prop string) ([]schedule.Need, error) {
 
 // hostFromBlocks moves a compute block named among the links into
 // req.Host.
-func (s *Server) hostFromBlocks(req *compose.Request) error {
+func (s *Service) hostFromBlocks(req *compose.Request) error {
 	var rest []string
 	for _, id := range req.Blocks {
 		b := s.top.Block(id)
 		if b != nil && b.Host != nil {
 			if req.Host != "" && req.Host != b.Host.ID {
-				return errPropertyValue("Links.ResourceBlocks", id, "A composition has exactly one compute block.")
+				return rf.PropertyValue("Links.ResourceBlocks", id, "A composition has exactly one compute block.")
 			}
 			req.Host = b.Host.ID
 			continue
@@ -238,7 +237,7 @@ func (s *Server) hostFromBlocks(req *compose.Request) error {
 // @Redfish.ZoneAffinity and @Redfish.AllowOverprovisioning go into it as
 // they are: compose applies the composition policy to them (policyError
 // words its refusals).
-func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, error) {
+func (s *Service) readCompose(r *http.Request) (composeRequest, compose.Request, error) {
 	var body composeRequest
 	if err := decode(r, &body); err != nil {
 		return body, compose.Request{}, err
@@ -253,7 +252,7 @@ func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, 
 		return body, req, err
 	}
 	if len(req.Blocks) == 0 && len(req.Needs) == 0 && req.Host == "" {
-		return body, req, errPropertyMissing("Links.ResourceBlocks")
+		return body, req, rf.PropertyMissing("Links.ResourceBlocks")
 	}
 	return body, req, nil
 }
@@ -261,26 +260,26 @@ func (s *Server) readCompose(r *http.Request) (composeRequest, compose.Request, 
 // postSystem composes in one walk: Place schedules once and holds the
 // blocks, whose modelled fabric time decides between answering at once and
 // answering 202 with a task monitor; Realize makes the system.
-func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) postSystem(w http.ResponseWriter, r *http.Request) error {
 	body, req, err := s.readCompose(r)
 	if err != nil {
 		return err
 	}
-	req.Name, req.Description, req.Tenant = body.Name, body.Description, tenantOf(r)
+	req.Name, req.Description, req.Tenant = body.Name, body.Description, service.Principal(r).Tenant
 	req.Quota, req.Check = s.quotaOf(r)
 	start := time.Now()
 	p, err := s.mgr.Place(r.Context(), req)
 	if err != nil {
-		s.metrics.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
+		s.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
 		if perr := policyError(err, req); perr != err {
 			return perr
 		}
 		// Refused as Compose refuses it: in the task when one is asked for.
-		return s.maybeAsync(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
+		return s.core.Async(w, r, 0, func(http.ResponseWriter, *http.Request) error { return err })
 	}
-	return s.maybeAsync(w, r, p.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
-		c, err := p.Realize(s.auditInCommit(r, http.StatusCreated))
-		s.metrics.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
+	return s.core.Async(w, r, p.EstimateFabricTime(), func(w http.ResponseWriter, r *http.Request) error {
+		c, err := p.Realize(s.core.InCommit(r, http.StatusCreated))
+		s.composeLat.With(observe.Outcome(err)).Observe(time.Since(start).Seconds())
 		if err != nil {
 			return err
 		}
@@ -290,8 +289,6 @@ func (s *Server) postSystem(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	})
 }
-
-func etag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }
 
 // ifMatch returns the version an If-Match header asks for, 0 when absent.
 func ifMatch(r *http.Request) (int64, error) {
@@ -308,39 +305,39 @@ func ifMatch(r *http.Request) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) getSystems(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
-	var members []odataID
+func (s *Service) getSystems(w http.ResponseWriter, r *http.Request) error {
+	p := service.Principal(r)
+	var members []rf.ODataID
 	for _, h := range s.top.Hosts {
 		if s.visibleBlock(p, h.Block) {
-			members = append(members, reff("/redfish/v1/Systems/%s", h.ID))
+			members = append(members, rf.Reff("/redfish/v1/Systems/%s", h.ID))
 		}
 	}
 	for _, c := range s.mgr.List() {
 		if p.Sees(c.Tenant) {
-			members = append(members, reff("/redfish/v1/Systems/%s", c.ID))
+			members = append(members, rf.Reff("/redfish/v1/Systems/%s", c.ID))
 		}
 	}
-	body := collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members)
+	body := rf.Collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members)
 	body["@Redfish.CollectionCapabilities"] = map[string]any{
 		"@odata.type": "#CollectionCapabilities.v1_4_0.CollectionCapabilities",
 		"Capabilities": []any{map[string]any{
-			"CapabilitiesObject": ref("/redfish/v1/Systems"),
+			"CapabilitiesObject": rf.Ref("/redfish/v1/Systems"),
 			"UseCase":            "ComputerSystemComposition",
-			"Links":              map[string]any{"TargetCollection": ref("/redfish/v1/Systems")},
+			"Links":              map[string]any{"TargetCollection": rf.Ref("/redfish/v1/Systems")},
 		}},
 	}
-	writeJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
-func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) getSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if h := s.top.Host(id); h != nil {
-		if !s.visibleBlock(principal(r), h.Block) {
-			return s.hide(r, "ComputerSystem", id)
+		if !s.visibleBlock(service.Principal(r), h.Block) {
+			return s.core.Hide(r, "ComputerSystem", id)
 		}
-		writeJSON(w, http.StatusOK, s.hostBody(r, h))
+		service.WriteJSON(w, http.StatusOK, s.hostBody(r, h))
 		return nil
 	}
 	c, err := s.systemVisible(r, id)
@@ -353,18 +350,18 @@ func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
 
 // writeSystem answers with composition c's body and its power state (a
 // BMC's live word where the host has one).
-func (s *Server) writeSystem(w http.ResponseWriter, r *http.Request, status int, c *inventory.Composition) {
-	w.Header().Set("ETag", etag(c.Version))
+func (s *Service) writeSystem(w http.ResponseWriter, r *http.Request, status int, c *inventory.Composition) {
+	w.Header().Set("ETag", service.ETag(c.Version))
 	body := s.systemBody(c)
 	ps, ok := s.powerOf(r.Context(), c.ID)
 	if !ok {
 		ps.Power = c.Power
 	}
 	addPower(body, c.ID, ps)
-	writeJSON(w, status, body)
+	service.WriteJSON(w, status, body)
 }
 
-func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
+func (s *Service) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 	st := s.mgr.BlockStatus(h.ID)
 	body := map[string]any{
 		"@odata.id":        "/redfish/v1/Systems/" + h.ID,
@@ -376,10 +373,10 @@ func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1},
 		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": h.MemoryGiB},
 		"Links": map[string]any{
-			"ResourceBlocks": []odataID{ref(blocksPath + h.ID)},
-			"Chassis":        []odataID{reff("/redfish/v1/Chassis/%s", h.Rack)},
+			"ResourceBlocks": []rf.ODataID{rf.Ref(service.BlocksPath + h.ID)},
+			"Chassis":        []rf.ODataID{rf.Reff("/redfish/v1/Chassis/%s", h.Rack)},
 		},
-		"Oem": rackpoolOem("ComputerSystem", map[string]any{"ComposedInto": nonNil(s.visibleSystems(principal(r), st.Compositions))}),
+		"Oem": service.RackpoolOem("ComputerSystem", map[string]any{"ComposedInto": service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions))}),
 	}
 	if ps, ok := s.powerOf(r.Context(), h.ID); ok {
 		addPower(body, h.ID, ps)
@@ -387,14 +384,14 @@ func (s *Server) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 	return body
 }
 
-func (s *Server) systemBody(c *inventory.Composition) map[string]any {
+func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 	h := s.top.Host(c.Host)
-	var links []odataID
+	var links []rf.ODataID
 	var blocks []map[string]any
 	pooled := int64(0)
 	counts := map[inventory.Kind]int{}
 	for _, id := range c.Blocks {
-		links = append(links, ref(blocksPath+id))
+		links = append(links, rf.Ref(service.BlocksPath+id))
 		b := s.top.Block(id)
 		if b == nil {
 			continue
@@ -421,7 +418,7 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 	body := map[string]any{
 		"@odata.id":        "/redfish/v1/Systems/" + c.ID,
 		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
-		"@odata.etag":      etag(c.Version),
+		"@odata.etag":      service.ETag(c.Version),
 		"Id":               c.ID,
 		"Name":             c.Name,
 		"Description":      c.Description,
@@ -438,13 +435,13 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 				"#Rackpool.Shrink": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/Oem/Rackpool.Shrink"},
 			},
 		},
-		"Oem": rackpoolOem("ComputerSystem", map[string]any{
+		"Oem": service.RackpoolOem("ComputerSystem", map[string]any{
 			"CompositionState": c.State,
 			"Version":          c.Version,
 			"Host":             c.Host,
 			"Blocks":           blocks,
-			"Adding":           nonNil(c.Adding),
-			"Removing":         nonNil(c.Removing),
+			"Adding":           service.NonNil(c.Adding),
+			"Removing":         service.NonNil(c.Removing),
 			"Created":          c.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
 			"Updated":          c.UpdatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
 		}),
@@ -455,14 +452,14 @@ func (s *Server) systemBody(c *inventory.Composition) map[string]any {
 	return body
 }
 
-func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if err := s.powerSystem(r, id); err != nil {
 		return err
 	}
 	var body struct {
 		Links *struct {
-			ResourceBlocks *[]odataID
+			ResourceBlocks *[]rf.ODataID
 		}
 		Boot *bootPatch
 	}
@@ -471,16 +468,16 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	}
 	host := s.top.Host(id)
 	if host != nil && body.Links != nil {
-		return errPropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
+		return rf.PropertyValue("Links.ResourceBlocks", id, "Physical hosts are not composed systems; compose one with POST /redfish/v1/Systems.")
 	}
 	if body.Boot == nil && (body.Links == nil || body.Links.ResourceBlocks == nil) {
-		return errPropertyMissing("Links.ResourceBlocks")
+		return rf.PropertyMissing("Links.ResourceBlocks")
 	}
 	want := s.versionFor(r, id)
 	var blocks []string
 	if body.Links != nil {
 		if body.Links.ResourceBlocks == nil {
-			return errPropertyMissing("Links.ResourceBlocks")
+			return rf.PropertyMissing("Links.ResourceBlocks")
 		}
 		blocks = []string{} // not nil: an empty list asks to remove every block
 		for i, l := range *body.Links.ResourceBlocks {
@@ -489,7 +486,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 			if s.top.Block(bid) == nil {
-				return translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
+				return fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid)
 			}
 			blocks = append(blocks, bid)
 		}
@@ -502,7 +499,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		want = 0 // the If-Match guard checked it; the boot change moved the version on
 	}
 	if host != nil {
-		writeJSON(w, http.StatusOK, s.hostBody(r, host))
+		service.WriteJSON(w, http.StatusOK, s.hostBody(r, host))
 		return nil
 	}
 	var c *inventory.Composition
@@ -510,7 +507,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	if blocks != nil {
 		ur := compose.UpdateRequest{Version: want, Set: blocks}
 		ur.Quota, ur.Check = s.quotaOf(r)
-		ctx := s.auditInCommit(r, http.StatusOK)
+		ctx := s.core.InCommit(r, http.StatusOK)
 		if body.Boot != nil {
 			ctx = store.WithPendingAudit(r.Context(), nil) // the boot change's commit recorded the request
 		}
@@ -525,12 +522,12 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if s.top.Host(id) != nil {
-		e := newError(http.StatusMethodNotAllowed, baseRegistry+"ResourceCannotBeDeleted",
+		e := rf.New(http.StatusMethodNotAllowed, rf.Registry+"ResourceCannotBeDeleted",
 			"The delete request failed because the resource requested cannot be deleted.")
-		e.resolution = id + " is a physical host, not a composed system."
+		e.Resolution = id + " is a physical host, not a composed system."
 		w.Header().Set("Allow", "GET")
 		return e
 	}
@@ -541,7 +538,7 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.mgr.Decompose(s.auditInCommit(r, http.StatusNoContent), id, want); err != nil {
+	if err := s.mgr.Decompose(s.core.InCommit(r, http.StatusNoContent), id, want); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -549,12 +546,12 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 }
 
 type blockAction struct {
-	ResourceBlock      *odataID
+	ResourceBlock      *rf.ODataID
 	ResourceBlockETag  string
 	ComputerSystemETag string
 }
 
-func (s *Server) blockActionTarget(r *http.Request) (string, int64, error) {
+func (s *Service) blockActionTarget(r *http.Request) (string, int64, error) {
 	if _, err := s.systemVisible(r, r.PathValue("id")); err != nil {
 		return "", 0, err
 	}
@@ -563,14 +560,14 @@ func (s *Server) blockActionTarget(r *http.Request) (string, int64, error) {
 		return "", 0, err
 	}
 	if body.ResourceBlock == nil {
-		return "", 0, errPropertyMissing("ResourceBlock")
+		return "", 0, rf.PropertyMissing("ResourceBlock")
 	}
 	bid, err := blockIDFromRef(*body.ResourceBlock, "ResourceBlock")
 	if err != nil {
 		return "", 0, err
 	}
 	if s.top.Block(bid) == nil {
-		return "", 0, translate(fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid))
+		return "", 0, fmt.Errorf("%w %q", schedule.ErrUnknownBlock, bid)
 	}
 	want := int64(0)
 	if body.ComputerSystemETag != "" {
@@ -580,14 +577,14 @@ func (s *Server) blockActionTarget(r *http.Request) (string, int64, error) {
 	return bid, want, nil
 }
 
-func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) addResourceBlock(w http.ResponseWriter, r *http.Request) error {
 	bid, want, err := s.blockActionTarget(r)
 	if err != nil {
 		return err
 	}
 	ur := compose.UpdateRequest{Version: want, Blocks: []string{bid}}
 	ur.Quota, ur.Check = s.quotaOf(r)
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), ur)
+	c, err := s.mgr.Update(s.core.InCommit(r, http.StatusOK), r.PathValue("id"), ur)
 	if err != nil {
 		return err
 	}
@@ -595,12 +592,12 @@ func (s *Server) addResourceBlock(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) removeResourceBlock(w http.ResponseWriter, r *http.Request) error {
 	bid, want, err := s.blockActionTarget(r)
 	if err != nil {
 		return err
 	}
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Remove: []string{bid}})
+	c, err := s.mgr.Update(s.core.InCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Remove: []string{bid}})
 	if err != nil {
 		return err
 	}
@@ -611,7 +608,7 @@ func (s *Server) removeResourceBlock(w http.ResponseWriter, r *http.Request) err
 // shrinkSystem removes blocks from a composed system, all or nothing, in
 // one update: {"Blocks": [ids]}. It is its own action, not Expand with
 // Remove, so the audit log names what the client asked for.
-func (s *Server) shrinkSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) shrinkSystem(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.systemVisible(r, r.PathValue("id")); err != nil {
 		return err
 	}
@@ -620,10 +617,10 @@ func (s *Server) shrinkSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(body.Blocks) == 0 {
-		return errPropertyMissing("Blocks")
+		return rf.PropertyMissing("Blocks")
 	}
 	want, _ := ifMatch(r)
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Remove: body.Blocks})
+	c, err := s.mgr.Update(s.core.InCommit(r, http.StatusOK), r.PathValue("id"), compose.UpdateRequest{Version: want, Remove: body.Blocks})
 	if err != nil {
 		return err
 	}
@@ -633,7 +630,7 @@ func (s *Server) shrinkSystem(w http.ResponseWriter, r *http.Request) error {
 
 // expandSystem adds blocks by need: {"Needs": [...], "Remove": [ids],
 // "Affinity": "same-drawer"}.
-func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
+func (s *Service) expandSystem(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.systemVisible(r, r.PathValue("id")); err != nil {
 		return err
 	}
@@ -651,12 +648,12 @@ func (s *Server) expandSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(needs)+len(body.Blocks)+len(body.Remove) == 0 {
-		return errPropertyMissing("Needs")
+		return rf.PropertyMissing("Needs")
 	}
 	want, _ := ifMatch(r)
 	ur := compose.UpdateRequest{Version: want, Needs: needs, Blocks: body.Blocks, Affinity: schedule.Affinity(body.Affinity), Remove: body.Remove}
 	ur.Quota, ur.Check = s.quotaOf(r)
-	c, err := s.mgr.Update(s.auditInCommit(r, http.StatusOK), r.PathValue("id"), ur)
+	c, err := s.mgr.Update(s.core.InCommit(r, http.StatusOK), r.PathValue("id"), ur)
 	if err != nil {
 		return err
 	}
