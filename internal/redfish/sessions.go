@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"rackpool/internal/rf"
 	"rackpool/internal/tenancy"
 )
 
@@ -75,23 +76,14 @@ func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
 		s.denied(r, tenancy.Principal{}, "session creation over plain HTTP")
 		return errInsecure(r.URL.Path)
 	}
-	var req struct {
-		UserName *string
-		Password *string
-	}
-	if err := decode(r, &req); err != nil {
+	user, password, err := rf.DecodeLogin(r, MaxBody)
+	if err != nil {
 		return err
 	}
-	if req.UserName == nil {
-		return errPropertyMissing("UserName")
-	}
-	if req.Password == nil {
-		return errPropertyMissing("Password")
-	}
-	noteAudit(r).user = *req.UserName
-	sess, token, err := s.auth.Login(r.Context(), *req.UserName, *req.Password, clientAddr(r))
+	noteAudit(r).user = user
+	sess, token, err := s.auth.Login(r.Context(), user, password, clientAddr(r))
 	if errors.Is(err, tenancy.ErrNoAccount) || errors.Is(err, tenancy.ErrLocked) {
-		s.denied(r, tenancy.Principal{User: *req.UserName}, "login failed: "+err.Error())
+		s.denied(r, tenancy.Principal{User: user}, "login failed: "+err.Error())
 		e := errNoSession()
 		e.noBasic = sessionClient(r)
 		return e

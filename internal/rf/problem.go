@@ -242,6 +242,23 @@ type ODataID struct {
 	ID string `json:"@odata.id"`
 }
 
+// DecodeLogin reads the body of a session login (DSP0266: UserName and
+// Password, both required) strictly, as Decode does; LoginBody is the
+// client's side.
+func DecodeLogin(r *http.Request, limit int64) (user, password string, err error) {
+	var req struct{ UserName, Password *string }
+	if err := Decode(r, &req, limit); err != nil {
+		return "", "", err
+	}
+	if req.UserName == nil {
+		return "", "", PropertyMissing("UserName")
+	}
+	if req.Password == nil {
+		return "", "", PropertyMissing("Password")
+	}
+	return *req.UserName, *req.Password, nil
+}
+
 // Ref returns a reference to id.
 func Ref(id string) ODataID { return ODataID{ID: id} }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,5 +138,29 @@ func TestDecodeDepthAndValues(t *testing.T) {
 				t.Errorf("%d bytes allocated for a body of %d, want at most %d", alloc, len(c.body), limit)
 			}
 		})
+	}
+}
+
+// TestDecodeLogin: a login names both UserName and Password, as strings.
+func TestDecodeLogin(t *testing.T) {
+	for _, c := range []struct{ in, want, arg string }{
+		{`{"UserName": "admin", "Password": ""}`, "", ""},
+		{`{"Password": "x"}`, "PropertyMissing", "UserName"},
+		{`{"UserName": "admin"}`, "PropertyMissing", "Password"},
+		{`{"UserName": 7, "Password": "x"}`, "PropertyValueTypeError", "UserName"},
+		{`{"UserName": "admin", "Password": "x", "Role": "Administrator"}`, "PropertyUnknown", "Role"},
+	} {
+		r := httptest.NewRequest("POST", SessionsPath, strings.NewReader(c.in))
+		user, password, err := DecodeLogin(r, MaxBody)
+		if c.want == "" {
+			if err != nil || user != "admin" || password != "" {
+				t.Errorf("%s: %q %q %v", c.in, user, password, err)
+			}
+			continue
+		}
+		var p *Problem
+		if !errors.As(err, &p) || p.ID != Registry+c.want || !slices.Contains(p.Args, c.arg) {
+			t.Errorf("%s: %v, want %s about %s", c.in, err, c.want, c.arg)
+		}
 	}
 }

@@ -142,24 +142,15 @@ func sessionBody(sess session) map[string]any {
 }
 
 func (s *Server) postSession(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		UserName *string
-		Password *string
-	}
-	if err := decode(r, &req); err != nil {
+	user, password, err := rf.DecodeLogin(r, rf.MaxBody)
+	if err != nil {
 		return err
 	}
-	if req.UserName == nil {
-		return errPropertyMissing("UserName")
-	}
-	if req.Password == nil {
-		return errPropertyMissing("Password")
-	}
-	if !s.credentialsOK(*req.UserName, *req.Password) {
-		s.log.Warn("login failed", "user", *req.UserName, "remote", r.RemoteAddr)
+	if !s.credentialsOK(user, password) {
+		s.log.Warn("login failed", "user", user, "remote", r.RemoteAddr)
 		return errNoSession()
 	}
-	sess := s.sessions.create(*req.UserName, s.clk.Now())
+	sess := s.sessions.create(user, s.clk.Now())
 	w.Header().Set("X-Auth-Token", sess.token)
 	w.Header().Set("Location", "/redfish/v1/SessionService/Sessions/"+sess.id)
 	rf.WriteJSON(w, http.StatusCreated, sessionBody(*sess))
