@@ -20,10 +20,10 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Routes are the routes of Systems, power, the CompositionService, the
+// Routes are the routes of Systems, their inventory, power, the CompositionService, the
 // Compose action, the reservations and the allocation's export and import;
 // the core's routes.go gathers them.
-var Routes = slices.Concat(systemRoutes, powerRoutes, blockRoutes, composeRoutes, reservationRoutes, allocationRoutes)
+var Routes = slices.Concat(systemRoutes, inventoryRoutes, powerRoutes, blockRoutes, composeRoutes, reservationRoutes, allocationRoutes)
 
 // Compositions is what the family needs of the composition manager
 // (compose.Manager): each file declares its part.

@@ -376,7 +376,10 @@ func (s *Service) hostBody(r *http.Request, h *inventory.Host) map[string]any {
 			"ResourceBlocks": []rf.ODataID{rf.Ref(service.BlocksPath + h.ID)},
 			"Chassis":        []rf.ODataID{rf.Reff("/redfish/v1/Chassis/%s", h.Rack)},
 		},
-		"Oem": service.RackpoolOem("ComputerSystem", map[string]any{"ComposedInto": service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions))}),
+		"Processors": rf.Ref("/redfish/v1/Systems/" + h.ID + "/Processors"),
+		"Memory":     rf.Ref("/redfish/v1/Systems/" + h.ID + "/Memory"),
+		"Storage":    rf.Ref("/redfish/v1/Systems/" + h.ID + "/Storage"),
+		"Oem":        service.RackpoolOem("ComputerSystem", map[string]any{"ComposedInto": service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions))}),
 	}
 	if ps, ok := s.powerOf(r.Context(), h.ID); ok {
 		addPower(body, h.ID, ps)
@@ -388,6 +391,8 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 	h := s.top.Host(c.Host)
 	var links []rf.ODataID
 	var blocks []map[string]any
+	chassis := []rf.ODataID{rf.Reff("/redfish/v1/Chassis/%s", h.Rack)}
+	seen := map[string]bool{}
 	pooled := int64(0)
 	counts := map[inventory.Kind]int{}
 	for _, id := range c.Blocks {
@@ -405,6 +410,10 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 			}
 			entry["HostPort"] = c.Ports[id]
 			entry["Fabric"] = b.Device.Fabric.ID
+			if d := b.Device; d.Drawer != nil && !seen[d.Fabric.ID+"-"+d.Drawer.ID] {
+				seen[d.Fabric.ID+"-"+d.Drawer.ID] = true
+				chassis = append(chassis, rf.Reff("/redfish/v1/Chassis/%s-%s", d.Fabric.ID, d.Drawer.ID))
+			}
 			if b.Kind == inventory.Memory {
 				pooled += b.CapacityBytes
 			}
@@ -426,7 +435,10 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 		"Status":           map[string]string{"State": state, "Health": "OK"},
 		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1 + counts[inventory.GPU] + counts[inventory.FPGA]},
 		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(h.MemoryGiB) + float64(pooled)/float64(units.GiB)},
-		"Links":            map[string]any{"ResourceBlocks": links},
+		"Links":            map[string]any{"ResourceBlocks": links, "Chassis": chassis},
+		"Processors":       rf.Ref("/redfish/v1/Systems/" + c.ID + "/Processors"),
+		"Memory":           rf.Ref("/redfish/v1/Systems/" + c.ID + "/Memory"),
+		"Storage":          rf.Ref("/redfish/v1/Systems/" + c.ID + "/Storage"),
 		"Actions": map[string]any{
 			"#ComputerSystem.AddResourceBlock":    map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.AddResourceBlock"},
 			"#ComputerSystem.RemoveResourceBlock": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.RemoveResourceBlock"},

@@ -1,0 +1,335 @@
+package composition
+
+// The inventory of a system in DMTF form, as Redfish clients that know no
+// composability read it (Ansible's redfish_info, DMTF's rf_sys_inventory,
+// Ironic): Processors, Memory and Storage with its Drives, under
+// /redfish/v1/Systems/{id}. A composed system's members are its host's CPU
+// and local memory and one member per device block it holds, read from the
+// composition record on every request: a shrink removes a member and an
+// expand adds one at once. A physical host's are its own CPU and local
+// memory. docs/redfish.md, "Inventory", has the shapes.
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
+	"rackpool/internal/units"
+)
+
+// inventoryRoutes are the routes of a system's inventory.
+var inventoryRoutes = []service.Route[*Service]{
+	{Pattern: "GET /redfish/v1/Systems/{id}/Processors", Priv: service.Login, Handler: (*Service).getProcessors},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Processors/{member}", Priv: service.Login, Handler: (*Service).getProcessor},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Memory", Priv: service.Login, Handler: (*Service).getMemories},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Storage", Priv: service.Login, Handler: (*Service).getStorages},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}", Priv: service.Login, Handler: (*Service).getStorage},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}/Drives/{member}", Priv: service.Login, Handler: (*Service).getDrive},
+}
+
+// The fixed members: the host's CPU, its local memory, and the one
+// Storage that holds a composed system's pooled drives.
+const (
+	cpuMember     = "CPU"
+	localMember   = "Local"
+	pooledStorage = "Pooled"
+)
+
+// systemParts is what a system is made of, as its inventory shows it.
+type systemParts struct {
+	base    string // /redfish/v1/Systems/{id}
+	host    *inventory.Host
+	devices []*inventory.Block // device blocks, in the composition's order
+}
+
+// parts returns the parts of system id if r's principal may see it: a
+// physical host is its own CPU and memory; a composed system adds its
+// device blocks.
+func (s *Service) parts(r *http.Request, id string) (systemParts, error) {
+	if h := s.top.Host(id); h != nil {
+		if !s.visibleBlock(service.Principal(r), h.Block) {
+			return systemParts{}, s.core.Hide(r, "ComputerSystem", id)
+		}
+		return systemParts{base: "/redfish/v1/Systems/" + id, host: h}, nil
+	}
+	c, err := s.systemVisible(r, id)
+	if err != nil {
+		return systemParts{}, err
+	}
+	p := systemParts{base: "/redfish/v1/Systems/" + id, host: s.top.Host(c.Host)}
+	if p.host == nil {
+		return systemParts{}, rf.NotFound("ComputerSystem", id)
+	}
+	for _, bid := range c.Blocks {
+		if b := s.top.Block(bid); b != nil && b.Device != nil {
+			p.devices = append(p.devices, b)
+		}
+	}
+	return p, nil
+}
+
+// of returns the device blocks of p whose kind is one of kinds.
+func (p systemParts) of(kinds ...inventory.Kind) []*inventory.Block {
+	var out []*inventory.Block
+	for _, b := range p.devices {
+		for _, k := range kinds {
+			if b.Kind == k {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// device returns p's device block id if its kind is one of kinds.
+func (p systemParts) device(id string, kinds ...inventory.Kind) *inventory.Block {
+	for _, b := range p.of(kinds...) {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+var (
+	processorKinds = []inventory.Kind{inventory.GPU, inventory.FPGA}
+	driveKinds     = []inventory.Kind{inventory.NVMe, inventory.SSD, inventory.HDD}
+)
+
+// deviceOem is what rackpool adds to a member that is a pooled device:
+// where it sits and what reaching it costs from the system's host.
+func (s *Service) deviceOem(h *inventory.Host, b *inventory.Block) map[string]any {
+	d := b.Device
+	oem := map[string]any{"Pooled": true, "ResourceBlock": rf.Ref(service.BlocksPath + b.ID), "Fabric": d.Fabric.ID,
+		"Device": d.ID}
+	if p, ok := s.top.Path(h, b); ok {
+		oem["RoundTripNs"] = p.RTTNS
+		oem["Hops"] = p.Hops
+	}
+	if d.VendorID != "" {
+		oem["VendorId"] = d.VendorID
+		oem["DeviceId"] = d.DeviceID
+	}
+	if d.Drawer != nil {
+		oem["Drawer"] = d.Drawer.ID
+		oem["Slot"] = d.Slot
+	}
+	return service.RackpoolOem("PooledDevice", oem)
+}
+
+// status is a member's Status: its device's health as the core reads it
+// (the host's own parts are OK).
+func (s *Service) status(r *http.Request, b *inventory.Block) map[string]string {
+	health := "OK"
+	if b != nil && s.health != nil {
+		health = string(s.health(r.Context(), b.Device))
+	}
+	return map[string]string{"State": "Enabled", "Health": health}
+}
+
+func (s *Service) getProcessors(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	members := []rf.ODataID{rf.Ref(p.base + "/Processors/" + cpuMember)}
+	for _, b := range p.of(processorKinds...) {
+		members = append(members, rf.Ref(p.base+"/Processors/"+b.ID))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Processors", "ProcessorCollection", "Processor Collection", members))
+	return nil
+}
+
+func (s *Service) getProcessor(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("member")
+	uri := p.base + "/Processors/" + id
+	body := map[string]any{"@odata.id": uri, "@odata.type": "#Processor.v1_22_0.Processor", "Id": id}
+	if id == cpuMember {
+		body["Name"] = "Host " + p.host.ID + " CPU"
+		body["ProcessorType"] = "CPU"
+		body["TotalCores"] = p.host.Cores
+		body["Status"] = s.status(r, nil)
+		service.WriteJSON(w, http.StatusOK, body)
+		return nil
+	}
+	b := p.device(id, processorKinds...)
+	if b == nil {
+		return rf.NotFound("Processor", id)
+	}
+	body["Name"] = strings.ToUpper(string(b.Kind)) + " " + b.ID
+	body["ProcessorType"] = strings.ToUpper(string(b.Kind))
+	body["Model"] = b.Model
+	if b.Device.Vendor != "" {
+		body["Manufacturer"] = b.Device.Vendor
+	}
+	body["Status"] = s.status(r, b)
+	body["Oem"] = s.deviceOem(p.host, b)
+	service.WriteJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Service) getMemories(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	members := []rf.ODataID{rf.Ref(p.base + "/Memory/" + localMember)}
+	for _, b := range p.of(inventory.Memory) {
+		members = append(members, rf.Ref(p.base+"/Memory/"+b.ID))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Memory", "MemoryCollection", "Memory Collection", members))
+	return nil
+}
+
+func (s *Service) getMemory(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("member")
+	uri := p.base + "/Memory/" + id
+	body := map[string]any{"@odata.id": uri, "@odata.type": "#Memory.v1_23_0.Memory", "Id": id, "MemoryType": "DRAM",
+		"MemoryMedia": []string{"DRAM"}}
+	if id == localMember {
+		body["Name"] = "Host " + p.host.ID + " local memory"
+		body["CapacityMiB"] = p.host.MemoryGiB * 1024
+		body["Status"] = s.status(r, nil)
+		service.WriteJSON(w, http.StatusOK, body)
+		return nil
+	}
+	b := p.device(id, inventory.Memory)
+	if b == nil {
+		return rf.NotFound("Memory", id)
+	}
+	body["Name"] = "Pooled memory " + b.ID
+	body["CapacityMiB"] = b.CapacityBytes / units.MiB
+	if b.Model != "" {
+		body["Model"] = b.Model
+	}
+	if b.Device.Vendor != "" {
+		body["Manufacturer"] = b.Device.Vendor
+	}
+	body["Status"] = s.status(r, b)
+	body["Oem"] = s.deviceOem(p.host, b)
+	service.WriteJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// storageIDs are the Storage members of p: Pooled when it holds drives.
+func (p systemParts) storageIDs() []string {
+	if len(p.of(driveKinds...)) == 0 {
+		return nil
+	}
+	return []string{pooledStorage}
+}
+
+func (s *Service) getStorages(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	members := []rf.ODataID{}
+	for _, id := range p.storageIDs() {
+		members = append(members, rf.Ref(p.base+"/Storage/"+id))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Storage", "StorageCollection", "Storage Collection", members))
+	return nil
+}
+
+// storage returns p's Storage member named in r, or the 404 for it.
+func storage(r *http.Request, p systemParts) (string, error) {
+	id := r.PathValue("storage")
+	for _, sid := range p.storageIDs() {
+		if sid == id {
+			return id, nil
+		}
+	}
+	return "", rf.NotFound("Storage", id)
+}
+
+func (s *Service) getStorage(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id, err := storage(r, p)
+	if err != nil {
+		return err
+	}
+	uri := p.base + "/Storage/" + id
+	drives := []rf.ODataID{}
+	for _, b := range p.of(driveKinds...) {
+		drives = append(drives, rf.Ref(uri+"/Drives/"+b.ID))
+	}
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":          uri,
+		"@odata.type":        "#Storage.v1_21_0.Storage",
+		"Id":                 id,
+		"Name":               "Pooled drives",
+		"Description":        "The drives composed into this system from the pool",
+		"Status":             map[string]string{"State": "Enabled", "Health": "OK"},
+		"Drives":             drives,
+		"Drives@odata.count": len(drives),
+		"Links":              map[string]any{"Enclosures": []rf.ODataID{}},
+	})
+	return nil
+}
+
+// driveProtocol is the protocol a drive is reached by: NVMe drives by
+// NVMe, the others by the fabric they sit on (SAS behind a SAS switch).
+func driveProtocol(b *inventory.Block) string {
+	switch {
+	case b.Kind == inventory.NVMe:
+		return "NVMe"
+	case b.Device.Fabric.Kind == inventory.SASCircuit:
+		return "SAS"
+	}
+	return "SATA"
+}
+
+func (s *Service) getDrive(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	sid, err := storage(r, p)
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("member")
+	b := p.device(id, driveKinds...)
+	if b == nil {
+		return rf.NotFound("Drive", id)
+	}
+	media := "SSD"
+	if b.Kind == inventory.HDD {
+		media = "HDD"
+	}
+	body := map[string]any{
+		"@odata.id":     fmt.Sprintf("%s/Storage/%s/Drives/%s", p.base, sid, id),
+		"@odata.type":   "#Drive.v1_22_0.Drive",
+		"Id":            id,
+		"Name":          strings.ToUpper(string(b.Kind)) + " drive " + b.ID,
+		"CapacityBytes": b.CapacityBytes,
+		"MediaType":     media,
+		"Protocol":      driveProtocol(b),
+		"Status":        s.status(r, b),
+		"Oem":           s.deviceOem(p.host, b),
+	}
+	if b.Model != "" {
+		body["Model"] = b.Model
+	}
+	if b.Device.Vendor != "" {
+		body["Manufacturer"] = b.Device.Vendor
+	}
+	service.WriteJSON(w, http.StatusOK, body)
+	return nil
+}

@@ -1,0 +1,98 @@
+package redfish_test
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+)
+
+// TestSystemInventory: a composed system shows what it is made of in DMTF
+// form, read from its composition record: its host's CPU and memory and
+// one member per GPU, FPGA, memory block and drive it holds, each with its
+// block; a shrink removes a member at once; the summaries agree with the
+// members; a physical host shows only its own parts.
+func TestSystemInventory(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host1", "gpu1", "fpga1", "nvme1", "hdd1"))
+	base := "/redfish/v1/Systems/" + id
+	s.must(http.StatusOK, "POST", base+"/Actions/Oem/Rackpool.Expand",
+		map[string]any{"Needs": []map[string]any{{"Kind": "memory", "Count": 1, "Capacity": "8GiB"}}}, admin)
+
+	sys := s.get(base)
+	for _, c := range []string{"Processors", "Memory", "Storage"} {
+		if got := dig(t, sys, c, "@odata.id"); got != base+"/"+c {
+			t.Errorf("%s link %v", c, got)
+		}
+	}
+	if got := links(t, dig(t, sys, "Links", "Chassis")); !slices.Equal(got, []string{"rack1", "falcon1-drawer1"}) {
+		t.Errorf("Links.Chassis %v", got)
+	}
+
+	procs := links(t, s.get(base + "/Processors")["Members"])
+	if !slices.Equal(procs, []string{"CPU", "gpu1", "fpga1"}) {
+		t.Fatalf("processors %v", procs)
+	}
+	if n := dig(t, sys, "ProcessorSummary", "Count").(float64); int(n) != len(procs) {
+		t.Errorf("ProcessorSummary.Count %v, %d members", n, len(procs))
+	}
+	gpu := s.get(base + "/Processors/gpu1")
+	if gpu["ProcessorType"] != "GPU" || gpu["Model"] != "V100" || gpu["Manufacturer"] != "NVIDIA" ||
+		dig(t, gpu, "Oem", "Rackpool", "VendorId") != "0x10de" || dig(t, gpu, "Oem", "Rackpool", "ResourceBlock", "@odata.id") != blocksRef("gpu1") {
+		t.Errorf("gpu1: %v", gpu)
+	}
+	if cpu := s.get(base + "/Processors/CPU"); cpu["ProcessorType"] != "CPU" || cpu["TotalCores"] != dig(t, sys, "ProcessorSummary", "CoreCount") {
+		t.Errorf("CPU: %v", cpu)
+	}
+
+	mems := links(t, s.get(base + "/Memory")["Members"])
+	if len(mems) != 2 || mems[0] != "Local" {
+		t.Fatalf("memory %v", mems)
+	}
+	var mib float64
+	for _, m := range mems {
+		mib += s.get(base + "/Memory/" + m)["CapacityMiB"].(float64)
+	}
+	if pooled := s.get(base + "/Memory/" + mems[1]); dig(t, pooled, "Oem", "Rackpool", "Pooled") != true || pooled["CapacityMiB"] != float64(8192) {
+		t.Errorf("pooled memory: %v", pooled)
+	}
+	if total := dig(t, sys, "MemorySummary", "TotalSystemMemoryGiB").(float64); total*1024 != mib {
+		t.Errorf("TotalSystemMemoryGiB %v, members %v MiB", total, mib)
+	}
+
+	if st := links(t, s.get(base + "/Storage")["Members"]); !slices.Equal(st, []string{"Pooled"}) {
+		t.Fatalf("storage %v", st)
+	}
+	if drives := links(t, s.get(base + "/Storage/Pooled")["Drives"]); !slices.Equal(drives, []string{"nvme1", "hdd1"}) {
+		t.Fatalf("drives %v", drives)
+	}
+	hdd := s.get(base + "/Storage/Pooled/Drives/hdd1")
+	if hdd["Protocol"] != "SAS" || hdd["MediaType"] != "HDD" || hdd["CapacityBytes"] != float64(10e12) {
+		t.Errorf("hdd1: %v", hdd)
+	}
+	if nvme := s.get(base + "/Storage/Pooled/Drives/nvme1"); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" {
+		t.Errorf("nvme1: %v", nvme)
+	}
+
+	// A shrink takes the members away with the blocks.
+	s.must(http.StatusOK, "POST", base+"/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"gpu1", "hdd1"}}, admin)
+	if procs := links(t, s.get(base + "/Processors")["Members"]); !slices.Equal(procs, []string{"CPU", "fpga1"}) {
+		t.Errorf("processors after shrink %v", procs)
+	}
+	s.must(http.StatusNotFound, "GET", base+"/Processors/gpu1", nil, admin)
+	s.must(http.StatusNotFound, "GET", base+"/Storage/Pooled/Drives/hdd1", nil, admin)
+	// Members of another kind, and of nothing, are not found.
+	s.must(http.StatusNotFound, "GET", base+"/Processors/nvme1", nil, admin)
+	s.must(http.StatusNotFound, "GET", base+"/Storage/Other", nil, admin)
+	s.must(http.StatusNotFound, "GET", "/redfish/v1/Systems/sys-nope/Processors", nil, admin)
+
+	// A physical host is its own CPU and memory, with no pooled drives.
+	host := "/redfish/v1/Systems/host2"
+	if procs := links(t, s.get(host + "/Processors")["Members"]); !slices.Equal(procs, []string{"CPU"}) {
+		t.Errorf("host processors %v", procs)
+	}
+	if st := list(t, s.get(host + "/Storage")["Members"]); len(st) != 0 {
+		t.Errorf("host storage %v", st)
+	}
+}
+
+func blocksRef(id string) string { return "/redfish/v1/CompositionService/ResourceBlocks/" + id }
