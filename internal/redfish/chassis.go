@@ -17,8 +17,11 @@ var chassisRoutes = []route{
 }
 
 // Chassis: one per rack, one per PCIe chassis ("falcon1"), one per
-// drawer ("falcon1-drawer1") and one per CXL memory device ("cxlmem1",
-// cxl.go).
+// drawer ("falcon1-drawer1"), one per CXL memory device ("cxlmem1",
+// cxl.go), one per memory node ("memnode1") and one enclosure per other
+// fabric's devices ("sas1": the SAS drives' enclosure). A device's chassis
+// is service.ChassisOf; those with drives list them (Drives, served by
+// package composition).
 
 func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) error {
 	var members []odataID
@@ -44,6 +47,9 @@ func (s *Server) getChassisCollection(w http.ResponseWriter, r *http.Request) er
 				members = append(members, reff("/redfish/v1/Chassis/%s", d.ID))
 			}
 		}
+	}
+	for _, e := range s.enclosures() {
+		members = append(members, reff("/redfish/v1/Chassis/%s", e.id))
 	}
 	writeJSON(w, http.StatusOK, collection("/redfish/v1/Chassis", "ChassisCollection", "Chassis Collection", members))
 	return nil
@@ -82,6 +88,15 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, s.cxlChassisBody(r, d))
 		return nil
 	}
+	for _, e := range s.enclosures() {
+		if e.id == id {
+			writeJSON(w, http.StatusOK, chassisBody(id, "Enclosure", e.name, withDrives(id, e.devices, map[string]any{
+				"Links": map[string]any{"ResourceBlocks": nonNilRefs(blockRefsOf(e.devices))},
+				"Oem":   rackpoolOem("Chassis", map[string]any{"Fabric": e.fabric.ID}),
+			})))
+			return nil
+		}
+	}
 	for _, f := range s.top.Fabrics {
 		if len(f.Drawers) == 0 {
 			continue
@@ -101,24 +116,78 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 			if id != f.ID+"-"+d.ID {
 				continue
 			}
-			var blocks []odataID
+			var devices []*inventory.Device
 			for _, dev := range f.Devices {
 				if dev.Drawer == d {
-					for _, b := range dev.Blocks {
-						blocks = append(blocks, ref(service.BlocksPath+b.ID))
-					}
+					devices = append(devices, dev)
 				}
 			}
-			writeJSON(w, http.StatusOK, chassisBody(id, "Drawer", "Drawer "+d.ID+" of "+f.ID, map[string]any{
-				"Links": map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blocks},
+			writeJSON(w, http.StatusOK, chassisBody(id, "Drawer", "Drawer "+d.ID+" of "+f.ID, withDrives(id, devices, map[string]any{
+				"Links": map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blockRefsOf(devices)},
 				"Oem": rackpoolOem("Chassis", map[string]any{
 					"Mode": d.Mode, "Slots": d.Slots, "HostPorts": nonNil(d.HostPorts), "MaxHosts": d.Mode.MaxHosts(),
 				}),
-			}))
+			})))
 			return nil
 		}
 	}
 	return errNotFound("Chassis", id)
+}
+
+// enclosure is a chassis of devices outside drawers and CXL memory: one
+// memory node, or the devices of one other fabric.
+type enclosure struct {
+	id, name string
+	fabric   *inventory.Fabric
+	devices  []*inventory.Device
+}
+
+// enclosures are the chassis of devices that sit in no drawer and are no
+// CXL memory device (those are chassis of their own), in topology order.
+func (s *Server) enclosures() []enclosure {
+	var out []enclosure
+	for _, f := range s.top.Fabrics {
+		if f.Kind == inventory.CXLMemory {
+			continue
+		}
+		shared := enclosure{id: f.ID, name: "Enclosure of " + f.ID, fabric: f}
+		for _, d := range f.Devices {
+			switch {
+			case d.Drawer != nil:
+			case service.ChassisOf(d) == d.ID:
+				out = append(out, enclosure{id: d.ID, name: "Memory node " + d.ID, fabric: f, devices: []*inventory.Device{d}})
+			default:
+				shared.devices = append(shared.devices, d)
+			}
+		}
+		if len(shared.devices) > 0 {
+			out = append(out, shared)
+		}
+	}
+	return out
+}
+
+// blockRefsOf links every block of devices.
+func blockRefsOf(devices []*inventory.Device) []odataID {
+	var out []odataID
+	for _, d := range devices {
+		for _, b := range d.Blocks {
+			out = append(out, ref(service.BlocksPath+b.ID))
+		}
+	}
+	return out
+}
+
+// withDrives adds the Drives link to body, a chassis id's whose devices
+// include drives.
+func withDrives(id string, devices []*inventory.Device, body map[string]any) map[string]any {
+	for _, d := range devices {
+		if service.IsDrive(d.Kind) {
+			body["Drives"] = ref("/redfish/v1/Chassis/" + id + "/Drives")
+			break
+		}
+	}
+	return body
 }
 
 func hostPortNames(f *inventory.Fabric) []string {

@@ -3,6 +3,7 @@ package redfish_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,14 +63,20 @@ func TestSystemInventory(t *testing.T) {
 	if st := links(t, s.get(base + "/Storage")["Members"]); !slices.Equal(st, []string{"Pooled"}) {
 		t.Fatalf("storage %v", st)
 	}
-	if drives := links(t, s.get(base + "/Storage/Pooled")["Drives"]); !slices.Equal(drives, []string{"nvme1", "hdd1"}) {
-		t.Fatalf("drives %v", drives)
+	drives := list(t, s.get(base + "/Storage/Pooled")["Drives"])
+	var uris []string
+	for _, d := range drives {
+		uris = append(uris, d.(map[string]any)["@odata.id"].(string))
 	}
-	hdd := s.get(base + "/Storage/Pooled/Drives/hdd1")
+	if want := []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives/nvme1", "/redfish/v1/Chassis/sas1/Drives/hdd1"}; !slices.Equal(uris, want) {
+		t.Fatalf("drives %v, want %v", uris, want)
+	}
+	hdd := s.get(uris[1])
 	if hdd["Protocol"] != "SAS" || hdd["MediaType"] != "HDD" || hdd["CapacityBytes"] != float64(10e12) {
 		t.Errorf("hdd1: %v", hdd)
 	}
-	if nvme := s.get(base + "/Storage/Pooled/Drives/nvme1"); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" {
+	if nvme := s.get(uris[0]); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" ||
+		dig(t, nvme, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
 		t.Errorf("nvme1: %v", nvme)
 	}
 
@@ -79,11 +86,24 @@ func TestSystemInventory(t *testing.T) {
 		t.Errorf("processors after shrink %v", procs)
 	}
 	s.must(http.StatusNotFound, "GET", base+"/Processors/gpu1", nil, admin)
-	s.must(http.StatusNotFound, "GET", base+"/Storage/Pooled/Drives/hdd1", nil, admin)
+	if drives := list(t, s.get(base + "/Storage/Pooled")["Drives"]); len(drives) != 1 {
+		t.Errorf("drives after shrink %v", drives)
+	}
 	// Members of another kind, and of nothing, are not found.
 	s.must(http.StatusNotFound, "GET", base+"/Processors/nvme1", nil, admin)
 	s.must(http.StatusNotFound, "GET", base+"/Storage/Other", nil, admin)
 	s.must(http.StatusNotFound, "GET", "/redfish/v1/Systems/sys-nope/Processors", nil, admin)
+
+	// The chassis list their drives, and each block its chassis.
+	if got := links(t, s.get("/redfish/v1/Chassis/sas1/Drives")["Members"]); len(got) != 24 || got[0] != "hdd1" {
+		t.Errorf("sas1 drives %v", got)
+	}
+	if got := dig(t, s.get("/redfish/v1/Chassis/sas1"), "Drives", "@odata.id"); got != "/redfish/v1/Chassis/sas1/Drives" {
+		t.Errorf("sas1 Drives link %v", got)
+	}
+	if got := links(t, dig(t, s.get(blocksRef("memnode1-b01")), "Links", "Chassis")); !slices.Equal(got, []string{"memnode1"}) {
+		t.Errorf("memnode1-b01 chassis %v", got)
+	}
 
 	// A physical host is its own CPU and memory, with no pooled drives.
 	host := "/redfish/v1/Systems/host2"
@@ -96,3 +116,26 @@ func TestSystemInventory(t *testing.T) {
 }
 
 func blocksRef(id string) string { return "/redfish/v1/CompositionService/ResourceBlocks/" + id }
+
+// TestInventoryTenancy: another tenant's system's inventory, and the drives
+// it holds, are hidden as if they did not exist; its own are shown.
+func TestInventoryTenancy(t *testing.T) {
+	s := newService(t)
+	blue, red, _ := s.tenants()
+	r := s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1", "hdd1"), blue)
+	id := r.json(t)["Id"].(string)
+	base := "/redfish/v1/Systems/" + id
+	for _, p := range []string{base + "/Processors", base + "/Processors/gpu1", base + "/Memory/Local", base + "/Storage/Pooled",
+		"/redfish/v1/Chassis/sas1/Drives/hdd1"} {
+		s.must(http.StatusOK, "GET", p, nil, blue)
+		s.must(http.StatusNotFound, "GET", p, nil, red)
+	}
+	if !s.auditHas("mallory", "denied", base+"/Processors") {
+		t.Error("the hidden read is not audited")
+	}
+	for _, m := range list(t, s.must(http.StatusOK, "GET", "/redfish/v1/Chassis/sas1/Drives", nil, red).json(t)["Members"]) {
+		if strings.HasSuffix(m.(map[string]any)["@odata.id"].(string), "/hdd1") {
+			t.Error("red lists blue's drive")
+		}
+	}
+}

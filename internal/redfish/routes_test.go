@@ -48,7 +48,7 @@ var notResources = []string{"/redfish", "/redfish/v1/$metadata", "/redfish/v1/od
 func TestEveryGETRoute(t *testing.T) {
 	s := newService(t)
 	_, session := s.login()
-	sys := s.compose(specificBody("host1", "gpu1", "memnode2-b01"))
+	sys := s.compose(specificBody("host1", "gpu1", "memnode2-b01", "hdd1"))
 	f := "/redfish/v1/Fabrics/"
 	// One of everything a GET route can name.
 	if _, err := s.auth.CreateTenant(context.Background(), tenancy.Tenant{ID: "blue"}); err != nil {
@@ -174,8 +174,36 @@ func TestEveryGETRoute(t *testing.T) {
 			unknown: []string{zonesPath + "host9", zonesPath + "training", zonesPath + "zone-nope", zonesPath + "zone-host1"}},
 		"/redfish/v1/Chassis": {valid: []string{"/redfish/v1/Chassis"}},
 		"/redfish/v1/Chassis/{id}": {
-			valid:   []string{"/redfish/v1/Chassis/rack1", "/redfish/v1/Chassis/falcon1", "/redfish/v1/Chassis/falcon1-drawer2"},
-			unknown: []string{"/redfish/v1/Chassis/rack9", "/redfish/v1/Chassis/sas1", "/redfish/v1/Chassis/falcon1-drawer9"}},
+			valid: []string{"/redfish/v1/Chassis/rack1", "/redfish/v1/Chassis/falcon1", "/redfish/v1/Chassis/falcon1-drawer2",
+				"/redfish/v1/Chassis/sas1", "/redfish/v1/Chassis/memnode1"},
+			unknown: []string{"/redfish/v1/Chassis/rack9", "/redfish/v1/Chassis/ocs1", "/redfish/v1/Chassis/falcon1-drawer9"}},
+		"/redfish/v1/Chassis/{id}/Drives": {
+			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives", "/redfish/v1/Chassis/sas1/Drives", "/redfish/v1/Chassis/vlan1/Drives"},
+			unknown: []string{"/redfish/v1/Chassis/rack1/Drives", "/redfish/v1/Chassis/memnode1/Drives", "/redfish/v1/Chassis/nope/Drives"}},
+		"/redfish/v1/Chassis/{id}/Drives/{member}": {
+			valid: []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives/nvme1", "/redfish/v1/Chassis/sas1/Drives/hdd1"},
+			unknown: []string{"/redfish/v1/Chassis/sas1/Drives/nvme1", "/redfish/v1/Chassis/falcon1-drawer1/Drives/gpu1",
+				"/redfish/v1/Chassis/sas1/Drives/hdd99"}},
+		"/redfish/v1/Systems/{id}/Processors": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Processors", "/redfish/v1/Systems/host1/Processors"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Processors", "/redfish/v1/Systems/host9/Processors"}},
+		"/redfish/v1/Systems/{id}/Processors/{member}": {
+			valid: []string{"/redfish/v1/Systems/" + sys + "/Processors/CPU", "/redfish/v1/Systems/" + sys + "/Processors/gpu1",
+				"/redfish/v1/Systems/host1/Processors/CPU"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/Processors/gpu2", "/redfish/v1/Systems/" + sys + "/Processors/memnode2-b01",
+				"/redfish/v1/Systems/host1/Processors/gpu1"}},
+		"/redfish/v1/Systems/{id}/Memory": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory", "/redfish/v1/Systems/host1/Memory"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Memory"}},
+		"/redfish/v1/Systems/{id}/Memory/{member}": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory/Local", "/redfish/v1/Systems/" + sys + "/Memory/memnode2-b01"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/Memory/gpu1", "/redfish/v1/Systems/host1/Memory/memnode2-b01"}},
+		"/redfish/v1/Systems/{id}/Storage": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage", "/redfish/v1/Systems/host1/Storage"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Storage"}},
+		"/redfish/v1/Systems/{id}/Storage/{storage}": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled"},
+			unknown: []string{"/redfish/v1/Systems/host1/Storage/Pooled", "/redfish/v1/Systems/" + sys + "/Storage/Local"}},
 		"/redfish/v1/Fabrics":               {valid: []string{"/redfish/v1/Fabrics"}},
 		"/redfish/v1/Fabrics/{id}":          {valid: []string{f + "falcon1", f + "sas1", f + "ocs1", f + "vlan1"}, unknown: []string{f + "nofab"}},
 		"/redfish/v1/Fabrics/{id}/Switches": {valid: []string{f + "falcon1/Switches"}, unknown: []string{f + "nofab/Switches"}},

@@ -80,8 +80,8 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 			oem["Drawer"] = d.Drawer.ID
 			oem["DrawerMode"] = d.Drawer.Mode
 			oem["Slot"] = d.Slot
-			chassis = append(chassis, rf.Reff("/redfish/v1/Chassis/%s-%s", d.Fabric.ID, d.Drawer.ID))
 		}
+		chassis = append(chassis, rf.Ref("/redfish/v1/Chassis/"+service.ChassisOf(d)))
 		if len(b.Attrs) > 0 {
 			oem["Attributes"] = b.Attrs
 		}

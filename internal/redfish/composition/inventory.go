@@ -2,15 +2,15 @@ package composition
 
 // The inventory of a system in DMTF form, as Redfish clients that know no
 // composability read it (Ansible's redfish_info, DMTF's rf_sys_inventory,
-// Ironic): Processors, Memory and Storage with its Drives, under
-// /redfish/v1/Systems/{id}. A composed system's members are its host's CPU
+// Ironic): Processors, Memory and Storage under /redfish/v1/Systems/{id},
+// and the Drives of the chassis the pool's drives sit in (a system's
+// Storage links its drives there). A composed system's members are its host's CPU
 // and local memory and one member per device block it holds, read from the
 // composition record on every request: a shrink removes a member and an
 // expand adds one at once. A physical host's are its own CPU and local
 // memory. docs/redfish.md, "Inventory", has the shapes.
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -28,7 +28,8 @@ var inventoryRoutes = []service.Route[*Service]{
 	{Pattern: "GET /redfish/v1/Systems/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage", Priv: service.Login, Handler: (*Service).getStorages},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}", Priv: service.Login, Handler: (*Service).getStorage},
-	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}/Drives/{member}", Priv: service.Login, Handler: (*Service).getDrive},
+	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives", Priv: service.Login, Handler: (*Service).getDrives},
+	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives/{member}", Priv: service.Login, Handler: (*Service).getDrive},
 }
 
 // The fixed members: the host's CPU, its local memory, and the one
@@ -101,14 +102,17 @@ var (
 )
 
 // deviceOem is what rackpool adds to a member that is a pooled device:
-// where it sits and what reaching it costs from the system's host.
+// where it sits and, for a system's member (h, its host), what reaching it
+// costs from the host.
 func (s *Service) deviceOem(h *inventory.Host, b *inventory.Block) map[string]any {
 	d := b.Device
 	oem := map[string]any{"Pooled": true, "ResourceBlock": rf.Ref(service.BlocksPath + b.ID), "Fabric": d.Fabric.ID,
 		"Device": d.ID}
-	if p, ok := s.top.Path(h, b); ok {
-		oem["RoundTripNs"] = p.RTTNS
-		oem["Hops"] = p.Hops
+	if h != nil {
+		if p, ok := s.top.Path(h, b); ok {
+			oem["RoundTripNs"] = p.RTTNS
+			oem["Hops"] = p.Hops
+		}
 	}
 	if d.VendorID != "" {
 		oem["VendorId"] = d.VendorID
@@ -267,7 +271,7 @@ func (s *Service) getStorage(w http.ResponseWriter, r *http.Request) error {
 	uri := p.base + "/Storage/" + id
 	drives := []rf.ODataID{}
 	for _, b := range p.of(driveKinds...) {
-		drives = append(drives, rf.Ref(uri+"/Drives/"+b.ID))
+		drives = append(drives, rf.Ref(service.DrivePath(b)))
 	}
 	service.WriteJSON(w, http.StatusOK, map[string]any{
 		"@odata.id":          uri,
@@ -295,26 +299,53 @@ func driveProtocol(b *inventory.Block) string {
 	return "SATA"
 }
 
+// chassisDrives are the drive blocks of chassis id that r's principal may
+// see, and whether id is a chassis with drives at all.
+func (s *Service) chassisDrives(r *http.Request, id string) ([]*inventory.Block, bool) {
+	var out []*inventory.Block
+	found := false
+	p := service.Principal(r)
+	for _, b := range s.top.Blocks {
+		if b.Device == nil || !service.IsDrive(b.Kind) || service.ChassisOf(b.Device) != id {
+			continue
+		}
+		found = true
+		if s.visibleBlock(p, b) {
+			out = append(out, b)
+		}
+	}
+	return out, found
+}
+
+func (s *Service) getDrives(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	drives, ok := s.chassisDrives(r, id)
+	if !ok {
+		return rf.NotFound("Chassis", id)
+	}
+	members := []rf.ODataID{}
+	for _, b := range drives {
+		members = append(members, rf.Ref(service.DrivePath(b)))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/Chassis/"+id+"/Drives", "DriveCollection", "Drive Collection", members))
+	return nil
+}
+
 func (s *Service) getDrive(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	sid, err := storage(r, p)
-	if err != nil {
-		return err
-	}
-	id := r.PathValue("member")
-	b := p.device(id, driveKinds...)
-	if b == nil {
+	cid, id := r.PathValue("id"), r.PathValue("member")
+	b := s.top.Block(id)
+	if b == nil || b.Device == nil || !service.IsDrive(b.Kind) || service.ChassisOf(b.Device) != cid {
 		return rf.NotFound("Drive", id)
+	}
+	if !s.visibleBlock(service.Principal(r), b) {
+		return s.core.Hide(r, "Drive", id)
 	}
 	media := "SSD"
 	if b.Kind == inventory.HDD {
 		media = "HDD"
 	}
 	body := map[string]any{
-		"@odata.id":     fmt.Sprintf("%s/Storage/%s/Drives/%s", p.base, sid, id),
+		"@odata.id":     service.DrivePath(b),
 		"@odata.type":   "#Drive.v1_22_0.Drive",
 		"Id":            id,
 		"Name":          strings.ToUpper(string(b.Kind)) + " drive " + b.ID,
@@ -322,7 +353,8 @@ func (s *Service) getDrive(w http.ResponseWriter, r *http.Request) error {
 		"MediaType":     media,
 		"Protocol":      driveProtocol(b),
 		"Status":        s.status(r, b),
-		"Oem":           s.deviceOem(p.host, b),
+		"Links":         map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + cid)},
+		"Oem":           s.deviceOem(nil, b),
 	}
 	if b.Model != "" {
 		body["Model"] = b.Model

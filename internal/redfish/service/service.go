@@ -177,6 +177,29 @@ func RackpoolOem(typ string, props map[string]any) map[string]any {
 // begin.
 const BlocksPath = "/redfish/v1/CompositionService/ResourceBlocks/"
 
+// ChassisOf is the Id of the chassis device d sits in: its drawer's
+// ("falcon1-drawer1"), its own for a memory device (a CXL memory device, a
+// memory node: "memnode1"), or else its fabric's enclosure ("sas1").
+func ChassisOf(d *inventory.Device) string {
+	switch {
+	case d.Drawer != nil:
+		return d.Fabric.ID + "-" + d.Drawer.ID
+	case d.Kind == inventory.Memory:
+		return d.ID
+	}
+	return d.Fabric.ID
+}
+
+// IsDrive reports whether blocks of kind k are drives.
+func IsDrive(k inventory.Kind) bool {
+	return k == inventory.NVMe || k == inventory.SSD || k == inventory.HDD
+}
+
+// DrivePath is the URI of drive block b: a Drive of its device's chassis.
+func DrivePath(b *inventory.Block) string {
+	return "/redfish/v1/Chassis/" + ChassisOf(b.Device) + "/Drives/" + b.ID
+}
+
 // ETag is the weak ETag of a record at version v (a composed system, an
 // account).
 func ETag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }
