@@ -2,7 +2,7 @@
 # DMTF Redfish conformance of rackpool: builds bin/rackpool, serves it over
 # HTTPS (self-signed) with an instant fabric clock on a free port and a
 # fresh state directory, composes one system (a GPU, an NVMe and a SAS
-# drive, a memory block) so composed resources and their inventory exist,
+# drive, a memory block, a NIC) so composed resources and their inventory exist,
 # then runs the three DMTF validators:
 #
 #   service   rf_service_validator  schema conformance of every GET (DSP8010
@@ -61,7 +61,7 @@ fi
 
 log "composing one system"
 "$py" "$helper" compose "$base" "$user" "$pass" \
-	'{"Name":"conformance","Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/nvme1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/hdd1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/memnode1-b01"}]}}'
+	'{"Name":"conformance","Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/nvme1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/hdd1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/memnode1-b01"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/nic1"}]}}'
 
 "$py" "$helper" schemas "$base" "$csdl" "$out/csdl"
 cp "$REQUESTS_CA_BUNDLE" "$out/ca.pem"

@@ -79,6 +79,13 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if hosts != nil {
+		// The composed systems on the rack's hosts, as the principal sees them.
+		p := principal(r)
+		for _, c := range s.mgr.List() {
+			if h := s.top.Host(c.Host); h != nil && h.Rack == id && p.Sees(c.Tenant) {
+				hosts = append(hosts, reff("/redfish/v1/Systems/%s", c.ID))
+			}
+		}
 		writeJSON(w, http.StatusOK, chassisBody(id, "Rack", "Rack "+id, map[string]any{
 			"Links": map[string]any{"ComputerSystems": hosts},
 		}))

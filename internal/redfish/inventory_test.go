@@ -14,13 +14,13 @@ import (
 // members; a physical host shows only its own parts.
 func TestSystemInventory(t *testing.T) {
 	s := newService(t)
-	id := s.compose(specificBody("host1", "gpu1", "fpga1", "nvme1", "hdd1"))
+	id := s.compose(specificBody("host1", "gpu1", "fpga1", "nvme1", "hdd1", "nic1"))
 	base := "/redfish/v1/Systems/" + id
 	s.must(http.StatusOK, "POST", base+"/Actions/Oem/Rackpool.Expand",
 		map[string]any{"Needs": []map[string]any{{"Kind": "memory", "Count": 1, "Capacity": "8GiB"}}}, admin)
 
 	sys := s.get(base)
-	for _, c := range []string{"Processors", "Memory", "Storage"} {
+	for _, c := range []string{"Processors", "Memory", "Storage", "EthernetInterfaces"} {
 		if got := dig(t, sys, c, "@odata.id"); got != base+"/"+c {
 			t.Errorf("%s link %v", c, got)
 		}
@@ -41,7 +41,10 @@ func TestSystemInventory(t *testing.T) {
 		dig(t, gpu, "Oem", "Rackpool", "VendorId") != "0x10de" || dig(t, gpu, "Oem", "Rackpool", "ResourceBlock", "@odata.id") != blocksRef("gpu1") {
 		t.Errorf("gpu1: %v", gpu)
 	}
-	if cpu := s.get(base + "/Processors/CPU"); cpu["ProcessorType"] != "CPU" || cpu["TotalCores"] != dig(t, sys, "ProcessorSummary", "CoreCount") {
+	if got := dig(t, list(t, s.get(base + "/Processors")["Members"])[0], "@odata.id"); got != "/redfish/v1/Systems/host1/Processors/CPU" {
+		t.Errorf("the composed system's CPU is %v, not its host's", got)
+	}
+	if cpu := s.get("/redfish/v1/Systems/host1/Processors/CPU"); cpu["ProcessorType"] != "CPU" || cpu["TotalCores"] != dig(t, sys, "ProcessorSummary", "CoreCount") {
 		t.Errorf("CPU: %v", cpu)
 	}
 
@@ -50,8 +53,8 @@ func TestSystemInventory(t *testing.T) {
 		t.Fatalf("memory %v", mems)
 	}
 	var mib float64
-	for _, m := range mems {
-		mib += s.get(base + "/Memory/" + m)["CapacityMiB"].(float64)
+	for _, m := range list(t, s.get(base + "/Memory")["Members"]) {
+		mib += s.get(m.(map[string]any)["@odata.id"].(string))["CapacityMiB"].(float64)
 	}
 	if pooled := s.get(base + "/Memory/" + mems[1]); dig(t, pooled, "Oem", "Rackpool", "Pooled") != true || pooled["CapacityMiB"] != float64(8192) {
 		t.Errorf("pooled memory: %v", pooled)
@@ -78,6 +81,24 @@ func TestSystemInventory(t *testing.T) {
 	if nvme := s.get(uris[0]); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" ||
 		dig(t, nvme, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
 		t.Errorf("nvme1: %v", nvme)
+	}
+
+	if nics := links(t, s.get(base + "/EthernetInterfaces")["Members"]); !slices.Equal(nics, []string{"nic1"}) {
+		t.Errorf("ethernet interfaces %v", nics)
+	}
+	if nic := s.get(base + "/EthernetInterfaces/nic1"); !strings.Contains(nic["Description"].(string), "ConnectX-6") ||
+		dig(t, nic, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
+		t.Errorf("nic1: %v", nic)
+	}
+	// The parts link their chassis; the rack lists the composed system.
+	if got := dig(t, s.get("/redfish/v1/Systems/host1/Processors/CPU"), "Links", "Chassis", "@odata.id"); got != "/redfish/v1/Chassis/rack1" {
+		t.Errorf("CPU chassis %v", got)
+	}
+	if got := dig(t, s.get(base+"/Memory/"+mems[1]), "Links", "Chassis", "@odata.id"); !strings.HasPrefix(got.(string), "/redfish/v1/Chassis/memnode") {
+		t.Errorf("pooled memory chassis %v", got)
+	}
+	if got := links(t, dig(t, s.get("/redfish/v1/Chassis/rack1"), "Links", "ComputerSystems")); !slices.Contains(got, id) {
+		t.Errorf("rack1 systems %v", got)
 	}
 
 	// A shrink takes the members away with the blocks.
@@ -125,13 +146,19 @@ func TestInventoryTenancy(t *testing.T) {
 	r := s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1", "hdd1"), blue)
 	id := r.json(t)["Id"].(string)
 	base := "/redfish/v1/Systems/" + id
-	for _, p := range []string{base + "/Processors", base + "/Processors/gpu1", base + "/Memory/Local", base + "/Storage/Pooled",
+	for _, p := range []string{base + "/Processors", base + "/Processors/gpu1", base + "/Memory", base + "/Storage/Pooled",
 		"/redfish/v1/Chassis/sas1/Drives/hdd1"} {
 		s.must(http.StatusOK, "GET", p, nil, blue)
 		s.must(http.StatusNotFound, "GET", p, nil, red)
 	}
 	if !s.auditHas("mallory", "denied", base+"/Processors") {
 		t.Error("the hidden read is not audited")
+	}
+	rack := func(c cred) []string {
+		return links(t, dig(t, s.must(http.StatusOK, "GET", "/redfish/v1/Chassis/rack1", nil, c).json(t), "Links", "ComputerSystems"))
+	}
+	if !slices.Contains(rack(blue), id) || slices.Contains(rack(red), id) {
+		t.Errorf("rack1 systems: blue %v, red %v", rack(blue), rack(red))
 	}
 	for _, m := range list(t, s.must(http.StatusOK, "GET", "/redfish/v1/Chassis/sas1/Drives", nil, red).json(t)["Members"]) {
 		if strings.HasSuffix(m.(map[string]any)["@odata.id"].(string), "/hdd1") {

@@ -70,6 +70,8 @@ var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "Memory", Version: "v1_23_0"},
 	{Namespace: "StorageCollection"},
 	{Namespace: "Storage", Version: "v1_21_0"},
+	{Namespace: "EthernetInterfaceCollection"},
+	{Namespace: "EthernetInterface", Version: "v1_12_0"},
 	{Namespace: "DriveCollection"},
 	{Namespace: "Drive", Version: "v1_22_0"},
 	{Namespace: "ChassisCollection"},

@@ -48,7 +48,7 @@ var notResources = []string{"/redfish", "/redfish/v1/$metadata", "/redfish/v1/od
 func TestEveryGETRoute(t *testing.T) {
 	s := newService(t)
 	_, session := s.login()
-	sys := s.compose(specificBody("host1", "gpu1", "memnode2-b01", "hdd1"))
+	sys := s.compose(specificBody("host1", "gpu1", "memnode2-b01", "hdd1", "nic1"))
 	f := "/redfish/v1/Fabrics/"
 	// One of everything a GET route can name.
 	if _, err := s.auth.CreateTenant(context.Background(), tenancy.Tenant{ID: "blue"}); err != nil {
@@ -188,16 +188,22 @@ func TestEveryGETRoute(t *testing.T) {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Processors", "/redfish/v1/Systems/host1/Processors"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Processors", "/redfish/v1/Systems/host9/Processors"}},
 		"/redfish/v1/Systems/{id}/Processors/{member}": {
-			valid: []string{"/redfish/v1/Systems/" + sys + "/Processors/CPU", "/redfish/v1/Systems/" + sys + "/Processors/gpu1",
-				"/redfish/v1/Systems/host1/Processors/CPU"},
+			valid: []string{"/redfish/v1/Systems/" + sys + "/Processors/gpu1", "/redfish/v1/Systems/host1/Processors/CPU"},
 			unknown: []string{"/redfish/v1/Systems/" + sys + "/Processors/gpu2", "/redfish/v1/Systems/" + sys + "/Processors/memnode2-b01",
-				"/redfish/v1/Systems/host1/Processors/gpu1"}},
+				"/redfish/v1/Systems/host1/Processors/gpu1", "/redfish/v1/Systems/" + sys + "/Processors/CPU"}},
 		"/redfish/v1/Systems/{id}/Memory": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory", "/redfish/v1/Systems/host1/Memory"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Memory"}},
 		"/redfish/v1/Systems/{id}/Memory/{member}": {
-			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory/Local", "/redfish/v1/Systems/" + sys + "/Memory/memnode2-b01"},
-			unknown: []string{"/redfish/v1/Systems/" + sys + "/Memory/gpu1", "/redfish/v1/Systems/host1/Memory/memnode2-b01"}},
+			valid: []string{"/redfish/v1/Systems/host1/Memory/Local", "/redfish/v1/Systems/" + sys + "/Memory/memnode2-b01"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/Memory/gpu1", "/redfish/v1/Systems/host1/Memory/memnode2-b01",
+				"/redfish/v1/Systems/" + sys + "/Memory/Local"}},
+		"/redfish/v1/Systems/{id}/EthernetInterfaces": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces", "/redfish/v1/Systems/host1/EthernetInterfaces"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/EthernetInterfaces"}},
+		"/redfish/v1/Systems/{id}/EthernetInterfaces/{member}": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces/nic1"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces/gpu1", "/redfish/v1/Systems/host1/EthernetInterfaces/nic1"}},
 		"/redfish/v1/Systems/{id}/Storage": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage", "/redfish/v1/Systems/host1/Storage"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Storage"}},

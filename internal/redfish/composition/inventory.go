@@ -2,7 +2,8 @@ package composition
 
 // The inventory of a system in DMTF form, as Redfish clients that know no
 // composability read it (Ansible's redfish_info, DMTF's rf_sys_inventory,
-// Ironic): Processors, Memory and Storage under /redfish/v1/Systems/{id},
+// Ironic): Processors, Memory, Storage and EthernetInterfaces under
+// /redfish/v1/Systems/{id},
 // and the Drives of the chassis the pool's drives sit in (a system's
 // Storage links its drives there). A composed system's members are its host's CPU
 // and local memory and one member per device block it holds, read from the
@@ -28,6 +29,8 @@ var inventoryRoutes = []service.Route[*Service]{
 	{Pattern: "GET /redfish/v1/Systems/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage", Priv: service.Login, Handler: (*Service).getStorages},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}", Priv: service.Login, Handler: (*Service).getStorage},
+	{Pattern: "GET /redfish/v1/Systems/{id}/EthernetInterfaces", Priv: service.Login, Handler: (*Service).getEthernetInterfaces},
+	{Pattern: "GET /redfish/v1/Systems/{id}/EthernetInterfaces/{member}", Priv: service.Login, Handler: (*Service).getEthernetInterface},
 	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives", Priv: service.Login, Handler: (*Service).getDrives},
 	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives/{member}", Priv: service.Login, Handler: (*Service).getDrive},
 }
@@ -125,6 +128,21 @@ func (s *Service) deviceOem(h *inventory.Host, b *inventory.Block) map[string]an
 	return service.RackpoolOem("PooledDevice", oem)
 }
 
+// hostPath is the URI of host h as a system: its CPU and local memory are
+// members there, whichever system they are part of.
+func hostPath(h *inventory.Host) string { return "/redfish/v1/Systems/" + h.ID }
+
+// rackLinks are the Links of a part of host h: its rack's chassis.
+func rackLinks(h *inventory.Host) map[string]any {
+	return map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + h.Rack)}
+}
+
+// chassisLinks are the Links of a member that is device block b: the
+// chassis the device sits in.
+func chassisLinks(b *inventory.Block) map[string]any {
+	return map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + service.ChassisOf(b.Device))}
+}
+
 // status is a member's Status: its device's health as the core reads it
 // (the host's own parts are OK).
 func (s *Service) status(r *http.Request, b *inventory.Block) map[string]string {
@@ -140,7 +158,7 @@ func (s *Service) getProcessors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := []rf.ODataID{rf.Ref(p.base + "/Processors/" + cpuMember)}
+	members := []rf.ODataID{rf.Ref(hostPath(p.host) + "/Processors/" + cpuMember)}
 	for _, b := range p.of(processorKinds...) {
 		members = append(members, rf.Ref(p.base+"/Processors/"+b.ID))
 	}
@@ -156,8 +174,9 @@ func (s *Service) getProcessor(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("member")
 	uri := p.base + "/Processors/" + id
 	body := map[string]any{"@odata.id": uri, "@odata.type": "#Processor.v1_22_0.Processor", "Id": id}
-	if id == cpuMember {
+	if id == cpuMember && p.base == hostPath(p.host) {
 		body["Name"] = "Host " + p.host.ID + " CPU"
+		body["Links"] = rackLinks(p.host)
 		body["ProcessorType"] = "CPU"
 		body["TotalCores"] = p.host.Cores
 		body["Status"] = s.status(r, nil)
@@ -175,6 +194,7 @@ func (s *Service) getProcessor(w http.ResponseWriter, r *http.Request) error {
 		body["Manufacturer"] = b.Device.Vendor
 	}
 	body["Status"] = s.status(r, b)
+	body["Links"] = chassisLinks(b)
 	body["Oem"] = s.deviceOem(p.host, b)
 	service.WriteJSON(w, http.StatusOK, body)
 	return nil
@@ -185,7 +205,7 @@ func (s *Service) getMemories(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := []rf.ODataID{rf.Ref(p.base + "/Memory/" + localMember)}
+	members := []rf.ODataID{rf.Ref(hostPath(p.host) + "/Memory/" + localMember)}
 	for _, b := range p.of(inventory.Memory) {
 		members = append(members, rf.Ref(p.base+"/Memory/"+b.ID))
 	}
@@ -202,8 +222,9 @@ func (s *Service) getMemory(w http.ResponseWriter, r *http.Request) error {
 	uri := p.base + "/Memory/" + id
 	body := map[string]any{"@odata.id": uri, "@odata.type": "#Memory.v1_23_0.Memory", "Id": id, "MemoryType": "DRAM",
 		"MemoryMedia": []string{"DRAM"}}
-	if id == localMember {
+	if id == localMember && p.base == hostPath(p.host) {
 		body["Name"] = "Host " + p.host.ID + " local memory"
+		body["Links"] = rackLinks(p.host)
 		body["CapacityMiB"] = p.host.MemoryGiB * 1024
 		body["Status"] = s.status(r, nil)
 		service.WriteJSON(w, http.StatusOK, body)
@@ -222,8 +243,54 @@ func (s *Service) getMemory(w http.ResponseWriter, r *http.Request) error {
 		body["Manufacturer"] = b.Device.Vendor
 	}
 	body["Status"] = s.status(r, b)
+	body["Links"] = chassisLinks(b)
 	body["Oem"] = s.deviceOem(p.host, b)
 	service.WriteJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func (s *Service) getEthernetInterfaces(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	members := []rf.ODataID{}
+	for _, b := range p.of(inventory.NIC) {
+		members = append(members, rf.Ref(p.base+"/EthernetInterfaces/"+b.ID))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/EthernetInterfaces", "EthernetInterfaceCollection",
+		"Ethernet Interface Collection", members))
+	return nil
+}
+
+// getEthernetInterface answers a pooled NIC as the system sees it. The
+// topology knows its model, not its addresses: those are the host's to
+// configure, so they are left out rather than invented.
+func (s *Service) getEthernetInterface(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("member")
+	b := p.device(id, inventory.NIC)
+	if b == nil {
+		return rf.NotFound("EthernetInterface", id)
+	}
+	desc := "Pooled NIC"
+	if b.Model != "" {
+		desc += " " + strings.TrimSpace(b.Device.Vendor+" "+b.Model)
+	}
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":        p.base + "/EthernetInterfaces/" + id,
+		"@odata.type":      "#EthernetInterface.v1_12_0.EthernetInterface",
+		"Id":               id,
+		"Name":             "NIC " + id,
+		"Description":      desc,
+		"InterfaceEnabled": true,
+		"Status":           s.status(r, b),
+		"Links":            chassisLinks(b),
+		"Oem":              s.deviceOem(p.host, b),
+	})
 	return nil
 }
 
@@ -353,7 +420,7 @@ func (s *Service) getDrive(w http.ResponseWriter, r *http.Request) error {
 		"MediaType":     media,
 		"Protocol":      driveProtocol(b),
 		"Status":        s.status(r, b),
-		"Links":         map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + cid)},
+		"Links":         chassisLinks(b),
 		"Oem":           s.deviceOem(nil, b),
 	}
 	if b.Model != "" {
