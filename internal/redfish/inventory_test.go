@@ -7,11 +7,24 @@ import (
 	"testing"
 )
 
+const rb = "/redfish/v1/CompositionService/ResourceBlocks/"
+
+// uris returns the @odata.id of every link in a list.
+func uris(t *testing.T, v any) []string {
+	t.Helper()
+	var out []string
+	for _, l := range list(t, v) {
+		out = append(out, l.(map[string]any)["@odata.id"].(string))
+	}
+	return out
+}
+
 // TestSystemInventory: a composed system shows what it is made of in DMTF
 // form, read from its composition record: its host's CPU and memory and
-// one member per GPU, FPGA, memory block and drive it holds, each with its
-// block; a shrink removes a member at once; the summaries agree with the
-// members; a physical host shows only its own parts.
+// one member per GPU, FPGA, memory block, drive and NIC it holds, each the
+// member of its resource block (one part, one resource); a shrink removes
+// a member at once; the summaries agree with the members; a physical host
+// shows only its own parts.
 func TestSystemInventory(t *testing.T) {
 	s := newService(t)
 	id := s.compose(specificBody("host1", "gpu1", "fpga1", "nvme1", "hdd1", "nic1"))
@@ -29,34 +42,35 @@ func TestSystemInventory(t *testing.T) {
 		t.Errorf("Links.Chassis %v", got)
 	}
 
-	procs := links(t, s.get(base + "/Processors")["Members"])
-	if !slices.Equal(procs, []string{"CPU", "gpu1", "fpga1"}) {
-		t.Fatalf("processors %v", procs)
+	procs := uris(t, s.get(base + "/Processors")["Members"])
+	if want := []string{rb + "host1/Processors/CPU", rb + "gpu1/Processors/gpu1", rb + "fpga1/Processors/fpga1"}; !slices.Equal(procs, want) {
+		t.Fatalf("processors %v, want %v", procs, want)
 	}
 	if n := dig(t, sys, "ProcessorSummary", "Count").(float64); int(n) != len(procs) {
 		t.Errorf("ProcessorSummary.Count %v, %d members", n, len(procs))
 	}
-	gpu := s.get(base + "/Processors/gpu1")
+	gpu := s.get(procs[1])
 	if gpu["ProcessorType"] != "GPU" || gpu["Model"] != "V100" || gpu["Manufacturer"] != "NVIDIA" ||
-		dig(t, gpu, "Oem", "Rackpool", "VendorId") != "0x10de" || dig(t, gpu, "Oem", "Rackpool", "ResourceBlock", "@odata.id") != blocksRef("gpu1") {
+		dig(t, gpu, "Oem", "Rackpool", "VendorId") != "0x10de" || dig(t, gpu, "Oem", "Rackpool", "ResourceBlock", "@odata.id") != rb+"gpu1" ||
+		dig(t, gpu, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
 		t.Errorf("gpu1: %v", gpu)
 	}
-	if got := dig(t, list(t, s.get(base + "/Processors")["Members"])[0], "@odata.id"); got != "/redfish/v1/Systems/host1/Processors/CPU" {
-		t.Errorf("the composed system's CPU is %v, not its host's", got)
-	}
-	if cpu := s.get("/redfish/v1/Systems/host1/Processors/CPU"); cpu["ProcessorType"] != "CPU" || cpu["TotalCores"] != dig(t, sys, "ProcessorSummary", "CoreCount") {
+	cpu := s.get(procs[0])
+	if cpu["ProcessorType"] != "CPU" || cpu["TotalCores"] != dig(t, sys, "ProcessorSummary", "CoreCount") ||
+		dig(t, cpu, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/rack1" {
 		t.Errorf("CPU: %v", cpu)
 	}
 
-	mems := links(t, s.get(base + "/Memory")["Members"])
-	if len(mems) != 2 || mems[0] != "Local" {
+	mems := uris(t, s.get(base + "/Memory")["Members"])
+	if len(mems) != 2 || mems[0] != rb+"host1/Memory/Local" {
 		t.Fatalf("memory %v", mems)
 	}
 	var mib float64
-	for _, m := range list(t, s.get(base + "/Memory")["Members"]) {
-		mib += s.get(m.(map[string]any)["@odata.id"].(string))["CapacityMiB"].(float64)
+	for _, m := range mems {
+		mib += s.get(m)["CapacityMiB"].(float64)
 	}
-	if pooled := s.get(base + "/Memory/" + mems[1]); dig(t, pooled, "Oem", "Rackpool", "Pooled") != true || pooled["CapacityMiB"] != float64(8192) {
+	if pooled := s.get(mems[1]); dig(t, pooled, "Oem", "Rackpool", "Pooled") != true || pooled["CapacityMiB"] != float64(8192) ||
+		!strings.HasPrefix(dig(t, pooled, "Links", "Chassis", "@odata.id").(string), "/redfish/v1/Chassis/memnode") {
 		t.Errorf("pooled memory: %v", pooled)
 	}
 	if total := dig(t, sys, "MemorySummary", "TotalSystemMemoryGiB").(float64); total*1024 != mib {
@@ -66,36 +80,32 @@ func TestSystemInventory(t *testing.T) {
 	if st := links(t, s.get(base + "/Storage")["Members"]); !slices.Equal(st, []string{"Pooled"}) {
 		t.Fatalf("storage %v", st)
 	}
-	drives := list(t, s.get(base + "/Storage/Pooled")["Drives"])
-	var uris []string
-	for _, d := range drives {
-		uris = append(uris, d.(map[string]any)["@odata.id"].(string))
+	drives := uris(t, s.get(base + "/Storage/Pooled")["Drives"])
+	if want := []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives/nvme1", "/redfish/v1/Chassis/sas1/Drives/hdd1"}; !slices.Equal(drives, want) {
+		t.Fatalf("drives %v, want %v", drives, want)
 	}
-	if want := []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives/nvme1", "/redfish/v1/Chassis/sas1/Drives/hdd1"}; !slices.Equal(uris, want) {
-		t.Fatalf("drives %v, want %v", uris, want)
-	}
-	hdd := s.get(uris[1])
-	if hdd["Protocol"] != "SAS" || hdd["MediaType"] != "HDD" || hdd["CapacityBytes"] != float64(10e12) {
+	if hdd := s.get(drives[1]); hdd["Protocol"] != "SAS" || hdd["MediaType"] != "HDD" || hdd["CapacityBytes"] != float64(10e12) {
 		t.Errorf("hdd1: %v", hdd)
 	}
-	if nvme := s.get(uris[0]); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" ||
+	if nvme := s.get(drives[0]); nvme["Protocol"] != "NVMe" || nvme["MediaType"] != "SSD" ||
 		dig(t, nvme, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
 		t.Errorf("nvme1: %v", nvme)
 	}
 
-	if nics := links(t, s.get(base + "/EthernetInterfaces")["Members"]); !slices.Equal(nics, []string{"nic1"}) {
-		t.Errorf("ethernet interfaces %v", nics)
+	nics := uris(t, s.get(base + "/EthernetInterfaces")["Members"])
+	if !slices.Equal(nics, []string{rb + "nic1/EthernetInterfaces/nic1"}) {
+		t.Fatalf("ethernet interfaces %v", nics)
 	}
-	if nic := s.get(base + "/EthernetInterfaces/nic1"); !strings.Contains(nic["Description"].(string), "ConnectX-6") ||
-		dig(t, nic, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
+	if nic := s.get(nics[0]); !strings.Contains(nic["Description"].(string), "ConnectX-6") {
 		t.Errorf("nic1: %v", nic)
 	}
-	// The parts link their chassis; the rack lists the composed system.
-	if got := dig(t, s.get("/redfish/v1/Systems/host1/Processors/CPU"), "Links", "Chassis", "@odata.id"); got != "/redfish/v1/Chassis/rack1" {
-		t.Errorf("CPU chassis %v", got)
-	}
-	if got := dig(t, s.get(base+"/Memory/"+mems[1]), "Links", "Chassis", "@odata.id"); !strings.HasPrefix(got.(string), "/redfish/v1/Chassis/memnode") {
-		t.Errorf("pooled memory chassis %v", got)
+
+	// Each block carries the DMTF array of what it is.
+	for block, want := range map[string][2]string{"gpu1": {"Processors", procs[1]}, "host1": {"Memory", mems[0]},
+		"hdd1": {"Drives", drives[1]}, "nic1": {"EthernetInterfaces", nics[0]}} {
+		if got := uris(t, s.get(rb + block)[want[0]]); !slices.Equal(got, []string{want[1]}) {
+			t.Errorf("block %s %s %v, want %s", block, want[0], got, want[1])
+		}
 	}
 	if got := links(t, dig(t, s.get("/redfish/v1/Chassis/rack1"), "Links", "ComputerSystems")); !slices.Contains(got, id) {
 		t.Errorf("rack1 systems %v", got)
@@ -103,42 +113,41 @@ func TestSystemInventory(t *testing.T) {
 
 	// A shrink takes the members away with the blocks.
 	s.must(http.StatusOK, "POST", base+"/Actions/Oem/Rackpool.Shrink", map[string]any{"Blocks": []string{"gpu1", "hdd1"}}, admin)
-	if procs := links(t, s.get(base + "/Processors")["Members"]); !slices.Equal(procs, []string{"CPU", "fpga1"}) {
-		t.Errorf("processors after shrink %v", procs)
+	if got := uris(t, s.get(base + "/Processors")["Members"]); !slices.Equal(got, []string{procs[0], procs[2]}) {
+		t.Errorf("processors after shrink %v", got)
 	}
-	s.must(http.StatusNotFound, "GET", base+"/Processors/gpu1", nil, admin)
-	if drives := list(t, s.get(base + "/Storage/Pooled")["Drives"]); len(drives) != 1 {
-		t.Errorf("drives after shrink %v", drives)
+	if got := uris(t, s.get(base + "/Storage/Pooled")["Drives"]); !slices.Equal(got, drives[:1]) {
+		t.Errorf("drives after shrink %v", got)
 	}
 	// Members of another kind, and of nothing, are not found.
-	s.must(http.StatusNotFound, "GET", base+"/Processors/nvme1", nil, admin)
+	s.must(http.StatusNotFound, "GET", rb+"nvme1/Processors/nvme1", nil, admin)
+	s.must(http.StatusNotFound, "GET", rb+"gpu1/Processors/gpu2", nil, admin)
+	s.must(http.StatusNotFound, "GET", rb+"host1/Memory/host1", nil, admin)
 	s.must(http.StatusNotFound, "GET", base+"/Storage/Other", nil, admin)
 	s.must(http.StatusNotFound, "GET", "/redfish/v1/Systems/sys-nope/Processors", nil, admin)
 
-	// The chassis list their drives, and each block its chassis.
+	// The chassis list their drives.
 	if got := links(t, s.get("/redfish/v1/Chassis/sas1/Drives")["Members"]); len(got) != 24 || got[0] != "hdd1" {
 		t.Errorf("sas1 drives %v", got)
 	}
 	if got := dig(t, s.get("/redfish/v1/Chassis/sas1"), "Drives", "@odata.id"); got != "/redfish/v1/Chassis/sas1/Drives" {
 		t.Errorf("sas1 Drives link %v", got)
 	}
-	if got := links(t, dig(t, s.get(blocksRef("memnode1-b01")), "Links", "Chassis")); !slices.Equal(got, []string{"memnode1"}) {
+	if got := links(t, dig(t, s.get(rb+"memnode1-b01"), "Links", "Chassis")); !slices.Equal(got, []string{"memnode1"}) {
 		t.Errorf("memnode1-b01 chassis %v", got)
 	}
 
 	// A physical host is its own CPU and memory, with no pooled drives.
 	host := "/redfish/v1/Systems/host2"
-	if procs := links(t, s.get(host + "/Processors")["Members"]); !slices.Equal(procs, []string{"CPU"}) {
-		t.Errorf("host processors %v", procs)
+	if got := uris(t, s.get(host + "/Processors")["Members"]); !slices.Equal(got, []string{rb + "host2/Processors/CPU"}) {
+		t.Errorf("host processors %v", got)
 	}
 	if st := list(t, s.get(host + "/Storage")["Members"]); len(st) != 0 {
 		t.Errorf("host storage %v", st)
 	}
 }
 
-func blocksRef(id string) string { return "/redfish/v1/CompositionService/ResourceBlocks/" + id }
-
-// TestInventoryTenancy: another tenant's system's inventory, and the drives
+// TestInventoryTenancy: another tenant's system's inventory, and the parts
 // it holds, are hidden as if they did not exist; its own are shown.
 func TestInventoryTenancy(t *testing.T) {
 	s := newService(t)
@@ -146,8 +155,8 @@ func TestInventoryTenancy(t *testing.T) {
 	r := s.must(http.StatusCreated, "POST", "/redfish/v1/Systems", specificBody("host1", "gpu1", "hdd1"), blue)
 	id := r.json(t)["Id"].(string)
 	base := "/redfish/v1/Systems/" + id
-	for _, p := range []string{base + "/Processors", base + "/Processors/gpu1", base + "/Memory", base + "/Storage/Pooled",
-		"/redfish/v1/Chassis/sas1/Drives/hdd1"} {
+	for _, p := range []string{base + "/Processors", base + "/Memory", base + "/Storage/Pooled", rb + "gpu1/Processors/gpu1",
+		rb + "host1/Processors/CPU", "/redfish/v1/Chassis/sas1/Drives/hdd1"} {
 		s.must(http.StatusOK, "GET", p, nil, blue)
 		s.must(http.StatusNotFound, "GET", p, nil, red)
 	}

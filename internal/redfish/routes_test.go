@@ -187,23 +187,21 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Systems/{id}/Processors": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Processors", "/redfish/v1/Systems/host1/Processors"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Processors", "/redfish/v1/Systems/host9/Processors"}},
-		"/redfish/v1/Systems/{id}/Processors/{member}": {
-			valid: []string{"/redfish/v1/Systems/" + sys + "/Processors/gpu1", "/redfish/v1/Systems/host1/Processors/CPU"},
-			unknown: []string{"/redfish/v1/Systems/" + sys + "/Processors/gpu2", "/redfish/v1/Systems/" + sys + "/Processors/memnode2-b01",
-				"/redfish/v1/Systems/host1/Processors/gpu1", "/redfish/v1/Systems/" + sys + "/Processors/CPU"}},
 		"/redfish/v1/Systems/{id}/Memory": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory", "/redfish/v1/Systems/host1/Memory"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Memory"}},
-		"/redfish/v1/Systems/{id}/Memory/{member}": {
-			valid: []string{"/redfish/v1/Systems/host1/Memory/Local", "/redfish/v1/Systems/" + sys + "/Memory/memnode2-b01"},
-			unknown: []string{"/redfish/v1/Systems/" + sys + "/Memory/gpu1", "/redfish/v1/Systems/host1/Memory/memnode2-b01",
-				"/redfish/v1/Systems/" + sys + "/Memory/Local"}},
 		"/redfish/v1/Systems/{id}/EthernetInterfaces": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces", "/redfish/v1/Systems/host1/EthernetInterfaces"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/EthernetInterfaces"}},
-		"/redfish/v1/Systems/{id}/EthernetInterfaces/{member}": {
-			valid:   []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces/nic1"},
-			unknown: []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces/gpu1", "/redfish/v1/Systems/host1/EthernetInterfaces/nic1"}},
+		"/redfish/v1/CompositionService/ResourceBlocks/{id}/Processors/{member}": {
+			valid:   []string{blocksPath + "gpu1/Processors/gpu1", blocksPath + "host1/Processors/CPU", blocksPath + "fpga2/Processors/fpga2"},
+			unknown: []string{blocksPath + "gpu1/Processors/CPU", blocksPath + "nvme1/Processors/nvme1", blocksPath + "gpu99/Processors/gpu99"}},
+		"/redfish/v1/CompositionService/ResourceBlocks/{id}/Memory/{member}": {
+			valid:   []string{blocksPath + "host1/Memory/Local", blocksPath + "memnode2-b01/Memory/memnode2-b01"},
+			unknown: []string{blocksPath + "gpu1/Memory/gpu1", blocksPath + "host1/Memory/host1", blocksPath + "memnode2-b01/Memory/Local"}},
+		"/redfish/v1/CompositionService/ResourceBlocks/{id}/EthernetInterfaces/{member}": {
+			valid:   []string{blocksPath + "nic1/EthernetInterfaces/nic1"},
+			unknown: []string{blocksPath + "gpu1/EthernetInterfaces/gpu1", blocksPath + "nic1/EthernetInterfaces/nic2"}},
 		"/redfish/v1/Systems/{id}/Storage": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage", "/redfish/v1/Systems/host1/Storage"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Storage"}},

@@ -107,7 +107,7 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 	if chassis == nil {
 		chassis = []rf.ODataID{}
 	}
-	return map[string]any{
+	body := map[string]any{
 		"@odata.id":         service.BlocksPath + b.ID,
 		"@odata.type":       "#ResourceBlock.v1_4_0.ResourceBlock",
 		"Id":                b.ID,
@@ -128,6 +128,8 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 		},
 		"Oem": service.RackpoolOem("ResourceBlock", oem),
 	}
+	blockMembers(b, body)
+	return body
 }
 
 // Resource zones: one per host ("host1": the host's compute block and

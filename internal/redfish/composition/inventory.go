@@ -1,15 +1,17 @@
 package composition
 
-// The inventory of a system in DMTF form, as Redfish clients that know no
-// composability read it (Ansible's redfish_info, DMTF's rf_sys_inventory,
-// Ironic): Processors, Memory, Storage and EthernetInterfaces under
-// /redfish/v1/Systems/{id},
-// and the Drives of the chassis the pool's drives sit in (a system's
-// Storage links its drives there). A composed system's members are its host's CPU
-// and local memory and one member per device block it holds, read from the
-// composition record on every request: a shrink removes a member and an
-// expand adds one at once. A physical host's are its own CPU and local
-// memory. docs/redfish.md, "Inventory", has the shapes.
+// The inventory of the pool and of each system in DMTF form, as Redfish
+// clients that know no composability read it (Ansible's redfish_info,
+// DMTF's rf_sys_inventory, Ironic), in the shape of DMTF's composability
+// mockups: each resource block holds what it is (a compute block its
+// host's Processors/CPU and Memory/Local; a GPU or FPGA block a Processor;
+// a memory block a Memory; a NIC block an EthernetInterface; a drive block
+// a Drive, kept in its chassis), and a system's Processors, Memory,
+// Storage and EthernetInterfaces collections link its blocks' members:
+// one part, one resource, listed once by the tools that walk every system.
+// A system's collections are read from its composition record on every
+// request: a shrink removes a member and an expand adds one at once.
+// docs/redfish.md, "Inventory", has the shapes.
 
 import (
 	"net/http"
@@ -21,102 +23,149 @@ import (
 	"rackpool/internal/units"
 )
 
-// inventoryRoutes are the routes of a system's inventory.
+// inventoryRoutes are the routes of the inventory.
 var inventoryRoutes = []service.Route[*Service]{
 	{Pattern: "GET /redfish/v1/Systems/{id}/Processors", Priv: service.Login, Handler: (*Service).getProcessors},
-	{Pattern: "GET /redfish/v1/Systems/{id}/Processors/{member}", Priv: service.Login, Handler: (*Service).getProcessor},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Memory", Priv: service.Login, Handler: (*Service).getMemories},
-	{Pattern: "GET /redfish/v1/Systems/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage", Priv: service.Login, Handler: (*Service).getStorages},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}", Priv: service.Login, Handler: (*Service).getStorage},
 	{Pattern: "GET /redfish/v1/Systems/{id}/EthernetInterfaces", Priv: service.Login, Handler: (*Service).getEthernetInterfaces},
-	{Pattern: "GET /redfish/v1/Systems/{id}/EthernetInterfaces/{member}", Priv: service.Login, Handler: (*Service).getEthernetInterface},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}/Processors/{member}", Priv: service.Login, Handler: (*Service).getProcessor},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
+	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}/EthernetInterfaces/{member}", Priv: service.Login, Handler: (*Service).getEthernetInterface},
 	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives", Priv: service.Login, Handler: (*Service).getDrives},
 	{Pattern: "GET /redfish/v1/Chassis/{id}/Drives/{member}", Priv: service.Login, Handler: (*Service).getDrive},
 }
 
-// The fixed members: the host's CPU, its local memory, and the one
-// Storage that holds a composed system's pooled drives.
+// The fixed members: a compute block's CPU and local memory, and the one
+// Storage that holds a composed system's pooled drives. A device block's
+// member is named as the block is.
 const (
 	cpuMember     = "CPU"
 	localMember   = "Local"
 	pooledStorage = "Pooled"
 )
 
+// processorPath, memoryPath and nicPath are the URIs of block b's member
+// in its resource block; "" when b has none of that kind.
+func processorPath(b *inventory.Block) string {
+	switch b.Kind {
+	case inventory.Compute:
+		return service.BlocksPath + b.ID + "/Processors/" + cpuMember
+	case inventory.GPU, inventory.FPGA:
+		return service.BlocksPath + b.ID + "/Processors/" + b.ID
+	}
+	return ""
+}
+
+func memoryPath(b *inventory.Block) string {
+	switch b.Kind {
+	case inventory.Compute:
+		return service.BlocksPath + b.ID + "/Memory/" + localMember
+	case inventory.Memory:
+		return service.BlocksPath + b.ID + "/Memory/" + b.ID
+	}
+	return ""
+}
+
+func nicPath(b *inventory.Block) string {
+	if b.Kind == inventory.NIC {
+		return service.BlocksPath + b.ID + "/EthernetInterfaces/" + b.ID
+	}
+	return ""
+}
+
+// blockMembers adds to a resource block's body the DMTF arrays of what it
+// holds (Processors, Memory, Drives, EthernetInterfaces), as the
+// composability mockups carry them.
+func blockMembers(b *inventory.Block, body map[string]any) {
+	for name, uri := range map[string]string{"Processors": processorPath(b), "Memory": memoryPath(b), "EthernetInterfaces": nicPath(b)} {
+		if uri != "" {
+			body[name] = []rf.ODataID{rf.Ref(uri)}
+		}
+	}
+	if b.Device != nil && service.IsDrive(b.Kind) {
+		body["Drives"] = []rf.ODataID{rf.Ref(service.DrivePath(b))}
+	}
+}
+
 // systemParts is what a system is made of, as its inventory shows it.
 type systemParts struct {
-	base    string // /redfish/v1/Systems/{id}
-	host    *inventory.Host
-	devices []*inventory.Block // device blocks, in the composition's order
+	base   string             // /redfish/v1/Systems/{id}
+	host   *inventory.Host    // its host: the compute block's
+	blocks []*inventory.Block // the host's compute block, then its device blocks in the composition's order
 }
 
 // parts returns the parts of system id if r's principal may see it: a
-// physical host is its own CPU and memory; a composed system adds its
-// device blocks.
+// physical host is its compute block; a composed system adds its device
+// blocks.
 func (s *Service) parts(r *http.Request, id string) (systemParts, error) {
 	if h := s.top.Host(id); h != nil {
 		if !s.visibleBlock(service.Principal(r), h.Block) {
 			return systemParts{}, s.core.Hide(r, "ComputerSystem", id)
 		}
-		return systemParts{base: "/redfish/v1/Systems/" + id, host: h}, nil
+		return systemParts{base: "/redfish/v1/Systems/" + id, host: h, blocks: []*inventory.Block{h.Block}}, nil
 	}
 	c, err := s.systemVisible(r, id)
 	if err != nil {
 		return systemParts{}, err
 	}
-	p := systemParts{base: "/redfish/v1/Systems/" + id, host: s.top.Host(c.Host)}
-	if p.host == nil {
+	h := s.top.Host(c.Host)
+	if h == nil {
 		return systemParts{}, rf.NotFound("ComputerSystem", id)
 	}
+	p := systemParts{base: "/redfish/v1/Systems/" + id, host: h, blocks: []*inventory.Block{h.Block}}
 	for _, bid := range c.Blocks {
 		if b := s.top.Block(bid); b != nil && b.Device != nil {
-			p.devices = append(p.devices, b)
+			p.blocks = append(p.blocks, b)
 		}
 	}
 	return p, nil
 }
 
-// of returns the device blocks of p whose kind is one of kinds.
-func (p systemParts) of(kinds ...inventory.Kind) []*inventory.Block {
-	var out []*inventory.Block
-	for _, b := range p.devices {
-		for _, k := range kinds {
-			if b.Kind == k {
-				out = append(out, b)
-			}
+// links returns the links path gives p's blocks, in order, leaving out
+// blocks it gives none.
+func (p systemParts) links(path func(*inventory.Block) string) []rf.ODataID {
+	out := []rf.ODataID{}
+	for _, b := range p.blocks {
+		if uri := path(b); uri != "" {
+			out = append(out, rf.Ref(uri))
 		}
 	}
 	return out
 }
 
-// device returns p's device block id if its kind is one of kinds.
-func (p systemParts) device(id string, kinds ...inventory.Kind) *inventory.Block {
-	for _, b := range p.of(kinds...) {
-		if b.ID == id {
-			return b
+// drives are p's drive blocks.
+func (p systemParts) drives() []*inventory.Block {
+	var out []*inventory.Block
+	for _, b := range p.blocks {
+		if b.Device != nil && service.IsDrive(b.Kind) {
+			out = append(out, b)
 		}
 	}
-	return nil
+	return out
 }
 
-var (
-	processorKinds = []inventory.Kind{inventory.GPU, inventory.FPGA}
-	driveKinds     = []inventory.Kind{inventory.NVMe, inventory.SSD, inventory.HDD}
-)
+// member returns resource block r names if r's principal may see it and
+// member is what path names in it: the block's member to answer.
+func (s *Service) member(r *http.Request, kind string, path func(*inventory.Block) string) (*inventory.Block, error) {
+	id, member := r.PathValue("id"), r.PathValue("member")
+	b := s.top.Block(id)
+	if b == nil || path(b) != service.BlocksPath+id+"/"+kind+"/"+member {
+		return nil, rf.NotFound(strings.TrimSuffix(kind, "s"), member)
+	}
+	if !service.BlockVisible(service.Principal(r), b, s.mgr.BlockStatus(b.ID)) {
+		return nil, s.core.Hide(r, "ResourceBlock", id)
+	}
+	return b, nil
+}
 
 // deviceOem is what rackpool adds to a member that is a pooled device:
-// where it sits and, for a system's member (h, its host), what reaching it
-// costs from the host.
-func (s *Service) deviceOem(h *inventory.Host, b *inventory.Block) map[string]any {
+// where it sits.
+func (s *Service) deviceOem(b *inventory.Block) map[string]any {
 	d := b.Device
 	oem := map[string]any{"Pooled": true, "ResourceBlock": rf.Ref(service.BlocksPath + b.ID), "Fabric": d.Fabric.ID,
 		"Device": d.ID}
-	if h != nil {
-		if p, ok := s.top.Path(h, b); ok {
-			oem["RoundTripNs"] = p.RTTNS
-			oem["Hops"] = p.Hops
-		}
-	}
 	if d.VendorID != "" {
 		oem["VendorId"] = d.VendorID
 		oem["DeviceId"] = d.DeviceID
@@ -128,29 +177,36 @@ func (s *Service) deviceOem(h *inventory.Host, b *inventory.Block) map[string]an
 	return service.RackpoolOem("PooledDevice", oem)
 }
 
-// hostPath is the URI of host h as a system: its CPU and local memory are
-// members there, whichever system they are part of.
-func hostPath(h *inventory.Host) string { return "/redfish/v1/Systems/" + h.ID }
-
-// rackLinks are the Links of a part of host h: its rack's chassis.
-func rackLinks(h *inventory.Host) map[string]any {
-	return map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + h.Rack)}
-}
-
-// chassisLinks are the Links of a member that is device block b: the
-// chassis the device sits in.
+// chassisLinks are the Links of block b's member: the chassis it sits in
+// (the host's rack for a compute block's).
 func chassisLinks(b *inventory.Block) map[string]any {
+	if b.Host != nil {
+		return map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + b.Host.Rack)}
+	}
 	return map[string]any{"Chassis": rf.Ref("/redfish/v1/Chassis/" + service.ChassisOf(b.Device))}
 }
 
 // status is a member's Status: its device's health as the core reads it
-// (the host's own parts are OK).
+// (a host's own parts are OK).
 func (s *Service) status(r *http.Request, b *inventory.Block) map[string]string {
 	health := "OK"
-	if b != nil && s.health != nil {
+	if b.Device != nil && s.health != nil {
 		health = string(s.health(r.Context(), b.Device))
 	}
 	return map[string]string{"State": "Enabled", "Health": health}
+}
+
+// memberBody is the start of block b's member at uri of OData type typ.
+func (s *Service) memberBody(r *http.Request, b *inventory.Block, uri, typ, name string) map[string]any {
+	body := map[string]any{"@odata.id": uri, "@odata.type": typ, "Id": uri[strings.LastIndexByte(uri, '/')+1:], "Name": name,
+		"Status": s.status(r, b), "Links": chassisLinks(b)}
+	if b.Device != nil {
+		body["Oem"] = s.deviceOem(b)
+		if b.Device.Vendor != "" {
+			body["Manufacturer"] = b.Device.Vendor
+		}
+	}
+	return body
 }
 
 func (s *Service) getProcessors(w http.ResponseWriter, r *http.Request) error {
@@ -158,44 +214,25 @@ func (s *Service) getProcessors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := []rf.ODataID{rf.Ref(hostPath(p.host) + "/Processors/" + cpuMember)}
-	for _, b := range p.of(processorKinds...) {
-		members = append(members, rf.Ref(p.base+"/Processors/"+b.ID))
-	}
-	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Processors", "ProcessorCollection", "Processor Collection", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Processors", "ProcessorCollection", "Processor Collection", p.links(processorPath)))
 	return nil
 }
 
 func (s *Service) getProcessor(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
+	b, err := s.member(r, "Processors", processorPath)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("member")
-	uri := p.base + "/Processors/" + id
-	body := map[string]any{"@odata.id": uri, "@odata.type": "#Processor.v1_22_0.Processor", "Id": id}
-	if id == cpuMember && p.base == hostPath(p.host) {
-		body["Name"] = "Host " + p.host.ID + " CPU"
-		body["Links"] = rackLinks(p.host)
+	if b.Host != nil {
+		body := s.memberBody(r, b, processorPath(b), "#Processor.v1_22_0.Processor", "Host "+b.Host.ID+" CPU")
 		body["ProcessorType"] = "CPU"
-		body["TotalCores"] = p.host.Cores
-		body["Status"] = s.status(r, nil)
+		body["TotalCores"] = b.Host.Cores
 		service.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
-	b := p.device(id, processorKinds...)
-	if b == nil {
-		return rf.NotFound("Processor", id)
-	}
-	body["Name"] = strings.ToUpper(string(b.Kind)) + " " + b.ID
+	body := s.memberBody(r, b, processorPath(b), "#Processor.v1_22_0.Processor", strings.ToUpper(string(b.Kind))+" "+b.ID)
 	body["ProcessorType"] = strings.ToUpper(string(b.Kind))
 	body["Model"] = b.Model
-	if b.Device.Vendor != "" {
-		body["Manufacturer"] = b.Device.Vendor
-	}
-	body["Status"] = s.status(r, b)
-	body["Links"] = chassisLinks(b)
-	body["Oem"] = s.deviceOem(p.host, b)
 	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
@@ -205,46 +242,28 @@ func (s *Service) getMemories(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	members := []rf.ODataID{rf.Ref(hostPath(p.host) + "/Memory/" + localMember)}
-	for _, b := range p.of(inventory.Memory) {
-		members = append(members, rf.Ref(p.base+"/Memory/"+b.ID))
-	}
-	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Memory", "MemoryCollection", "Memory Collection", members))
+	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/Memory", "MemoryCollection", "Memory Collection", p.links(memoryPath)))
 	return nil
 }
 
 func (s *Service) getMemory(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
+	b, err := s.member(r, "Memory", memoryPath)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("member")
-	uri := p.base + "/Memory/" + id
-	body := map[string]any{"@odata.id": uri, "@odata.type": "#Memory.v1_23_0.Memory", "Id": id, "MemoryType": "DRAM",
-		"MemoryMedia": []string{"DRAM"}}
-	if id == localMember && p.base == hostPath(p.host) {
-		body["Name"] = "Host " + p.host.ID + " local memory"
-		body["Links"] = rackLinks(p.host)
-		body["CapacityMiB"] = p.host.MemoryGiB * 1024
-		body["Status"] = s.status(r, nil)
-		service.WriteJSON(w, http.StatusOK, body)
-		return nil
+	var body map[string]any
+	if b.Host != nil {
+		body = s.memberBody(r, b, memoryPath(b), "#Memory.v1_23_0.Memory", "Host "+b.Host.ID+" local memory")
+		body["CapacityMiB"] = b.Host.MemoryGiB * 1024
+	} else {
+		body = s.memberBody(r, b, memoryPath(b), "#Memory.v1_23_0.Memory", "Pooled memory "+b.ID)
+		body["CapacityMiB"] = b.CapacityBytes / units.MiB
+		if b.Model != "" {
+			body["Model"] = b.Model
+		}
 	}
-	b := p.device(id, inventory.Memory)
-	if b == nil {
-		return rf.NotFound("Memory", id)
-	}
-	body["Name"] = "Pooled memory " + b.ID
-	body["CapacityMiB"] = b.CapacityBytes / units.MiB
-	if b.Model != "" {
-		body["Model"] = b.Model
-	}
-	if b.Device.Vendor != "" {
-		body["Manufacturer"] = b.Device.Vendor
-	}
-	body["Status"] = s.status(r, b)
-	body["Links"] = chassisLinks(b)
-	body["Oem"] = s.deviceOem(p.host, b)
+	body["MemoryType"] = "DRAM"
+	body["MemoryMedia"] = []string{"DRAM"}
 	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
@@ -254,49 +273,30 @@ func (s *Service) getEthernetInterfaces(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	members := []rf.ODataID{}
-	for _, b := range p.of(inventory.NIC) {
-		members = append(members, rf.Ref(p.base+"/EthernetInterfaces/"+b.ID))
-	}
 	service.WriteJSON(w, http.StatusOK, rf.Collection(p.base+"/EthernetInterfaces", "EthernetInterfaceCollection",
-		"Ethernet Interface Collection", members))
+		"Ethernet Interface Collection", p.links(nicPath)))
 	return nil
 }
 
-// getEthernetInterface answers a pooled NIC as the system sees it. The
-// topology knows its model, not its addresses: those are the host's to
-// configure, so they are left out rather than invented.
+// getEthernetInterface answers a pooled NIC. The topology knows its model,
+// not its addresses: those are the host's to configure, so they are left
+// out rather than invented.
 func (s *Service) getEthernetInterface(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
+	b, err := s.member(r, "EthernetInterfaces", nicPath)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("member")
-	b := p.device(id, inventory.NIC)
-	if b == nil {
-		return rf.NotFound("EthernetInterface", id)
-	}
-	desc := "Pooled NIC"
-	if b.Model != "" {
-		desc += " " + strings.TrimSpace(b.Device.Vendor+" "+b.Model)
-	}
-	service.WriteJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":        p.base + "/EthernetInterfaces/" + id,
-		"@odata.type":      "#EthernetInterface.v1_12_0.EthernetInterface",
-		"Id":               id,
-		"Name":             "NIC " + id,
-		"Description":      desc,
-		"InterfaceEnabled": true,
-		"Status":           s.status(r, b),
-		"Links":            chassisLinks(b),
-		"Oem":              s.deviceOem(p.host, b),
-	})
+	body := s.memberBody(r, b, nicPath(b), "#EthernetInterface.v1_12_0.EthernetInterface", "NIC "+b.ID)
+	delete(body, "Manufacturer") // not an EthernetInterface property
+	body["Description"] = strings.TrimSpace("Pooled NIC " + b.Device.Vendor + " " + b.Model)
+	body["InterfaceEnabled"] = true
+	service.WriteJSON(w, http.StatusOK, body)
 	return nil
 }
 
 // storageIDs are the Storage members of p: Pooled when it holds drives.
 func (p systemParts) storageIDs() []string {
-	if len(p.of(driveKinds...)) == 0 {
+	if len(p.drives()) == 0 {
 		return nil
 	}
 	return []string{pooledStorage}
@@ -337,7 +337,7 @@ func (s *Service) getStorage(w http.ResponseWriter, r *http.Request) error {
 	}
 	uri := p.base + "/Storage/" + id
 	drives := []rf.ODataID{}
-	for _, b := range p.of(driveKinds...) {
+	for _, b := range p.drives() {
 		drives = append(drives, rf.Ref(service.DrivePath(b)))
 	}
 	service.WriteJSON(w, http.StatusOK, map[string]any{
@@ -411,23 +411,12 @@ func (s *Service) getDrive(w http.ResponseWriter, r *http.Request) error {
 	if b.Kind == inventory.HDD {
 		media = "HDD"
 	}
-	body := map[string]any{
-		"@odata.id":     service.DrivePath(b),
-		"@odata.type":   "#Drive.v1_22_0.Drive",
-		"Id":            id,
-		"Name":          strings.ToUpper(string(b.Kind)) + " drive " + b.ID,
-		"CapacityBytes": b.CapacityBytes,
-		"MediaType":     media,
-		"Protocol":      driveProtocol(b),
-		"Status":        s.status(r, b),
-		"Links":         chassisLinks(b),
-		"Oem":           s.deviceOem(nil, b),
-	}
+	body := s.memberBody(r, b, service.DrivePath(b), "#Drive.v1_22_0.Drive", strings.ToUpper(string(b.Kind))+" drive "+b.ID)
+	body["CapacityBytes"] = b.CapacityBytes
+	body["MediaType"] = media
+	body["Protocol"] = driveProtocol(b)
 	if b.Model != "" {
 		body["Model"] = b.Model
-	}
-	if b.Device.Vendor != "" {
-		body["Manufacturer"] = b.Device.Vendor
 	}
 	service.WriteJSON(w, http.StatusOK, body)
 	return nil
