@@ -7,6 +7,7 @@ import (
 
 	"rackpool/internal/inventory"
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 )
@@ -20,6 +21,7 @@ type accountStore interface {
 	UpdateAccount(ctx context.Context, user string, ch tenancy.AccountChange) (tenancy.Account, error)
 	DeleteAccount(ctx context.Context, user string) error
 	Locked(user string) bool
+	Unlock(user string) error
 	Lockout() tenancy.LockoutPolicy
 	SetLockout(ctx context.Context, p tenancy.LockoutPolicy) error
 	Tenants() []tenancy.Tenant
@@ -232,11 +234,15 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 		Password *string
 		RoleId   *string
 		Enabled  *bool
+		Locked   *bool
 		UserName *string
 		Oem      *accountOem
 	}
 	if err := decode(r, &body); err != nil {
 		return err
+	}
+	if body.Locked != nil && *body.Locked {
+		return errPropertyValue("Locked", "true", "Only failed logins lock an account; set Enabled false to stop it logging in.")
 	}
 	ch := tenancy.AccountChange{Password: body.Password, Role: body.RoleId, Enabled: body.Enabled}
 	if body.Oem != nil && body.Oem.Rackpool != nil {
@@ -246,17 +252,29 @@ func (s *Server) patchAccount(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if body.UserName != nil && *body.UserName != id {
-		return errPropertyValue("UserName", *body.UserName, "Accounts cannot be renamed; create a new one.")
+		return fromProblem(rf.PropertyNotWritable("UserName").Resolve("Accounts cannot be renamed: create an account with the new name, then delete this one."))
 	}
-	if !principal(r).Has(tenancy.ConfigureUsers) && (ch.Role != nil || ch.Enabled != nil || ch.Tenant != nil) {
-		return errPrivilege().withResolution("Only administrators change roles, tenants or enablement; you may change your own Password.")
+	if !principal(r).Has(tenancy.ConfigureUsers) && (ch.Role != nil || ch.Enabled != nil || ch.Tenant != nil || body.Locked != nil) {
+		return errPrivilege().withResolution("Only administrators change roles, tenants, enablement or the lockout; you may change your own Password.")
 	}
-	if ch == (tenancy.AccountChange{}) {
+	if ch == (tenancy.AccountChange{}) && body.Locked == nil {
 		return errPropertyMissing("Password")
 	}
-	a, err := s.auth.UpdateAccount(r.Context(), id, ch)
-	if err != nil {
-		return err
+	if body.Locked != nil {
+		// Locked false: the lockout ends for every source address.
+		if err := s.auth.Unlock(id); err != nil {
+			return err
+		}
+		noteAudit(r).detail = "unlocked " + id
+	}
+	a, ok := s.auth.Account(id)
+	if ch != (tenancy.AccountChange{}) {
+		var err error
+		if a, err = s.auth.UpdateAccount(r.Context(), id, ch); err != nil {
+			return err
+		}
+	} else if !ok {
+		return errNotFound("ManagerAccount", id)
 	}
 	w.Header().Set("ETag", service.ETag(a.Version))
 	writeJSON(w, http.StatusOK, s.accountBody(a))

@@ -178,6 +178,11 @@ func TestBootOverride(t *testing.T) {
 			t.Errorf("Boot lacks %s@Redfish.AllowableValues", k)
 		}
 	}
+	// UefiTarget is offered, so the property it needs is there, null.
+	if v, ok := boot["UefiTargetBootSourceOverride"]; !ok || v != nil ||
+		!slices.Contains(list(t, boot["BootSourceOverrideTarget@Redfish.AllowableValues"]), any("UefiTarget")) {
+		t.Errorf("UefiTargetBootSourceOverride %v (present %v) beside targets %v", v, ok, boot["BootSourceOverrideTarget@Redfish.AllowableValues"])
+	}
 	tag := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag")
 	pxe := map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "Pxe"}}
 	for _, bad := range []struct {

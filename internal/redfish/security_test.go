@@ -199,6 +199,28 @@ func TestBruteForceLockout(t *testing.T) {
 	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("bob", tenantPass))
 	s.authClk.Advance(61 * time.Second)
 	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("alice", tenantPass))
+
+	// Locked again; an administrator's PATCH Locked false ends it at once.
+	// Nobody locks an account by PATCH, and alice cannot unlock herself.
+	for i := 0; i < 3; i++ {
+		s.must(http.StatusUnauthorized, "POST", "/redfish/v1/SessionService/Sessions", map[string]any{"UserName": "alice", "Password": "guess" + string(rune('a'+i))}, cred{})
+	}
+	s.must(http.StatusUnauthorized, "GET", "/redfish/v1/Systems", nil, basicAs("alice", tenantPass))
+	s.must(http.StatusBadRequest, "PATCH", "/redfish/v1/AccountService/Accounts/bob", map[string]any{"Locked": true}, admin)
+	s.must(http.StatusForbidden, "PATCH", "/redfish/v1/AccountService/Accounts/bob", map[string]any{"Locked": false}, basicAs("bob", tenantPass))
+	s.must(http.StatusNotFound, "PATCH", "/redfish/v1/AccountService/Accounts/nobody", map[string]any{"Locked": false}, admin)
+	if got := s.must(http.StatusOK, "PATCH", "/redfish/v1/AccountService/Accounts/alice", map[string]any{"Locked": false}, admin).json(t); got["Locked"] != false {
+		t.Errorf("after unlock: Locked %v", got["Locked"])
+	}
+	s.must(http.StatusOK, "GET", "/redfish/v1/Systems", nil, basicAs("alice", tenantPass))
+	if !s.auditHas(tenancy.AdminUser, "success", "/redfish/v1/AccountService/Accounts/alice") {
+		t.Error("the unlock is not audited")
+	}
+	// A rename is answered as the read-only property it is here.
+	if r := s.do("PATCH", "/redfish/v1/AccountService/Accounts/alice", map[string]any{"UserName": "alicia"}, admin); r.status != http.StatusBadRequest ||
+		!strings.HasSuffix(r.errorCode(t), "PropertyNotWritable") {
+		t.Errorf("rename: %d %s", r.status, r.body)
+	}
 	entries, err := s.store.Audit(context.Background(), store.AuditQuery{User: "alice", Outcome: store.AuditDenied})
 	if err != nil {
 		t.Fatal(err)

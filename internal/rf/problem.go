@@ -112,6 +112,12 @@ func PropertyDuplicate(path string) *Problem {
 	return p
 }
 
+// PropertyNotWritable: prop cannot be changed by this service.
+func PropertyNotWritable(prop string) *Problem {
+	return New(http.StatusBadRequest, Registry+"PropertyNotWritable",
+		fmt.Sprintf("The property %s is a read-only property and cannot be assigned a value.", prop), prop).about(prop)
+}
+
 // PropertyMissing: the required property prop is missing.
 func PropertyMissing(prop string) *Problem {
 	return New(http.StatusBadRequest, Registry+"PropertyMissing",

@@ -52,6 +52,18 @@ func (s *Service) Locked(user string) bool {
 	return false
 }
 
+// Unlock ends user's lockout from every source address and forgets its
+// failed logins (PATCH Locked false, by an administrator).
+func (s *Service) Unlock(user string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.accounts[user]; !ok {
+		return &NotFoundError{Kind: kindAccount, ID: user}
+	}
+	s.forgetFailuresLocked(user)
+	return nil
+}
+
 // forgetFailures drops user's failure counts (a reset password unlocks).
 // s.mu must be held.
 func (s *Service) forgetFailuresLocked(user string) {

@@ -587,3 +587,34 @@ func TestOpenTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestUnlock: an administrator's unlock ends the lockout from every source
+// at once, and only for existing accounts.
+func TestUnlock(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	s := f.open(adminPassword)
+	if err := s.SetLockout(ctx, tenancy.LockoutPolicy{Threshold: 2, Duration: time.Hour, ResetAfter: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []string{"192.0.2.1", "192.0.2.2"} {
+		for i := 0; i < 3; i++ {
+			_, _ = s.Authenticate(tenancy.AdminUser, "wrong", src)
+		}
+		if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, src); !errors.Is(err, tenancy.ErrLocked) {
+			t.Fatalf("%s not locked: %v", src, err)
+		}
+	}
+	if err := s.Unlock(tenancy.AdminUser); err != nil || s.Locked(tenancy.AdminUser) {
+		t.Fatalf("unlock: %v, still locked %v", err, s.Locked(tenancy.AdminUser))
+	}
+	for _, src := range []string{"192.0.2.1", "192.0.2.2"} {
+		if _, err := s.Authenticate(tenancy.AdminUser, adminPassword, src); err != nil {
+			t.Errorf("%s after unlock: %v", src, err)
+		}
+	}
+	var nf *tenancy.NotFoundError
+	if err := s.Unlock("nobody"); !errors.As(err, &nf) {
+		t.Errorf("unlock of no account: %v", err)
+	}
+}

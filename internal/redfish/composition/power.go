@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,8 +62,13 @@ func addPower(body map[string]any, id string, ps compose.PowerState) {
 		"BootSourceOverrideMode":                            orDefault(b.Mode, "UEFI"),
 		"BootSourceOverrideMode@Redfish.AllowableValues":    compose.BootModeValues,
 	}
-	if b.UefiTarget != "" {
+	// Present wherever UefiTarget may be chosen (null until set), as
+	// clients look for the property to know they may set it.
+	switch {
+	case b.UefiTarget != "":
 		boot["UefiTargetBootSourceOverride"] = b.UefiTarget
+	case slices.Contains(ps.Caps.BootTargets, "UefiTarget"):
+		boot["UefiTargetBootSourceOverride"] = nil
 	}
 	body["Boot"] = boot
 	actions, _ := body["Actions"].(map[string]any)
