@@ -131,13 +131,20 @@ func TestManagerNetwork(t *testing.T) {
 		a := a.(map[string]any)
 		if a["Address"] == "127.0.0.1" {
 			found = true
-			if a["SubnetMask"] == nil || a["AddressOrigin"] != "Static" {
+			// Loopback has no default route: its Gateway is there, null.
+			if gw, ok := a["Gateway"]; a["SubnetMask"] == nil || a["AddressOrigin"] != "Static" || !ok || gw != nil {
 				t.Errorf("127.0.0.1: %v", a)
 			}
 		}
 	}
 	if !found {
 		t.Errorf("IPv4Addresses %v lack 127.0.0.1", eth["IPv4Addresses"])
+	}
+	if len(list(t, eth["IPv4StaticAddresses"])) == 0 {
+		t.Errorf("IPv4StaticAddresses %v", eth["IPv4StaticAddresses"])
+	}
+	if _, ok := eth["NameServers"].([]any); !ok {
+		t.Errorf("NameServers %v", eth["NameServers"])
 	}
 	for _, a := range list(t, eth["IPv6Addresses"]) {
 		a := a.(map[string]any)

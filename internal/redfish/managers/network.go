@@ -155,14 +155,21 @@ func (s *Service) getEthernetInterface(w http.ResponseWriter, r *http.Request) e
 	}
 	for _, n := range ifaces {
 		if n.Name == id {
-			service.WriteJSON(w, http.StatusOK, ethernetInterfaceBody(n))
+			service.WriteJSON(w, http.StatusOK, ethernetInterfaceBody(n, readHostNet()))
 			return nil
 		}
 	}
 	return rf.NotFound("EthernetInterface", id)
 }
 
-func ethernetInterfaceBody(n netInterface) map[string]any {
+// ethernetInterfaceBody is interface n as the Manager's EthernetInterface,
+// with h's default gateway of n (null when it has none) on each IPv4
+// address and h's name servers.
+func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
+	var gateway any // null: no default route through n
+	if gw := h.gateways[n.Name]; gw != nil {
+		gateway = gw.String()
+	}
 	up, running := n.Flags&net.FlagUp != 0, n.Flags&net.FlagRunning != 0
 	state, health, link := "Disabled", "OK", "LinkDown"
 	switch {
@@ -171,7 +178,7 @@ func ethernetInterfaceBody(n netInterface) map[string]any {
 	case up:
 		state, health = "Enabled", "Warning" // administratively up, no carrier
 	}
-	ipv4, ipv6 := []map[string]any{}, []map[string]any{}
+	ipv4, ipv6, static := []map[string]any{}, []map[string]any{}, []map[string]any{}
 	for _, a := range n.addrs {
 		if ip4 := a.IP.To4(); ip4 != nil {
 			mask := a.Mask
@@ -182,7 +189,11 @@ func ethernetInterfaceBody(n netInterface) map[string]any {
 			if ip4.IsLinkLocalUnicast() {
 				origin = "IPv4LinkLocal"
 			}
-			ipv4 = append(ipv4, map[string]any{"Address": ip4.String(), "SubnetMask": net.IP(mask).String(), "AddressOrigin": origin})
+			addr := map[string]any{"Address": ip4.String(), "SubnetMask": net.IP(mask).String(), "AddressOrigin": origin, "Gateway": gateway}
+			ipv4 = append(ipv4, addr)
+			if origin == "Static" {
+				static = append(static, map[string]any{"Address": addr["Address"], "SubnetMask": addr["SubnetMask"], "Gateway": gateway})
+			}
 			continue
 		}
 		prefix, _ := a.Mask.Size()
@@ -193,17 +204,19 @@ func ethernetInterfaceBody(n netInterface) map[string]any {
 		ipv6 = append(ipv6, map[string]any{"Address": a.IP.String(), "PrefixLength": prefix, "AddressOrigin": origin, "AddressState": "Preferred"})
 	}
 	body := map[string]any{
-		"@odata.id":        ethernetInterfacePath(n.Name),
-		"@odata.type":      "#EthernetInterface.v1_12_4.EthernetInterface",
-		"Id":               n.Name,
-		"Name":             "Manager Ethernet Interface " + n.Name,
-		"Description":      "A network interface the rackpool service listens on.",
-		"InterfaceEnabled": up,
-		"LinkStatus":       link,
-		"MTUSize":          n.MTU,
-		"IPv4Addresses":    ipv4,
-		"IPv6Addresses":    ipv6,
-		"Status":           map[string]string{"State": state, "Health": health},
+		"@odata.id":           ethernetInterfacePath(n.Name),
+		"@odata.type":         "#EthernetInterface.v1_12_4.EthernetInterface",
+		"Id":                  n.Name,
+		"Name":                "Manager Ethernet Interface " + n.Name,
+		"Description":         "A network interface the rackpool service listens on.",
+		"InterfaceEnabled":    up,
+		"LinkStatus":          link,
+		"MTUSize":             n.MTU,
+		"IPv4Addresses":       ipv4,
+		"IPv6Addresses":       ipv6,
+		"IPv4StaticAddresses": static,
+		"NameServers":         service.NonNil(h.nameServers),
+		"Status":              map[string]string{"State": state, "Health": health},
 	}
 	if len(n.HardwareAddr) == 6 { // an Ethernet MAC; loopback has none
 		mac := strings.ToUpper(n.HardwareAddr.String())

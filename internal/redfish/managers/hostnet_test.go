@@ -1,0 +1,38 @@
+package managers
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseRoutes(t *testing.T) {
+	const table = `Iface	Destination	Gateway 	Flags	RefCnt	Use	Metric	Mask		MTU	Window	IRTT
+eth0	00000000	010200C0	0003	0	0	100	00000000	0	0	0
+eth0	000200C0	00000000	0001	0	0	0	00FFFFFF	0	0	0
+eth0	00000000	FE0200C0	0003	0	0	50	00000000	0	0	0
+eth1	00000000	0101A8C0	0001	0	0	0	00000000	0	0	0
+eth2	00000000	0A0A0A0A	0003	0	0	0	00000080	0	0	0
+wg0	00000000	0100000A	0003	0	0	0	00000000	0	0	0
+`
+	got := parseRoutes(strings.NewReader(table))
+	want := map[string]string{"eth0": "192.0.2.254", "wg0": "10.0.0.1"} // eth1: no gateway flag; eth2: not a default route
+	if len(got) != len(want) {
+		t.Fatalf("gateways %v, want %v", got, want)
+	}
+	for iface, gw := range want {
+		if got[iface].String() != gw {
+			t.Errorf("%s: %v, want %s", iface, got[iface], gw)
+		}
+	}
+	if got := parseRoutes(strings.NewReader("")); len(got) != 0 {
+		t.Errorf("empty table: %v", got)
+	}
+}
+
+func TestParseResolv(t *testing.T) {
+	got := parseResolv(strings.NewReader("# comment\nsearch example.org\nnameserver 192.0.2.53\nnameserver 2001:db8::53\nnameserver bogus\noptions edns0\n"))
+	if want := []string{"192.0.2.53", "2001:db8::53"}; !slices.Equal(got, want) {
+		t.Errorf("%v, want %v", got, want)
+	}
+}
