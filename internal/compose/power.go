@@ -160,16 +160,14 @@ func plan(h *inventory.Host, cur inventory.Power, t string) (transition, error) 
 			return transition{final: state}, nil
 		}
 		return transition{via: inventory.PowerPoweringOff, final: inventory.PowerOff, took: h.Shutdown}, nil
-	case ResetGracefulRestart:
-		if off {
-			return needsOn()
+	case ResetGracefulRestart, ResetForceRestart:
+		// A restart of a system that is Off starts it, as BMCs do and as
+		// DMTF's Use Case Checkers expect (PowerCycle already did).
+		took := h.PowerOn
+		if t == ResetGracefulRestart && on {
+			took += h.Shutdown
 		}
-		return transition{via: inventory.PowerPoweringOn, final: inventory.PowerOn, boots: true, took: h.Shutdown + h.PowerOn}, nil
-	case ResetForceRestart:
-		if off {
-			return needsOn()
-		}
-		return transition{via: inventory.PowerPoweringOn, final: inventory.PowerOn, boots: true, took: h.PowerOn}, nil
+		return transition{via: inventory.PowerPoweringOn, final: inventory.PowerOn, boots: true, took: took}, nil
 	case ResetPowerCycle:
 		return transition{via: inventory.PowerPoweringOn, final: inventory.PowerOn, boots: true, took: h.PowerOn}, nil
 	case ResetNmi:

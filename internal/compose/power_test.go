@@ -80,8 +80,8 @@ func TestPowerSettlesAfterCrash(t *testing.T) {
 func TestPowerRules(t *testing.T) {
 	e := newEnv(t, loadRack(t))
 	c := e.compose(specific("host1", "nvme1"))
-	if _, err := e.m.Reset(ctx, c.ID, compose.ResetGracefulRestart, 0); !errors.Is(err, compose.ErrPowerState) {
-		t.Errorf("GracefulRestart of an Off system: %v", err)
+	if _, err := e.m.Reset(ctx, c.ID, compose.ResetNmi, 0); !errors.Is(err, compose.ErrPowerState) {
+		t.Errorf("Nmi to an Off system: %v", err)
 	}
 	if _, err := e.m.Reset(ctx, c.ID, "Hibernate", 0); !errors.Is(err, compose.ErrPowerValue) {
 		t.Errorf("unknown reset type: %v", err)

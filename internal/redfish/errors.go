@@ -182,7 +182,11 @@ func translate(err error) *apiError {
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = "Another request changed what this one was decided on; read the resource again and retry."
 		return e
-	case errors.Is(err, compose.ErrPowerState), errors.Is(err, compose.ErrPowered):
+	case errors.Is(err, compose.ErrPowerState):
+		// What the reset needs is the system On: it is in standby, not busy.
+		return newError(http.StatusConflict, baseRegistry+"ResourceInStandby",
+			"The request could not be performed because the resource is in standby.").withResolution(err.Error())
+	case errors.Is(err, compose.ErrPowered):
 		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
 			"The change to the requested resource failed because the resource is in use or in transition.")
 		e.resolution = err.Error()

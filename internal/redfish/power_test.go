@@ -62,8 +62,8 @@ func TestResetComposedSystem(t *testing.T) {
 			t.Errorf("reset with %v: %d %s, want 400 %s", c.body, r.status, r.errorCode(t), c.code)
 		}
 	}
-	if r := reset(s, id, "GracefulRestart"); r.status != http.StatusConflict {
-		t.Errorf("GracefulRestart of a system that is Off: %d, want 409: %s", r.status, r.body)
+	if r := reset(s, id, "Nmi"); r.status != http.StatusConflict || !strings.HasSuffix(r.errorCode(t), "ResourceInStandby") {
+		t.Errorf("Nmi to a system that is Off: %d, want 409 ResourceInStandby: %s", r.status, r.body)
 	}
 	if got := s.must(http.StatusOK, "GET", "/redfish/v1/Systems/"+id, nil, admin).header.Get("ETag"); got != etag0 {
 		t.Errorf("refused resets changed the ETag: %s → %s", etag0, got)
@@ -72,6 +72,8 @@ func TestResetComposedSystem(t *testing.T) {
 	for _, step := range []struct{ reset, want string }{
 		{"On", "On"}, {"On", "On"}, {"GracefulRestart", "On"}, {"ForceRestart", "On"}, {"Nmi", "On"},
 		{"GracefulShutdown", "Off"}, {"ForceOff", "Off"}, {"PowerCycle", "On"}, {"ForceOff", "Off"},
+		// A restart from Off starts the system, as BMCs do.
+		{"GracefulRestart", "On"}, {"ForceOff", "Off"}, {"ForceRestart", "On"}, {"ForceOff", "Off"},
 	} {
 		if r := reset(s, id, step.reset); r.status != http.StatusNoContent {
 			t.Fatalf("reset %s: %d %s", step.reset, r.status, r.body)
@@ -101,8 +103,8 @@ func TestResetComposedSystem(t *testing.T) {
 			}
 		}
 	}
-	if resets != 9 {
-		t.Errorf("%d successful resets audited, want 9", resets)
+	if resets != 13 {
+		t.Errorf("%d successful resets audited, want 13", resets)
 	}
 }
 
