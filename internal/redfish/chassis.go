@@ -130,7 +130,8 @@ func (s *Server) getChassis(w http.ResponseWriter, r *http.Request) error {
 				}
 			}
 			writeJSON(w, http.StatusOK, chassisBody(id, "Drawer", "Drawer "+d.ID+" of "+f.ID, withDrives(id, devices, map[string]any{
-				"Links": map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blockRefsOf(devices)},
+				"PCIeDevices": ref("/redfish/v1/Chassis/" + id + "/PCIeDevices"),
+				"Links":       map[string]any{"ContainedBy": reff("/redfish/v1/Chassis/%s", f.ID), "ResourceBlocks": blockRefsOf(devices)},
 				"Oem": rackpoolOem("Chassis", map[string]any{
 					"Mode": d.Mode, "Slots": d.Slots, "HostPorts": nonNil(d.HostPorts), "MaxHosts": d.Mode.MaxHosts(),
 				}),

@@ -14,8 +14,10 @@ import (
 // PCIeDevice ("1") with its CXLLogicalDevices, and the device's memory as
 // MemoryDomains of MemoryChunks.
 var cxlRoutes = []route{
-	{"GET /redfish/v1/Chassis/{id}/PCIeDevices", login, (*Server).getCXLPCIeDevices},
-	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}", login, (*Server).getCXLPCIeDevice},
+	{"GET /redfish/v1/Chassis/{id}/PCIeDevices", login, (*Server).getPCIeDevices},
+	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}", login, (*Server).getPCIeDevice},
+	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}/PCIeFunctions", login, (*Server).getPCIeFunctions},
+	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}/PCIeFunctions/{fn}", login, (*Server).getPCIeFunction},
 	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices", login, (*Server).getCXLLogicalDevices},
 	{"GET /redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices/{ld}", login, (*Server).getCXLLogicalDevice},
 	{"GET /redfish/v1/Chassis/{id}/MemoryDomains", login, (*Server).getCXLMemoryDomains},

@@ -137,6 +137,27 @@ func TestSystemInventory(t *testing.T) {
 		t.Errorf("memnode1-b01 chassis %v", got)
 	}
 
+	// A drawer lists its cards; a card's function carries its PCI IDs and
+	// links what it is.
+	pcie := "/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices"
+	if got := links(t, s.get(pcie)["Members"]); !slices.Equal(got, []string{"gpu1", "gpu2", "gpu3", "gpu4", "nvme1", "nvme2", "nic1", "fpga1"}) {
+		t.Errorf("drawer1 PCIe devices %v", got)
+	}
+	if dev := s.get(pcie + "/gpu1"); dev["Manufacturer"] != "NVIDIA" || dig(t, dev, "PCIeInterface", "PCIeType") != "Gen4" ||
+		dig(t, dev, "PCIeInterface", "LanesInUse") != float64(16) {
+		t.Errorf("gpu1 PCIe device: %v", dev)
+	}
+	fn := s.get(pcie + "/gpu1/PCIeFunctions/1")
+	if fn["VendorId"] != "0x10de" || fn["DeviceId"] != "0x1db4" || fn["DeviceClass"] != "DisplayController" {
+		t.Errorf("gpu1 function: %v", fn)
+	}
+	if got := uris(t, dig(t, s.get(rb+"gpu1/Processors/gpu1"), "Links", "PCIeFunctions")); !slices.Equal(got, []string{pcie + "/gpu1/PCIeFunctions/1"}) {
+		t.Errorf("gpu1 processor's function %v", got)
+	}
+	if fn := s.get(pcie + "/nvme1/PCIeFunctions/1"); !slices.Equal(uris(t, dig(t, fn, "Links", "Drives")), drives[:1]) {
+		t.Errorf("nvme1 function: %v", fn)
+	}
+
 	// A physical host is its own CPU and memory, with no pooled drives.
 	host := "/redfish/v1/Systems/host2"
 	if got := uris(t, s.get(host + "/Processors")["Members"]); !slices.Equal(got, []string{rb + "host2/Processors/CPU"}) {
@@ -156,7 +177,8 @@ func TestInventoryTenancy(t *testing.T) {
 	id := r.json(t)["Id"].(string)
 	base := "/redfish/v1/Systems/" + id
 	for _, p := range []string{base + "/Processors", base + "/Memory", base + "/Storage/Pooled", rb + "gpu1/Processors/gpu1",
-		rb + "host1/Processors/CPU", "/redfish/v1/Chassis/sas1/Drives/hdd1"} {
+		rb + "host1/Processors/CPU", "/redfish/v1/Chassis/sas1/Drives/hdd1", "/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu1",
+		"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu1/PCIeFunctions/1"} {
 		s.must(http.StatusOK, "GET", p, nil, blue)
 		s.must(http.StatusNotFound, "GET", p, nil, red)
 	}

@@ -124,6 +124,8 @@ var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "ConnectionCollection"},
 	{Namespace: "PCIeDeviceCollection"},
 	{Namespace: "PCIeDevice", Version: "v1_21_0"},
+	{Namespace: "PCIeFunctionCollection"},
+	{Namespace: "PCIeFunction", Version: "v1_7_0"},
 	{Namespace: "CXLLogicalDeviceCollection"},
 	{Namespace: "CXLLogicalDevice", Version: "v1_3_0"},
 	{Namespace: "MemoryDomainCollection"},

@@ -118,9 +118,13 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Oem/Rackpool/Drives/{id}":       {valid: []string{"/redfish/v1/Oem/Rackpool/Drives/hdd1", "/redfish/v1/Oem/Rackpool/Drives/ssd8"}, unknown: []string{"/redfish/v1/Oem/Rackpool/Drives/gpu1", "/redfish/v1/Oem/Rackpool/Drives/hdd99"}},
 		// CXL devices are not in the default rack: TestCXLRedfish serves
 		// examples/cxl-rack.yaml and walks every one of these routes.
-		"/redfish/v1/Chassis/{id}/PCIeDevices":                              {elsewhere: "TestCXLRedfish"},
-		"/redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps":                  {elsewhere: "TestHostAgentSteps"},
-		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}":                        {elsewhere: "TestCXLRedfish"},
+		"/redfish/v1/Chassis/{id}/PCIeDevices": {
+			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices", "/redfish/v1/Chassis/falcon1-drawer2/PCIeDevices"},
+			unknown: []string{"/redfish/v1/Chassis/rack1/PCIeDevices", "/redfish/v1/Chassis/sas1/PCIeDevices"}},
+		"/redfish/v1/Oem/Rackpool/HostAgents/{host}/Steps": {elsewhere: "TestHostAgentSteps"},
+		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}": {
+			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu1", "/redfish/v1/Chassis/falcon1-drawer2/PCIeDevices/nvme3"},
+			unknown: []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu5", "/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/1"}},
 		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices":      {elsewhere: "TestCXLRedfish"},
 		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/CXLLogicalDevices/{ld}": {elsewhere: "TestCXLRedfish"},
 		"/redfish/v1/Chassis/{id}/MemoryDomains":                            {elsewhere: "TestCXLRedfish"},
@@ -177,6 +181,12 @@ func TestEveryGETRoute(t *testing.T) {
 			valid: []string{"/redfish/v1/Chassis/rack1", "/redfish/v1/Chassis/falcon1", "/redfish/v1/Chassis/falcon1-drawer2",
 				"/redfish/v1/Chassis/sas1", "/redfish/v1/Chassis/memnode1"},
 			unknown: []string{"/redfish/v1/Chassis/rack9", "/redfish/v1/Chassis/ocs1", "/redfish/v1/Chassis/falcon1-drawer9"}},
+		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/PCIeFunctions": {
+			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu1/PCIeFunctions"},
+			unknown: []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/gpu5/PCIeFunctions", "/redfish/v1/Chassis/rack1/PCIeDevices/gpu1/PCIeFunctions"}},
+		"/redfish/v1/Chassis/{id}/PCIeDevices/{dev}/PCIeFunctions/{fn}": {
+			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/nic1/PCIeFunctions/1"},
+			unknown: []string{"/redfish/v1/Chassis/falcon1-drawer1/PCIeDevices/nic1/PCIeFunctions/2", "/redfish/v1/Chassis/falcon1-drawer2/PCIeDevices/nic1/PCIeFunctions/1"}},
 		"/redfish/v1/Chassis/{id}/Drives": {
 			valid:   []string{"/redfish/v1/Chassis/falcon1-drawer1/Drives", "/redfish/v1/Chassis/sas1/Drives", "/redfish/v1/Chassis/vlan1/Drives"},
 			unknown: []string{"/redfish/v1/Chassis/rack1/Drives", "/redfish/v1/Chassis/memnode1/Drives", "/redfish/v1/Chassis/nope/Drives"}},

@@ -231,6 +231,9 @@ func (s *Service) getProcessor(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	body := s.memberBody(r, b, processorPath(b), "#Processor.v1_22_0.Processor", strings.ToUpper(string(b.Kind))+" "+b.ID)
+	if fn := service.PCIeFunctionPath(b.Device); fn != "" {
+		body["Links"].(map[string]any)["PCIeFunctions"] = []rf.ODataID{rf.Ref(fn)}
+	}
 	body["ProcessorType"] = strings.ToUpper(string(b.Kind))
 	body["Model"] = b.Model
 	service.WriteJSON(w, http.StatusOK, body)

@@ -200,6 +200,15 @@ func DrivePath(b *inventory.Block) string {
 	return "/redfish/v1/Chassis/" + ChassisOf(b.Device) + "/Drives/" + b.ID
 }
 
+// PCIeFunctionPath is the URI of device d's PCIe function, in its drawer
+// chassis' PCIeDevices; "" for a device in no drawer.
+func PCIeFunctionPath(d *inventory.Device) string {
+	if d.Drawer == nil {
+		return ""
+	}
+	return "/redfish/v1/Chassis/" + ChassisOf(d) + "/PCIeDevices/" + d.ID + "/PCIeFunctions/1"
+}
+
 // ETag is the weak ETag of a record at version v (a composed system, an
 // account).
 func ETag(v int64) string { return fmt.Sprintf(`W/"%d"`, v) }
