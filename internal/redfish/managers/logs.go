@@ -154,7 +154,10 @@ func (s *Service) getAuditEntries(w http.ResponseWriter, r *http.Request) error 
 	if len(entries) == aq.EffectiveLimit() {
 		next := r.URL.Query()
 		next.Set("after", strconv.FormatInt(entries[len(entries)-1].ID, 10))
-		body["Oem"] = service.RackpoolOem("LogEntryCollection", map[string]any{"NextPage": auditPath + "/Entries?" + next.Encode()})
+		link := auditPath + "/Entries?" + next.Encode()
+		body["Members@odata.nextLink"] = link
+		// NextPage is the link's earlier name, kept for clients that read it.
+		body["Oem"] = service.RackpoolOem("LogEntryCollection", map[string]any{"NextPage": link})
 	}
 	service.WriteJSON(w, http.StatusOK, body)
 	return nil

@@ -106,6 +106,18 @@ func TestAuditEntries(t *testing.T) {
 	if len(log.queries) != 2 || log.queries[0].Tenant != "a" || log.queries[1].Tenant != "b" || log.queries[1].Limit != 5 {
 		t.Fatalf("queries = %+v", log.queries)
 	}
+	// A full page links the next one, after its last entry; a short page
+	// is the last.
+	body, err := call(t, s, pattern, "/x?limit=1&user=alice", tenancy.Principal{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := body["Members@odata.nextLink"]; got != auditPath+"/Entries?after=7&limit=1&user=alice" {
+		t.Errorf("nextLink %v", got)
+	}
+	if body, _ := call(t, s, pattern, "/x?limit=2", tenancy.Principal{}, nil); body["Members@odata.nextLink"] != nil {
+		t.Errorf("a short page links %v", body["Members@odata.nextLink"])
+	}
 	for _, q := range []string{"limit=0", "after=-1", "since=yesterday"} {
 		if _, err := call(t, s, pattern, "/x?"+q, tenancy.Principal{}, nil); problemID(err) != rf.Registry+"QueryParameterValueFormatError" {
 			t.Errorf("?%s: err %v", q, err)

@@ -93,8 +93,8 @@ func printAudit(ctx context.Context, c *api.Client, user, outcome, since, format
 	}
 	for {
 		var page struct {
-			Members []auditEntry
-			Oem     struct{ Rackpool struct{ NextPage string } }
+			Members  []auditEntry
+			NextLink string `json:"Members@odata.nextLink"`
 		}
 		if _, err := c.Do(ctx, "GET", "/redfish/v1/Managers/rackpool/LogServices/Audit/Entries?"+q.Encode(), nil, &page); err != nil {
 			return err
@@ -112,7 +112,7 @@ func printAudit(ctx context.Context, c *api.Client, user, outcome, since, format
 				fmt.Println(string(b))
 			}
 		}
-		if page.Oem.Rackpool.NextPage == "" || len(page.Members) == 0 {
+		if page.NextLink == "" || len(page.Members) == 0 {
 			break
 		}
 		q.Set("after", page.Members[len(page.Members)-1].ID)
