@@ -233,8 +233,11 @@ type Manager struct {
 	// hostPow is the free hosts' power objects as last read or written
 	// (power.go).
 	powering map[string]bool
-	hostPow  map[string]hostPow
-	power    func(*inventory.Host) PowerDriver
+	// stoppable are the resets under way that a ForceOff may stop, by
+	// host (power.go, Reset).
+	stoppable map[string]*powerRun
+	hostPow   map[string]hostPow
+	power     func(*inventory.Host) PowerDriver
 	// replica is this active replica's membership (Options.Replica).
 	replica string
 	limits  map[string]int // shareable blocks' limits, for the store
@@ -293,7 +296,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		top: o.Topology, sched: schedule.New(o.Topology), store: st, drivers: o.Drivers,
 		clk: o.Clock, log: o.Logger, st: schedule.NewState(o.Topology),
 		comps: map[string]*inventory.Composition{}, owners: map[string][]string{}, limits: map[string]int{},
-		running: map[string]bool{}, powering: map[string]bool{}, hostPow: map[string]hostPow{}, power: o.Power, replica: o.Replica, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
+		running: map[string]bool{}, powering: map[string]bool{}, stoppable: map[string]*powerRun{}, hostPow: map[string]hostPow{}, power: o.Power, replica: o.Replica, onChange: o.OnChange, onFabricOp: o.OnFabricOp, onSchedule: o.OnSchedule,
 	}
 	if o.Spread && len(o.Topology.Hosts) > 0 {
 		var r [4]byte

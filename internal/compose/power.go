@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/clock"
@@ -198,18 +199,37 @@ func (ModelPower) Caps(context.Context, *inventory.Host) (PowerCaps, error) {
 }
 
 // Reset implements PowerDriver.
-func (mp ModelPower) Reset(_ context.Context, h *inventory.Host, cur inventory.Power, t string) (inventory.Power, error) {
+func (mp ModelPower) Reset(ctx context.Context, h *inventory.Host, cur inventory.Power, t string) (inventory.Power, error) {
 	tr, err := plan(h, cur, t)
 	if err != nil {
 		return cur, err
 	}
-	mp.Clock.Sleep(tr.took)
+	if err := sleep(ctx, mp.Clock, tr.took); err != nil {
+		return cur, err // stopped (a ForceOff): the host is as it was
+	}
 	next := cur
 	next.State, next.Reset, next.Since = tr.final, "", time.Time{}
 	if tr.boots {
 		next = booted(next)
 	}
 	return next, nil
+}
+
+// sleep waits d on c, or until ctx ends (its error). Only the wall clock
+// waits: a Manual clock advances at once, an Instant one does not wait.
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
+	if _, real := c.(clock.Real); real && d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	c.Sleep(d)
+	return ctx.Err()
 }
 
 // State implements PowerDriver: a reset left in transition is done.
@@ -239,6 +259,8 @@ type powerTarget struct {
 	// power and version of a free host's object (0: absent).
 	power   inventory.Power
 	version int64
+	// run, when set, lets a ForceOff stop the reset runPower runs.
+	run *powerRun
 }
 
 // versionOf is the composition's version, or the free host's object's.
@@ -440,6 +462,23 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 		return PowerState{}, &ResetTypeError{Type: t, Allowed: caps.ResetTypes}
 	}
 	cur := pt.current()
+	if t == ResetOn && cur.State == inventory.PowerPoweringOn {
+		// A reset that ends On is under way: On is what it does.
+		return PowerState{Power: cur, Caps: caps, Version: pt.versionOf()}, nil
+	}
+	if t == ResetForceOff && cur.State != inventory.PowerOn && !cur.IsOff() {
+		// ForceOff wins over a reset under way (a hung GracefulShutdown
+		// can be forced), as a BMC's does.
+		if version := pt.versionOf(); want != 0 && want != version {
+			return PowerState{}, fmt.Errorf("%w: %s is at version %d", ErrVersion, id, version)
+		}
+		if m.stop(pt.host.ID) {
+			if pt, d, caps, err = m.prepare(ctx, id); err != nil {
+				return PowerState{}, err
+			}
+			cur, want = pt.current(), 0
+		}
+	}
 	tr, err := plan(pt.host, cur, t)
 	if err != nil {
 		return PowerState{}, err
@@ -451,10 +490,40 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 	if tr.via == "" && t != ResetNmi {
 		return PowerState{Power: cur, Caps: caps, Version: version}, nil // nothing to do
 	}
+	run := &powerRun{done: make(chan struct{})}
+	if t != ResetForceOff {
+		pt.run = run // a ForceOff may stop it
+	}
 	next, v, err := m.runPower(ctx, pt, fmt.Sprintf("reset %s %s", id, t), func(ctx context.Context, cur inventory.Power) (inventory.Power, error) {
 		return d.Reset(ctx, pt.host, cur, t)
 	}, tr.via, t)
+	if err != nil && run.stopped.Load() {
+		err = fmt.Errorf("%w: %s of %s was overridden by a ForceOff", ErrBusy, t, id)
+	}
 	return PowerState{Power: next, Caps: caps, Version: v}, err
+}
+
+// powerRun is a reset under way that a ForceOff may stop: cancel ends its
+// driver's wait, done is closed when its outcome is recorded.
+type powerRun struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopped atomic.Bool
+}
+
+// stop stops the reset under way on host, if one may be stopped, and waits
+// until its outcome is recorded; it reports whether it stopped one.
+func (m *Manager) stop(host string) bool {
+	m.mu.Lock()
+	run := m.stoppable[host]
+	m.mu.Unlock()
+	if run == nil {
+		return false
+	}
+	run.stopped.Store(true)
+	run.cancel()
+	<-run.done
+	return true
 }
 
 // SetBoot sets system id's boot override; want, when not 0, is the version
@@ -534,10 +603,20 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 		return inventory.Power{}, 0, fmt.Errorf("%w: %s was composed into %s meanwhile; retry", ErrVersion, key, holder.ID)
 	}
 	m.powering[key] = true
+	opCtx := ctx
+	if run := pt.run; run != nil {
+		var cancel context.CancelFunc
+		opCtx, cancel = context.WithCancel(ctx)
+		run.cancel = cancel
+		m.stoppable[key] = run
+		defer close(run.done)
+		defer cancel()
+	}
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		delete(m.powering, key)
+		delete(m.stoppable, key)
 		m.mu.Unlock()
 	}()
 
@@ -598,7 +677,7 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 			return cur, 0, fmt.Errorf("record %s: %w", via, err)
 		}
 	}
-	next, err := op(ctx, cur)
+	next, err := op(opCtx, cur)
 	if err != nil {
 		// The host refused or could not be reached: its state is what it
 		// was (a BMC that answered nothing may have acted; reading it

@@ -3,6 +3,7 @@ package compose_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,8 +169,12 @@ func TestPowerBusy(t *testing.T) {
 	if ps, _ := m.Power(ctx, c.ID); ps.State != inventory.PowerPoweringOn {
 		t.Errorf("during the reset: %q, want PoweringOn", ps.State)
 	}
-	if _, err := m.Reset(ctx, c.ID, compose.ResetForceOff, 0); !errors.Is(err, compose.ErrBusy) {
+	if _, err := m.Reset(ctx, c.ID, compose.ResetGracefulShutdown, 0); !errors.Is(err, compose.ErrBusy) {
 		t.Errorf("a second reset: %v", err)
+	}
+	// On while the system powers on is what is under way: done.
+	if ps, err := m.Reset(ctx, c.ID, compose.ResetOn, 0); err != nil || ps.State != inventory.PowerPoweringOn {
+		t.Errorf("On during PoweringOn: %q, %v", ps.State, err)
 	}
 	if _, err := m.Update(ctx, c.ID, compose.UpdateRequest{Blocks: []string{"ssd2"}}); !errors.Is(err, compose.ErrBusy) {
 		t.Errorf("an update: %v", err)
@@ -190,6 +195,109 @@ func TestPowerBusy(t *testing.T) {
 	}
 }
 
+// TestForceOffWins: a ForceOff stops a reset under way (a hung
+// GracefulShutdown can be forced): the reset answers that it was
+// overridden, and the system ends Off, with both outcomes recorded.
+func TestForceOffWins(t *testing.T) {
+	top := loadRack(t)
+	e := newEnv(t, top)
+	entered := make(chan struct{}, 1)
+	m, err := compose.New(ctx, compose.Options{Topology: top, Store: e.store, Drivers: e.drivers, Clock: e.clk,
+		Power: func(*inventory.Host) compose.PowerDriver {
+			return gatedPower{gate: make(chan struct{}), entered: entered}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Compose(ctx, specific("host2", "ssd1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Reset(ctx, c.ID, compose.ResetOn, 0) // never finishes by itself: its gate stays shut
+		done <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reset did not reach the host")
+	}
+	before, _ := m.Get(c.ID)
+	ps, err := m.Reset(ctx, c.ID, compose.ResetForceOff, before.Version)
+	if err != nil || !ps.IsOff() {
+		t.Fatalf("ForceOff during the reset: %q, %v", ps.State, err)
+	}
+	if err := <-done; !errors.Is(err, compose.ErrBusy) || !strings.Contains(err.Error(), "overridden by a ForceOff") {
+		t.Errorf("the stopped reset answered %v", err)
+	}
+	// The stopped On left the system as it was, Off, and recorded so; the
+	// ForceOff then had nothing to do.
+	after, _ := m.Get(c.ID)
+	if !after.Power.IsOff() || after.Version != before.Version+1 {
+		t.Errorf("after: %+v at version %d, want Off at %d (the stopped reset's outcome)", after.Power, after.Version, before.Version+1)
+	}
+	// Nothing is under way now: a ForceOff of an Off system does nothing.
+	if ps, err := m.Reset(ctx, c.ID, compose.ResetForceOff, 0); err != nil || ps.Version != after.Version {
+		t.Errorf("ForceOff of an Off system: version %d, %v", ps.Version, err)
+	}
+}
+
+// TestForceOffForcesAHungShutdown: the model on the wall clock, with a
+// shutdown that takes an hour: a ForceOff stops it at once and the system
+// is Off.
+func TestForceOffForcesAHungShutdown(t *testing.T) {
+	top := loadRack(t)
+	h := top.Host("host2")
+	h.PowerOn, h.Shutdown = 0, time.Hour
+	e := newEnv(t, top)
+	shutting := make(chan struct{}, 1)
+	m, err := compose.New(ctx, compose.Options{Topology: top, Store: e.store, Drivers: e.drivers, Clock: e.clk,
+		Power: func(*inventory.Host) compose.PowerDriver { return compose.ModelPower{Clock: clock.Real{}} },
+		OnChange: func(ch compose.Change) {
+			if ch.New != nil && ch.New.Power.State == inventory.PowerPoweringOff {
+				select {
+				case shutting <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Compose(ctx, specific("host2", "ssd1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := m.Reset(ctx, c.ID, compose.ResetOn, 0); err != nil || ps.State != inventory.PowerOn {
+		t.Fatalf("On: %q, %v", ps.State, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Reset(ctx, c.ID, compose.ResetGracefulShutdown, 0)
+		done <- err
+	}()
+	select {
+	case <-shutting:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shutdown did not start")
+	}
+	if ps, err := m.Reset(ctx, c.ID, compose.ResetForceOff, 0); err != nil || !ps.IsOff() {
+		t.Fatalf("ForceOff during the shutdown: %q, %v", ps.State, err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, compose.ErrBusy) {
+			t.Errorf("the forced shutdown answered %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shutdown still runs")
+	}
+	if ps, _ := m.Power(ctx, c.ID); !ps.IsOff() {
+		t.Errorf("after: %q", ps.State)
+	}
+}
+
 // gatedPower is the model, whose resets wait for gate.
 type gatedPower struct {
 	gate    chan struct{}
@@ -205,7 +313,11 @@ func (g gatedPower) Reset(ctx context.Context, h *inventory.Host, cur inventory.
 	case g.entered <- struct{}{}:
 	default:
 	}
-	<-g.gate
+	select {
+	case <-g.gate:
+	case <-ctx.Done(): // stopped by a ForceOff, as a driver's wait is
+		return cur, ctx.Err()
+	}
 	return compose.ModelPower{Clock: nil}.State(ctx, h, inventory.Power{State: map[bool]string{true: inventory.PowerPoweringOn, false: inventory.PowerPoweringOff}[t != compose.ResetForceOff && t != compose.ResetGracefulShutdown], Boot: cur.Boot})
 }
 
