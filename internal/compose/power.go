@@ -38,6 +38,7 @@ const HostPowerKind = "host-power"
 // Reset types (Redfish ResetType) the model implements.
 const (
 	ResetOn               = "On"
+	ResetForceOn          = "ForceOn"
 	ResetForceOff         = "ForceOff"
 	ResetGracefulShutdown = "GracefulShutdown"
 	ResetGracefulRestart  = "GracefulRestart"
@@ -47,7 +48,7 @@ const (
 )
 
 // ModelResetTypes are the reset types of an emulated host.
-var ModelResetTypes = []string{ResetOn, ResetForceOff, ResetGracefulShutdown, ResetGracefulRestart, ResetForceRestart, ResetPowerCycle, ResetNmi}
+var ModelResetTypes = []string{ResetOn, ResetForceOn, ResetForceOff, ResetGracefulShutdown, ResetGracefulRestart, ResetForceRestart, ResetPowerCycle, ResetNmi}
 
 // Boot override values (Redfish Boot).
 var (
@@ -146,7 +147,7 @@ func plan(h *inventory.Host, cur inventory.Power, t string) (transition, error) 
 		return transition{}, fmt.Errorf("%w: %s needs the system On and it is Off; use On", ErrPowerState, t)
 	}
 	switch t {
-	case ResetOn:
+	case ResetOn, ResetForceOn: // the model has no power-on delay to skip
 		if on {
 			return transition{final: state}, nil
 		}
@@ -462,7 +463,7 @@ func (m *Manager) Reset(ctx context.Context, id, t string, want int64) (PowerSta
 		return PowerState{}, &ResetTypeError{Type: t, Allowed: caps.ResetTypes}
 	}
 	cur := pt.current()
-	if t == ResetOn && cur.State == inventory.PowerPoweringOn {
+	if (t == ResetOn || t == ResetForceOn) && cur.State == inventory.PowerPoweringOn {
 		// A reset that ends On is under way: On is what it does.
 		return PowerState{Power: cur, Caps: caps, Version: pt.versionOf()}, nil
 	}

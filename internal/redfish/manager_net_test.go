@@ -146,6 +146,11 @@ func TestManagerNetwork(t *testing.T) {
 	if _, ok := eth["NameServers"].([]any); !ok {
 		t.Errorf("NameServers %v", eth["NameServers"])
 	}
+	for _, k := range []string{"IPv6StaticAddresses", "IPv6DefaultGateway", "StaticNameServers", "VLAN"} {
+		if _, ok := eth[k]; !ok {
+			t.Errorf("no %s", k)
+		}
+	}
 	for _, a := range list(t, eth["IPv6Addresses"]) {
 		a := a.(map[string]any)
 		if net.ParseIP(a["Address"].(string)) == nil || a["PrefixLength"] == nil || a["AddressState"] != "Preferred" ||

@@ -39,7 +39,7 @@ func TestResetComposedSystem(t *testing.T) {
 	for _, v := range list(t, act["ResetType@Redfish.AllowableValues"]) {
 		types = append(types, v.(string))
 	}
-	for _, want := range []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi"} {
+	for _, want := range []string{"On", "ForceOn", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "Nmi"} {
 		if !slices.Contains(types, want) {
 			t.Errorf("ResetType@Redfish.AllowableValues %v lacks %s", types, want)
 		}
@@ -74,6 +74,7 @@ func TestResetComposedSystem(t *testing.T) {
 		{"GracefulShutdown", "Off"}, {"ForceOff", "Off"}, {"PowerCycle", "On"}, {"ForceOff", "Off"},
 		// A restart from Off starts the system, as BMCs do.
 		{"GracefulRestart", "On"}, {"ForceOff", "Off"}, {"ForceRestart", "On"}, {"ForceOff", "Off"},
+		{"ForceOn", "On"}, {"ForceOn", "On"}, {"ForceOff", "Off"},
 	} {
 		if r := reset(s, id, step.reset); r.status != http.StatusNoContent {
 			t.Fatalf("reset %s: %d %s", step.reset, r.status, r.body)
@@ -103,8 +104,8 @@ func TestResetComposedSystem(t *testing.T) {
 			}
 		}
 	}
-	if resets != 13 {
-		t.Errorf("%d successful resets audited, want 13", resets)
+	if resets != 16 {
+		t.Errorf("%d successful resets audited, want 16", resets)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -16,12 +17,14 @@ import (
 // interfaces are; a file that cannot be read means none.
 var (
 	routeFile  = "/proc/net/route"
+	route6File = "/proc/net/ipv6_route"
 	resolvFile = "/etc/resolv.conf"
 )
 
 // hostNet is the host's gateways and name servers.
 type hostNet struct {
 	gateways    map[string]net.IP // interface name → default IPv4 gateway
+	gateways6   map[string]net.IP // interface name → default IPv6 gateway
 	nameServers []string
 }
 
@@ -29,6 +32,10 @@ func readHostNet() hostNet {
 	var h hostNet
 	if f, err := os.Open(routeFile); err == nil {
 		h.gateways = parseRoutes(f)
+		f.Close()
+	}
+	if f, err := os.Open(route6File); err == nil {
+		h.gateways6 = parseRoutes6(f)
 		f.Close()
 	}
 	if f, err := os.Open(resolvFile); err == nil {
@@ -72,6 +79,34 @@ func parseRoutes(r io.Reader) map[string]net.IP {
 		ip := make(net.IP, 4)
 		binary.BigEndian.PutUint32(ip, binary.LittleEndian.Uint32(gw))
 		out[f[0]], metrics[f[0]] = ip, metric
+	}
+	return out
+}
+
+// parseRoutes6 reads the kernel's IPv6 routing table (/proc/net/ipv6_route:
+// destination, its prefix length, source, its prefix length, next hop,
+// metric, reference count, use, flags, interface; addresses in network
+// order) and returns each interface's default gateway: the route to ::/0
+// with the gateway flag, the lowest metric winning.
+func parseRoutes6(r io.Reader) map[string]net.IP {
+	out := map[string]net.IP{}
+	metrics := map[string]uint64{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[0] != strings.Repeat("0", 32) || f[1] != "00" {
+			continue
+		}
+		hop, err := hex.DecodeString(f[4])
+		flags, err2 := hex.DecodeString(padHex(f[8]))
+		metric, err3 := strconv.ParseUint(f[5], 16, 32)
+		if err != nil || err2 != nil || err3 != nil || len(hop) != net.IPv6len || flags[len(flags)-1]&0x2 == 0 {
+			continue
+		}
+		if old, ok := metrics[f[9]]; ok && old <= metric {
+			continue
+		}
+		out[f[9]], metrics[f[9]] = net.IP(hop), metric
 	}
 	return out
 }

@@ -178,7 +178,11 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 	case up:
 		state, health = "Enabled", "Warning" // administratively up, no carrier
 	}
-	ipv4, ipv6, static := []map[string]any{}, []map[string]any{}, []map[string]any{}
+	ipv4, ipv6, static, static6 := []map[string]any{}, []map[string]any{}, []map[string]any{}, []map[string]any{}
+	var gateway6 any // null: no default IPv6 route through n
+	if gw := h.gateways6[n.Name]; gw != nil {
+		gateway6 = gw.String()
+	}
 	for _, a := range n.addrs {
 		if ip4 := a.IP.To4(); ip4 != nil {
 			mask := a.Mask
@@ -202,6 +206,9 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 			origin = "LinkLocal"
 		}
 		ipv6 = append(ipv6, map[string]any{"Address": a.IP.String(), "PrefixLength": prefix, "AddressOrigin": origin, "AddressState": "Preferred"})
+		if origin == "Static" {
+			static6 = append(static6, map[string]any{"Address": a.IP.String(), "PrefixLength": prefix})
+		}
 	}
 	body := map[string]any{
 		"@odata.id":           ethernetInterfacePath(n.Name),
@@ -215,6 +222,10 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 		"IPv4Addresses":       ipv4,
 		"IPv6Addresses":       ipv6,
 		"IPv4StaticAddresses": static,
+		"IPv6StaticAddresses": static6,
+		"IPv6DefaultGateway":  gateway6,
+		"StaticNameServers":   []string{}, // the service configures none: NameServers are the host's
+		"VLAN":                map[string]any{"VLANEnable": false},
 		"NameServers":         service.NonNil(h.nameServers),
 		"Status":              map[string]string{"State": state, "Health": health},
 	}
