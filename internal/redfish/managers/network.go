@@ -225,7 +225,6 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 		"IPv6StaticAddresses": static6,
 		"IPv6DefaultGateway":  gateway6,
 		"StaticNameServers":   []string{}, // the service configures none: NameServers are the host's
-		"VLAN":                map[string]any{"VLANEnable": false},
 		"NameServers":         service.NonNil(h.nameServers),
 		"Status":              map[string]string{"State": state, "Health": health},
 	}
