@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -25,6 +26,25 @@ func (Real) Now() time.Time { return time.Now() }
 
 // Sleep calls time.Sleep.
 func (Real) Sleep(d time.Duration) { time.Sleep(d) }
+
+// SleepContext is c.Sleep(d) that ends early, with ctx's error, when ctx
+// ends. Only the wall clock waits, so only its sleep is cut short; a Manual
+// clock advances at once and an Instant one does not wait, and both then
+// report ctx's error, if any.
+func SleepContext(ctx context.Context, c Clock, d time.Duration) error {
+	if _, real := c.(Real); real && d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return nil
+		}
+	}
+	c.Sleep(d)
+	return ctx.Err()
+}
 
 // Manual is a clock that only moves when told to. Sleep advances it instead of
 // blocking, so code that models hardware delays runs instantly while still

@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -60,5 +61,32 @@ func TestRealTicker(t *testing.T) {
 	case <-tk.C():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the real ticker never ticked")
+	}
+}
+
+// TestSleepContext: the wall clock's sleep ends when its context does; the
+// others return at once, with the context's error.
+func TestSleepContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- clock.SleepContext(ctx, clock.Real{}, time.Hour) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Errorf("cancelled wall-clock sleep: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wall-clock sleep did not end with its context")
+	}
+	if err := clock.SleepContext(context.Background(), clock.Real{}, time.Millisecond); err != nil {
+		t.Errorf("a short sleep: %v", err)
+	}
+	m := clock.NewManual(time.Unix(0, 0))
+	if err := clock.SleepContext(context.Background(), m, time.Hour); err != nil || m.Now() != time.Unix(0, 0).Add(time.Hour) {
+		t.Errorf("manual: %v at %v", err, m.Now())
+	}
+	if err := clock.SleepContext(ctx, clock.Instant{}, time.Hour); err != context.Canceled {
+		t.Errorf("instant with an ended context: %v", err)
 	}
 }

@@ -205,7 +205,7 @@ func (mp ModelPower) Reset(ctx context.Context, h *inventory.Host, cur inventory
 	if err != nil {
 		return cur, err
 	}
-	if err := sleep(ctx, mp.Clock, tr.took); err != nil {
+	if err := clock.SleepContext(ctx, mp.Clock, tr.took); err != nil {
 		return cur, err // stopped (a ForceOff): the host is as it was
 	}
 	next := cur
@@ -214,23 +214,6 @@ func (mp ModelPower) Reset(ctx context.Context, h *inventory.Host, cur inventory
 		next = booted(next)
 	}
 	return next, nil
-}
-
-// sleep waits d on c, or until ctx ends (its error). Only the wall clock
-// waits: a Manual clock advances at once, an Instant one does not wait.
-func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
-	if _, real := c.(clock.Real); real && d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
-	}
-	c.Sleep(d)
-	return ctx.Err()
 }
 
 // State implements PowerDriver: a reset left in transition is done.
