@@ -408,7 +408,7 @@ func (m *Manager) decide(ctx context.Context, d Decision) {
 	m.event(Event{Severity: "OK", Node: d.Node, Message: msg})
 	if _, err := m.o.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{Time: d.Time.UTC(), User: "rackpool",
 		Action: "ElasticDisaggregation", Outcome: store.AuditSuccess, Status: 200, Target: "/redfish/v1/Oem/Rackpool/BlockNodes/" + d.Node,
-		Detail: msg}); err != nil {
+		Detail: msg, MessageID: store.AuditMessage(store.AuditSuccess, 200)}); err != nil {
 		m.o.Logger.Error("elastic: audit", "err", err)
 	}
 }

@@ -579,7 +579,7 @@ func (l *Loop) record(ctx context.Context, sub Subscription, ld *LiveDecision, m
 	}
 	if _, err := l.o.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{Time: ld.Time, User: "rackpool",
 		Tenant: sub.Tenant, Action: "Provisioning", Outcome: outcome, Status: status,
-		Target: "/redfish/v1/Systems/" + ld.System, Detail: msg}); err != nil {
+		Target: "/redfish/v1/Systems/" + ld.System, Detail: msg, MessageID: store.AuditMessage(outcome, status)}); err != nil {
 		l.o.Logger.Error("provisioning: audit", "err", err)
 	}
 	l.o.Logger.Info(msg)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 )
@@ -81,7 +83,8 @@ func (s *Server) auditInCommit(r *http.Request, status int) context.Context {
 	}
 	p := principal(r)
 	info.pending = store.NewPendingAudit(store.AuditEntry{User: p.User, Tenant: p.Tenant, Remote: r.RemoteAddr,
-		Method: r.Method, Target: r.URL.Path, Action: info.action, Outcome: store.AuditSuccess, Status: status})
+		Method: r.Method, Target: r.URL.Path, Action: info.action, Outcome: store.AuditSuccess, Status: status,
+		MessageID: successMessage(r, status)})
 	info.pendingStatus = status
 	return store.WithPendingAudit(r.Context(), info.pending)
 }
@@ -101,8 +104,26 @@ func (s *Server) audit(ctx context.Context, e store.AuditEntry) {
 	}
 }
 
-// auditRequest records a finished request.
-func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action string, status int, info *auditInfo, errID string) {
+// successMessage is the Base registry message a successful request's
+// audit entry carries: what the service did, in the words DMTF gave it.
+func successMessage(r *http.Request, status int) string {
+	switch {
+	case status == http.StatusCreated:
+		return baseRegistry + "Created"
+	case strings.HasPrefix(r.URL.Path, "/redfish/v1/AccountService/Accounts/") && r.Method == http.MethodDelete:
+		return baseRegistry + "AccountRemoved"
+	case strings.HasPrefix(r.URL.Path, "/redfish/v1/AccountService/Accounts/") && r.Method == http.MethodPatch:
+		return baseRegistry + "AccountModified"
+	case strings.HasPrefix(r.URL.Path, rf.SessionsPath+"/") && r.Method == http.MethodDelete:
+		return baseRegistry + "SessionTerminated"
+	}
+	return baseRegistry + "Success"
+}
+
+// auditRequest records a finished request; fault is the error it was
+// answered with (nil on success), whose MessageId the entry carries. Only
+// the MessageId: an error's message can quote what the client sent.
+func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action string, status int, info *auditInfo, fault *apiError) {
 	if info.pending.Recorded() && status == info.pendingStatus {
 		return // committed with the workflow's outcome
 	}
@@ -121,17 +142,20 @@ func (s *Server) auditRequest(r *http.Request, p tenancy.Principal, action strin
 		user = info.user
 	}
 	detail := info.detail
-	if errID != "" {
-		if detail != "" {
-			detail += "; "
-		}
-		detail += errID
-	}
 	if status == http.StatusAccepted && detail == "" {
 		detail = "accepted as a task"
 	}
+	var msg string
+	switch {
+	case fault != nil:
+		msg = fault.id
+	case status < 400:
+		msg = successMessage(r, status)
+	default: // refused before a handler ran, without an *apiError
+		msg = baseRegistry + "GeneralError"
+	}
 	s.audit(r.Context(), store.AuditEntry{User: user, Tenant: p.Tenant, Remote: r.RemoteAddr, Method: r.Method,
-		Target: r.URL.Path, Action: action, Outcome: outcome, Status: status, Detail: detail})
+		Target: r.URL.Path, Action: action, Outcome: outcome, Status: status, Detail: detail, MessageID: msg})
 	if outcome == store.AuditDenied {
 		s.metrics.refusals.With(strconv.Itoa(status)).Inc()
 	}

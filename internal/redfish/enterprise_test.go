@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"rackpool/internal/redfish/composition"
+	"rackpool/internal/rf"
+	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 )
 
@@ -314,18 +316,34 @@ func TestMetricsAndAuditLog(t *testing.T) {
 		}
 	}
 	s.must(http.StatusUnauthorized, "GET", "/metrics", nil, cred{})
+	s.must(http.StatusMethodNotAllowed, "DELETE", "/redfish/v1/Systems/host2", nil, admin)
 	entries := s.get("/redfish/v1/Managers/rackpool/LogServices/Audit/Entries")
 	var actions []string
 	for _, m := range list(t, entries["Members"]) {
 		o := dig(t, m, "Oem", "Rackpool").(map[string]any)
-		actions = append(actions, o["Method"].(string)+" "+o["Target"].(string)+" "+o["Outcome"].(string))
+		// Each entry names its outcome by a registry MessageId, and its
+		// Message says who did what once.
+		actions = append(actions, o["Method"].(string)+" "+o["Target"].(string)+" "+o["Outcome"].(string)+" "+m.(map[string]any)["MessageId"].(string))
+		if msg := m.(map[string]any)["Message"].(string); strings.Count(msg, o["Target"].(string)) != 1 {
+			t.Errorf("audit message %q does not name %s once", msg, o["Target"])
+		}
 	}
-	for _, want := range []string{"POST /redfish/v1/Systems success", "DELETE /redfish/v1/Systems/" + sys + " success", "GET /redfish/v1/Systems denied"} {
+	for _, want := range []string{
+		"POST /redfish/v1/Systems success Base.1.22.Created",
+		"DELETE /redfish/v1/Systems/" + sys + " success Base.1.22.Success",
+		"GET /redfish/v1/Systems denied Base.1.22.NoValidSession",
+		"DELETE /redfish/v1/Systems/host2 failure Base.1.22.ResourceCannotBeDeleted",
+	} {
 		if !contains(actions, want) {
 			t.Errorf("audit log lacks %q: %v", want, actions)
 		}
 	}
 	s.must(http.StatusBadRequest, "GET", "/redfish/v1/Managers/rackpool/LogServices/Audit/Entries?limit=-4", nil, admin)
+	// Entries the service writes itself, or written before entries kept a
+	// MessageId, name one from the same registry version.
+	if got := store.AuditMessage(store.AuditSuccess, http.StatusOK); got != rf.Registry+"Success" {
+		t.Errorf("AuditMessage = %s, not in the Base registry %s", got, rf.Registry)
+	}
 }
 
 func TestExportImport(t *testing.T) {

@@ -296,20 +296,22 @@ func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*htt
 		p, err = s.authenticate(r)
 		if errors.Is(err, errCredentialsOverHTTP) {
 			s.denied(r, p, err.Error())
-			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, "")
-			return r, errInsecure(r.URL.Path)
+			e := errInsecure(r.URL.Path)
+			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, e)
+			return r, e
 		}
 		if err != nil {
 			s.denied(r, p, err.Error())
-			s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, "")
 			e := errNoSession()
+			s.auditRequest(r, p, pattern, http.StatusUnauthorized, &auditInfo{detail: err.Error()}, e)
 			e.noBasic = sessionClient(r)
 			return r, e
 		}
 		if !p.Has(string(priv)) {
 			s.denied(r, p, "missing privilege "+string(priv))
-			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + string(priv)}, "")
-			return r, errPrivilege()
+			e := errPrivilege()
+			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: "missing privilege " + string(priv)}, e)
+			return r, e
 		}
 	}
 	return r.WithContext(service.WithNotes(service.WithPrincipal(r.Context(), p), &auditInfo{action: pattern})), nil
@@ -322,7 +324,7 @@ func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*htt
 func (s *Server) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.fail(r, err)
 	if info, ok := auditOf(r.Context()); ok && e.status == http.StatusRequestEntityTooLarge && isMutation(r) {
-		s.auditRequest(r, principal(r), info.action, e.status, info, "")
+		s.auditRequest(r, principal(r), info.action, e.status, info, e)
 	}
 	writeError(w, e)
 }
@@ -343,17 +345,16 @@ func (s *Server) serve(pattern string, h rf.HandlerFunc) rf.HandlerFunc {
 			return h(w, r)
 		}
 		rec := &rf.Recorder{}
-		errID := ""
+		var fault *apiError
 		if err := h(rec, r); err != nil {
-			e := s.fail(r, err)
-			errID = e.id
-			writeError(rec, e)
+			fault = s.fail(r, err)
+			writeError(rec, fault)
 		}
 		if rec.Status == http.StatusRequestEntityTooLarge {
 			rf.DrainOversized(rec, r.Body)
 		}
 		info, _ := auditOf(r.Context())
-		s.auditRequest(r, principal(r), pattern, cmp.Or(rec.Status, http.StatusOK), info, errID)
+		s.auditRequest(r, principal(r), pattern, cmp.Or(rec.Status, http.StatusOK), info, fault)
 		rec.Replay(w)
 		return nil
 	}

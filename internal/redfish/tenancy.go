@@ -27,14 +27,16 @@ import (
 func (s *Server) hide(r *http.Request, kind, id string) *apiError {
 	p := principal(r)
 	note := "hidden from tenant " + p.Tenant + ": " + kind + " " + id
+	e := errNotFound(kind, id)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		s.audit(r.Context(), store.AuditEntry{User: p.User, Tenant: p.Tenant, Remote: r.RemoteAddr, Method: r.Method,
-			Target: r.URL.Path, Action: r.Pattern, Outcome: store.AuditDenied, Status: http.StatusNotFound, Detail: note})
+			Target: r.URL.Path, Action: r.Pattern, Outcome: store.AuditDenied, Status: http.StatusNotFound, Detail: note,
+			MessageID: e.id})
 	} else {
 		noteAudit(r).detail = note
 	}
 	s.log.Warn("cross-tenant access refused", "user", p.User, "tenant", p.Tenant, "kind", kind, "id", id, "method", r.Method)
-	return errNotFound(kind, id)
+	return e
 }
 
 // core is what the families take from s: its tenant hiding

@@ -40,6 +40,30 @@ type AuditEntry struct {
 	Status int
 	// Detail is a short note without secrets (see above).
 	Detail string
+	// MessageID names the outcome in a Redfish message registry, as the
+	// client's answer did ("Base.1.22.Created", "Base.1.22.ResourceInUse",
+	// "Rackpool.1.0.PortBusy"); "" for entries written before it was kept.
+	MessageID string
+}
+
+// AuditMessage is the Base registry MessageId for an entry of outcome and
+// HTTP status written without one: by the service itself (provisioning,
+// elastic disaggregation), or before entries kept it.
+func AuditMessage(outcome string, status int) string {
+	const base = "Base.1.22."
+	switch {
+	case outcome == AuditDenied && status == 401:
+		return base + "NoValidSession"
+	case outcome == AuditDenied && status == 404:
+		return base + "ResourceNotFound"
+	case outcome == AuditDenied:
+		return base + "InsufficientPrivilege"
+	case outcome == AuditFailure:
+		return base + "GeneralError"
+	case status == 201:
+		return base + "Created"
+	}
+	return base + "Success"
 }
 
 // Audit outcomes.
@@ -117,7 +141,7 @@ func (e AuditEntry) Validate() error {
 
 // AuditColumns are the audit table's columns in the order both SQL
 // backends select and insert them (id first).
-const AuditColumns = `id, time, username, tenant, remote, method, target, action, outcome, status, detail`
+const AuditColumns = `id, time, username, tenant, remote, method, target, action, outcome, status, detail, message_id`
 
 // Placeholders for the SQL backends' statements: placeholder(n) writes the
 // n-th parameter (1 first).
@@ -136,11 +160,11 @@ func AuditInsert(placeholder func(n int) string) string {
 }
 
 // auditInsertColumns is how many columns AuditInsert sets: all but id.
-const auditInsertColumns = 10
+const auditInsertColumns = 11
 
 // InsertArgs are e's values for AuditInsert, its time in Unix nanoseconds.
 func (e AuditEntry) InsertArgs() []any {
-	return []any{e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail}
+	return []any{e.Time.UnixNano(), e.User, e.Tenant, e.Remote, e.Method, e.Target, e.Action, e.Outcome, e.Status, e.Detail, e.MessageID}
 }
 
 // Select returns the statement that selects the entries q asks for from
@@ -219,7 +243,7 @@ func ScanAudit(rows Rows) ([]AuditEntry, error) {
 			ns int64
 		)
 		if err := rows.Scan(&e.ID, &ns, &e.User, &e.Tenant, &e.Remote, &e.Method,
-			&e.Target, &e.Action, &e.Outcome, &e.Status, &e.Detail); err != nil {
+			&e.Target, &e.Action, &e.Outcome, &e.Status, &e.Detail, &e.MessageID); err != nil {
 			return nil, err
 		}
 		e.Time = time.Unix(0, ns).UTC()

@@ -83,14 +83,14 @@ func TestAuditSQL(t *testing.T) {
 			}
 		})
 	}
-	const wantInsert = "INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail)" +
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+	const wantInsert = "INSERT INTO audit (time, username, tenant, remote, method, target, action, outcome, status, detail, message_id)" +
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 	if got := AuditInsert(DollarN); got != wantInsert {
 		t.Errorf("AuditInsert = %q, want %q", got, wantInsert)
 	}
 	e := AuditEntry{Time: since, User: "u", Tenant: "t", Remote: "r", Method: "POST", Target: "/x", Action: "a",
-		Outcome: AuditSuccess, Status: 201, Detail: "d"}
-	if got := e.InsertArgs(); !reflect.DeepEqual(got, []any{since.UnixNano(), "u", "t", "r", "POST", "/x", "a", AuditSuccess, 201, "d"}) {
+		Outcome: AuditSuccess, Status: 201, Detail: "d", MessageID: "Base.1.22.Created"}
+	if got := e.InsertArgs(); !reflect.DeepEqual(got, []any{since.UnixNano(), "u", "t", "r", "POST", "/x", "a", AuditSuccess, 201, "d", "Base.1.22.Created"}) {
 		t.Errorf("InsertArgs = %v", got)
 	}
 }

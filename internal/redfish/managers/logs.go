@@ -1,9 +1,11 @@
 package managers
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"rackpool/internal/events"
@@ -66,6 +68,7 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		sev = "Critical"
 	}
 	id := strconv.FormatInt(e.ID, 10)
+	msgID := cmp.Or(e.MessageID, store.AuditMessage(e.Outcome, e.Status))
 	body := map[string]any{
 		"@odata.id":       auditPath + "/Entries/" + id,
 		"@odata.type":     "#LogEntry.v1_15_0.LogEntry",
@@ -75,7 +78,8 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		"OemRecordFormat": "Rackpool",
 		"Created":         e.Time.UTC().Format(time.RFC3339Nano),
 		"Severity":        sev,
-		"Message":         fmt.Sprintf("%s %s %s by %q: %s (%d)", e.Action, e.Method, e.Target, e.User, e.Outcome, e.Status),
+		"MessageId":       msgID,
+		"Message":         auditMessage(e, msgID),
 		"Oem": service.RackpoolOem("AuditEntry", map[string]any{
 			"User": e.User, "Tenant": e.Tenant, "Remote": e.Remote, "Method": e.Method, "Target": e.Target,
 			"Action": e.Action, "Outcome": e.Outcome, "Status": e.Status, "Detail": e.Detail,
@@ -88,6 +92,29 @@ func auditEntryBody(e store.AuditEntry) map[string]any {
 		}
 	}
 	return body
+}
+
+// auditMessage says once who did what, how it ended and, when the entry
+// has one, the note: "alice POST /redfish/v1/Systems: Created (201):
+// composed sys-3". A named action (Provisioning) leads when it is not the
+// route itself; a refusal says "denied", a failure "failed".
+func auditMessage(e store.AuditEntry, msgID string) string {
+	what := strings.TrimSpace(e.Method + " " + e.Target)
+	if e.Action != "" && !strings.HasPrefix(e.Action, e.Method+" ") {
+		what = strings.TrimSpace(e.Action + " " + what)
+	}
+	outcome := msgID[strings.LastIndexByte(msgID, '.')+1:]
+	switch e.Outcome {
+	case store.AuditFailure:
+		outcome = "failed, " + outcome
+	case store.AuditDenied:
+		outcome = "denied, " + outcome
+	}
+	msg := fmt.Sprintf("%s %s: %s (%d)", cmp.Or(e.User, "anonymous"), what, outcome, e.Status)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
 }
 
 // auditQuery reads the paging and filter parameters: after, limit, user,

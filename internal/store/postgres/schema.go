@@ -70,6 +70,9 @@ var migrations = []string{
 	// 3: which store (replica) committed a change, so that a replica
 	// following the log skips its own.
 	`ALTER TABLE changes ADD COLUMN origin bytea NOT NULL DEFAULT ''::bytea;`,
+
+	// 4: audit entries name their outcome by a registry MessageId.
+	`ALTER TABLE audit ADD COLUMN message_id text NOT NULL DEFAULT '';`,
 }
 
 // migrationLock is the advisory lock key replicas starting together take,

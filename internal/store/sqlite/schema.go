@@ -57,6 +57,9 @@ var migrations = []string{
 	// 4: objects get a version, counting their changes, for optimistic
 	// checks (accounts, tenants, sessions).
 	`ALTER TABLE objects ADD COLUMN version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1);`,
+
+	// 5: audit entries name their outcome by a registry MessageId.
+	`ALTER TABLE audit ADD COLUMN message_id TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate brings the database on conn up to len(migrations), in one

@@ -129,7 +129,7 @@ func TestOpenCreatesDirAndSchema(t *testing.T) {
 		query, want string
 	}{
 		{"PRAGMA journal_mode", "wal"},
-		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "4"},
+		{"SELECT CAST(MAX(version) AS TEXT) FROM schema_version", "5"},
 		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name)",
 			"allocations,audit,compositions,objects,schema_version,settings,sqlite_sequence"},
 		{"SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name)",

@@ -26,6 +26,8 @@ func auditEntry(i int, user, tenant, outcome string) store.AuditEntry {
 		Outcome: outcome,
 		Status:  201,
 		Detail:  fmt.Sprintf("entry %d — ünïcode, \"quotes\"\nnewline", i),
+		// Kept as given, even an ID no registry has.
+		MessageID: fmt.Sprintf("Base.1.22.Created%d", i),
 	}
 }
 

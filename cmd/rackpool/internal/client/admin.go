@@ -43,9 +43,10 @@ func ExportCmd() *cobra.Command {
 }
 
 type auditEntry struct {
-	ID      string
-	Created string
-	Oem     struct {
+	ID        string
+	Created   string
+	MessageID string `json:"MessageId"`
+	Oem       struct {
 		Rackpool struct {
 			User, Tenant, Remote, Method, Target, Action, Outcome, Detail string
 			Status                                                        int
@@ -86,7 +87,7 @@ func printAudit(ctx context.Context, c *api.Client, user, outcome, since, format
 		fmt.Printf("%-6s %-30s %-14s %-8s %-7s %-4s %s\n", "ID", "TIME", "USER", "TENANT", "OUTCOME", "CODE", "ACTION")
 	case "csv":
 		w = csv.NewWriter(os.Stdout)
-		_ = w.Write([]string{"id", "time", "user", "tenant", "remote", "method", "target", "action", "outcome", "status", "detail"})
+		_ = w.Write([]string{"id", "time", "user", "tenant", "remote", "method", "target", "action", "outcome", "status", "message_id", "detail"})
 	case "jsonl":
 	default:
 		return fmt.Errorf("--format: want table, csv or jsonl, got %q", format)
@@ -105,10 +106,10 @@ func printAudit(ctx context.Context, c *api.Client, user, outcome, since, format
 			case "table":
 				fmt.Printf("%-6s %-30s %-14s %-8s %-7s %-4d %s %s\n", e.ID, e.Created, r.User, r.Tenant, r.Outcome, r.Status, r.Method, r.Target)
 			case "csv":
-				_ = w.Write([]string{e.ID, e.Created, r.User, r.Tenant, r.Remote, r.Method, r.Target, r.Action, r.Outcome, strconv.Itoa(r.Status), r.Detail})
+				_ = w.Write([]string{e.ID, e.Created, r.User, r.Tenant, r.Remote, r.Method, r.Target, r.Action, r.Outcome, strconv.Itoa(r.Status), e.MessageID, r.Detail})
 			case "jsonl":
 				b, _ := json.Marshal(map[string]any{"id": e.ID, "time": e.Created, "user": r.User, "tenant": r.Tenant, "remote": r.Remote,
-					"method": r.Method, "target": r.Target, "action": r.Action, "outcome": r.Outcome, "status": r.Status, "detail": r.Detail})
+					"method": r.Method, "target": r.Target, "action": r.Action, "outcome": r.Outcome, "status": r.Status, "message_id": e.MessageID, "detail": r.Detail})
 				fmt.Println(string(b))
 			}
 		}
