@@ -146,7 +146,7 @@ func TestManagerNetwork(t *testing.T) {
 	if _, ok := eth["NameServers"].([]any); !ok {
 		t.Errorf("NameServers %v", eth["NameServers"])
 	}
-	for _, k := range []string{"IPv6StaticAddresses", "IPv6DefaultGateway", "StaticNameServers"} {
+	for _, k := range []string{"IPv6StaticAddresses", "IPv6DefaultGateway", "IPv6StaticDefaultGateways", "StaticNameServers", "VLAN"} {
 		if _, ok := eth[k]; !ok {
 			t.Errorf("no %s", k)
 		}

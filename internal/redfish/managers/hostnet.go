@@ -19,12 +19,14 @@ var (
 	routeFile  = "/proc/net/route"
 	route6File = "/proc/net/ipv6_route"
 	resolvFile = "/etc/resolv.conf"
+	vlanFile   = "/proc/net/vlan/config" // absent without the 8021q module: no VLAN devices
 )
 
 // hostNet is the host's gateways and name servers.
 type hostNet struct {
 	gateways    map[string]net.IP // interface name → default IPv4 gateway
 	gateways6   map[string]net.IP // interface name → default IPv6 gateway
+	vlans       map[string]int    // 802.1Q VLAN device name → its VLAN ID
 	nameServers []string
 }
 
@@ -42,7 +44,28 @@ func readHostNet() hostNet {
 		h.nameServers = parseResolv(f)
 		f.Close()
 	}
+	if f, err := os.Open(vlanFile); err == nil {
+		h.vlans = parseVLANs(f)
+		f.Close()
+	}
 	return h
+}
+
+// parseVLANs reads the kernel's list of 802.1Q VLAN devices
+// (/proc/net/vlan/config: two header lines, then "name | VID | parent").
+func parseVLANs(r io.Reader) map[string]int {
+	out := map[string]int{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "|")
+		if len(f) != 3 {
+			continue
+		}
+		if id, err := strconv.Atoi(strings.TrimSpace(f[1])); err == nil && id >= 0 && id <= 4094 {
+			out[strings.TrimSpace(f[0])] = id
+		}
+	}
+	return out
 }
 
 // parseRoutes reads the kernel's IPv4 routing table (/proc/net/route:

@@ -1,6 +1,7 @@
 package managers
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -46,5 +47,39 @@ func TestParseRoutes6(t *testing.T) {
 	got := parseRoutes6(strings.NewReader(table))
 	if len(got) != 1 || got["eth0"].String() != "fe80::2" { // the lower metric; lo's is no gateway route
 		t.Errorf("gateways %v", got)
+	}
+}
+
+func TestParseVLANs(t *testing.T) {
+	const config = `VLAN Dev name	 | VLAN ID
+Name-Type: VLAN_NAME_TYPE_RAW_PLUS_VID_NO_PAD
+eth0.100       | 100  | eth0
+mgmt           | 4094  | eth1
+bad            | 5000  | eth1
+`
+	got := parseVLANs(strings.NewReader(config))
+	if len(got) != 2 || got["eth0.100"] != 100 || got["mgmt"] != 4094 {
+		t.Errorf("VLANs %v", got)
+	}
+}
+
+func TestVLANAndStaticGateways(t *testing.T) {
+	n := netInterface{}
+	n.Name = "eth0.100"
+	h := hostNet{vlans: map[string]int{"eth0.100": 100}, gateways6: map[string]net.IP{"eth0.100": net.ParseIP("fe80::1")}}
+	body := ethernetInterfaceBody(n, h)
+	if v := body["VLAN"].(map[string]any); v["VLANEnable"] != true || v["VLANId"] != 100 || v["Tagged"] != true {
+		t.Errorf("a VLAN device: %v", v)
+	}
+	if g := body["IPv6StaticDefaultGateways"].([]map[string]any); len(g) != 1 || g[0]["Address"] != "fe80::1" {
+		t.Errorf("IPv6StaticDefaultGateways %v", g)
+	}
+	n.Name = "eth0"
+	body = ethernetInterfaceBody(n, h)
+	if v := body["VLAN"].(map[string]any); v["VLANEnable"] != false || v["VLANId"] != 0 || v["Tagged"] != false {
+		t.Errorf("an untagged interface: %v", v)
+	}
+	if g := body["IPv6StaticDefaultGateways"].([]map[string]any); len(g) != 0 {
+		t.Errorf("no gateway: IPv6StaticDefaultGateways %v", g)
 	}
 }

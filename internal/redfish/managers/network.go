@@ -180,8 +180,16 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 	}
 	ipv4, ipv6, static, static6 := []map[string]any{}, []map[string]any{}, []map[string]any{}, []map[string]any{}
 	var gateway6 any // null: no default IPv6 route through n
+	staticGateways6 := []map[string]any{}
 	if gw := h.gateways6[n.Name]; gw != nil {
 		gateway6 = gw.String()
+		staticGateways6 = append(staticGateways6, map[string]any{"Address": gateway6})
+	}
+	// An interface that is not an 802.1Q VLAN device sends untagged
+	// frames: VLAN ID 0, which 802.1Q reserves for "no VLAN".
+	vlan := map[string]any{"VLANEnable": false, "VLANId": 0, "VLANPriority": 0, "Tagged": false}
+	if id, ok := h.vlans[n.Name]; ok {
+		vlan = map[string]any{"VLANEnable": true, "VLANId": id, "VLANPriority": 0, "Tagged": true}
 	}
 	for _, a := range n.addrs {
 		if ip4 := a.IP.To4(); ip4 != nil {
@@ -224,9 +232,13 @@ func ethernetInterfaceBody(n netInterface, h hostNet) map[string]any {
 		"IPv4StaticAddresses": static,
 		"IPv6StaticAddresses": static6,
 		"IPv6DefaultGateway":  gateway6,
-		"StaticNameServers":   []string{}, // the service configures none: NameServers are the host's
-		"NameServers":         service.NonNil(h.nameServers),
-		"Status":              map[string]string{"State": state, "Health": health},
+		// The default route's gateway as configured: the kernel does not say
+		// whether a router advertisement or an operator put it there.
+		"IPv6StaticDefaultGateways": staticGateways6,
+		"VLAN":                      vlan,
+		"StaticNameServers":         []string{}, // the service configures none: NameServers are the host's
+		"NameServers":               service.NonNil(h.nameServers),
+		"Status":                    map[string]string{"State": state, "Health": health},
 	}
 	if len(n.HardwareAddr) == 6 { // an Ethernet MAC; loopback has none
 		mac := strings.ToUpper(n.HardwareAddr.String())
