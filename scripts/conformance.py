@@ -31,6 +31,7 @@ assertion failed" and for "crashed before writing a report"):
 
 import collections
 import glob
+import html
 import json
 import os
 import re
@@ -229,6 +230,47 @@ def _protocol(report_dir, errors, findings):
     return counts
 
 
+# Use Case Checkers results that are not a finding against the service: the
+# checker skips these because of a documented design choice (docs/redfish.md,
+# "DMTF tools"), not because something is missing.
+USECASE_NOT_TESTED_BY_DESIGN = (
+    "already enabled by the service",  # accounts are created enabled unless Enabled: false
+    "does not require a password change",  # no PasswordChangeRequired: the administrator sets the password
+)
+
+
+def _usecases(report_dir, errors, findings, stdout):
+    """Counts the results of DMTF's Use Case Checkers from their HTML report
+    (one row per operation: operation, result, message) and checks them
+    against the summary table they print. A SKIP is NOT_TESTED; one that is
+    not a documented design choice is an error."""
+    path = _newest(os.path.join(report_dir, "*", "RedfishUseCaseCheckersReport_*.html"))
+    if path is None:
+        errors.append("no Use Case Checkers report in %s" % report_dir)
+        return None
+    text = open(path, errors="replace").read()
+    counts = {"PASS": 0, "WARN": 0, "FAIL": 0, "NOT_TESTED": 0}
+    for row in re.findall(r"<tr>(.*?)</tr>", text, re.S):
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        if len(cells) != 3:
+            continue
+        op, res, msg = cells
+        res = {"SKIP": "NOT_TESTED", "FAILWARN": "FAIL"}.get(res, res)
+        if res not in counts:
+            continue
+        counts[res] += 1
+        if res != "PASS":
+            findings[(res, op, "", msg)] += 1
+        if res == "NOT_TESTED" and not any(k in msg for k in USECASE_NOT_TESTED_BY_DESIGN):
+            errors.append("not tested: %s (%s)" % (op, msg))
+    m = re.search(r"\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|", stdout)
+    if not m:
+        errors.append("no summary table in the checkers' output")
+    elif [int(x) for x in m.groups()] != [counts["PASS"], counts["WARN"], counts["FAIL"], counts["NOT_TESTED"]]:
+        errors.append("the report (%s) and the printed summary (%s) disagree" % (counts, m.groups()))
+    return counts
+
+
 def summary(validator, report_dir, code, stdout_file):
     errors, findings = [], collections.Counter()
     out = open(stdout_file, errors="replace").read() if os.path.exists(stdout_file) else ""
@@ -236,10 +278,14 @@ def summary(validator, report_dir, code, stdout_file):
         errors.append("the validator crashed (traceback in %s)" % stdout_file)
     if validator == "protocol":
         counts = _protocol(report_dir, errors, findings)
+    elif validator == "usecases":
+        counts = _usecases(report_dir, errors, findings, out)
     else:
         counts = _xlsx(report_dir, errors, findings, validator == "interop")
     if counts is None:
         counts = {"PASS": 0, "WARN": 0, "FAIL": 0, "NOT_TESTED": 0}
+    if validator == "usecases" and counts["WARN"]:
+        errors.append("%d WARN: the checkers warn where a service falls short of a use case" % counts["WARN"])
     elif counts["PASS"] == 0:
         errors.append("nothing passed: the validator did not validate anything")
     code = int(code)

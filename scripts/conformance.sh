@@ -10,10 +10,14 @@
 #             service serves)
 #   protocol  rf_protocol_validator DSP0266 protocol rules
 #   interop   rf_interop_validator  conformance/rackpool-composability.json
+#   usecases  rf_use_case_checkers  DMTF's Use Case Checkers: accounts, power
+#             control, boot override, the Manager's interfaces, query
+#             parameters (run last: they change accounts, power and boot;
+#             from .venv-tools)
 #
 # Usage: scripts/conformance.sh            (or: make conformance)
 # Env:   CONFORMANCE_OUT  report directory (default build/conformance)
-#        CONFORMANCE_ONLY space-separated subset of "service protocol interop fm"
+#        CONFORMANCE_ONLY space-separated subset of "service protocol interop usecases fm"
 #                         (fm: scripts/conformance-fm.sh, the fabric emulators)
 #        GO               go command (default go)
 #
@@ -28,7 +32,7 @@ set -euo pipefail
 # shellcheck source=scripts/conformance-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/conformance-lib.sh"
 out=${CONFORMANCE_OUT:-build/conformance}
-only=${CONFORMANCE_ONLY:-service protocol interop fm}
+only=${CONFORMANCE_ONLY:-service protocol interop usecases fm}
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -93,6 +97,10 @@ for v in $only; do
 		echo "profile: $profile"
 		run interop "$venv/bin/rf_interop_validator" -u "$user" -p "$pass" -r "$base" \
 			--logdir "$out/interop" "$profile"
+		;;
+	usecases)
+		run usecases .venv-tools/bin/rf_use_case_checkers -u "$user" -p "$pass" -r "$base" \
+			--report-dir "$out/usecases"
 		;;
 	fm)
 		log "fm: scripts/conformance-fm.sh"
