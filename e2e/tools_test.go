@@ -264,9 +264,25 @@ func TestAnsibleRedfish(t *testing.T) {
 		if b := boot(); b["BootSourceOverrideTarget"] != "Hdd" || b["BootSourceOverrideEnabled"] != "Continuous" {
 			t.Errorf("after EnableContinuousBootOverride Hdd: %v", b)
 		}
+		// The next boot from the composed drive, by its BootOptionReference.
+		a.must(t, "redfish_command", map[string]any{"category": "Systems", "command": []string{"SetOneTimeBoot"}, "resource_id": sys.ID,
+			"bootdevice": "UefiBootNext", "boot_next": "nvme1"})
+		if b := boot(); b["BootSourceOverrideTarget"] != "UefiBootNext" || b["BootNext"] != "nvme1" || b["BootSourceOverrideEnabled"] != "Once" {
+			t.Errorf("after SetOneTimeBoot UefiBootNext nvme1: %v", b)
+		}
+		if _, failed := a.run(t, "redfish_command", map[string]any{"category": "Systems", "command": []string{"SetOneTimeBoot"}, "resource_id": sys.ID,
+			"bootdevice": "UefiBootNext", "boot_next": "nvme9"}); !failed {
+			t.Error("SetOneTimeBoot to a boot option the system lacks did not fail")
+		}
 		a.must(t, "redfish_command", map[string]any{"category": "Systems", "command": []string{"DisableBootOverride"}, "resource_id": sys.ID})
 		if b := boot(); b["BootSourceOverrideEnabled"] != "Disabled" {
 			t.Errorf("after DisableBootOverride: %v", b)
+		}
+		// Ansible reads the override and the boot options back.
+		r := a.must(t, "redfish_info", map[string]any{"category": "Systems", "command": []string{"GetBootOverride"}})
+		js, _ := json.Marshal(r["redfish_facts"])
+		if !strings.Contains(string(js), `"BootSourceOverrideEnabled":"Disabled"`) {
+			t.Errorf("GetBootOverride: %s", js)
 		}
 	})
 

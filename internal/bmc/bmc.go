@@ -45,9 +45,10 @@ type Options struct {
 
 // Boot is a system's boot override: BootSourceOverrideEnabled,
 // BootSourceOverrideTarget, BootSourceOverrideMode and
-// UefiTargetBootSourceOverride. In SetBoot an empty field is left as it is.
+// UefiTargetBootSourceOverride and BootNext. In SetBoot an empty field is
+// left as it is.
 type Boot struct {
-	Enabled, Target, Mode, UefiTarget string
+	Enabled, Target, Mode, UefiTarget, BootNext string
 }
 
 // State is what the BMC says of the system.
@@ -279,7 +280,7 @@ func (c *Client) State(ctx context.Context) (State, error) {
 	}
 	st := State{PowerState: sys.PowerState, ETag: etagOf(r, sys)}
 	if b := sys.Boot; b != nil {
-		st.Boot = Boot{Enabled: b.Enabled, Target: b.Target, Mode: b.Mode, UefiTarget: b.UefiTarget}
+		st.Boot = Boot{Enabled: b.Enabled, Target: b.Target, Mode: b.Mode, UefiTarget: b.UefiTarget, BootNext: b.BootNext}
 		if len(b.Targets) > 0 {
 			st.BootTargets = b.Targets
 		}
@@ -333,6 +334,7 @@ func (c *Client) SetBoot(ctx context.Context, b Boot) error {
 		"BootSourceOverrideTarget":     b.Target,
 		"BootSourceOverrideMode":       b.Mode,
 		"UefiTargetBootSourceOverride": b.UefiTarget,
+		"BootNext":                     b.BootNext,
 	} {
 		if v != "" {
 			patch[k] = v
@@ -413,6 +415,7 @@ type systemRes struct {
 		Mode          string   `json:"BootSourceOverrideMode"`
 		Modes         []string `json:"BootSourceOverrideMode@Redfish.AllowableValues"`
 		UefiTarget    string   `json:"UefiTargetBootSourceOverride"`
+		BootNext      string   `json:"BootNext"`
 	} `json:"Boot"`
 	Actions struct {
 		Reset *struct {

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +54,7 @@ var ModelResetTypes = []string{ResetOn, ResetForceOn, ResetForceOff, ResetGracef
 // Boot override values (Redfish Boot).
 var (
 	BootEnabledValues = []string{"Disabled", "Once", "Continuous"}
-	ModelBootTargets  = []string{"None", "Pxe", "Hdd", "Cd", "UefiHttp", "UefiTarget", "BiosSetup"}
+	ModelBootTargets  = []string{"None", "Pxe", "Hdd", "Cd", "UefiHttp", "UefiTarget", "UefiBootNext", "BiosSetup"}
 	BootModeValues    = []string{"UEFI", "Legacy"}
 )
 
@@ -86,8 +87,9 @@ func (e *ResetTypeError) Error() string {
 func (e *ResetTypeError) Unwrap() error { return ErrPowerValue }
 
 // ValueError is a boot property whose value the host does not offer
-// (Allowed), or, with no Allowed, a missing UefiTargetBootSourceOverride
-// for the target UefiTarget; it wraps ErrPowerValue.
+// (Allowed), or, with no Allowed, a property the target needs and lacks
+// (UefiTargetBootSourceOverride for UefiTarget, BootNext for UefiBootNext);
+// it wraps ErrPowerValue.
 type ValueError struct {
 	Property, Value string
 	Allowed         []string
@@ -95,7 +97,11 @@ type ValueError struct {
 
 func (e *ValueError) Error() string {
 	if e.Allowed == nil {
-		return fmt.Sprintf("%v: BootSourceOverrideTarget UefiTarget needs %s", ErrPowerValue, e.Property)
+		target := "UefiTarget"
+		if e.Property == "BootNext" {
+			target = "UefiBootNext"
+		}
+		return fmt.Sprintf("%v: BootSourceOverrideTarget %s needs %s", ErrPowerValue, target, e.Property)
 	}
 	return fmt.Sprintf("%v: %s %q (allowed: %v)", ErrPowerValue, e.Property, e.Value, e.Allowed)
 }
@@ -181,12 +187,51 @@ func plan(h *inventory.Host, cur inventory.Power, t string) (transition, error) 
 	return transition{}, fmt.Errorf("%w: reset type %q", ErrPowerValue, t)
 }
 
-// booted returns p after a boot: a Once override is used up.
+// booted returns p after a boot: a Once override is used up, and so is
+// BootNext, which UEFI firmware clears when it boots it.
 func booted(p inventory.Power) inventory.Power {
 	if p.Boot.Enabled == "Once" {
 		p.Boot.Enabled, p.Boot.Target, p.Boot.UefiTarget = "Disabled", "None", ""
 	}
+	if p.Boot.Target != "UefiBootNext" || p.Boot.Enabled == "Disabled" {
+		p.Boot.BootNext = ""
+	}
 	return p
+}
+
+// BootOption is one thing an emulated system can boot from (Redfish
+// BootOption): the host's own network, or a drive or NIC composed into it.
+type BootOption struct {
+	// Ref is its BootOptionReference, what BootNext names: "Pxe" for the
+	// host's own network, else the block's ID (stable while the block is
+	// composed, unlike a Boot#### number).
+	Ref   string
+	Name  string
+	Alias string // the BootSourceOverrideTarget it is (Pxe, Hdd)
+	Block string // the composed block; "" for the host's own network
+}
+
+// bootOptions are what the emulated system pt can boot from, in boot
+// order: the host's network, then its composed drives and NICs in block
+// order.
+func (m *Manager) bootOptions(pt *powerTarget) []BootOption {
+	opts := []BootOption{{Ref: "Pxe", Name: "Network boot (PXE) of host " + pt.host.ID, Alias: "Pxe"}}
+	if pt.comp == nil {
+		return opts
+	}
+	for _, id := range pt.comp.Blocks {
+		b := m.top.Block(id)
+		if b == nil {
+			continue
+		}
+		switch b.Kind {
+		case inventory.NVMe, inventory.SSD, inventory.HDD:
+			opts = append(opts, BootOption{Ref: id, Name: "Pooled " + strings.ToUpper(string(b.Kind)) + " drive " + id, Alias: "Hdd", Block: id})
+		case inventory.NIC:
+			opts = append(opts, BootOption{Ref: id, Name: "Network boot (PXE) over pooled NIC " + id, Alias: "Pxe", Block: id})
+		}
+	}
+	return opts
 }
 
 // ModelPower is the PowerDriver of emulated hosts: a reset takes the
@@ -280,6 +325,9 @@ type PowerState struct {
 	// Version is the composition's version, or the free host's power
 	// object's.
 	Version int64
+	// BootOptions are what an emulated system boots from (see
+	// bootOptions); nil for a host a BMC manages, whose BMC has its own.
+	BootOptions []BootOption
 }
 
 // Power returns the power state of system id: a composition (as its
@@ -296,7 +344,11 @@ func (m *Manager) Power(ctx context.Context, id string) (PowerState, error) {
 		m.log.Warn("power capabilities", "host", t.host.ID, "err", err)
 	}
 	m.live(ctx, d, t)
-	return PowerState{Power: t.current(), Caps: caps, Version: t.versionOf()}, nil
+	ps := PowerState{Power: t.current(), Caps: caps, Version: t.versionOf()}
+	if _, model := d.(ModelPower); model {
+		ps.BootOptions = m.bootOptions(t)
+	}
+	return ps, nil
 }
 
 // powerTarget finds system id.
@@ -544,6 +596,21 @@ func (m *Manager) SetBoot(ctx context.Context, id string, b inventory.Boot, want
 	}
 	if nb.Target == "UefiTarget" && nb.UefiTarget == "" {
 		return PowerState{}, &ValueError{Property: "UefiTargetBootSourceOverride"}
+	}
+	if b.BootNext != "" {
+		if _, model := d.(ModelPower); model {
+			var refs []string
+			for _, o := range m.bootOptions(pt) {
+				refs = append(refs, o.Ref)
+			}
+			if !slices.Contains(refs, b.BootNext) {
+				return PowerState{}, &ValueError{Property: "BootNext", Value: b.BootNext, Allowed: refs}
+			}
+		}
+		nb.BootNext = b.BootNext
+	}
+	if nb.Target == "UefiBootNext" && nb.BootNext == "" {
+		return PowerState{}, &ValueError{Property: "BootNext"}
 	}
 	version := pt.versionOf()
 	if want != 0 && want != version {

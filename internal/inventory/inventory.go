@@ -482,9 +482,10 @@ func (p Power) IsOff() bool { return p.State == "" || p.State == PowerOff }
 // Boot is a boot source override (Redfish ComputerSystem Boot).
 type Boot struct {
 	Enabled    string // Disabled (also ""), Once, Continuous
-	Target     string // None (also ""), Pxe, Hdd, Cd, UefiHttp, UefiTarget, BiosSetup
+	Target     string // None (also ""), Pxe, Hdd, Cd, UefiHttp, UefiTarget, UefiBootNext, BiosSetup
 	Mode       string // UEFI (also ""), Legacy
 	UefiTarget string // the UEFI device path when Target is UefiTarget
+	BootNext   string // the BootOptionReference when Target is UefiBootNext
 }
 
 // Clone returns a deep copy.

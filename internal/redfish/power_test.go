@@ -236,6 +236,68 @@ func TestBootOverride(t *testing.T) {
 	}
 }
 
+// TestBootNext: an emulated system's boot options are its host's network
+// and its composed drives and NICs, each linked to its resource; BootNext
+// names one of them for the target UefiBootNext, is used up by the next
+// boot, and follows an expand.
+func TestBootNext(t *testing.T) {
+	s := newService(t)
+	id := s.compose(specificBody("host3", "nvme1", "nic1"))
+	boot := s.get("/redfish/v1/Systems/" + id)["Boot"].(map[string]any)
+	if v, ok := boot["BootNext"]; !ok || v != nil ||
+		!slices.Contains(list(t, boot["BootSourceOverrideTarget@Redfish.AllowableValues"]), any("UefiBootNext")) {
+		t.Errorf("BootNext %v (present %v) beside targets %v", v, ok, boot["BootSourceOverrideTarget@Redfish.AllowableValues"])
+	}
+	options := func() []string {
+		var refs []string
+		for _, m := range list(t, s.get(dig(t, boot, "BootOptions", "@odata.id").(string))["Members"]) {
+			o := s.get(m.(map[string]any)["@odata.id"].(string))
+			refs = append(refs, o["BootOptionReference"].(string)+":"+o["Alias"].(string))
+			related := list(t, o["RelatedItem"])
+			if (o["Id"] == "Pxe") != (len(related) == 0) {
+				t.Errorf("boot option %s relates to %v", o["Id"], related)
+			}
+			for _, r := range related {
+				s.get(r.(map[string]any)["@odata.id"].(string)) // the drive or NIC is there
+			}
+		}
+		return refs
+	}
+	if got := options(); !slices.Equal(got, []string{"Pxe:Pxe", "nvme1:Hdd", "nic1:Pxe"}) {
+		t.Errorf("boot options %v", got)
+	}
+	for _, bad := range []struct {
+		body any
+		code string
+	}{
+		{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "UefiBootNext"}}, "PropertyValueConflict"},
+		{map[string]any{"Boot": map[string]any{"BootNext": "nvme2"}}, "PropertyValueNotInList"},
+		{map[string]any{"Boot": map[string]any{"BootNext": ""}}, "PropertyValueIncorrect"},
+	} {
+		if r := s.do("PATCH", "/redfish/v1/Systems/"+id, bad.body, admin); r.status != http.StatusBadRequest || !strings.HasSuffix(r.errorCode(t), bad.code) {
+			t.Errorf("PATCH %v: %d %s, want 400 %s: %s", bad.body, r.status, r.errorCode(t), bad.code, r.body)
+		}
+	}
+	next := map[string]any{"Boot": map[string]any{"BootSourceOverrideEnabled": "Once", "BootSourceOverrideTarget": "UefiBootNext", "BootNext": "nvme1"}}
+	boot = s.must(http.StatusOK, "PATCH", "/redfish/v1/Systems/"+id, next, admin).json(t)["Boot"].(map[string]any)
+	if boot["BootNext"] != "nvme1" || boot["BootSourceOverrideTarget"] != "UefiBootNext" {
+		t.Fatalf("Boot after PATCH: %v", boot)
+	}
+	if r := reset(s, id, "On"); r.status != http.StatusNoContent {
+		t.Fatalf("reset On: %d %s", r.status, r.body)
+	}
+	boot = s.get("/redfish/v1/Systems/" + id)["Boot"].(map[string]any)
+	if boot["BootNext"] != nil || boot["BootSourceOverrideTarget"] != "None" {
+		t.Errorf("BootNext was not used up by the boot: %v", boot)
+	}
+	// A drive expanded into the system is a boot option at once.
+	reset(s, id, "ForceOff")
+	s.must(http.StatusOK, "POST", "/redfish/v1/Systems/"+id+"/Actions/Oem/Rackpool.Expand", map[string]any{"Blocks": []string{"hdd1"}}, admin)
+	if got := options(); !slices.Contains(got, "hdd1:Hdd") {
+		t.Errorf("after expanding hdd1, boot options %v", got)
+	}
+}
+
 // TestResetAsync: a reset whose modelled time exceeds the threshold
 // answers 202 with a task monitor, and the system shows PoweringOn until
 // it is done.

@@ -64,6 +64,8 @@ var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "ServiceRoot", Version: "v1_17_0"},
 	{Namespace: "ComputerSystemCollection"},
 	{Namespace: "ComputerSystem", Version: "v1_22_0"},
+	{Namespace: "BootOptionCollection"},
+	{Namespace: "BootOption", Version: "v1_0_6"},
 	{Namespace: "ProcessorCollection"},
 	{Namespace: "Processor", Version: "v1_22_0"},
 	{Namespace: "MemoryCollection"},

@@ -200,6 +200,12 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Systems/{id}/Memory": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory", "/redfish/v1/Systems/host1/Memory"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Memory"}},
+		"/redfish/v1/Systems/{id}/BootOptions": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/BootOptions", "/redfish/v1/Systems/host1/BootOptions"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/BootOptions"}},
+		"/redfish/v1/Systems/{id}/BootOptions/{ref}": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/BootOptions/Pxe", "/redfish/v1/Systems/host1/BootOptions/Pxe"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/BootOptions/nvme9", "/redfish/v1/Systems/sys-000000000000/BootOptions/Pxe"}},
 		"/redfish/v1/Systems/{id}/EthernetInterfaces": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/EthernetInterfaces", "/redfish/v1/Systems/host1/EthernetInterfaces"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/EthernetInterfaces"}},

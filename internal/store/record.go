@@ -41,6 +41,7 @@ type powerRecord struct {
 	BootTarget     string     `json:"boot_target,omitempty"`
 	BootMode       string     `json:"boot_mode,omitempty"`
 	BootUefiTarget string     `json:"boot_uefi_target,omitempty"`
+	BootNext       string     `json:"boot_next,omitempty"`
 }
 
 func encodePower(p inventory.Power) *powerRecord {
@@ -48,7 +49,7 @@ func encodePower(p inventory.Power) *powerRecord {
 		return nil
 	}
 	r := &powerRecord{State: p.State, Reset: p.Reset, BootEnabled: p.Boot.Enabled, BootTarget: p.Boot.Target,
-		BootMode: p.Boot.Mode, BootUefiTarget: p.Boot.UefiTarget}
+		BootMode: p.Boot.Mode, BootUefiTarget: p.Boot.UefiTarget, BootNext: p.Boot.BootNext}
 	if !p.Since.IsZero() {
 		t := p.Since.UTC()
 		r.Since = &t
@@ -61,7 +62,7 @@ func decodePower(r *powerRecord) inventory.Power {
 		return inventory.Power{}
 	}
 	return inventory.Power{State: r.State, Reset: r.Reset, Since: expiresAt(r.Since),
-		Boot: inventory.Boot{Enabled: r.BootEnabled, Target: r.BootTarget, Mode: r.BootMode, UefiTarget: r.BootUefiTarget}}
+		Boot: inventory.Boot{Enabled: r.BootEnabled, Target: r.BootTarget, Mode: r.BootMode, UefiTarget: r.BootUefiTarget, BootNext: r.BootNext}}
 }
 
 // EncodeComposition returns the JSON a backend stores for c, with its

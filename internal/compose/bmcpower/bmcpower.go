@@ -155,7 +155,7 @@ func (bp *Driver) Caps(ctx context.Context, h *inventory.Host) (compose.PowerCap
 
 // power turns the BMC's state into the record's.
 func power(st bmc.State) inventory.Power {
-	return inventory.Power{State: st.PowerState, Boot: inventory.Boot{Enabled: st.Boot.Enabled, Target: st.Boot.Target, Mode: st.Boot.Mode, UefiTarget: st.Boot.UefiTarget}}
+	return inventory.Power{State: st.PowerState, Boot: inventory.Boot{Enabled: st.Boot.Enabled, Target: st.Boot.Target, Mode: st.Boot.Mode, UefiTarget: st.Boot.UefiTarget, BootNext: st.Boot.BootNext}}
 }
 
 // State implements compose.PowerDriver: the BMC's word.
@@ -219,7 +219,7 @@ func (bp *Driver) SetBoot(ctx context.Context, h *inventory.Host, cur inventory.
 	if err != nil {
 		return cur, err
 	}
-	if err := c.SetBoot(ctx, bmc.Boot{Enabled: b.Enabled, Target: b.Target, Mode: b.Mode, UefiTarget: b.UefiTarget}); err != nil {
+	if err := c.SetBoot(ctx, bmc.Boot{Enabled: b.Enabled, Target: b.Target, Mode: b.Mode, UefiTarget: b.UefiTarget, BootNext: b.BootNext}); err != nil {
 		return cur, powerError(h, err)
 	}
 	st, err := c.State(ctx)

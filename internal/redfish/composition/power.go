@@ -30,6 +30,8 @@ type powerController interface {
 // with PATCH /redfish/v1/Systems/{id} (systems.go).
 var powerRoutes = []service.Route[*Service]{
 	{Pattern: "POST /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", Priv: service.ConfigureComponents, Handler: (*Service).resetSystem},
+	{Pattern: "GET /redfish/v1/Systems/{id}/BootOptions", Priv: service.Login, Handler: (*Service).getBootOptions},
+	{Pattern: "GET /redfish/v1/Systems/{id}/BootOptions/{ref}", Priv: service.Login, Handler: (*Service).getBootOption},
 }
 
 const resetAction = "#ComputerSystem.Reset"
@@ -69,6 +71,16 @@ func addPower(body map[string]any, id string, ps compose.PowerState) {
 		boot["UefiTargetBootSourceOverride"] = b.UefiTarget
 	case slices.Contains(ps.Caps.BootTargets, "UefiTarget"):
 		boot["UefiTargetBootSourceOverride"] = nil
+	}
+	// BootNext likewise wherever UefiBootNext may be chosen.
+	switch {
+	case b.BootNext != "":
+		boot["BootNext"] = b.BootNext
+	case slices.Contains(ps.Caps.BootTargets, "UefiBootNext"):
+		boot["BootNext"] = nil
+	}
+	if ps.BootOptions != nil {
+		boot["BootOptions"] = rf.Ref("/redfish/v1/Systems/" + id + "/BootOptions")
 	}
 	body["Boot"] = boot
 	actions, _ := body["Actions"].(map[string]any)
@@ -155,6 +167,7 @@ type bootPatch struct {
 	BootSourceOverrideTarget     *string
 	BootSourceOverrideMode       *string
 	UefiTargetBootSourceOverride *string
+	BootNext                     *string
 }
 
 // setBoot applies a PATCH of Boot to system id.
@@ -164,13 +177,16 @@ func (s *Service) setBoot(r *http.Request, id string, bp *bootPatch, want int64)
 		v   *string
 		dst *string
 	}{{bp.BootSourceOverrideEnabled, &b.Enabled}, {bp.BootSourceOverrideTarget, &b.Target},
-		{bp.BootSourceOverrideMode, &b.Mode}, {bp.UefiTargetBootSourceOverride, &b.UefiTarget}} {
+		{bp.BootSourceOverrideMode, &b.Mode}, {bp.UefiTargetBootSourceOverride, &b.UefiTarget}, {bp.BootNext, &b.BootNext}} {
 		if f.v != nil {
 			*f.dst = *f.v
 		}
 	}
 	if bp.UefiTargetBootSourceOverride != nil && b.UefiTarget == "" {
 		return rf.PropertyValue("Boot/UefiTargetBootSourceOverride", "", "Give the UEFI device path to boot from.")
+	}
+	if bp.BootNext != nil && b.BootNext == "" {
+		return rf.PropertyValue("Boot/BootNext", "", "Give the BootOptionReference of one of the system's BootOptions.")
 	}
 	for name, v := range map[string]*string{"Boot/BootSourceOverrideEnabled": bp.BootSourceOverrideEnabled,
 		"Boot/BootSourceOverrideTarget": bp.BootSourceOverrideTarget, "Boot/BootSourceOverrideMode": bp.BootSourceOverrideMode} {
@@ -188,9 +204,13 @@ func (s *Service) setBoot(r *http.Request, id string, bp *bootPatch, want int64)
 	var ve *compose.ValueError
 	switch {
 	case errors.As(err, &ve) && ve.Allowed == nil:
+		target := "UefiTarget"
+		if ve.Property == "BootNext" {
+			target = "UefiBootNext"
+		}
 		return rf.New(http.StatusBadRequest, rf.Registry+"PropertyValueConflict",
-			"The property 'BootSourceOverrideTarget' could not be written because its value would conflict with the value of the 'UefiTargetBootSourceOverride' property.",
-			"BootSourceOverrideTarget", "UefiTargetBootSourceOverride").Resolve("Give UefiTargetBootSourceOverride with BootSourceOverrideTarget UefiTarget.")
+			"The property 'BootSourceOverrideTarget' could not be written because its value would conflict with the value of the '"+ve.Property+"' property.",
+			"BootSourceOverrideTarget", ve.Property).Resolve("Give " + ve.Property + " with BootSourceOverrideTarget " + target + ".")
 	case errors.As(err, &ve):
 		name := "Boot/" + ve.Property
 		return rf.New(http.StatusBadRequest, rf.Registry+"PropertyValueNotInList",

@@ -224,7 +224,7 @@ func testRoundTrip(t *testing.T, open OpenFunc) {
 		UpdatedAt:   t0.Add(time.Hour + 123456789),
 		Description: "all fields — ünïcode, \"quotes\", 'apostrophes'",
 		Power: inventory.Power{State: inventory.PowerPoweringOn, Reset: "On", Since: t0.Add(time.Minute),
-			Boot: inventory.Boot{Enabled: "Once", Target: "UefiTarget", Mode: "UEFI", UefiTarget: "/0x31/0x33/0x01/0x01"}},
+			Boot: inventory.Boot{Enabled: "Once", Target: "UefiTarget", Mode: "UEFI", UefiTarget: "/0x31/0x33/0x01/0x01", BootNext: "nvme1"}},
 	}
 	bare := &inventory.Composition{ID: "c-a", State: inventory.Composing, Version: 1}
 	apply(t, s, put(full, bare))
