@@ -86,7 +86,7 @@ func redfishDriver(ctx context.Context, top *topology.Topology, f *inventory.Fab
 		return nil, fmt.Errorf("fabric %s: manager ca_file: %w", f.ID, err)
 	}
 	d, err := rfdriver.New(ctx, rfdriver.Options{Topology: top, Fabric: f.ID, URL: m.URL, ManagerFabric: m.Fabric,
-		User: m.User, Password: password, TLS: tlsConf, Logger: log})
+		Composition: m.API == inventory.ManagerCompositionAPI, User: m.User, Password: password, TLS: tlsConf, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("fabric %s: %w", f.ID, err)
 	}

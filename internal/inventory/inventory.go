@@ -193,12 +193,23 @@ type Fabric struct {
 
 // FabricManager is the Redfish fabric manager of a redfish-driven fabric.
 type FabricManager struct {
+	API         string // ManagerFabricAPI or ManagerCompositionAPI
 	URL         string // base URL; the service root is URL/redfish/v1
-	Fabric      string // the manager's Fabric Id
+	Fabric      string // the manager's Fabric Id ("" for a composition manager)
 	CAFile      string // PEM trust for its certificate ("" : the system's)
 	User        string
 	PasswordEnv string // environment variable holding the password
 }
+
+// What a fabric's manager offers (FabricManager.API).
+const (
+	// ManagerFabricAPI: a Redfish Fabric with Endpoints and Zones or
+	// Connections.
+	ManagerFabricAPI = "fabric"
+	// ManagerCompositionAPI: a vendor's composer, whose resource blocks
+	// are composed into ComputerSystems.
+	ManagerCompositionAPI = "composition"
+)
 
 // Switch is a switch element inside a fabric.
 type Switch struct {

@@ -10,6 +10,7 @@ package topology
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -976,10 +977,20 @@ func (b *builder) buildDriver(f *inventory.Fabric, fs *FabricSpec, path string) 
 			return b.errf(m.pos, "user", mpath, "a fabric manager needs user and password_env (the variable holding its password)")
 		}
 		fabricID := m.Fabric
-		if fabricID == "" {
-			fabricID = f.ID
+		switch m.API {
+		case "", inventory.ManagerFabricAPI:
+			if fabricID == "" {
+				fabricID = f.ID
+			}
+		case inventory.ManagerCompositionAPI:
+			if m.Fabric != "" {
+				return b.errf(m.pos, "fabric", mpath, "a composition manager has no Fabric to name: it composes its resource blocks (leave fabric out)")
+			}
+		default:
+			return b.errf(m.pos, "api", mpath, "unknown api %q (valid: fabric, composition)", m.API)
 		}
-		f.Manager = &inventory.FabricManager{URL: strings.TrimSuffix(m.URL, "/"), Fabric: fabricID, CAFile: m.CAFile, User: m.User, PasswordEnv: m.PasswordEnv}
+		f.Manager = &inventory.FabricManager{API: cmp.Or(m.API, inventory.ManagerFabricAPI), URL: strings.TrimSuffix(m.URL, "/"), Fabric: fabricID,
+			CAFile: m.CAFile, User: m.User, PasswordEnv: m.PasswordEnv}
 		return nil
 	case DriverNetns:
 		if f.Kind != inventory.EthernetVLAN {

@@ -138,7 +138,11 @@ type FabricSpec struct {
 // log in; the password comes from the environment variable PasswordEnv,
 // never from the file.
 type ManagerSpec struct {
-	pos         `yaml:"-"`
+	pos `yaml:"-"`
+	// API is what the manager offers: "fabric" (the default: a Fabric with
+	// Endpoints and Zones or Connections) or "composition" (a vendor's
+	// composer: resource blocks composed into ComputerSystems).
+	API         string `yaml:"api,omitempty"`
 	URL         string `yaml:"url,omitempty"`
 	Fabric      string `yaml:"fabric,omitempty"`
 	CAFile      string `yaml:"ca_file,omitempty"`

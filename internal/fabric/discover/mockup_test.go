@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rackpool/internal/childproc"
+	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
 )
 
@@ -184,12 +185,15 @@ func TestMockups(t *testing.T) {
 		compiles bool
 		hosts    int
 		devices  int
+		// with: the hosts named to Walk (a composer without Compute blocks).
+		with []string
 	}{
-		{"public-cxl", true, 1, 3},             // T1 (FPGA) and T2 (GPU) cannot be on cxl-memory
-		{"public-cxl-multiswitch", true, 3, 3}, // the same
-		{"public-expansion-box", false, 0, 0},  // no Fabrics: resource blocks only
-		{"public-sasfabric", true, 2, 6},       // the tape drive has no EntityType
-		{"public-nvmeof-jbof", true, 2, 1},     // the target is the JBOF's NIC
+		{"public-cxl", true, 1, 3, nil},                                       // T1 (FPGA) and T2 (GPU) cannot be on cxl-memory
+		{"public-cxl-multiswitch", true, 3, 3, nil},                           // the same
+		{"public-expansion-box", false, 0, 0, nil},                            // no Fabrics, no Compute block: no host
+		{"public-expansion-box", true, 2, 10, []string{"server1", "server2"}}, // a device per resource block
+		{"public-sasfabric", true, 2, 6, nil},                                 // the tape drive has no EntityType
+		{"public-nvmeof-jbof", true, 2, 1, nil},                               // the target is the JBOF's NIC
 	}
 	for _, tt := range tests {
 		t.Run(tt.mockup, func(t *testing.T) {
@@ -200,7 +204,7 @@ func TestMockups(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			r, err := Walk(context.Background(), g.Get, Options{})
+			r, err := Walk(context.Background(), g.Get, Options{Hosts: tt.with})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,6 +233,9 @@ func TestMockups(t *testing.T) {
 				t.Errorf("%d hosts, %d devices; want %d, %d\n%s", len(top.Inventory.Hosts), len(top.Inventory.Devices), tt.hosts, tt.devices, y)
 			}
 			checkConvention(t, r, top)
+			if tt.with != nil {
+				checkExpansionBox(t, top)
+			}
 			if testing.Verbose() {
 				t.Logf("\n%s", y)
 			}
@@ -244,11 +251,22 @@ func checkAgainstDisk(t *testing.T, d disk, r *Result) {
 	root := d.read(ServiceRoot)
 	fl, _ := root["Fabrics"].(map[string]any)
 	if fl == nil {
-		if len(r.Fabrics) != 0 {
-			t.Errorf("found %d fabrics in a service without Fabrics", len(r.Fabrics))
+		// A composer: one fabric of its resource blocks, an endpoint each.
+		blocks := ids(d.read(ServiceRoot+"/ResourceBlocks"), "Members")
+		if r.ResourceBlocks != len(blocks) {
+			t.Errorf("%d resource blocks, want %d", r.ResourceBlocks, len(blocks))
 		}
-		if want := len(ids(d.read(ServiceRoot+"/ResourceBlocks"), "Members")); r.ResourceBlocks != want {
-			t.Errorf("%d resource blocks, want %d", r.ResourceBlocks, want)
+		if len(r.Fabrics) != 1 || r.Composer == nil || r.Fabrics[0].Composer != r.Composer {
+			t.Fatalf("a service without Fabrics: %d fabrics, composer %v", len(r.Fabrics), r.Composer)
+		}
+		var eps []string
+		for _, e := range r.Fabrics[0].Endpoints {
+			if e.Role == RoleTarget {
+				eps = append(eps, e.Path)
+			}
+		}
+		if !slices.Equal(sorted(eps), sorted(blocks)) {
+			t.Errorf("composer endpoints %v, want the blocks %v", sorted(eps), sorted(blocks))
 		}
 		return
 	}
@@ -363,6 +381,44 @@ func checkConvention(t *testing.T, r *Result, top *topology.Topology) {
 					t.Errorf("host %s port %s has no initiator endpoint by the convention", h.ID, p.ID)
 				}
 			}
+		}
+	}
+}
+
+// checkExpansionBox checks the topology of DMTF's public-expansion-box
+// against its files: a device per resource block, its kind and capacity
+// from what the block holds (Tray1-SAS: four 256 GiB SAS SSDs, one device
+// of 1 TiB; Tray3-Memory: four 8 GiB DIMMs), the named hosts on the
+// composer's fabric, and the fabric emulated: the box has no
+// CompositionService to compose through.
+func checkExpansionBox(t *testing.T, top *topology.Topology) {
+	t.Helper()
+	const gib = int64(1) << 30
+	want := map[string]struct {
+		kind     inventory.Kind
+		capacity int64
+	}{
+		"Tray1-SAS": {inventory.SSD, 4 * 256 * gib}, "Tray2-Drive1": {inventory.NVMe, 256 * gib}, "Tray2-Drive4": {inventory.NVMe, 256 * gib},
+		"Tray3-Memory": {inventory.Memory, 32 * gib}, "Tray4-NIC1": {inventory.NIC, 0}, "Tray4-NIC4": {inventory.NIC, 0},
+	}
+	for id, w := range want {
+		dev := top.Inventory.Device(id)
+		if dev == nil {
+			t.Errorf("no device %s", id)
+			continue
+		}
+		if dev.Kind != w.kind || (w.capacity > 0 && dev.CapacityBytes != w.capacity) {
+			t.Errorf("device %s: %s of %d bytes, want %s of %d", id, dev.Kind, dev.CapacityBytes, w.kind, w.capacity)
+		}
+	}
+	f := top.Inventory.Fabric(DefaultComposerFabric)
+	if f == nil || f.Kind != inventory.PCIeSwitch || f.Driver != topology.DriverEmulated || f.Manager != nil {
+		t.Fatalf("the composer's fabric: %+v", f)
+	}
+	for _, h := range []string{"server1", "server2"} {
+		host := top.Inventory.Host(h)
+		if host == nil || len(host.Ports) != 1 || host.Ports[0].Fabric != f {
+			t.Errorf("host %s: %+v", h, host)
 		}
 	}
 }

@@ -18,10 +18,12 @@ type Result struct {
 	Fabrics []*Fabric
 	// Systems are the ComputerSystems initiators link to, by path.
 	Systems map[string]*System
-	// ResourceBlocks counts the members of /redfish/v1/ResourceBlocks, read
-	// only when the service has no Fabrics (an expansion box composed
-	// through its resource blocks rather than a fabric).
+	// ResourceBlocks counts the resource blocks of a composer (composer.go),
+	// read when the service has no Fabrics or Options.Composition asks.
 	ResourceBlocks int
+	// Composer is the service as a vendor composer, when it was read so;
+	// its blocks are then the endpoints of one fabric in Fabrics.
+	Composer *Composer
 	// Resources is how many resources Walk read.
 	Resources int
 	// Notes are what Walk tolerated: links to resources that do not
@@ -33,6 +35,9 @@ type Result struct {
 // Fabric is one Redfish Fabric.
 type Fabric struct {
 	ID, Path, Name string
+	// Composer is set on the fabric Walk makes of a vendor composer's
+	// resource blocks (composer.go); nil for a Redfish Fabric.
+	Composer *Composer
 	// Type is the FabricType (PCIe, CXL, SAS, NVMeOverFabrics, Ethernet,
 	// ...).
 	Type           string

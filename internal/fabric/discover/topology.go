@@ -3,6 +3,7 @@ package discover
 import (
 	"bytes"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,9 +56,21 @@ type TopologyOptions struct {
 	HostMemory     string // DefaultHostMemory
 	MemoryCapacity string // DefaultMemoryCapacity
 	// Source names the service in the file's header (a URL without
-	// credentials); empty leaves it out.
+	// credentials); empty leaves it out. A composer's fabric is driven
+	// through it (manager url) when it is an http(s) URL.
 	Source string
+	// User is the account a composer's fabric logs in as (manager user;
+	// DefaultComposerUser when empty); its password comes from
+	// DefaultComposerPasswordEnv.
+	User string
 }
+
+// The manager settings of a composer's fabric that the service does not
+// say.
+const (
+	DefaultComposerUser        = "rackpool"
+	DefaultComposerPasswordEnv = "RACKPOOL_COMPOSER_PASSWORD"
+)
 
 // Validate reports options that cannot be used.
 func (o TopologyOptions) Validate() error {
@@ -169,11 +182,11 @@ func (r *Result) Topology(o TopologyOptions) (*Draft, error) {
 	}
 	if len(b.hostOrder) == 0 {
 		why := "the service has no fabrics"
-		if len(r.Fabrics) > 0 {
+		switch {
+		case r.Composer != nil:
+			why = fmt.Sprintf("the service composes %d resource blocks and has no Compute block among them: name the hosts cabled to it (discover --host)", r.ResourceBlocks)
+		case len(r.Fabrics) > 0:
 			why = "no fabric rackpool drives has an initiator endpoint"
-		}
-		if r.ResourceBlocks > 0 {
-			why += fmt.Sprintf(" (it has %d resource blocks, composed through the Composition service, not a fabric)", r.ResourceBlocks)
 		}
 		return b.d, fmt.Errorf("discover: no topology: %s, and a topology needs at least one host", why)
 	}
@@ -435,7 +448,36 @@ func (b *builder) fabric(f *Fabric) {
 		}
 		fs.Links = append(fs.Links, &topology.LinkSpec{A: sa, B: sb})
 	}
+	if f.Composer != nil {
+		b.composerManager(f, fs)
+	}
 	b.d.Spec.Fabrics = append(b.d.Spec.Fabrics, fs)
+}
+
+// composerManager makes a composer's fabric driven through the composer
+// (driver redfish, manager api composition) when rackpool can compose
+// through it and Source says where it is; otherwise the fabric stays
+// emulated, and a note says why.
+func (b *builder) composerManager(f *Fabric, fs *topology.FabricSpec) {
+	c := f.Composer
+	if !c.CanCompose() {
+		b.notef("fabric %s: emulated: the service composes nothing (it has no CompositionService or no Systems), so rackpool reads its resource blocks but cannot compose through it", f.ID)
+		return
+	}
+	u, err := url.Parse(b.o.Source)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		b.notef("fabric %s: emulated: no service URL to compose through (set driver: redfish and manager: {api: composition, url, user, password_env})", f.ID)
+		return
+	}
+	user := b.o.User
+	if user == "" {
+		user = DefaultComposerUser
+		b.notef("fabric %s: manager user %s is a default", f.ID, user)
+	}
+	fs.Driver = topology.DriverRedfish
+	fs.Manager = &topology.ManagerSpec{API: inventory.ManagerCompositionAPI, URL: u.Scheme + "://" + u.Host, User: user,
+		PasswordEnv: DefaultComposerPasswordEnv}
+	b.notef("fabric %s: composed through the service (manager api composition); the password is read from $%s", f.ID, DefaultComposerPasswordEnv)
 }
 
 // epName names an endpoint in notes: its Id, and its path when the Id is
@@ -489,6 +531,11 @@ func (b *builder) hostPort(f *Fabric, e *Endpoint) (host, port string, ok bool) 
 		}
 	}
 	switch {
+	case f.Composer != nil:
+		// A composer's host is its Compute block (or a host named to
+		// Walk); its port is the composer's fabric.
+		host, port = strings.TrimSuffix(e.ID, "-"+f.ID), f.ID
+		sys = b.r.Systems[e.Path]
 	case sys != nil:
 		host, port = sys.ID, e.ID
 		if rest, ok := strings.CutPrefix(e.ID, sys.ID+"-"); ok && rest != "" {
@@ -530,6 +577,10 @@ func (b *builder) hostPort(f *Fabric, e *Endpoint) (host, port string, ok bool) 
 		if len(defs) > 0 {
 			why := "no ComputerSystem is linked"
 			switch {
+			case f.Composer != nil && sys != nil:
+				why = "its Compute block " + sys.Path + " does not report them"
+			case f.Composer != nil:
+				why = "the composer has no Compute block for it"
 			case sys != nil && sys.Missing:
 				why = "its ComputerSystem " + sys.Path + " does not exist"
 			case sys != nil:

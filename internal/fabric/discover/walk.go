@@ -40,6 +40,14 @@ type Options struct {
 	// MaxBodyBytes is the largest body accepted (0: DefaultMaxBodyBytes);
 	// a larger one is ErrTooLarge.
 	MaxBodyBytes int64
+	// Composition reads the service as a vendor composer (composer.go)
+	// even when it has Fabrics; without it, a service without Fabrics is
+	// read so when it has resource blocks.
+	Composition bool
+	// Hosts are the hosts cabled to a composer that lists no Compute
+	// block of its own (an expansion box): each becomes a host of the
+	// composer's fabric.
+	Hosts []string
 }
 
 // Validate reports options that cannot be used.
@@ -54,6 +62,14 @@ func (o Options) Validate() error {
 		if f == "" || strings.Contains(f, "/") {
 			return fmt.Errorf("discover: %q is not a fabric Id", f)
 		}
+	}
+	for _, h := range o.Hosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			return fmt.Errorf("discover: %q is not a host Id", h)
+		}
+	}
+	if o.Composition && len(o.Fabrics) > 0 {
+		return errors.New("discover: Composition reads resource blocks, not fabrics: leave Fabrics empty")
 	}
 	return nil
 }
@@ -312,21 +328,15 @@ func (w *walker) walk(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if w.o.Composition {
+		return w.composer(ctx, &root)
+	}
 	if fabrics == "" {
 		if len(w.o.Fabrics) > 0 {
 			return fmt.Errorf("GET %s: %w: %s: the service has no Fabrics", ServiceRoot, ErrUnknownFabric, strings.Join(w.o.Fabrics, ", "))
 		}
 		w.notef("the service root has no Fabrics")
-		rb, err := link(ServiceRoot, "ResourceBlocks", root.ResourceBlocks)
-		if err != nil || rb == "" {
-			return err
-		}
-		ms, err := w.members(ctx, rb, []string{ServiceRoot})
-		if err != nil {
-			return err
-		}
-		w.res.ResourceBlocks = len(ms)
-		return nil
+		return w.composer(ctx, &root)
 	}
 	ms, err := w.members(ctx, fabrics, []string{ServiceRoot})
 	if err != nil {

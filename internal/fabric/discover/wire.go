@@ -31,11 +31,44 @@ type collectionBody struct {
 
 type serviceRootBody struct {
 	resource
-	Vendor         string     `json:"Vendor"`
-	Product        string     `json:"Product"`
-	RedfishVersion string     `json:"RedfishVersion"`
-	Fabrics        *odataLink `json:"Fabrics"`
+	Vendor             string     `json:"Vendor"`
+	Product            string     `json:"Product"`
+	RedfishVersion     string     `json:"RedfishVersion"`
+	Fabrics            *odataLink `json:"Fabrics"`
+	ResourceBlocks     *odataLink `json:"ResourceBlocks"`
+	CompositionService *odataLink `json:"CompositionService"`
+	Systems            *odataLink `json:"Systems"`
+}
+
+type compositionServiceBody struct {
+	resource
 	ResourceBlocks *odataLink `json:"ResourceBlocks"`
+}
+
+type resourceBlockBody struct {
+	resource
+	ResourceBlockType  []string    `json:"ResourceBlockType"`
+	Status             statusBody  `json:"Status"`
+	Processors         []odataLink `json:"Processors"`
+	Memory             []odataLink `json:"Memory"`
+	Drives             []odataLink `json:"Drives"`
+	Storage            []odataLink `json:"Storage"`
+	EthernetInterfaces []odataLink `json:"EthernetInterfaces"`
+	NetworkInterfaces  []odataLink `json:"NetworkInterfaces"`
+	ComputerSystems    []odataLink `json:"ComputerSystems"`
+}
+
+type storageBody struct {
+	resource
+	Drives []odataLink `json:"Drives"`
+}
+
+type composedSystemBody struct {
+	resource
+	SystemType string `json:"SystemType"`
+	Links      struct {
+		ResourceBlocks []odataLink `json:"ResourceBlocks"`
+	} `json:"Links"`
 }
 
 type fabricBody struct {

@@ -35,6 +35,10 @@ type Options struct {
 	URL string
 	// ManagerFabric is the manager's Fabric Id (default: Fabric).
 	ManagerFabric string
+	// Composition drives a vendor composer instead of a fabric manager: a
+	// service that composes its own resource blocks into ComputerSystems
+	// (composition.go); ManagerFabric is then unused.
+	Composition bool
 	// User and Password are the manager account's. The password never
 	// appears in errors or logs.
 	User, Password string
@@ -81,11 +85,19 @@ type Driver struct {
 	conns    string // the Connections collection ("" when none)
 	actions  map[string]string
 
+	// A vendor composer's (composition.go): its ResourceBlocks and Systems
+	// collections; composition is set when the driver drives one.
+	composition         bool
+	blocksColl, systems string
+
 	mu     sync.Mutex
 	byURI  map[string]element // endpoint URI → topology element
 	target map[string]string  // device ID → endpoint URI
 	init   map[string]string  // "host/port" → endpoint URI
 	chunks map[string]string  // block ID → memory chunk URI
+	// A vendor composer's: host ID → its Compute block, block ID → its
+	// resource block (URIs).
+	compute, device map[string]string
 
 	locks keyedMutex // one change at a time per initiator endpoint
 }
@@ -137,10 +149,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		timeout: o.Timeout,
 		log:     log,
 		actions: map[string]string{},
+
+		composition: o.Composition,
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	if err := d.start(ctx); err != nil {
+	start := d.start
+	if d.composition {
+		start = d.startComposition
+	}
+	if err := start(ctx); err != nil {
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), o.RequestTimeout)
 		defer ccancel()
 		_ = c.logout(cctx)
@@ -374,6 +392,12 @@ func (d *Driver) resolve(ctx context.Context, a fabric.Attachment) (*job, error)
 		return nil, fmt.Errorf("port %s on fabric %s: %w", portName(a.Host, a.HostPort), d.fab.ID, fabric.ErrUnknown)
 	}
 	j := &job{a: a, blk: blk, dev: blk.Device, hp: hp}
+	if d.composition {
+		if err := d.composeJob(ctx, j); err != nil {
+			return nil, err
+		}
+		return j, nil
+	}
 	for try := 0; ; try++ {
 		d.mu.Lock()
 		j.ini, j.tgt = d.init[portName(a.Host, a.HostPort)], d.target[a.Device]
@@ -416,7 +440,10 @@ func (d *Driver) operate(ctx context.Context, verb string, a fabric.Attachment, 
 	}
 	defer unlock()
 	decide := d.zoneStep
-	if byConnection(j.dev) {
+	switch {
+	case d.composition:
+		decide = d.composeStep
+	case byConnection(j.dev):
 		decide = d.connectionStep
 	}
 	r, err := d.reconcile(parent, ctx, func(ctx context.Context) (*change, error) { return decide(ctx, j, attach) })
@@ -514,7 +541,11 @@ func (d *Driver) lastLook(parent context.Context, start time.Time, step func(con
 func (d *Driver) Discover(ctx context.Context) (fabric.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	st, err := d.discover(ctx)
+	discover := d.discover
+	if d.composition {
+		discover = d.discoverComposition
+	}
+	st, err := discover(ctx)
 	if err != nil {
 		return fabric.State{}, fmt.Errorf("discover fabric %s: %w", d.fab.ID, err)
 	}

@@ -18,13 +18,17 @@ import (
 
 func DiscoverCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "discover --redfish URL [--user U] [--ca-file F] [--fabric ID]... [--out FILE]",
+		Use:   "discover --redfish URL [--user U] [--ca-file F] [--fabric ID]... [--composition] [--host H]... [--out FILE]",
 		Short: "read a Redfish service's fabrics (GET only) and write a topology file for them",
 		Long: "Walks a Redfish service's fabrics with GET requests only and writes a topology file for them, with\n" +
 			"a summary on stderr; the file's header notes every default and omission (docs/southbound.md).\n" +
+			"A service without Fabrics that composes its own resource blocks (a vendor composer, an expansion\n" +
+			"box) becomes one fabric, composed through the service when it has a CompositionService;\n" +
+			"--composition reads a service so even when it has Fabrics.\n" +
 			"The password of --user comes from $RACKPOOL_DISCOVER_PASSWORD.",
-		Example: "  RACKPOOL_DISCOVER_PASSWORD=... rackpool discover --redfish https://fm.example --user admin --out rack.yaml",
-		Args:    cli.NoArgs,
+		Example: "  RACKPOOL_DISCOVER_PASSWORD=... rackpool discover --redfish https://fm.example --user admin --out rack.yaml\n" +
+			"  rackpool discover --redfish https://box.example --host server1 --host server2   # an expansion box without Compute blocks",
+		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
 	var o discoverConfig
@@ -34,6 +38,8 @@ func DiscoverCmd() *cobra.Command {
 	fs.StringVar(&o.out, "out", "", "write the topology to this file (default: stdout)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on the whole walk")
 	fs.StringArrayVar(&o.fabrics, "fabric", nil, "read only this fabric Id (repeatable; default: all)")
+	fs.BoolVar(&o.composition, "composition", false, "read the service as a vendor composer (its resource blocks and composed systems), even when it has Fabrics")
+	fs.StringArrayVar(&o.hosts, "host", nil, "a host cabled to a composer that lists no Compute block (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.url == "" {
 			return cli.Usagef("--redfish URL is required")
@@ -47,7 +53,8 @@ func DiscoverCmd() *cobra.Command {
 type discoverConfig struct {
 	url, user, caFile, out string
 	timeout                time.Duration
-	fabrics                []string
+	fabrics, hosts         []string
+	composition            bool
 }
 
 // discoverTopology reads a Redfish service's fabrics (GETs only) and
@@ -67,13 +74,13 @@ func discoverTopology(o discoverConfig) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	res, err := discover.Walk(ctx, g.Get, discover.Options{Fabrics: o.fabrics})
+	res, err := discover.Walk(ctx, g.Get, discover.Options{Fabrics: o.fabrics, Composition: o.composition, Hosts: o.hosts})
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(os.Stderr, res.Summary())
 
-	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(o.url)})
+	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(o.url), User: o.user})
 	if draft == nil {
 		return derr
 	}
