@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"rackpool/internal/compose"
+	"rackpool/internal/fabric"
 	"rackpool/internal/redfish/oem"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
@@ -217,6 +218,15 @@ func translate(err error) *apiError {
 		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",
 			"An error occurred internal to the service as part of the overall request.  Partial results may have been returned.")
 		e.resolution = err.Error() + "; the composition was rolled back. Check the host agent and retry."
+		return e
+	case errors.Is(err, compose.ErrAttach) && errors.Is(err, fabric.ErrInUse):
+		// The fabric holds the block for something this service does not
+		// know of (a vendor composer's own system): a conflict, not a
+		// fault. Which fabric said what goes to the operator's log.
+		e := newError(http.StatusConflict, baseRegistry+"ResourceInUse",
+			"The change to the requested resource failed because the resource is in use or in transition.")
+		e.internal = err
+		e.resolution = "The fabric reports a requested block in use outside this service; the operation was rolled back. Choose other blocks, or free the block on the fabric and retry."
 		return e
 	case errors.Is(err, compose.ErrAttach), errors.Is(err, compose.ErrDetach):
 		e := newError(http.StatusInternalServerError, baseRegistry+"OperationFailed",

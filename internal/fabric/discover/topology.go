@@ -63,6 +63,9 @@ type TopologyOptions struct {
 	// DefaultComposerUser when empty); its password comes from
 	// DefaultComposerPasswordEnv.
 	User string
+	// CAFile is the PEM file the composer's certificate is checked
+	// against (manager ca_file; "" for the system's roots).
+	CAFile string
 }
 
 // The manager settings of a composer's fabric that the service does not
@@ -476,7 +479,7 @@ func (b *builder) composerManager(f *Fabric, fs *topology.FabricSpec) {
 	}
 	fs.Driver = topology.DriverRedfish
 	fs.Manager = &topology.ManagerSpec{API: inventory.ManagerCompositionAPI, URL: u.Scheme + "://" + u.Host, User: user,
-		PasswordEnv: DefaultComposerPasswordEnv}
+		PasswordEnv: DefaultComposerPasswordEnv, CAFile: b.o.CAFile}
 	b.notef("fabric %s: composed through the service (manager api composition); the password is read from $%s", f.ID, DefaultComposerPasswordEnv)
 }
 

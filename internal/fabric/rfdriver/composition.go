@@ -54,8 +54,10 @@ type serviceRoot struct {
 }
 
 // startComposition logs in and maps the vendor's resource blocks onto the
-// topology: a Compute block whose Id is a host's is that host; a block
-// whose Id is a block's of this fabric is that block.
+// topology: a Compute block whose Id is a host's is that host; another
+// block is the device of that Id when the device has one block (as
+// discover makes them: a memory device's block is then "{device}-b01"),
+// else the block of that Id.
 func (d *Driver) startComposition(ctx context.Context) error {
 	if _, err := d.c.currentToken(ctx); err != nil {
 		return err
@@ -118,18 +120,22 @@ func (d *Driver) mapBlocks(bs []member[blockRes]) (missing []string) {
 	for _, p := range d.fab.Ports {
 		hosts[p.Host.ID] = true
 	}
-	mine := map[string]bool{}
+	mine := map[string]string{} // the vendor's block Id → the topology block
 	for _, dev := range d.fab.Devices {
+		if len(dev.Blocks) == 1 {
+			mine[dev.ID] = dev.Blocks[0].ID
+			continue
+		}
 		for _, b := range dev.Blocks {
-			mine[b.ID] = true
+			mine[b.ID] = b.ID
 		}
 	}
 	for _, b := range bs {
 		switch {
 		case slices.Contains(b.v.ResourceBlockType, "Compute") && hosts[b.v.ID]:
 			compute[b.v.ID] = b.ref
-		case !slices.Contains(b.v.ResourceBlockType, "Compute") && mine[b.v.ID]:
-			device[b.v.ID] = b.ref
+		case !slices.Contains(b.v.ResourceBlockType, "Compute") && mine[b.v.ID] != "":
+			device[mine[b.v.ID]] = b.ref
 		}
 	}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {

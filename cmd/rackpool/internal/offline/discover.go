@@ -80,7 +80,7 @@ func discoverTopology(o discoverConfig) error {
 	}
 	fmt.Fprint(os.Stderr, res.Summary())
 
-	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(o.url), User: o.user})
+	draft, derr := res.Topology(discover.TopologyOptions{Source: redact(o.url), User: o.user, CAFile: o.caFile})
 	if draft == nil {
 		return derr
 	}

@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"rackpool/api"
+	"rackpool/internal/childproc"
+)
+
+// TestComposeThroughComposer drives a vendor composer as DMTF's
+// composability model has one (resource blocks composed into
+// ComputerSystems, no fabric): another rackpool serving the example rack,
+// whose composition the DMTF interop validator checks. `discover
+// --composition` reads it into a topology; serve on that topology then
+// composes, shrinks and decomposes through it, and the composer's own
+// composed systems say so after each step. A block the composer has given
+// to a system of its own is refused and changes nothing on either side.
+func TestComposeThroughComposer(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	vendor := startDefault(t, "--fabric-time", "instant")
+	topo := filepath.Join(t.TempDir(), "composer.yaml")
+	cmd := childproc.Command(binary, "discover", "--redfish", vendor.url, "--user", "Administrator", "--ca-file", vendor.ca,
+		"--composition", "--out", topo)
+	cmd.Env = append(os.Environ(), "RACKPOOL_DISCOVER_PASSWORD="+password)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("discover --composition: %v\n%s", err, out)
+	}
+	y, err := os.ReadFile(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"api: composition", "- id: host1", "{id: gpu1, kind: gpu, model: V100", "password_env: RACKPOOL_COMPOSER_PASSWORD"} {
+		if !strings.Contains(string(y), want) {
+			t.Fatalf("the discovered topology lacks %q:\n%s", want, y)
+		}
+	}
+	s := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "RACKPOOL_COMPOSER_PASSWORD=" + password},
+		"--topology", topo, "--fabric-time", "instant")
+	c, vc := s.client(), vendor.client()
+
+	// composed is what the composer has composed: each composed system's
+	// blocks, by the system's Compute block.
+	composed := func() map[string][]string {
+		t.Helper()
+		systems, err := vc.Systems(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, sys := range systems {
+			if sys.SystemType != "Composed" {
+				continue
+			}
+			var blocks []string
+			for _, l := range sys.Links.ResourceBlocks {
+				blocks = append(blocks, l.ID[strings.LastIndexByte(l.ID, '/')+1:])
+			}
+			out[blocks[0]] = blocks
+		}
+		return out
+	}
+	expect := func(step string, want map[string][]string) {
+		t.Helper()
+		got := composed()
+		if len(got) != len(want) {
+			t.Fatalf("after %s the composer has %v, want %v", step, got, want)
+		}
+		for host, blocks := range want {
+			if !slices.Equal(got[host], blocks) {
+				t.Fatalf("after %s the composer has %v, want %v", step, got, want)
+			}
+		}
+	}
+
+	sys, err := c.Compose(ctx, api.ComposeRequest{Name: "through", Blocks: []string{"host1", "gpu1", "nvme1", "memnode1-b01-b01"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("the compose", map[string][]string{"host1": {"host1", "gpu1", "nvme1", "memnode1-b01"}})
+	if _, err := c.Expand(ctx, sys.ID, nil, nil, []string{"nvme1"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("the shrink", map[string][]string{"host1": {"host1", "gpu1", "memnode1-b01"}})
+
+	// The composer gives gpu2 to a system of its own: composing it here is
+	// refused, and neither side changes.
+	if _, err := vc.Compose(ctx, api.ComposeRequest{Name: "vendor's", Blocks: []string{"host2", "gpu2"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compose(ctx, api.ComposeRequest{Name: "refused", Blocks: []string{"host3", "gpu2"}}); err == nil ||
+		!strings.Contains(err.Error(), "409 Base.1.22.ResourceInUse") {
+		t.Fatalf("composing a block the composer gave away: %v, want 409 ResourceInUse", err)
+	}
+	after, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countComposed(after) != countComposed(before) {
+		t.Errorf("the refused compose left %d composed systems, %d before", countComposed(after), countComposed(before))
+	}
+	expect("the refused compose", map[string][]string{"host1": {"host1", "gpu1", "memnode1-b01"}, "host2": {"host2", "gpu2"}})
+
+	// Decomposing here decomposes there, leaving the composer's own.
+	if err := c.Decompose(ctx, sys.ID); err != nil {
+		t.Fatal(err)
+	}
+	expect("the decompose", map[string][]string{"host2": {"host2", "gpu2"}})
+	if strings.Contains(s.stderr.String(), password) {
+		t.Error("serve logged the composer's password")
+	}
+}
