@@ -12,9 +12,10 @@
 #                    a C compiler for the race detector, Python's venv,
 #                    bash-completion (the CLI's completion test)
 #   Go modules       go mod download (GOTOOLCHAIN=auto fetches the Go of go.mod)
-#   Python           one environment, .venv-rf (scripts/pyenv.sh): the DMTF
+#   Python           two environments (scripts/pyenv.sh): .venv-rf, the DMTF
 #                    validators, sushy, statsmodels, pytest and pymemcache's
-#                    integration tests
+#                    integration tests; .venv-tools (Python 3.12 or newer),
+#                    Ansible and DMTF's Use Case Checkers
 #   npm              ui/node_modules (the console's build and its browser tests)
 #
 # Needs root or sudo for apt-get, and only when a package is missing. The

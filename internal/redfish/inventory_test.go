@@ -41,6 +41,18 @@ func TestSystemInventory(t *testing.T) {
 	if got := links(t, dig(t, sys, "Links", "Chassis")); !slices.Equal(got, []string{"rack1", "falcon1-drawer1"}) {
 		t.Errorf("Links.Chassis %v", got)
 	}
+	// Its PCIe devices and functions, as their drawer lists them: the GPU,
+	// the FPGA, the NVMe drive and the NIC (the SAS drive is not PCIe).
+	devs := uris(t, sys["PCIeDevices"])
+	if len(devs) != 4 || len(uris(t, sys["PCIeFunctions"])) != 4 {
+		t.Errorf("PCIeDevices %v, PCIeFunctions %v", devs, sys["PCIeFunctions"])
+	}
+	for _, d := range devs {
+		if !strings.HasPrefix(d, "/redfish/v1/Chassis/falcon1-drawer") {
+			t.Errorf("PCIe device %s is not in a drawer", d)
+		}
+		s.get(d)
+	}
 
 	procs := uris(t, s.get(base + "/Processors")["Members"])
 	if want := []string{rb + "host1/Processors/CPU", rb + "gpu1/Processors/gpu1", rb + "fpga1/Processors/fpga1"}; !slices.Equal(procs, want) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -396,6 +397,7 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 	seen := map[string]bool{}
 	pooled := int64(0)
 	counts := map[inventory.Kind]int{}
+	pcieDevices, pcieFunctions := []rf.ODataID{}, []rf.ODataID{}
 	for _, id := range c.Blocks {
 		links = append(links, rf.Ref(service.BlocksPath+id))
 		b := s.top.Block(id)
@@ -417,6 +419,10 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 			}
 			if b.Kind == inventory.Memory {
 				pooled += b.CapacityBytes
+			}
+			if fn := service.PCIeFunctionPath(b.Device); fn != "" && !slices.Contains(pcieFunctions, rf.Ref(fn)) {
+				pcieDevices = append(pcieDevices, rf.Ref(strings.TrimSuffix(fn, "/PCIeFunctions/1")))
+				pcieFunctions = append(pcieFunctions, rf.Ref(fn))
 			}
 		}
 		blocks = append(blocks, entry)
@@ -441,6 +447,9 @@ func (s *Service) systemBody(c *inventory.Composition) map[string]any {
 		"Memory":             rf.Ref("/redfish/v1/Systems/" + c.ID + "/Memory"),
 		"Storage":            rf.Ref("/redfish/v1/Systems/" + c.ID + "/Storage"),
 		"EthernetInterfaces": rf.Ref("/redfish/v1/Systems/" + c.ID + "/EthernetInterfaces"),
+		// The PCIe devices composed into it, as their drawer lists them.
+		"PCIeDevices":   pcieDevices,
+		"PCIeFunctions": pcieFunctions,
 		"Actions": map[string]any{
 			"#ComputerSystem.AddResourceBlock":    map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.AddResourceBlock"},
 			"#ComputerSystem.RemoveResourceBlock": map[string]string{"target": "/redfish/v1/Systems/" + c.ID + "/Actions/ComputerSystem.RemoveResourceBlock"},
