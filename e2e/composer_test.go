@@ -2,10 +2,16 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"rackpool/api"
@@ -24,59 +30,11 @@ func TestComposeThroughComposer(t *testing.T) {
 	skipShort(t)
 	ctx := context.Background()
 	vendor := startDefault(t, "--fabric-time", "instant")
-	topo := filepath.Join(t.TempDir(), "composer.yaml")
-	cmd := childproc.Command(binary, "discover", "--redfish", vendor.url, "--user", "Administrator", "--ca-file", vendor.ca,
-		"--composition", "--out", topo)
-	cmd.Env = append(os.Environ(), "RACKPOOL_DISCOVER_PASSWORD="+password)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("discover --composition: %v\n%s", err, out)
-	}
-	y, err := os.ReadFile(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"api: composition", "- id: host1", "{id: gpu1, kind: gpu, model: V100", "password_env: RACKPOOL_COMPOSER_PASSWORD"} {
-		if !strings.Contains(string(y), want) {
-			t.Fatalf("the discovered topology lacks %q:\n%s", want, y)
-		}
-	}
+	topo := discoverComposer(t, vendor)
 	s := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "RACKPOOL_COMPOSER_PASSWORD=" + password},
 		"--topology", topo, "--fabric-time", "instant")
 	c, vc := s.client(), vendor.client()
-
-	// composed is what the composer has composed: each composed system's
-	// blocks, by the system's Compute block.
-	composed := func() map[string][]string {
-		t.Helper()
-		systems, err := vc.Systems(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string][]string{}
-		for _, sys := range systems {
-			if sys.SystemType != "Composed" {
-				continue
-			}
-			var blocks []string
-			for _, l := range sys.Links.ResourceBlocks {
-				blocks = append(blocks, l.ID[strings.LastIndexByte(l.ID, '/')+1:])
-			}
-			out[blocks[0]] = blocks
-		}
-		return out
-	}
-	expect := func(step string, want map[string][]string) {
-		t.Helper()
-		got := composed()
-		if len(got) != len(want) {
-			t.Fatalf("after %s the composer has %v, want %v", step, got, want)
-		}
-		for host, blocks := range want {
-			if !slices.Equal(got[host], blocks) {
-				t.Fatalf("after %s the composer has %v, want %v", step, got, want)
-			}
-		}
-	}
+	expect := composedOn(t, vc)
 
 	sys, err := c.Compose(ctx, api.ComposeRequest{Name: "through", Blocks: []string{"host1", "gpu1", "nvme1", "memnode1-b01-b01"}})
 	if err != nil {
@@ -117,5 +75,141 @@ func TestComposeThroughComposer(t *testing.T) {
 	expect("the decompose", map[string][]string{"host2": {"host2", "gpu2"}})
 	if strings.Contains(s.stderr.String(), password) {
 		t.Error("serve logged the composer's password")
+	}
+}
+
+// discoverComposer runs discover --composition against vendor and returns
+// the topology file it wrote.
+func discoverComposer(t *testing.T, vendor *server) string {
+	t.Helper()
+	topo := filepath.Join(t.TempDir(), "composer.yaml")
+	cmd := childproc.Command(binary, "discover", "--redfish", vendor.url, "--user", "Administrator", "--ca-file", vendor.ca,
+		"--composition", "--out", topo)
+	cmd.Env = append(os.Environ(), "RACKPOOL_DISCOVER_PASSWORD="+password)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("discover --composition: %v\n%s", err, out)
+	}
+	y, err := os.ReadFile(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"api: composition", "- id: host1", "{id: gpu1, kind: gpu, model: V100", "password_env: RACKPOOL_COMPOSER_PASSWORD"} {
+		if !strings.Contains(string(y), want) {
+			t.Fatalf("the discovered topology lacks %q:\n%s", want, y)
+		}
+	}
+	return topo
+}
+
+// composedOn returns a check of what vc's service has composed: each
+// composed system's blocks, by the system's Compute block.
+func composedOn(t *testing.T, vc *api.Client) func(step string, want map[string][]string) {
+	return func(step string, want map[string][]string) {
+		t.Helper()
+		systems, err := vc.Systems(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]string{}
+		for _, sys := range systems {
+			if sys.SystemType != "Composed" {
+				continue
+			}
+			var blocks []string
+			for _, l := range sys.Links.ResourceBlocks {
+				blocks = append(blocks, l.ID[strings.LastIndexByte(l.ID, '/')+1:])
+			}
+			if _, dup := got[blocks[0]]; dup {
+				t.Fatalf("after %s the composer has two systems of %s", step, blocks[0])
+			}
+			got[blocks[0]] = blocks
+		}
+		if len(got) != len(want) {
+			t.Fatalf("after %s the composer has %v, want %v", step, got, want)
+		}
+		for host, blocks := range want {
+			if !slices.Equal(got[host], blocks) {
+				t.Fatalf("after %s the composer has %v, want %v", step, got, want)
+			}
+		}
+	}
+}
+
+// TestComposerLostAnswers puts a proxy between serve and the composer that
+// carries out the first POST, PATCH and DELETE of a composed system and
+// drops the answer, as a network that fails after the request arrived:
+// the driver must read the composer's state back, find the change made,
+// and never compose twice.
+func TestComposerLostAnswers(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	vendor := startDefault(t, "--fabric-time", "instant")
+	topo := discoverComposer(t, vendor)
+
+	target, err := url.Parse(vendor.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = vendor.http.Transport
+	var mu sync.Mutex
+	dropped := map[string]bool{} // method → an answer of it was dropped
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || !strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems") {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		drop := !dropped[r.Method]
+		dropped[r.Method] = true
+		mu.Unlock()
+		if !drop {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r) // carried out...
+		t.Logf("proxy: %s %s answered %d; the answer is dropped", r.Method, r.URL.Path, rec.Code)
+		panic(http.ErrAbortHandler) // ...and its answer lost
+	}))
+	t.Cleanup(proxy.Close)
+	// The composer, as serve sees it, is the proxy (plain HTTP on
+	// loopback).
+	y, err := os.ReadFile(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`url: '[^']*', ca_file: [^,]*,`)
+	if !re.Match(y) {
+		t.Fatalf("no manager url and ca_file in the topology:\n%s", y)
+	}
+	y = re.ReplaceAll(y, []byte("url: '"+proxy.URL+"',"))
+	if err := os.WriteFile(topo, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "RACKPOOL_COMPOSER_PASSWORD=" + password},
+		"--topology", topo, "--fabric-time", "instant")
+	c := s.client()
+	expect := composedOn(t, vendor.client())
+
+	sys, err := c.Compose(ctx, api.ComposeRequest{Name: "lossy", Blocks: []string{"host1", "gpu1", "nvme1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect("a compose whose POST's answer was lost", map[string][]string{"host1": {"host1", "gpu1", "nvme1"}})
+	if _, err := c.Expand(ctx, sys.ID, nil, nil, []string{"gpu1"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("a shrink whose PATCH's answer was lost", map[string][]string{"host1": {"host1", "nvme1"}})
+	if err := c.Decompose(ctx, sys.ID); err != nil {
+		t.Fatal(err)
+	}
+	expect("a decompose whose DELETE's answer was lost", map[string][]string{})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, m := range []string{http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if !dropped[m] {
+			t.Errorf("no %s went through the proxy", m)
+		}
 	}
 }
