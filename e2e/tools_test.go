@@ -175,7 +175,8 @@ func TestAnsibleRedfish(t *testing.T) {
 
 	t.Run("inventory", func(t *testing.T) {
 		r := a.must(t, "redfish_info", map[string]any{"category": "Systems",
-			"command": []string{"GetSystemInventory", "GetCpuInventory", "GetMemoryInventory", "GetDiskInventory", "GetNicInventory"}})
+			"command": []string{"GetSystemInventory", "GetCpuInventory", "GetMemoryInventory", "GetDiskInventory", "GetNicInventory",
+				"GetStorageControllerInventory"}})
 		cpus := facts(t, r, "cpu", uri)
 		if !slices.Contains(ids(cpus), "CPU") || !slices.Contains(ids(cpus), "gpu1") {
 			t.Errorf("GetCpuInventory of %s: %v, want the host's CPU and gpu1", sys.ID, cpus)
@@ -204,6 +205,9 @@ func TestAnsibleRedfish(t *testing.T) {
 		}
 		if nics := facts(t, r, "nic", uri); !slices.Equal(ids(nics), []string{"nic1"}) {
 			t.Errorf("GetNicInventory of %s: %v, want nic1", sys.ID, nics)
+		}
+		if ctrls := facts(t, r, "storage_controller", uri); !slices.Equal(ids(ctrls), []string{"NVMe"}) {
+			t.Errorf("GetStorageControllerInventory of %s: %v, want the NVMe controller", sys.ID, ctrls)
 		}
 
 		// A shrink takes the GPU out of what Ansible sees at once.

@@ -1,6 +1,7 @@
 package redfish_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -103,6 +104,15 @@ func TestSystemInventory(t *testing.T) {
 		dig(t, nvme, "Links", "Chassis", "@odata.id") != "/redfish/v1/Chassis/falcon1-drawer1" {
 		t.Errorf("nvme1: %v", nvme)
 	}
+	// A controller per protocol the drives are reached by.
+	var protos []string
+	for _, c := range uris(t, s.get(dig(t, s.get(base+"/Storage/Pooled"), "Controllers", "@odata.id").(string))["Members"]) {
+		ctrl := s.get(c)
+		protos = append(protos, fmt.Sprint(ctrl["SupportedDeviceProtocols"], ctrl["SupportedControllerProtocols"]))
+	}
+	if want := []string{"[NVMe] [PCIe]", "[SAS] [SAS]"}; !slices.Equal(protos, want) {
+		t.Errorf("storage controllers %v, want %v", protos, want)
+	}
 
 	nics := uris(t, s.get(base + "/EthernetInterfaces")["Members"])
 	if !slices.Equal(nics, []string{rb + "nic1/EthernetInterfaces/nic1"}) {
@@ -175,8 +185,15 @@ func TestSystemInventory(t *testing.T) {
 	if got := uris(t, s.get(host + "/Processors")["Members"]); !slices.Equal(got, []string{rb + "host2/Processors/CPU"}) {
 		t.Errorf("host processors %v", got)
 	}
-	if st := list(t, s.get(host + "/Storage")["Members"]); len(st) != 0 {
+	// Its Pooled storage is there, empty: no drive, no controller.
+	if st := uris(t, s.get(host + "/Storage")["Members"]); !slices.Equal(st, []string{host + "/Storage/Pooled"}) {
 		t.Errorf("host storage %v", st)
+	}
+	if d := list(t, s.get(host + "/Storage/Pooled")["Drives"]); len(d) != 0 {
+		t.Errorf("host drives %v", d)
+	}
+	if c := list(t, s.get(host + "/Storage/Pooled/Controllers")["Members"]); len(c) != 0 {
+		t.Errorf("host storage controllers %v", c)
 	}
 }
 

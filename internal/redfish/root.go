@@ -71,6 +71,8 @@ var metadataNamespaces = []rf.SchemaRef{
 	{Namespace: "MemoryCollection"},
 	{Namespace: "Memory", Version: "v1_23_0"},
 	{Namespace: "StorageCollection"},
+	{Namespace: "StorageControllerCollection"},
+	{Namespace: "StorageController", Version: "v1_11_0"},
 	{Namespace: "Storage", Version: "v1_21_0"},
 	{Namespace: "EthernetInterfaceCollection"},
 	{Namespace: "EthernetInterface", Version: "v1_12_0"},

@@ -200,6 +200,12 @@ func TestEveryGETRoute(t *testing.T) {
 		"/redfish/v1/Systems/{id}/Memory": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Memory", "/redfish/v1/Systems/host1/Memory"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Memory"}},
+		"/redfish/v1/Systems/{id}/Storage/{storage}/Controllers": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled/Controllers"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/Storage/Local/Controllers", "/redfish/v1/Systems/sys-000000000000/Storage/Pooled/Controllers"}},
+		"/redfish/v1/Systems/{id}/Storage/{storage}/Controllers/{ctrl}": {
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled/Controllers/SAS"},
+			unknown: []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled/Controllers/NVMe", "/redfish/v1/Systems/sys-000000000000/Storage/Pooled/Controllers/SAS"}},
 		"/redfish/v1/Systems/{id}/BootOptions": {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/BootOptions", "/redfish/v1/Systems/host1/BootOptions"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/BootOptions"}},
@@ -222,8 +228,8 @@ func TestEveryGETRoute(t *testing.T) {
 			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage", "/redfish/v1/Systems/host1/Storage"},
 			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Storage"}},
 		"/redfish/v1/Systems/{id}/Storage/{storage}": {
-			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled"},
-			unknown: []string{"/redfish/v1/Systems/host1/Storage/Pooled", "/redfish/v1/Systems/" + sys + "/Storage/Local"}},
+			valid:   []string{"/redfish/v1/Systems/" + sys + "/Storage/Pooled", "/redfish/v1/Systems/host1/Storage/Pooled"},
+			unknown: []string{"/redfish/v1/Systems/sys-000000000000/Storage/Pooled", "/redfish/v1/Systems/" + sys + "/Storage/Local"}},
 		"/redfish/v1/Fabrics":               {valid: []string{"/redfish/v1/Fabrics"}},
 		"/redfish/v1/Fabrics/{id}":          {valid: []string{f + "falcon1", f + "sas1", f + "ocs1", f + "vlan1"}, unknown: []string{f + "nofab"}},
 		"/redfish/v1/Fabrics/{id}/Switches": {valid: []string{f + "falcon1/Switches"}, unknown: []string{f + "nofab/Switches"}},

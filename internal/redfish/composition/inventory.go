@@ -29,6 +29,8 @@ var inventoryRoutes = []service.Route[*Service]{
 	{Pattern: "GET /redfish/v1/Systems/{id}/Memory", Priv: service.Login, Handler: (*Service).getMemories},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage", Priv: service.Login, Handler: (*Service).getStorages},
 	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}", Priv: service.Login, Handler: (*Service).getStorage},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}/Controllers", Priv: service.Login, Handler: (*Service).getControllers},
+	{Pattern: "GET /redfish/v1/Systems/{id}/Storage/{storage}/Controllers/{ctrl}", Priv: service.Login, Handler: (*Service).getController},
 	{Pattern: "GET /redfish/v1/Systems/{id}/EthernetInterfaces", Priv: service.Login, Handler: (*Service).getEthernetInterfaces},
 	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}/Processors/{member}", Priv: service.Login, Handler: (*Service).getProcessor},
 	{Pattern: "GET /redfish/v1/CompositionService/ResourceBlocks/{id}/Memory/{member}", Priv: service.Login, Handler: (*Service).getMemory},
@@ -298,10 +300,10 @@ func (s *Service) getEthernetInterface(w http.ResponseWriter, r *http.Request) e
 }
 
 // storageIDs are the Storage members of p: Pooled when it holds drives.
+// storageIDs are the system's storage subsystems: Pooled, its path into
+// the pool's drives, listed even when none is composed (tools that read
+// storage controllers treat a system without storage as an error).
 func (p systemParts) storageIDs() []string {
-	if len(p.drives()) == 0 {
-		return nil
-	}
 	return []string{pooledStorage}
 }
 
@@ -352,7 +354,80 @@ func (s *Service) getStorage(w http.ResponseWriter, r *http.Request) error {
 		"Status":             map[string]string{"State": "Enabled", "Health": "OK"},
 		"Drives":             drives,
 		"Drives@odata.count": len(drives),
+		"Controllers":        rf.Ref(uri + "/Controllers"),
 		"Links":              map[string]any{"Enclosures": []rf.ODataID{}},
+	})
+	return nil
+}
+
+// The storage controllers of a system's pooled drives: one per protocol
+// its drives are reached by. An NVMe drive is its own controller, reached
+// over the PCIe fabric; SAS drives sit behind the host's SAS port into the
+// SAS switch.
+var controllerProtocols = map[string][2]string{ // drive protocol → controller protocol, what it is
+	"NVMe": {"PCIe", "The NVMe controllers of the pooled NVMe drives, reached over the PCIe fabric"},
+	"SAS":  {"SAS", "The host's SAS port into the SAS switch its pooled drives sit behind"},
+	"SATA": {"SATA", "The host's path to its pooled SATA drives"},
+}
+
+// controllers returns the protocols of p's drives, in first-seen order,
+// with the drives of each.
+func (p systemParts) controllers() ([]string, map[string][]*inventory.Block) {
+	var order []string
+	by := map[string][]*inventory.Block{}
+	for _, b := range p.drives() {
+		proto := driveProtocol(b)
+		if by[proto] == nil {
+			order = append(order, proto)
+		}
+		by[proto] = append(by[proto], b)
+	}
+	return order, by
+}
+
+func (s *Service) getControllers(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id, err := storage(r, p)
+	if err != nil {
+		return err
+	}
+	uri := p.base + "/Storage/" + id + "/Controllers"
+	order, _ := p.controllers()
+	members := []rf.ODataID{}
+	for _, proto := range order {
+		members = append(members, rf.Ref(uri+"/"+proto))
+	}
+	service.WriteJSON(w, http.StatusOK, rf.Collection(uri, "StorageControllerCollection", "Storage Controller Collection", members))
+	return nil
+}
+
+func (s *Service) getController(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	id, err := storage(r, p)
+	if err != nil {
+		return err
+	}
+	proto := r.PathValue("ctrl")
+	_, by := p.controllers()
+	if by[proto] == nil {
+		return rf.NotFound("StorageController", proto)
+	}
+	c := controllerProtocols[proto]
+	service.WriteJSON(w, http.StatusOK, map[string]any{
+		"@odata.id":                    p.base + "/Storage/" + id + "/Controllers/" + proto,
+		"@odata.type":                  "#StorageController.v1_11_0.StorageController",
+		"Id":                           proto,
+		"Name":                         proto + " controller of the pooled drives",
+		"Description":                  c[1],
+		"Status":                       map[string]string{"State": "Enabled", "Health": "OK"},
+		"SupportedControllerProtocols": []string{c[0]},
+		"SupportedDeviceProtocols":     []string{proto},
 	})
 	return nil
 }
