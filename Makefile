@@ -47,9 +47,9 @@ bench-sim: ## rackpool sim against CloudSim Plus on the same trace, and the 10^6
 bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio, and failover over 20 kills and 20 SIGSTOPs (docs/benchmarks.md; minutes)
 	$(GO) run ./bench/drives -bin $(BIN) -out build/bench-drives
 
-bench-southbound: ## the redfish driver against fabric-emulator beside the DMTF Python Redfish library (docs/benchmarks.md)
+bench-southbound: build ## the redfish driver against fabric-emulator and a vendor composer, beside the DMTF Python Redfish library (docs/benchmarks.md)
 	scripts/pyenv.sh
-	$(GO) run ./bench/southbound -out build/bench-southbound
+	$(GO) run ./bench/southbound -bin $(BIN) -out build/bench-southbound
 
 bench-power: ## ComputerSystem.Reset, Boot PATCH and GET through serve beside sushy-emulator's fake driver, 1 and 4 clients (docs/benchmarks.md)
 	scripts/pyenv.sh

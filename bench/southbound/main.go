@@ -7,13 +7,17 @@
 //     fabric-emulator's server (internal/fabric/fmserver),
 //   - the DMTF's Python Redfish library (python-redfish-library, the peer)
 //     doing the same protocol steps against the same server: GET the zone,
-//     PATCH its endpoints with If-Match, follow the task monitor.
+//     PATCH its endpoints with If-Match, follow the task monitor;
+//
+// and, with -bin, composing one GPU into a host's system and out again
+// through a vendor composer (composer.go), by the redfish driver in
+// composition mode and by the Python library.
 //
 // All three run on this machine in one run, over loopback HTTP (no TLS for
 // either client), with the fabric's modelled time instant, so what is
 // measured is the control path.
 //
-//	go run ./bench/southbound -python .venv-rf/bin/python -out build/bench-southbound
+//	go run ./bench/southbound -python .venv-rf/bin/python -bin bin/rackpool -out build/bench-southbound
 package main
 
 import (
@@ -61,6 +65,7 @@ func main() {
 	cycles := flag.Int("cycles", 300, "attach+detach cycles per client")
 	python := flag.String("python", ".venv-rf/bin/python", "Python with the redfish library (scripts/pyenv.sh); '' skips the peer")
 	out := flag.String("out", "build/bench-southbound", "report directory")
+	bin := flag.String("bin", "", "rackpool binary to serve as a vendor composer; '' skips the composition API")
 	flag.Parse()
 	if *cycles < 10 {
 		childproc.Fatal("-cycles must be at least 10")
@@ -100,22 +105,31 @@ func main() {
 	if st, err := srv.Driver().Discover(ctx); err != nil || len(st.Attachments) != 0 {
 		childproc.Fatalf("the fabric is not back to empty after the run: %v %v", st.Attachments, err)
 	}
+	if *bin != "" {
+		results = append(results, composerResults(*bin, *python, *cycles)...)
+	}
 	report(results, *out)
 }
 
-// measure runs cycles attach+detach pairs through d, after a warm-up.
+// measure runs cycles attach+detach pairs of gpu1 through d.
 func measure(name string, cycles int, d fabric.Driver) result {
+	return measureOf(name, cycles, d, gpu1)
+}
+
+// measureOf runs cycles attach+detach pairs of a through d, after a
+// warm-up.
+func measureOf(name string, cycles int, d fabric.Driver, a fabric.Attachment) result {
 	ctx := context.Background()
 	for range 10 {
-		must(d.Attach(ctx, gpu1))
-		must(d.Detach(ctx, gpu1))
+		must(d.Attach(ctx, a))
+		must(d.Detach(ctx, a))
 	}
 	lat := make([]time.Duration, 0, 2*cycles)
 	start := time.Now()
 	for range cycles {
 		for _, op := range []func(context.Context, fabric.Attachment) (fabric.Result, error){d.Attach, d.Detach} {
 			t := time.Now()
-			r, err := op(ctx, gpu1)
+			r, err := op(ctx, a)
 			must(r, err)
 			if !r.Changed {
 				childproc.Fatalf("%s: an operation changed nothing", name)
@@ -186,24 +200,7 @@ print(json.dumps({"lat": lat, "total": total}))
 // peer runs the Python Redfish library against url.
 func peer(python, url string, cycles int) (result, error) {
 	cmd := childproc.Command(python, "-c", peerScript, url, user, password, fmt.Sprint(cycles))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return result{}, fmt.Errorf("%v: %s", err, stderr.String())
-	}
-	var got struct {
-		Lat   []float64
-		Total float64
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		return result{}, fmt.Errorf("peer output: %v", err)
-	}
-	lat := make([]time.Duration, len(got.Lat))
-	for i, s := range got.Lat {
-		lat[i] = time.Duration(s * float64(time.Second))
-	}
-	return summarize("python-redfish-library (peer) → fabric-emulator", lat, time.Duration(got.Total*float64(time.Second))), nil
+	return runPeer(cmd, "python-redfish-library (peer) → fabric-emulator")
 }
 
 func report(results []result, out string) {
@@ -212,10 +209,17 @@ func report(results []result, out string) {
 	for _, r := range results {
 		fmt.Fprintf(&b, "| %s | %d | %.0f | %v | %v |\n", r.Name, r.Ops, r.opsPerSec(), r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond))
 	}
-	if len(results) == 3 {
-		g, p := results[1], results[2]
-		fmt.Fprintf(&b, "\nredfish driver / python-redfish-library: %.2fx the throughput, p50 %.2fx, p99 %.2fx\n",
-			g.opsPerSec()/p.opsPerSec(), float64(g.P50)/float64(p.P50), float64(g.P99)/float64(p.P99))
+	for i := 1; i+1 < len(results); i += 2 {
+		g, p := results[i], results[i+1]
+		if !strings.HasPrefix(p.Name, "python") {
+			continue
+		}
+		what := "fabric API"
+		if strings.Contains(g.Name, "composer") {
+			what = "composition API"
+		}
+		fmt.Fprintf(&b, "\n%s: redfish driver / python-redfish-library: %.2fx the throughput, p50 %.2fx, p99 %.2fx\n",
+			what, g.opsPerSec()/p.opsPerSec(), float64(g.P50)/float64(p.P50), float64(g.P99)/float64(p.P99))
 	}
 	fmt.Print(b.String())
 	if err := os.MkdirAll(out, 0o755); err != nil {
