@@ -520,6 +520,21 @@ func faultStorm(t *testing.T, active bool) {
 	if d := time.Since(settled); d > 200*time.Millisecond {
 		t.Logf("the systems in transition after the storm settled within %s", d.Round(100*time.Millisecond))
 	}
+	// A system still in transition: what each replica logged of it.
+	if systems, err := c.Systems(context.Background()); err == nil {
+		for _, sys := range systems {
+			if sys.SystemType != "Composed" || sys.Oem.Rackpool.CompositionState == "Composed" {
+				continue
+			}
+			for i, sl := range slots {
+				for _, line := range lines(sl.get().stderr.String()) {
+					if strings.Contains(line, sys.ID) {
+						t.Logf("replica %d on %s: %s", i, sys.ID, line)
+					}
+				}
+			}
+		}
+	}
 	snap := take(t, c)
 	checkConsistent(t, snap, maxCompositions(t, c))
 	// Every acknowledged lease and account change is there.

@@ -173,7 +173,8 @@ func (s *Store) explain(ctx context.Context, c *conflict) error {
 // resolve decides an in-doubt commit: it ends the backend that ran it (or
 // waits for it to be gone) and then looks for the transaction's token in
 // the change log. It answers nil if the transaction committed, and the
-// commit's error, marked as not applied, otherwise.
+// commit's error, marked as not applied and wrapping store.ErrUnavailable,
+// otherwise.
 func (s *Store) resolve(ctx context.Context, pid uint32, token []byte, commitErr error) error {
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		var committed bool
@@ -197,7 +198,11 @@ func (s *Store) resolve(ctx context.Context, pid uint32, token []byte, commitErr
 			if committed {
 				return nil
 			}
-			return fmt.Errorf("store: commit failed, nothing applied: %w", commitErr)
+			// The connection broke before COMMIT took effect: nothing
+			// changed, as ErrUnavailable promises, so a caller retries
+			// (a workflow marks itself for RetryStuck) instead of taking
+			// it for a failure of its own.
+			return fmt.Errorf("store: commit failed, nothing applied: %w: %w", commitErr, store.ErrUnavailable)
 		}
 		select {
 		case <-ctx.Done():
