@@ -147,14 +147,7 @@ c = redfish.redfish_client(base_url=url, username=user, password=password, cafil
 c.login(auth="session")
 rb = "/redfish/v1/CompositionService/ResourceBlocks/"
 host, gpu = rb + "host1", rb + "gpu1"
-
-def finish(r):
-    while r.status == 202:
-        time.sleep(0)
-        r = c.get(r.getheader("Location"))
-    if r.status not in (200, 201, 204):
-        raise SystemExit("change failed: %d %s" % (r.status, r.text))
-
+` + peerFinish + `
 def mine():
     for m in c.get("/redfish/v1/Systems").dict["Members"]:
         r = c.get(m["@odata.id"])

@@ -15,6 +15,7 @@ package composition
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"rackpool/internal/inventory"
@@ -320,27 +321,26 @@ func (s *Service) getStorages(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// storage returns p's Storage member named in r, or the 404 for it.
-func storage(r *http.Request, p systemParts) (string, error) {
-	id := r.PathValue("storage")
-	for _, sid := range p.storageIDs() {
-		if sid == id {
-			return id, nil
-		}
+// storageOf returns the parts of the system r names and the URI of its
+// Storage member r names, or the error for either (404 for a Storage it
+// has not).
+func (s *Service) storageOf(r *http.Request) (systemParts, string, string, error) {
+	p, err := s.parts(r, r.PathValue("id"))
+	if err != nil {
+		return p, "", "", err
 	}
-	return "", rf.NotFound("Storage", id)
+	id := r.PathValue("storage")
+	if !slices.Contains(p.storageIDs(), id) {
+		return p, "", "", rf.NotFound("Storage", id)
+	}
+	return p, id, p.base + "/Storage/" + id, nil
 }
 
 func (s *Service) getStorage(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
+	p, id, uri, err := s.storageOf(r)
 	if err != nil {
 		return err
 	}
-	id, err := storage(r, p)
-	if err != nil {
-		return err
-	}
-	uri := p.base + "/Storage/" + id
 	drives := []rf.ODataID{}
 	for _, b := range p.drives() {
 		drives = append(drives, rf.Ref(service.DrivePath(b)))
@@ -386,15 +386,11 @@ func (p systemParts) controllers() ([]string, map[string][]*inventory.Block) {
 }
 
 func (s *Service) getControllers(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
+	p, _, storage, err := s.storageOf(r)
 	if err != nil {
 		return err
 	}
-	id, err := storage(r, p)
-	if err != nil {
-		return err
-	}
-	uri := p.base + "/Storage/" + id + "/Controllers"
+	uri := storage + "/Controllers"
 	order, _ := p.controllers()
 	members := []rf.ODataID{}
 	for _, proto := range order {
@@ -405,11 +401,7 @@ func (s *Service) getControllers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Service) getController(w http.ResponseWriter, r *http.Request) error {
-	p, err := s.parts(r, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	id, err := storage(r, p)
+	p, _, storage, err := s.storageOf(r)
 	if err != nil {
 		return err
 	}
@@ -420,7 +412,7 @@ func (s *Service) getController(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := controllerProtocols[proto]
 	service.WriteJSON(w, http.StatusOK, map[string]any{
-		"@odata.id":                    p.base + "/Storage/" + id + "/Controllers/" + proto,
+		"@odata.id":                    storage + "/Controllers/" + proto,
 		"@odata.type":                  "#StorageController.v1_11_0.StorageController",
 		"Id":                           proto,
 		"Name":                         proto + " controller of the pooled drives",
