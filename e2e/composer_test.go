@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"rackpool/api"
 	"rackpool/internal/childproc"
@@ -144,51 +146,24 @@ func TestComposerLostAnswers(t *testing.T) {
 	skipShort(t)
 	ctx := context.Background()
 	vendor := startDefault(t, "--fabric-time", "instant")
-	topo := discoverComposer(t, vendor)
-
-	target, err := url.Parse(vendor.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = vendor.http.Transport
 	var mu sync.Mutex
 	dropped := map[string]bool{} // method → an answer of it was dropped
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := throughProxy(t, vendor, func(w http.ResponseWriter, r *http.Request, rp http.Handler) bool {
 		if r.Method == http.MethodGet || !strings.HasPrefix(r.URL.Path, "/redfish/v1/Systems") {
-			rp.ServeHTTP(w, r)
-			return
+			return false
 		}
 		mu.Lock()
 		drop := !dropped[r.Method]
 		dropped[r.Method] = true
 		mu.Unlock()
 		if !drop {
-			rp.ServeHTTP(w, r)
-			return
+			return false
 		}
 		rec := httptest.NewRecorder()
 		rp.ServeHTTP(rec, r) // carried out...
 		t.Logf("proxy: %s %s answered %d; the answer is dropped", r.Method, r.URL.Path, rec.Code)
 		panic(http.ErrAbortHandler) // ...and its answer lost
-	}))
-	t.Cleanup(proxy.Close)
-	// The composer, as serve sees it, is the proxy (plain HTTP on
-	// loopback).
-	y, err := os.ReadFile(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`url: '[^']*', ca_file: [^,]*,`)
-	if !re.Match(y) {
-		t.Fatalf("no manager url and ca_file in the topology:\n%s", y)
-	}
-	y = re.ReplaceAll(y, []byte("url: '"+proxy.URL+"',"))
-	if err := os.WriteFile(topo, y, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "RACKPOOL_COMPOSER_PASSWORD=" + password},
-		"--topology", topo, "--fabric-time", "instant")
+	})
 	c := s.client()
 	expect := composedOn(t, vendor.client())
 
@@ -212,4 +187,124 @@ func TestComposerLostAnswers(t *testing.T) {
 			t.Errorf("no %s went through the proxy", m)
 		}
 	}
+}
+
+// throughProxy serves the topology discover makes of vendor with the
+// composer reached through a proxy on loopback (plain HTTP), whose hook
+// answers a request itself (true) or lets it through to vendor (false).
+func throughProxy(t *testing.T, vendor *server, hook func(w http.ResponseWriter, r *http.Request, rp http.Handler) bool) *server {
+	t.Helper()
+	topo := discoverComposer(t, vendor)
+	target, err := url.Parse(vendor.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = vendor.http.Transport
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hook(w, r, rp) {
+			rp.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(proxy.Close)
+	y, err := os.ReadFile(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`url: '[^']*', ca_file: [^,]*,`)
+	if !re.Match(y) {
+		t.Fatalf("no manager url and ca_file in the topology:\n%s", y)
+	}
+	y = re.ReplaceAll(y, []byte("url: '"+proxy.URL+"',"))
+	if err := os.WriteFile(topo, y, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, t.TempDir(), []string{"RACKPOOL_ADMIN_PASSWORD=" + password, "RACKPOOL_COMPOSER_PASSWORD=" + password},
+		"--topology", topo, "--fabric-time", "instant")
+}
+
+// TestComposerBadAnswers: a composer whose answers are malformed (a
+// property of the wrong type, a body past the driver's 4 MiB cap) fails
+// the compose within the driver's deadline, with the URL and what was
+// wrong in serve's log and nothing internal in the client's answer; the
+// composer is left with nothing composed, and once it answers well again
+// the same compose succeeds.
+func TestComposerBadAnswers(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	vendor := startDefault(t, "--fabric-time", "instant")
+	var mode atomic.Value
+	mode.Store("")
+	s := throughProxy(t, vendor, func(w http.ResponseWriter, r *http.Request, _ http.Handler) bool {
+		if r.Method != http.MethodGet || r.URL.Path != "/redfish/v1/Systems" {
+			return false
+		}
+		switch mode.Load().(string) {
+		case "wrong type":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"Members": {"@odata.id": "/redfish/v1/Systems/host1"}}`))
+			return true
+		case "too large":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"Members": [], "Pad": "`))
+			_, _ = w.Write([]byte(strings.Repeat("x", 5<<20)))
+			_, _ = w.Write([]byte(`"}`))
+			return true
+		}
+		return false
+	})
+	c := s.client()
+	expect := composedOn(t, vendor.client())
+	for _, tc := range []struct{ mode, logged string }{
+		{"wrong type", "property Members is a JSON object, want an array"},
+		{"too large", "answer larger than 4 MiB"},
+	} {
+		mode.Store(tc.mode)
+		start := time.Now()
+		_, err := c.Compose(ctx, api.ComposeRequest{Name: "bad", Blocks: []string{"host1", "gpu1"}})
+		if err == nil || !strings.Contains(err.Error(), "500") {
+			t.Fatalf("%s: compose = %v, want a 500", tc.mode, err)
+		}
+		if strings.Contains(err.Error(), "JSON") || strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("%s: the client's answer shows internals: %v", tc.mode, err)
+		}
+		if took := time.Since(start); took > 40*time.Second {
+			t.Errorf("%s: the compose took %v, past the driver's 30 s deadline", tc.mode, took)
+		}
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(s.stderr.String(), tc.logged); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("%s: serve's log lacks %q:\n%s", tc.mode, tc.logged, s.stderr.String())
+				break
+			}
+		}
+		expect("a compose on "+tc.mode, map[string][]string{})
+		// Its rollback cannot read the composer either: the system stays
+		// Composing, never Composed, until the answers are good again;
+		// then RetryStuck rolls it back within seconds.
+		systems, err := c.Systems(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sys := range systems {
+			if sys.SystemType == "Composed" && sys.Oem.Rackpool.CompositionState == "Composed" {
+				t.Fatalf("%s: %s is Composed although its attach failed", tc.mode, sys.ID)
+			}
+		}
+		mode.Store("")
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			systems, err := c.Systems(ctx)
+			if err == nil && countComposed(systems) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the failed compose was not rolled back 30 s after the composer answered well", tc.mode)
+			}
+		}
+		expect("the rollback of a compose on "+tc.mode, map[string][]string{})
+	}
+	mode.Store("")
+	if _, err := c.Compose(ctx, api.ComposeRequest{Name: "good", Blocks: []string{"host1", "gpu1"}}); err != nil {
+		t.Fatalf("the composer answers well again, but the compose fails: %v", err)
+	}
+	expect("a compose once the answers are good", map[string][]string{"host1": {"host1", "gpu1"}})
 }
