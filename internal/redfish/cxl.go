@@ -79,12 +79,7 @@ func (s *Server) cxlChassisBody(r *http.Request, d *inventory.Device) map[string
 		}
 	}
 	body["Links"] = map[string]any{"ContainedBy": ref("/redfish/v1/Chassis/" + s.rackOf(d)), "ResourceBlocks": nonNilRefs(blocks)}
-	if d.Model != "" {
-		body["Model"] = d.Model
-	}
-	if d.Vendor != "" {
-		body["Manufacturer"] = d.Vendor
-	}
+	setProduct(body, d)
 	body["Status"] = map[string]string{"State": "Enabled", "Health": string(s.health(r.Context(), d))}
 	return body
 }
@@ -154,12 +149,7 @@ func (s *Server) getCXLPCIeDevice(w http.ResponseWriter, r *http.Request) error 
 		"CXLLogicalDevices": ref(base + "/CXLLogicalDevices"),
 		"Links":             map[string]any{"Chassis": []odataID{ref("/redfish/v1/Chassis/" + d.ID)}},
 	}
-	if d.Model != "" {
-		body["Model"] = d.Model
-	}
-	if d.Vendor != "" {
-		body["Manufacturer"] = d.Vendor
-	}
+	setProduct(body, d)
 	writeJSON(w, http.StatusOK, body)
 	return nil
 }

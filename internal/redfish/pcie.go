@@ -119,12 +119,7 @@ func (s *Server) getPCIeDevice(w http.ResponseWriter, r *http.Request) error {
 		}
 		body["PCIeInterface"] = iface
 	}
-	if d.Model != "" {
-		body["Model"] = d.Model
-	}
-	if d.Vendor != "" {
-		body["Manufacturer"] = d.Vendor
-	}
+	setProduct(body, d)
 	writeJSON(w, http.StatusOK, body)
 	return nil
 }
@@ -181,4 +176,15 @@ func (s *Server) getPCIeFunction(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// setProduct adds device d's Model and Manufacturer to body, each when the
+// topology gives it (Redfish: omit what is unknown rather than send "").
+func setProduct(body map[string]any, d *inventory.Device) {
+	if d.Model != "" {
+		body["Model"] = d.Model
+	}
+	if d.Vendor != "" {
+		body["Manufacturer"] = d.Vendor
+	}
 }
