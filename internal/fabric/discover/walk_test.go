@@ -214,3 +214,87 @@ func FuzzWalk(f *testing.F) {
 		}
 	})
 }
+
+// composerService is a small vendor composer: a CompositionService with a
+// Compute block and a GPU block, and one composed system of both.
+func composerService() map[string]string {
+	return map[string]string{
+		"/redfish/v1":                                                     `{"@odata.type":"#ServiceRoot.v1_5_0.ServiceRoot","Id":"RootService","CompositionService":{"@odata.id":"/redfish/v1/CompositionService"},"Systems":{"@odata.id":"/redfish/v1/Systems"}}`,
+		"/redfish/v1/CompositionService":                                  `{"@odata.type":"#CompositionService.v1_2_0.CompositionService","Id":"CompositionService","ResourceBlocks":{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks"}}`,
+		"/redfish/v1/CompositionService/ResourceBlocks":                   `{"Members":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/n1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/g1"}]}`,
+		"/redfish/v1/CompositionService/ResourceBlocks/n1":                `{"@odata.type":"#ResourceBlock.v1_4_0.ResourceBlock","Id":"n1","ResourceBlockType":["Compute"],"Processors":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/n1/Processors/CPU"}]}`,
+		"/redfish/v1/CompositionService/ResourceBlocks/n1/Processors/CPU": `{"@odata.type":"#Processor.v1_10_0.Processor","Id":"CPU","ProcessorType":"CPU","TotalCores":32}`,
+		"/redfish/v1/CompositionService/ResourceBlocks/g1":                `{"@odata.type":"#ResourceBlock.v1_4_0.ResourceBlock","Id":"g1","ResourceBlockType":["Processor"],"Processors":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/g1/Processors/g1"}]}`,
+		"/redfish/v1/CompositionService/ResourceBlocks/g1/Processors/g1":  `{"@odata.type":"#Processor.v1_10_0.Processor","Id":"g1","ProcessorType":"GPU","Model":"A100"}`,
+		"/redfish/v1/Systems":                                             `{"Members":[{"@odata.id":"/redfish/v1/Systems/s1"}]}`,
+		"/redfish/v1/Systems/s1":                                          `{"@odata.type":"#ComputerSystem.v1_20_0.ComputerSystem","Id":"s1","SystemType":"Composed","Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/n1"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/g1"}]}}`,
+	}
+}
+
+// TestComposerWalk reads a vendor composer (Compute block n1 a host of 32
+// cores, g1 a GPU, s1 an attachment), and refuses malformed answers with
+// errors that name the path, as the fabric walk does.
+func TestComposerWalk(t *testing.T) {
+	m := &mapGetter{bodies: composerService()}
+	r, err := Walk(context.Background(), m.get, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Composer == nil || !r.Composer.CanCompose() || r.Composer.Composed != 1 || len(r.Fabrics) != 1 {
+		t.Fatalf("composer %+v, %d fabrics", r.Composer, len(r.Fabrics))
+	}
+	d, err := r.Topology(TopologyOptions{Source: "https://box.example:8443", User: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := d.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := topology.Parse("composer.yaml", y)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	if h := top.Inventory.Host("n1"); h == nil || h.Cores != 32 {
+		t.Errorf("host n1: %+v", h)
+	}
+	f := top.Inventory.Fabric(DefaultComposerFabric)
+	if dev := top.Inventory.Device("g1"); dev == nil || dev.Kind != "gpu" || f.Manager == nil || f.Manager.API != "composition" ||
+		f.Manager.URL != "https://box.example:8443" || f.Manager.User != "ops" {
+		t.Errorf("g1 %+v; manager %+v", dev, f.Manager)
+	}
+	if len(d.Attachments) != 1 || d.Attachments[0].Host != "n1" || d.Attachments[0].Device != "g1" {
+		t.Errorf("attachments %+v", d.Attachments)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		change map[string]string
+		want   error
+		text   string
+	}{
+		{"block type not a list", map[string]string{"/redfish/v1/CompositionService/ResourceBlocks/g1": `{"Id":"g1","ResourceBlockType":"Processor"}`},
+			ErrMalformed, "GET /redfish/v1/CompositionService/ResourceBlocks/g1"},
+		{"system's blocks not a list", map[string]string{"/redfish/v1/Systems/s1": `{"Id":"s1","SystemType":"Composed","Links":{"ResourceBlocks":{"@odata.id":"x"}}}`},
+			ErrMalformed, "GET /redfish/v1/Systems/s1"},
+		{"block link to another host", map[string]string{"/redfish/v1/CompositionService/ResourceBlocks": `{"Members":[{"@odata.id":"https://evil.example/redfish/v1/x"}]}`},
+			ErrMalformed, "not a path of this service"},
+		{"block is no block", map[string]string{"/redfish/v1/CompositionService/ResourceBlocks": `{"Members":[{"@odata.id":"/redfish/v1/Systems/s1"}]}`},
+			ErrMalformed, "a ComputerSystem where a ResourceBlock was expected"},
+		{"blocks list themselves", map[string]string{"/redfish/v1/CompositionService/ResourceBlocks": `{"Members":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks"}]}`},
+			ErrCycle, "link cycle"},
+		{"missing block", map[string]string{"/redfish/v1/CompositionService/ResourceBlocks": `{"Members":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/nope"}]}`},
+			ErrNotFound, "ResourceBlocks/nope"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bodies := composerService()
+			for k, v := range tt.change {
+				bodies[k] = v
+			}
+			_, err := Walk(context.Background(), (&mapGetter{bodies: bodies}).get, Options{})
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
+				t.Fatalf("got %v, want %v containing %q", err, tt.want, tt.text)
+			}
+		})
+	}
+}
