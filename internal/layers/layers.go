@@ -37,7 +37,7 @@ var Layers = []Layer{
 		"internal/fabric/...", "internal/events", "internal/telemetry/fabricreport",
 	}},
 	{"engines: composition, memory leases, drives, provisioning, simulation, replication", []string{
-		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...",
+		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...", "internal/dra",
 		"internal/replica", "internal/hostagent", "internal/observe",
 	}},
 	{"the northbound Redfish service", []string{
