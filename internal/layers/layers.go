@@ -51,5 +51,5 @@ var Layers = []Layer{
 // APIImporters are the packages allowed to import rackpool/api: the
 // service that serves it and the client-side packages that speak it.
 var APIImporters = []string{
-	"internal/redfish/...", "internal/memlease", "internal/telemetry/report",
+	"internal/redfish/...", "internal/memlease", "internal/telemetry/report", "internal/dra",
 }

@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+
+	"rackpool/api"
+	"rackpool/internal/dra"
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+type draClasses map[string]*resourceapi.DeviceClass
+
+func (c draClasses) List() ([]*resourceapi.DeviceClass, error) {
+	var out []*resourceapi.DeviceClass
+	for _, dc := range c {
+		out = append(out, dc)
+	}
+	return out, nil
+}
+
+func (c draClasses) Get(name string) (*resourceapi.DeviceClass, error) {
+	if dc := c[name]; dc != nil {
+		return dc, nil
+	}
+	return nil, fmt.Errorf("no device class %s", name)
+}
+
+// TestDRAAttach: Kubernetes' allocator places claims on the devices the
+// driver publishes for a serve of the example rack; the Attacher composes
+// each onto the node's rackpool system (a real serve) and sets the binding
+// condition in the claim's status (client-go's fake clientset); a second
+// reconcile changes nothing; a device the pool gave away meanwhile gets the
+// failure condition and the system stays as it was.
+func TestDRAAttach(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	top := topology.LoadDefault()
+	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
+	blockOf := func(pool, device string) (string, bool) {
+		for _, d := range pools[pool] {
+			if d.Name == device {
+				return *d.Attributes["block"].StringValue, true
+			}
+		}
+		return "", false
+	}
+	var slicesList []*resourceapi.ResourceSlice
+	for pool, devs := range pools {
+		slicesList = append(slicesList, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
+			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
+	}
+	classes := draClasses{"gpu": &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == "gpu"`, dra.DriverName, dra.DriverName)}}}}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{dra.HostLabel: "host1"}}}
+	kube := fake.NewClientset(node)
+	allocated := sets.New[structured.DeviceID]()
+
+	// allocate has the scheduler's allocator give name a GPU on the node,
+	// and stores the claim, allocated, as the scheduler would.
+	allocate := func(name string) *resourceapi.ResourceClaim {
+		t.Helper()
+		alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
+			structured.AllocatedState{AllocatedDevices: allocated}, classes, slicesList, cel.NewCache(10, cel.Features{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+		results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+		if err != nil || len(results) != 1 {
+			t.Fatalf("allocate %s: %v, %d results", name, err, len(results))
+		}
+		claim.Status.Allocation = &results[0]
+		for _, r := range results[0].Devices.Results {
+			allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		}
+		got, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	condition := func(name string) (string, string) {
+		t.Helper()
+		claim, err := kube.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range claim.Status.Devices {
+			for _, cond := range d.Conditions {
+				if cond.Status == metav1.ConditionTrue {
+					return cond.Type, cond.Message
+				}
+			}
+		}
+		return "", ""
+	}
+	hostSystem := func() []string {
+		t.Helper()
+		systems, err := c.Systems(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sys := range systems {
+			if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host1" {
+				var blocks []string
+				for _, b := range sys.Oem.Rackpool.Blocks {
+					blocks = append(blocks, b.ID)
+				}
+				return blocks
+			}
+		}
+		return nil
+	}
+	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: blockOf}
+
+	first := allocate("first")
+	gpuA, _ := blockOf(first.Status.Allocation.Devices.Results[0].Pool, first.Status.Allocation.Devices.Results[0].Device)
+	if err := a.Reconcile(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if typ, msg := condition("first"); typ != dra.ConditionAttached {
+		t.Fatalf("first claim: condition %s (%s), want %s", typ, msg, dra.ConditionAttached)
+	}
+	if got := hostSystem(); !slices.Contains(got, gpuA) {
+		t.Fatalf("host1's system holds %v, want %s", got, gpuA)
+	}
+	// Reconciled again (a restarted controller): nothing changes.
+	again, _ := kube.ResourceV1().ResourceClaims("default").Get(ctx, "first", metav1.GetOptions{})
+	if err := a.Reconcile(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostSystem(); len(got) != 2 {
+		t.Fatalf("after a second reconcile host1's system holds %v", got)
+	}
+
+	// The second GPU is taken in rackpool before the attach (another
+	// client composed it): the claim fails, host1's system is unchanged.
+	second := allocate("second")
+	gpuB, _ := blockOf(second.Status.Allocation.Devices.Results[0].Pool, second.Status.Allocation.Devices.Results[0].Device)
+	if _, err := c.Compose(ctx, api.ComposeRequest{Name: "someone else", Blocks: []string{"host2", gpuB}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reconcile(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if typ, msg := condition("second"); typ != dra.ConditionAttachFailed {
+		t.Fatalf("second claim: condition %s (%s), want %s", typ, msg, dra.ConditionAttachFailed)
+	} else {
+		t.Logf("second claim failed as it should: %s", msg)
+	}
+	if got := hostSystem(); slices.Contains(got, gpuB) || len(got) != 2 {
+		t.Fatalf("after the failed attach host1's system holds %v", got)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
