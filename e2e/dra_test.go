@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -169,6 +171,28 @@ func TestDRAAttach(t *testing.T) {
 	}
 	if got := hostSystem(); slices.Contains(got, gpuB) || len(got) != 2 {
 		t.Fatalf("after the failed attach host1's system holds %v", got)
+	}
+
+	// The controller: a claim allocated (stored with its allocation, as
+	// the scheduler does) is attached without being asked.
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); dra.RunAttacher(runCtx, a, slog.New(slog.DiscardHandler)) }()
+	defer func() { cancel(); <-done }()
+	start := time.Now()
+	third := allocate("third")
+	for {
+		if typ, msg := condition("third"); typ == dra.ConditionAttached {
+			t.Logf("allocation to binding condition True: %v", time.Since(start).Round(time.Millisecond))
+			break
+		} else if typ != "" || time.Since(start) > 20*time.Second {
+			t.Fatalf("third claim: condition %q (%s) after %v", typ, msg, time.Since(start))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	gpuC, _ := blockOf(third.Status.Allocation.Devices.Results[0].Pool, third.Status.Allocation.Devices.Results[0].Device)
+	if got := hostSystem(); !slices.Contains(got, gpuC) || len(got) != 3 {
+		t.Fatalf("after the controller's attach host1's system holds %v", got)
 	}
 }
 
