@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"rackpool/api"
@@ -197,3 +199,63 @@ func TestDRAAttach(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestDRAFollowsThePool: the slices the driver publishes follow
+// rackpool's pool from its event stream: a compose takes the block out, a
+// decompose puts it back, each within a second.
+func TestDRAFollowsThePool(t *testing.T) {
+	skipShort(t)
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	var mu sync.Mutex
+	var latest *resourceslice.DriverResources
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dra.Follow(ctx, c, topology.LoadDefault(), func(r *resourceslice.DriverResources) {
+			mu.Lock()
+			latest = r
+			mu.Unlock()
+		}, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	offered := func(device string) (bool, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if latest == nil {
+			return false, false
+		}
+		for _, sl := range latest.Pools["falcon1"].Slices {
+			for _, d := range sl.Devices {
+				if d.Name == device {
+					return true, true
+				}
+			}
+		}
+		return false, true
+	}
+	until := func(what string, want bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for {
+			if got, ok := offered("gpu1"); ok && got == want {
+				return time.Since(start)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s: gpu1 offered is not %v after 10 s", what, want)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	until("the first publication", true)
+	sys, err := c.Compose(context.Background(), api.ComposeRequest{Name: "k", Blocks: []string{"host1", "gpu1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compose to gpu1 out of the slices: %v", until("after the compose", false).Round(time.Millisecond))
+	if err := c.Decompose(context.Background(), sys.ID); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("decompose to gpu1 back in the slices: %v", until("after the decompose", true).Round(time.Millisecond))
+}
