@@ -6,15 +6,18 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
@@ -258,4 +261,133 @@ func TestDRAFollowsThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("decompose to gpu1 back in the slices: %v", until("after the decompose", true).Round(time.Millisecond))
+}
+
+// TestDRARun runs the whole controller (dra.Run) against a real serve and
+// client-go's fake clientset: the slices appear in the API, the
+// scheduler's allocator places a claim for two GPUs on one drawer from
+// them, the controller composes both onto the node's system and sets their
+// binding conditions, and the slices stop offering them.
+func TestDRARun(t *testing.T) {
+	skipShort(t)
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-3", Labels: map[string]string{dra.HostLabel: "host3"}}}
+	kube := fake.NewClientset(node)
+	var n atomic.Int64
+	kube.PrependReactor("create", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sl := a.(k8stesting.CreateAction).GetObject().(*resourceapi.ResourceSlice)
+		if sl.Name == "" {
+			sl.Name = fmt.Sprintf("%s%d", sl.GenerateName, n.Add(1))
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dra.Run(ctx, dra.Options{Kube: kube, Rackpool: c, Topology: topology.LoadDefault(), Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	published := func() []*resourceapi.ResourceSlice {
+		list, err := kube.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*resourceapi.ResourceSlice
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		return out
+	}
+	offers := func(device string) bool {
+		for _, sl := range published() {
+			for _, d := range sl.Spec.Devices {
+				if d.Name == device {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	waitFor := func(what string, ok func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !ok() {
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("%s: not after 20 s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitFor("the slices published", func() bool { return offers("gpu5") })
+
+	drawer := resourceapi.FullyQualifiedName(dra.DriverName + "/drawer")
+	classes := draClasses{"gpu": &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == "gpu"`, dra.DriverName, dra.DriverName)}}}}}}
+	alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
+		structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, classes, published(), cel.NewCache(10, cel.Features{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "default", UID: "uid-train"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu",
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 2}}},
+			Constraints: []resourceapi.DeviceConstraint{{Requests: []string{"gpus"}, MatchAttribute: &drawer}}}}}
+	results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+	if err != nil || len(results) != 1 {
+		t.Fatalf("allocate: %v, %d results", err, len(results))
+	}
+	claim.Status.Allocation = &results[0]
+	start := time.Now()
+	if _, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var devices []string
+	for _, r := range results[0].Devices.Results {
+		devices = append(devices, r.Device)
+	}
+	waitFor("both binding conditions True", func() bool {
+		got, err := kube.ResourceV1().ResourceClaims("default").Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attached := 0
+		for _, d := range got.Status.Devices {
+			for _, cond := range d.Conditions {
+				if cond.Type == dra.ConditionAttached && cond.Status == metav1.ConditionTrue {
+					attached++
+				} else if cond.Status == metav1.ConditionTrue {
+					t.Fatalf("%s: %s %s", d.Device, cond.Type, cond.Message)
+				}
+			}
+		}
+		return attached == 2
+	})
+	t.Logf("allocation of two GPUs to both binding conditions True: %v", time.Since(start).Round(time.Millisecond))
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []string
+	for _, sys := range systems {
+		if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host3" {
+			for _, b := range sys.Oem.Rackpool.Blocks {
+				held = append(held, b.ID)
+			}
+		}
+	}
+	for _, d := range devices {
+		if !slices.Contains(held, d) {
+			t.Errorf("host3's system holds %v, not %s", held, d)
+		}
+	}
+	waitFor("the slices stop offering the attached GPUs", func() bool { return !offers(devices[0]) && !offers(devices[1]) })
 }

@@ -1,0 +1,64 @@
+package dra
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"rackpool/api"
+	"rackpool/internal/inventory"
+	"rackpool/internal/topology"
+)
+
+// Options configure Run.
+type Options struct {
+	Kube     kubernetes.Interface
+	Rackpool *api.Client
+	// Topology is the rack serve runs (the same file): the devices' node
+	// selectors come from its paths.
+	Topology *topology.Topology
+	Logger   *slog.Logger
+}
+
+// Run is the driver's controller until ctx ends: it publishes the pool's
+// free devices as ResourceSlices and keeps them in step with rackpool's
+// event stream (Follow), and attaches what the scheduler allocates
+// (RunAttacher).
+func Run(ctx context.Context, o Options) error {
+	if o.Kube == nil || o.Rackpool == nil || o.Topology == nil {
+		return fmt.Errorf("dra: Kube, Rackpool and Topology are required")
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	// Every pooled block's device name, free or not: an allocated device
+	// has left the slices by the time its claim is attached.
+	blocks := map[[2]string]string{}
+	for pool, devs := range Devices(o.Topology, func(*inventory.Block) bool { return true }) {
+		for _, d := range devs {
+			blocks[[2]string{pool, d.Name}] = *d.Attributes["block"].StringValue
+		}
+	}
+	// The slices change when Follow says so (Update), not on a timer: the
+	// controller's delay after its own informer's events stays short.
+	delay := 100 * time.Millisecond
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: DriverName, KubeClient: o.Kube, SyncDelay: &delay,
+		ErrorHandler: func(_ context.Context, err error, msg string) { log.Error("dra: publish slices: "+msg, "err", err) }})
+	if err != nil {
+		return fmt.Errorf("dra: start the slice controller: %w", err)
+	}
+	defer ctrl.Stop()
+	go Follow(ctx, o.Rackpool, o.Topology, ctrl.Update, log)
+	a := &Attacher{Kube: o.Kube, Rackpool: o.Rackpool, BlockOf: func(pool, device string) (string, bool) {
+		b, ok := blocks[[2]string{pool, device}]
+		return b, ok
+	}}
+	log.Info("dra: publishing rackpool's pool and attaching allocated devices", "driver", DriverName, "pools", len(blocks))
+	RunAttacher(ctx, a, log)
+	return nil
+}
