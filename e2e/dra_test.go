@@ -391,3 +391,89 @@ func TestDRARun(t *testing.T) {
 	}
 	waitFor("the slices stop offering the attached GPUs", func() bool { return !offers(devices[0]) && !offers(devices[1]) })
 }
+
+// TestDRARace: two clusters (two controllers, each with its own API) are
+// given the same GPU for nodes of different hosts at once: exactly one
+// composes it, the other's claim fails cleanly, and rackpool holds it once.
+func TestDRARace(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	top := topology.LoadDefault()
+	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
+	blockOf := func(pool, device string) (string, bool) {
+		for _, d := range pools[pool] {
+			if d.Name == device {
+				return *d.Attributes["block"].StringValue, true
+			}
+		}
+		return "", false
+	}
+	type cluster struct {
+		kube  *fake.Clientset
+		a     *dra.Attacher
+		claim *resourceapi.ResourceClaim
+	}
+	var clusters []*cluster
+	for i, host := range []string{"host1", "host2"} {
+		nodeName := fmt.Sprintf("worker-%d", i)
+		kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{dra.HostLabel: host}}})
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: "default", UID: types.UID(fmt.Sprintf("uid-%d", i))},
+			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+				Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: dra.DriverName,
+					Pool: "falcon1", Device: "gpu1", BindingConditions: []string{dra.ConditionAttached}, BindingFailureConditions: []string{dra.ConditionAttachFailed}}}},
+				NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName}}}}}}}}}
+		created, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clusters = append(clusters, &cluster{kube: kube, a: &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: blockOf}, claim: created})
+	}
+	var wg sync.WaitGroup
+	for _, cl := range clusters {
+		wg.Go(func() {
+			if err := cl.a.Reconcile(ctx, cl.claim); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, cl := range clusters {
+		got, err := cl.kube.ResourceV1().ResourceClaims("default").Get(ctx, "race", metav1.GetOptions{})
+		if err != nil || len(got.Status.Devices) != 1 || len(got.Status.Devices[0].Conditions) != 1 {
+			t.Fatalf("cluster %d: claim status %+v, %v", i, got.Status.Devices, err)
+		}
+		cond := got.Status.Devices[0].Conditions[0]
+		t.Logf("cluster %d: %s %s", i, cond.Type, cond.Message)
+		if cond.Type == dra.ConditionAttached {
+			won++
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d clusters attached gpu1, want exactly 1", won)
+	}
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders := 0
+	for _, sys := range systems {
+		if sys.SystemType != "Composed" {
+			continue
+		}
+		for _, b := range sys.Oem.Rackpool.Blocks {
+			if b.ID == "gpu1" {
+				holders++
+			}
+		}
+		if len(sys.Oem.Rackpool.Blocks) < 2 {
+			t.Errorf("system %s is left with %v: a failed attach leaked a system", sys.ID, sys.Oem.Rackpool.Blocks)
+		}
+	}
+	if holders != 1 {
+		t.Errorf("gpu1 is in %d systems", holders)
+	}
+}
