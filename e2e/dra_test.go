@@ -477,3 +477,53 @@ func TestDRARace(t *testing.T) {
 		t.Errorf("gpu1 is in %d systems", holders)
 	}
 }
+
+// TestDRARestartMidAttach: a controller that composed a device and died
+// before it wrote the condition is followed by one that finds the device
+// already on the node's system: it reports it attached without composing
+// it again, and nothing is left over.
+func TestDRARestartMidAttach(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	// What the first controller did before it died: the node's system.
+	if _, err := c.Compose(ctx, api.ComposeRequest{Name: "k8s host1", Blocks: []string{"host1", "gpu1"}}); err != nil {
+		t.Fatal(err)
+	}
+	kube := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker", Labels: map[string]string{dra.HostLabel: "host1"}}})
+	claim, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "default", UID: "uid-c"},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: dra.DriverName,
+				Pool: "falcon1", Device: "gpu1", BindingConditions: []string{dra.ConditionAttached}, BindingFailureConditions: []string{dra.ConditionAttachFailed}}}},
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+				{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"worker"}}}}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: func(pool, device string) (string, bool) { return device, pool == "falcon1" }}
+	if err := a.Reconcile(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := kube.ResourceV1().ResourceClaims("default").Get(ctx, "c", metav1.GetOptions{})
+	if len(got.Status.Devices) != 1 || got.Status.Devices[0].Conditions[0].Type != dra.ConditionAttached {
+		t.Fatalf("the restarted controller's condition: %+v", got.Status.Devices)
+	}
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	composed := 0
+	for _, sys := range systems {
+		if sys.SystemType == "Composed" {
+			composed++
+			if sys.Oem.Rackpool.Version != 2 || len(sys.Oem.Rackpool.Blocks) != 2 {
+				t.Errorf("system %s: version %d, blocks %v: the restart changed it", sys.ID, sys.Oem.Rackpool.Version, sys.Oem.Rackpool.Blocks)
+			}
+		}
+	}
+	if composed != 1 {
+		t.Errorf("%d composed systems after the restart, want 1", composed)
+	}
+}
