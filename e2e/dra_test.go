@@ -182,7 +182,7 @@ func TestDRAAttach(t *testing.T) {
 	// the scheduler does) is attached without being asked.
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); dra.RunAttacher(runCtx, a, slog.New(slog.DiscardHandler)) }()
+	go func() { defer close(done); dra.RunAttacher(runCtx, a, time.Second, slog.New(slog.DiscardHandler)) }()
 	defer func() { cancel(); <-done }()
 	start := time.Now()
 	third := allocate("third")
@@ -285,7 +285,8 @@ func TestDRARun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- dra.Run(ctx, dra.Options{Kube: kube, Rackpool: c, Topology: topology.LoadDefault(), Logger: slog.New(slog.DiscardHandler)})
+		done <- dra.Run(ctx, dra.Options{Kube: kube, Rackpool: c, Topology: topology.LoadDefault(), Grace: 200 * time.Millisecond,
+			Logger: slog.New(slog.DiscardHandler)})
 	}()
 	defer func() {
 		cancel()
@@ -390,6 +391,23 @@ func TestDRARun(t *testing.T) {
 		}
 	}
 	waitFor("the slices stop offering the attached GPUs", func() bool { return !offers(devices[0]) && !offers(devices[1]) })
+
+	// The claim goes (its pod ended): after the grace the GPUs leave
+	// host3's system, which goes with them, and the slices offer them again.
+	if err := kube.ResourceV1().ResourceClaims("default").Delete(ctx, "train", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor("the GPUs released", func() bool { return offers(devices[0]) && offers(devices[1]) })
+	t.Logf("claim deleted to the GPUs offered again: %v (grace 200ms)", took.Round(time.Millisecond))
+	systems, err = c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sys := range systems {
+		if sys.SystemType == "Composed" {
+			t.Errorf("system %s (%v) left after the release", sys.ID, sys.Oem.Rackpool.Blocks)
+		}
+	}
 }
 
 // TestDRARace: two clusters (two controllers, each with its own API) are

@@ -31,6 +31,66 @@ type Attacher struct {
 	BlockOf func(pool, device string) (string, bool)
 }
 
+// Release takes the devices this driver attached for claim (those whose
+// status says ConditionAttached) off the node's system: a shrink, or the
+// system's decompose when they were its last devices. A device already
+// gone is no error: releasing twice changes nothing.
+func (a *Attacher) Release(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil
+	}
+	var blocks []string
+	for _, s := range claim.Status.Devices {
+		if s.Driver != DriverName {
+			continue
+		}
+		for _, c := range s.Conditions {
+			if c.Type == ConditionAttached && c.Status == metav1.ConditionTrue {
+				if b, ok := a.BlockOf(s.Pool, s.Device); ok {
+					blocks = append(blocks, b)
+				}
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	host, err := a.hostOf(ctx, alloc)
+	if err != nil {
+		return err
+	}
+	systems, err := a.Rackpool.Systems(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range systems {
+		if s.SystemType != "Composed" || s.Oem.Rackpool.Host != host || s.Name != systemName(host) {
+			continue
+		}
+		var remove []string
+		devices := 0
+		for _, b := range s.Oem.Rackpool.Blocks {
+			if b.ID == host {
+				continue
+			}
+			devices++
+			if slices.Contains(blocks, b.ID) {
+				remove = append(remove, b.ID)
+			}
+		}
+		switch {
+		case len(remove) == 0:
+			return nil
+		case len(remove) == devices:
+			return a.Rackpool.Decompose(ctx, s.ID)
+		}
+		_, err := a.Rackpool.Expand(ctx, s.ID, nil, nil, remove)
+		return err
+	}
+	return nil
+}
+
 // systemName is the name of the composed system that holds host's devices
 // for Kubernetes.
 func systemName(host string) string { return "k8s " + host }

@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -12,11 +13,16 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
+// DefaultGrace is how long a device stays on the node's system after its
+// claim let it go, for a pod that comes back (a restart, a rollout).
+const DefaultGrace = 30 * time.Second
+
 // RunAttacher watches ResourceClaims and reconciles each one whose
 // allocation or status changed (Attacher.Reconcile), one at a time per
-// claim, retrying a failed reconcile with backoff, until ctx ends. It
-// returns once the informer stopped.
-func RunAttacher(ctx context.Context, a *Attacher, log *slog.Logger) {
+// claim, retrying a failed reconcile with backoff, until ctx ends; a claim
+// deleted or deallocated has its devices released (Attacher.Release) grace
+// later. It returns once the informer stopped.
+func RunAttacher(ctx context.Context, a *Attacher, grace time.Duration, log *slog.Logger) {
 	factory := informers.NewSharedInformerFactory(a.Kube, 0)
 	inf := factory.Resource().V1().ResourceClaims().Informer()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 5*time.Second))
@@ -28,9 +34,32 @@ func RunAttacher(ctx context.Context, a *Attacher, log *slog.Logger) {
 			}
 		}
 	}
+	var mu sync.Mutex
+	releasing := map[string]*resourceapi.ResourceClaim{} // "release/" + UID → the claim as it was
+	release := func(old any) {
+		if d, ok := old.(cache.DeletedFinalStateUnknown); ok {
+			old = d.Obj
+		}
+		c, ok := old.(*resourceapi.ResourceClaim)
+		if !ok || c.Status.Allocation == nil {
+			return
+		}
+		key := "release/" + string(c.UID)
+		mu.Lock()
+		releasing[key] = c.DeepCopy()
+		mu.Unlock()
+		q.AddAfter(key, grace)
+	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			if o, n := old.(*resourceapi.ResourceClaim), obj.(*resourceapi.ResourceClaim); o.Status.Allocation != nil && n.Status.Allocation == nil {
+				release(o)
+				return
+			}
+			enqueue(obj)
+		},
+		DeleteFunc: release,
 	})
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
@@ -42,9 +71,23 @@ func RunAttacher(ctx context.Context, a *Attacher, log *slog.Logger) {
 			if quit {
 				return
 			}
-			obj, exists, err := inf.GetIndexer().GetByKey(key)
-			if err == nil && exists {
-				err = a.Reconcile(ctx, obj.(*resourceapi.ResourceClaim))
+			var err error
+			mu.Lock()
+			old, isRelease := releasing[key]
+			mu.Unlock()
+			if isRelease {
+				if err = a.Release(ctx, old); err == nil {
+					mu.Lock()
+					delete(releasing, key)
+					mu.Unlock()
+				}
+			} else {
+				var obj any
+				var exists bool
+				obj, exists, err = inf.GetIndexer().GetByKey(key)
+				if err == nil && exists {
+					err = a.Reconcile(ctx, obj.(*resourceapi.ResourceClaim))
+				}
 			}
 			if err != nil {
 				log.Warn("dra: reconcile a claim; retrying", "claim", key, "err", err)

@@ -21,7 +21,10 @@ type Options struct {
 	// Topology is the rack serve runs (the same file): the devices' node
 	// selectors come from its paths.
 	Topology *topology.Topology
-	Logger   *slog.Logger
+	// Grace is how long a released device stays on the node's system
+	// (DefaultGrace when 0).
+	Grace  time.Duration
+	Logger *slog.Logger
 }
 
 // Run is the driver's controller until ctx ends: it publishes the pool's
@@ -59,6 +62,10 @@ func Run(ctx context.Context, o Options) error {
 		return b, ok
 	}}
 	log.Info("dra: publishing rackpool's pool and attaching allocated devices", "driver", DriverName, "pools", len(blocks))
-	RunAttacher(ctx, a, log)
+	grace := o.Grace
+	if grace == 0 {
+		grace = DefaultGrace
+	}
+	RunAttacher(ctx, a, grace, log)
 	return nil
 }
