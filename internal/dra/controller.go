@@ -7,8 +7,9 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -23,8 +24,9 @@ const DefaultGrace = 30 * time.Second
 // deleted or deallocated has its devices released (Attacher.Release) grace
 // later. It returns once the informer stopped.
 func RunAttacher(ctx context.Context, a *Attacher, grace time.Duration, log *slog.Logger) {
-	factory := informers.NewSharedInformerFactory(a.Kube, 0)
-	inf := factory.Resource().V1().ResourceClaims().Informer()
+	// The claims' informer alone: the factory of every group's informers
+	// would link them all into the binary.
+	inf := resourceinformers.NewResourceClaimInformer(a.Kube, metav1.NamespaceAll, 0, cache.Indexers{})
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](10*time.Millisecond, 5*time.Second))
 	defer q.ShutDown()
 	enqueue := func(obj any) {
@@ -61,7 +63,7 @@ func RunAttacher(ctx context.Context, a *Attacher, grace time.Duration, log *slo
 		},
 		DeleteFunc: release,
 	})
-	factory.Start(ctx.Done())
+	go inf.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return
 	}
@@ -99,5 +101,4 @@ func RunAttacher(ctx context.Context, a *Attacher, grace time.Duration, log *slo
 		}
 	}, time.Second)
 	<-ctx.Done()
-	factory.Shutdown()
 }
