@@ -249,4 +249,3 @@ func report(out string, grace time.Duration, rows ...[]time.Duration) {
 		childproc.Fatal(err)
 	}
 }
-
