@@ -210,7 +210,6 @@ func main() {
 		})
 		attach = append(attach, time.Since(start))
 		waitFor("the slices drop the attached GPU", func() bool { return !offered(device) })
-		start = time.Now()
 		if err := kube.ResourceV1().ResourceClaims("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			childproc.Fatal(err)
 		}
