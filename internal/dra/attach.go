@@ -2,12 +2,14 @@ package dra
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"rackpool/api"
@@ -29,6 +31,10 @@ type Attacher struct {
 	// BlockOf names the rackpool block of a published device (pool,
 	// device name), false when it is none of ours.
 	BlockOf func(pool, device string) (string, bool)
+	// Describe says how the node finds a block (kind, PCI IDs, serial,
+	// size); what it returns is written in the device's status data for
+	// the node's kubelet plugin. Nil writes none.
+	Describe func(block string) (api.HostDevice, bool)
 }
 
 // Release takes the devices this driver attached for claim (those whose
@@ -117,6 +123,7 @@ func (a *Attacher) Reconcile(ctx context.Context, claim *resourceapi.ResourceCla
 	for _, r := range pending {
 		cond := metav1.Condition{Type: ConditionAttached, Status: metav1.ConditionTrue, Reason: "Composed",
 			ObservedGeneration: claim.Generation, LastTransitionTime: metav1.Now()}
+		st := resourceapi.AllocatedDeviceStatus{Driver: r.Driver, Pool: r.Pool, Device: r.Device}
 		attachErr := err
 		if attachErr == nil {
 			block, ok := a.BlockOf(r.Pool, r.Device)
@@ -125,13 +132,20 @@ func (a *Attacher) Reconcile(ctx context.Context, claim *resourceapi.ResourceCla
 			} else {
 				attachErr = a.attach(ctx, host, block)
 				cond.Message = fmt.Sprintf("block %s composed onto host %s's system", block, host)
+				if a.Describe != nil {
+					if hd, ok := a.Describe(block); ok {
+						raw, _ := json.Marshal(hd) // plain strings and an integer: cannot fail
+						st.Data = &runtime.RawExtension{Raw: raw}
+					}
+				}
 			}
 		}
 		if attachErr != nil {
 			cond.Type, cond.Reason, cond.Message = ConditionAttachFailed, "AttachFailed", attachErr.Error()
+			st.Data = nil
 		}
-		statuses = append(statuses, resourceapi.AllocatedDeviceStatus{Driver: r.Driver, Pool: r.Pool, Device: r.Device,
-			Conditions: []metav1.Condition{cond}})
+		st.Conditions = []metav1.Condition{cond}
+		statuses = append(statuses, st)
 	}
 	updated := claim.DeepCopy()
 	updated.Status.Devices = statuses

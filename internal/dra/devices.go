@@ -20,6 +20,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"rackpool/api"
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
 )
@@ -152,4 +153,20 @@ func deviceName(id string) string {
 		name = "b"
 	}
 	return name + suffix
+}
+
+// HostDevice is how a host finds block b once it is attached (what the
+// control plane gives a host agent's attach step): false for a block that
+// is no device.
+func HostDevice(b *inventory.Block) (api.HostDevice, bool) {
+	if b == nil || b.Device == nil {
+		return api.HostDevice{}, false
+	}
+	d := b.Device
+	serial := d.Attrs["serial"]
+	if serial == "" {
+		serial = d.Attrs["wwn"]
+	}
+	return api.HostDevice{Block: b.ID, Device: d.ID, Kind: string(b.Kind), Fabric: string(d.Fabric.Kind),
+		VendorID: d.VendorID, DeviceID: d.DeviceID, Serial: serial, Bytes: b.CapacityBytes}, true
 }

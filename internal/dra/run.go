@@ -60,7 +60,7 @@ func Run(ctx context.Context, o Options) error {
 	a := &Attacher{Kube: o.Kube, Rackpool: o.Rackpool, BlockOf: func(pool, device string) (string, bool) {
 		b, ok := blocks[[2]string{pool, device}]
 		return b, ok
-	}}
+	}, Describe: func(id string) (api.HostDevice, bool) { return HostDevice(o.Topology.Block(id)) }}
 	log.Info("dra: publishing rackpool's pool and attaching allocated devices", "driver", DriverName, "pools", len(blocks))
 	grace := o.Grace
 	if grace == 0 {
