@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -205,62 +206,92 @@ func ptrTo[T any](v T) *T { return &v }
 
 // TestDRAFollowsThePool: the slices the driver publishes follow
 // rackpool's pool from its event stream: a compose takes the block out, a
-// decompose puts it back, each within a second.
+// decompose puts it back, each within a second; a device the fabric
+// reports failed is published tainted (or left out where the cluster takes
+// no taints) once serve's health monitor has seen it.
 func TestDRAFollowsThePool(t *testing.T) {
 	skipShort(t)
-	s := startDefault(t, "--fabric-time", "instant")
+	// A failure is seen by serve's health monitor, every --monitor-interval.
+	s := startDefault(t, "--fabric-time", "instant", "--monitor-interval", "250ms")
 	c := s.client()
 	var mu sync.Mutex
 	var latest *resourceslice.DriverResources
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var taints atomic.Bool
+	taints.Store(true)
+	again := make(chan struct{}, 1)
 	go func() {
 		defer close(done)
 		dra.Follow(ctx, c, topology.LoadDefault(), func(r *resourceslice.DriverResources) {
 			mu.Lock()
 			latest = r
 			mu.Unlock()
-		}, slog.New(slog.DiscardHandler))
+		}, &taints, again, slog.New(slog.DiscardHandler))
 	}()
 	defer func() { cancel(); <-done }()
-	offered := func(device string) (bool, bool) {
+	// offered says how device is published: "" not at all, "free", or
+	// its taints' keys.
+	offered := func(device string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if latest == nil {
-			return false, false
+			return "", false
 		}
 		for _, sl := range latest.Pools["falcon1"].Slices {
 			for _, d := range sl.Devices {
 				if d.Name == device {
-					return true, true
+					if len(d.Taints) == 0 {
+						return "free", true
+					}
+					var keys []string
+					for _, tn := range d.Taints {
+						keys = append(keys, tn.Key+":"+string(tn.Effect))
+					}
+					return strings.Join(keys, ","), true
 				}
 			}
 		}
-		return false, true
+		return "", true
 	}
-	until := func(what string, want bool) time.Duration {
+	until := func(what, device, want string) time.Duration {
 		t.Helper()
 		start := time.Now()
 		for {
-			if got, ok := offered("gpu1"); ok && got == want {
+			got, ok := offered(device)
+			if ok && got == want {
 				return time.Since(start)
 			}
 			if time.Since(start) > 10*time.Second {
-				t.Fatalf("%s: gpu1 offered is not %v after 10 s", what, want)
+				t.Fatalf("%s: %s published as %q after 10 s, want %q", what, device, got, want)
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	until("the first publication", true)
+	until("the first publication", "gpu1", "free")
 	sys, err := c.Compose(context.Background(), api.ComposeRequest{Name: "k", Blocks: []string{"host1", "gpu1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("compose to gpu1 out of the slices: %v", until("after the compose", false).Round(time.Millisecond))
+	t.Logf("compose to gpu1 out of the slices: %v", until("after the compose", "gpu1", "").Round(time.Millisecond))
 	if err := c.Decompose(context.Background(), sys.ID); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("decompose to gpu1 back in the slices: %v", until("after the decompose", true).Round(time.Millisecond))
+	t.Logf("decompose to gpu1 back in the slices: %v", until("after the decompose", "gpu1", "free").Round(time.Millisecond))
+
+	if _, err := c.Do(ctx, "POST", "/redfish/v1/Fabrics/falcon1/Actions/Oem/Rackpool.InjectFault",
+		map[string]any{"Kind": "device-fails", "Target": "gpu2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gpu2 failed to tainted in the slices: %v",
+		until("after gpu2 failed", "gpu2", dra.TaintUnhealthy+":"+string(resourceapi.DeviceTaintEffectNoSchedule)).Round(time.Millisecond))
+	taints.Store(false) // the API server dropped the taints
+	again <- struct{}{}
+	until("once taints are off", "gpu2", "")
+	if _, err := c.Do(ctx, "POST", "/redfish/v1/Fabrics/falcon1/Actions/Oem/Rackpool.ClearFaults", map[string]any{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	until("after the fault is cleared", "gpu2", "free")
 }
 
 // TestDRARun runs the whole controller (dra.Run) against a real serve and

@@ -38,6 +38,9 @@ const (
 	// ConditionAttachFailed is set True when it could not be: the
 	// scheduler puts the pod back and tries again.
 	ConditionAttachFailed = "rackpool.io/AttachFailed"
+	// TaintUnhealthy is the taint of a device rackpool reports failed
+	// (health Critical): NoSchedule, so no new claim is given it.
+	TaintUnhealthy = "rackpool.io/unhealthy"
 )
 
 // pooled are the kinds of block the driver publishes.
@@ -169,4 +172,17 @@ func HostDevice(b *inventory.Block) (api.HostDevice, bool) {
 	}
 	return api.HostDevice{Block: b.ID, Device: d.ID, Kind: string(b.Kind), Fabric: string(d.Fabric.Kind),
 		VendorID: d.VendorID, DeviceID: d.DeviceID, Serial: serial, Bytes: b.CapacityBytes}, true
+}
+
+// Taint marks the devices of failed blocks with TaintUnhealthy, effect
+// NoSchedule: the allocator gives them to no claim that does not tolerate
+// it, and the cluster shows why they are not used.
+func Taint(pools map[string][]resourceapi.Device, failed map[string]bool) {
+	for _, devs := range pools {
+		for i := range devs {
+			if b := devs[i].Attributes["block"].StringValue; b != nil && failed[*b] {
+				devs[i].Taints = []resourceapi.DeviceTaint{{Key: TaintUnhealthy, Value: "Critical", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+			}
+		}
+	}
 }

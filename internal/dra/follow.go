@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -16,19 +17,23 @@ import (
 	"rackpool/internal/topology"
 )
 
-// Free reads which blocks rackpool has free now: unused, and not failed.
-func Free(ctx context.Context, c *api.Client) (map[string]bool, error) {
+// Free reads which blocks rackpool has free now (unused and healthy) and
+// which have failed (health Critical) while in no composition.
+func Free(ctx context.Context, c *api.Client) (free, failed map[string]bool, err error) {
 	blocks, err := c.Blocks(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	free := map[string]bool{}
+	free, failed = map[string]bool{}, map[string]bool{}
 	for _, b := range blocks {
-		if b.CompositionStatus.CompositionState == "Unused" && b.Status.Health != "Critical" {
+		switch {
+		case b.Status.Health == "Critical" && len(b.Links.ComputerSystems) == 0 && b.Oem.Rackpool.HeldBy == "":
+			failed[b.ID] = true
+		case b.CompositionStatus.CompositionState == "Unused" && b.Status.Health != "Critical":
 			free[b.ID] = true
 		}
 	}
-	return free, nil
+	return free, failed, nil
 }
 
 // coalesce is how long Follow waits after an event for the rest of its
@@ -39,8 +44,12 @@ const coalesce = 20 * time.Millisecond
 // reads the pool and publishes it, then again after every event of
 // rackpool's event stream (EventService/SSE), a burst read once. A broken
 // stream is opened again with backoff, and the pool read again, so a change
-// made while it was down is not missed. It returns when ctx ends.
-func Follow(ctx context.Context, c *api.Client, top *topology.Topology, publish func(*resourceslice.DriverResources), log *slog.Logger) {
+// made while it was down is not missed. Failed devices are published
+// tainted (Taint) while taints is true (nil: always), and left out when it
+// is not; a value on again makes it read and publish the pool again (nil:
+// never). It returns when ctx ends.
+func Follow(ctx context.Context, c *api.Client, top *topology.Topology, publish func(*resourceslice.DriverResources), taints *atomic.Bool,
+	again <-chan struct{}, log *slog.Logger) {
 	changed := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -48,6 +57,16 @@ func Follow(ctx context.Context, c *api.Client, top *topology.Topology, publish 
 		default:
 		}
 	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-again:
+				poke()
+			}
+		}
+	}()
 	go func() {
 		for backoff := 100 * time.Millisecond; ctx.Err() == nil; {
 			opened, err := stream(ctx, c, poke)
@@ -82,13 +101,18 @@ func Follow(ctx context.Context, c *api.Client, top *topology.Topology, publish 
 		case <-changed:
 		default:
 		}
-		free, err := Free(ctx, c)
+		free, failed, err := Free(ctx, c)
 		if err != nil {
 			log.Warn("dra: read rackpool's pool", "err", err)
 			go func() { time.Sleep(time.Second); poke() }()
 			continue
 		}
-		publish(Resources(Devices(top, func(b *inventory.Block) bool { return free[b.ID] })))
+		if taints != nil && !taints.Load() {
+			failed = nil
+		}
+		pools := Devices(top, func(b *inventory.Block) bool { return free[b.ID] || failed[b.ID] })
+		Taint(pools, failed)
+		publish(Resources(pools))
 	}
 }
 

@@ -2,8 +2,11 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -50,13 +53,31 @@ func Run(ctx context.Context, o Options) error {
 	// The slices change when Follow says so (Update), not on a timer: the
 	// controller's delay after its own informer's events stays short.
 	delay := 100 * time.Millisecond
+	// Failed devices are published tainted until the API server drops the
+	// taints (DRADeviceTaints off): then they are left out instead.
+	var taints atomic.Bool
+	taints.Store(true)
+	again := make(chan struct{}, 1)
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: DriverName, KubeClient: o.Kube, SyncDelay: &delay,
-		ErrorHandler: func(_ context.Context, err error, msg string) { log.Error("dra: publish slices: "+msg, "err", err) }})
+		ErrorHandler: func(_ context.Context, err error, msg string) {
+			var dropped *resourceslice.DroppedFieldsError
+			if errors.As(err, &dropped) && slices.Contains(dropped.DisabledFeatures(), "DRADeviceTaints") {
+				if taints.Swap(false) {
+					log.Warn("dra: the API server drops device taints (feature gate DRADeviceTaints off): failed devices are left out of the slices instead")
+					select {
+					case again <- struct{}{}:
+					default:
+					}
+				}
+				return
+			}
+			log.Error("dra: publish slices: "+msg, "err", err)
+		}})
 	if err != nil {
 		return fmt.Errorf("dra: start the slice controller: %w", err)
 	}
 	defer ctrl.Stop()
-	go Follow(ctx, o.Rackpool, o.Topology, ctrl.Update, log)
+	go Follow(ctx, o.Rackpool, o.Topology, ctrl.Update, &taints, again, log)
 	a := &Attacher{Kube: o.Kube, Rackpool: o.Rackpool, BlockOf: func(pool, device string) (string, bool) {
 		b, ok := blocks[[2]string{pool, device}]
 		return b, ok

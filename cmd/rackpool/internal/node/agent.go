@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"rackpool/api"
 	"rackpool/cmd/rackpool/internal/cli"
 	"rackpool/cmd/rackpool/internal/client"
+	"rackpool/internal/dra"
 	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/telemetry/host"
 	"rackpool/internal/telemetry/report"
@@ -26,12 +28,14 @@ import (
 
 func AgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "agent --control URL --system ID [--cgroup PATH]",
+		Use:   "agent [--control URL] [--system ID] [--host ID] [--dra-node NODE]",
 		Short: "report a composed host's real usage to the control plane (telemetry for provisioning)",
 		Long: "Runs on a host until SIGTERM. With --system it reports what the composed host really uses (memory\n" +
 			"of a cgroup or of the whole machine, block I/O, GPU memory) every --interval (docs/telemetry.md).\n" +
 			"With --host it takes the host's saga steps: after an attach, rescan and confirm the device is\n" +
-			"healthy; before a detach, drain and confirm it is gone (docs/southbound.md).",
+			"healthy; before a detach, drain and confirm it is gone (docs/southbound.md). With --dra-node it is\n" +
+			"the " + dra.DriverName + " DRA driver's kubelet plugin for that Kubernetes node: it prepares the devices\n" +
+			"`rackpool dra` composed onto this host (a CDI spec per claim; docs/kubernetes.md).",
 		Args: cli.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -46,6 +50,11 @@ func AgentCmd() *cobra.Command {
 	fs.StringVar(&o.cgroup, "cgroup", "", "cgroup to measure, relative to its hierarchy's mount (e.g. system.slice/job.service; / is the root); default the whole machine")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "how often to sample and push")
 	fs.IntVar(&o.buffered, "max-buffered", report.DefaultMaxBuffered, "samples kept while the control plane cannot be reached (the oldest are dropped)")
+	fs.StringVar(&o.draNode, "dra-node", "", "be the DRA kubelet plugin of this Kubernetes node (the node whose "+dra.HostLabel+" label names this host)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "with --dra-node: kubeconfig of the cluster (default $KUBECONFIG; empty: the pod's service account)")
+	fs.StringVar(&o.cdiDir, "cdi-dir", dra.DefaultCDIDir, "with --dra-node: where the CDI specs of prepared claims go (the container runtime's CDI directory)")
+	fs.StringVar(&o.registryDir, "kubelet-registry-dir", kubeletplugin.KubeletRegistryDir, "with --dra-node: the kubelet's plugin registration directory")
+	fs.StringVar(&o.pluginDir, "kubelet-plugin-dir", kubeletplugin.KubeletPluginsDir+"/"+dra.DriverName, "with --dra-node: the directory of the plugin's socket")
 	cli.VerboseFlag(fs, &o.verbose)
 	cmd.RunE = func(*cobra.Command, []string) error { return runAgent(o) }
 	return cmd
@@ -54,6 +63,7 @@ func AgentCmd() *cobra.Command {
 // agentConfig is agent's command line.
 type agentConfig struct {
 	control, caFile, system, hostID, sysfsRoot, procRoot, devRoot, cgroup string
+	draNode, kubeconfig, cdiDir, registryDir, pluginDir                   string
 	interval                                                              time.Duration
 	buffered                                                              int
 	verbose                                                               bool
@@ -68,10 +78,10 @@ type agentConfig struct {
 // gone. It authenticates as a HostAgent account bound to that host.
 func runAgent(o agentConfig) error {
 	switch {
-	case o.control == "":
+	case o.system == "" && o.hostID == "" && o.draNode == "":
+		return errors.New("--system ID (report usage), --host ID (take attach and detach steps) or --dra-node NODE (the DRA kubelet plugin) is required")
+	case o.control == "" && (o.system != "" || o.hostID != ""):
 		return errors.New("--control URL is required (or set RACKPOOL_URL)")
-	case o.system == "" && o.hostID == "":
-		return errors.New("--system ID (report usage) or --host ID (take attach and detach steps) is required")
 	case o.interval < 100*time.Millisecond:
 		return errors.New("--interval must be at least 100ms")
 	case o.buffered < 1:
@@ -82,19 +92,34 @@ func runAgent(o agentConfig) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	cf := &client.Flags{URL: o.control, CAFile: o.caFile}
-	c, err := cf.Client()
-	if err != nil {
-		return err
+	var c *api.Client
+	if o.control != "" {
+		cf := &client.Flags{URL: o.control, CAFile: o.caFile}
+		var err error
+		if c, err = cf.Client(); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var steps sync.WaitGroup
-	if o.hostID != "" {
-		h, err := hoststep.New(hoststep.Options{SysfsRoot: o.sysfsRoot, ProcRoot: o.procRoot, DevRoot: o.devRoot, Logger: log})
+	// One Host for the steps and the kubelet plugin: the plugin then finds
+	// each device where the attach step found it.
+	var h *hoststep.Host
+	if o.hostID != "" || o.draNode != "" {
+		var err error
+		if h, err = hoststep.New(hoststep.Options{SysfsRoot: o.sysfsRoot, ProcRoot: o.procRoot, DevRoot: o.devRoot, Logger: log}); err != nil {
+			return err
+		}
+	}
+	if o.draNode != "" {
+		stopPlugin, err := startDRAPlugin(ctx, o, h, log)
 		if err != nil {
 			return err
 		}
+		defer stopPlugin()
+	}
+	var steps sync.WaitGroup
+	if o.hostID != "" {
 		log.Info("agent taking host steps", "host", o.hostID, "control", o.control, "sysfs", o.sysfsRoot)
 		steps.Add(1)
 		go func() {
@@ -256,4 +281,22 @@ func hostDevices(in []api.HostDevice) []hoststep.Device {
 			DeviceID: d.DeviceID, Serial: d.Serial, Bytes: d.Bytes})
 	}
 	return out
+}
+
+// startDRAPlugin registers the DRA kubelet plugin for o.draNode with the
+// kubelet and serves it until the returned stop is called.
+func startDRAPlugin(ctx context.Context, o agentConfig, h *hoststep.Host, log *slog.Logger) (stop func(), err error) {
+	kube, err := kubeClient(o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	p := &dra.NodePlugin{Host: h, CDIDir: o.cdiDir, Logger: log}
+	helper, err := kubeletplugin.Start(ctx, p, kubeletplugin.DriverName(dra.DriverName), kubeletplugin.KubeClient(kube),
+		kubeletplugin.NodeName(o.draNode), kubeletplugin.RegistrarDirectoryPath(o.registryDir),
+		kubeletplugin.PluginDataDirectoryPath(o.pluginDir))
+	if err != nil {
+		return nil, fmt.Errorf("start the DRA kubelet plugin: %w", err)
+	}
+	log.Info("agent serving the DRA kubelet plugin", "driver", dra.DriverName, "node", o.draNode, "plugin", o.pluginDir, "cdi", o.cdiDir)
+	return helper.Stop, nil
 }

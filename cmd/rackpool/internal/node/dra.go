@@ -49,13 +49,9 @@ func DRACmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		kube, err := kubeClient(kubeconfig)
 		if err != nil {
-			return fmt.Errorf("the cluster's configuration: %w", err)
-		}
-		kube, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("the cluster's client: %w", err)
+			return err
 		}
 		level := slog.LevelInfo
 		if verbose {
@@ -67,4 +63,18 @@ func DRACmd() *cobra.Command {
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	}
 	return cmd
+}
+
+// kubeClient is a client of the cluster kubeconfig names, or (empty) of
+// the one the process runs in as a pod.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's configuration: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's client: %w", err)
+	}
+	return kube, nil
 }
