@@ -290,6 +290,14 @@ func startDRAPlugin(ctx context.Context, o agentConfig, h *hoststep.Host, log *s
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := os.Stat(o.registryDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("--kubelet-registry-dir %s: not a directory (is the kubelet's plugin registry mounted?)", o.registryDir)
+	}
+	for _, d := range []string{o.pluginDir, o.cdiDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("DRA kubelet plugin: %w", err)
+		}
+	}
 	p := &dra.NodePlugin{Host: h, CDIDir: o.cdiDir, Logger: log}
 	helper, err := kubeletplugin.Start(ctx, p, kubeletplugin.DriverName(dra.DriverName), kubeletplugin.KubeClient(kube),
 		kubeletplugin.NodeName(o.draNode), kubeletplugin.RegistrarDirectoryPath(o.registryDir),
