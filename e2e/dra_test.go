@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -574,5 +575,155 @@ func TestDRARestartMidAttach(t *testing.T) {
 	}
 	if composed != 1 {
 		t.Errorf("%d composed systems after the restart, want 1", composed)
+	}
+}
+
+// TestDRAKindsAndFaults: claims for an NVMe drive and for pooled memory are
+// placed by the scheduler's allocator and composed onto the node's system
+// with their descriptions in the claim's status; an attach the fabric
+// fails (an injected fault) gives the claim the failure condition with the
+// fabric's reason and leaves the node's system as it was; the next claim
+// attaches; releasing every claim leaves nothing composed.
+func TestDRAKindsAndFaults(t *testing.T) {
+	skipShort(t)
+	ctx := context.Background()
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	top := topology.LoadDefault()
+	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
+	blocks := map[[2]string]string{}
+	var slicesList []*resourceapi.ResourceSlice
+	for pool, devs := range pools {
+		slicesList = append(slicesList, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
+			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
+		for _, d := range devs {
+			blocks[[2]string{pool, d.Name}] = *d.Attributes["block"].StringValue
+		}
+	}
+	classes := draClasses{}
+	for _, k := range []string{"gpu", "nvme", "memory"} {
+		classes[k] = &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: k}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+				Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == %q`, dra.DriverName, dra.DriverName, k)}}}}}
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{dra.HostLabel: "host1"}}}
+	kube := fake.NewClientset(node)
+	allocated := sets.New[structured.DeviceID]()
+	allocate := func(name, class string) *resourceapi.ResourceClaim {
+		t.Helper()
+		alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
+			structured.AllocatedState{AllocatedDevices: allocated}, classes, slicesList, cel.NewCache(10, cel.Features{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: class,
+				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+		results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+		if err != nil || len(results) != 1 {
+			t.Fatalf("allocate %s: %v, %d results", name, err, len(results))
+		}
+		claim.Status.Allocation = &results[0]
+		for _, r := range results[0].Devices.Results {
+			allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
+		}
+		got, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: func(pool, device string) (string, bool) {
+		b, ok := blocks[[2]string{pool, device}]
+		return b, ok
+	}, Describe: func(id string) (api.HostDevice, bool) { return dra.HostDevice(top.Block(id)) }}
+	// attach reconciles a new claim for class and returns it with the
+	// block it was given, its condition and its recorded description.
+	attach := func(name, class string) (*resourceapi.ResourceClaim, string, metav1.Condition, api.HostDevice) {
+		t.Helper()
+		claim := allocate(name, class)
+		if err := a.Reconcile(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
+		claim, _ = kube.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		r := claim.Status.Allocation.Devices.Results[0]
+		if len(claim.Status.Devices) != 1 || len(claim.Status.Devices[0].Conditions) != 1 {
+			t.Fatalf("%s: status %+v", name, claim.Status.Devices)
+		}
+		var hd api.HostDevice
+		if d := claim.Status.Devices[0].Data; d != nil {
+			if err := json.Unmarshal(d.Raw, &hd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return claim, blocks[[2]string{r.Pool, r.Device}], claim.Status.Devices[0].Conditions[0], hd
+	}
+	hostBlocks := func() []string {
+		t.Helper()
+		systems, err := c.Systems(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sys := range systems {
+			if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host1" {
+				var out []string
+				for _, b := range sys.Oem.Rackpool.Blocks {
+					out = append(out, b.ID)
+				}
+				return out
+			}
+		}
+		return nil
+	}
+	var claims []*resourceapi.ResourceClaim
+	for _, kind := range []string{"nvme", "memory"} {
+		claim, block, cond, hd := attach("want-"+kind, kind)
+		if cond.Type != dra.ConditionAttached || hd.Block != block || hd.Kind != kind || hd.Bytes <= 0 {
+			t.Fatalf("%s claim: block %s, condition %s (%s), description %+v", kind, block, cond.Type, cond.Message, hd)
+		}
+		if !slices.Contains(hostBlocks(), block) {
+			t.Fatalf("%s claim: host1's system holds %v, not %s", kind, hostBlocks(), block)
+		}
+		claims = append(claims, claim)
+	}
+
+	// The fabric fails the next attach of a GPU.
+	fabricOf := func(class string) string {
+		for pool, devs := range pools {
+			for _, d := range devs {
+				if *d.Attributes["kind"].StringValue == class && slices.Contains(d.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Values, "host1") {
+					return pool
+				}
+			}
+		}
+		t.Fatalf("no %s reaches host1", class)
+		return ""
+	}
+	if _, err := c.Do(ctx, "POST", "/redfish/v1/Fabrics/"+fabricOf("gpu")+"/Actions/Oem/Rackpool.InjectFault",
+		map[string]any{"Kind": "attach-fails", "Count": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := hostBlocks()
+	_, block, cond, hd := attach("want-gpu", "gpu")
+	if cond.Type != dra.ConditionAttachFailed || cond.Message == "" || hd.Block != "" {
+		t.Fatalf("a failed attach of %s: condition %s (%s), description %+v", block, cond.Type, cond.Message, hd)
+	}
+	t.Logf("failed attach: %s", cond.Message)
+	if got := hostBlocks(); !slices.Equal(got, before) {
+		t.Fatalf("after the failed attach host1's system holds %v, before %v", got, before)
+	}
+	claim, block, cond, _ := attach("want-gpu-again", "gpu")
+	if cond.Type != dra.ConditionAttached || !slices.Contains(hostBlocks(), block) {
+		t.Fatalf("the next GPU claim: %s (%s)", cond.Type, cond.Message)
+	}
+	claims = append(claims, claim)
+	for _, claim := range claims {
+		if err := a.Release(ctx, claim); err != nil {
+			t.Fatalf("release %s: %v", claim.Name, err)
+		}
+	}
+	if systems, _ := c.Systems(ctx); countComposed(systems) != 0 {
+		t.Fatalf("after releasing every claim: %d compositions, host1 holds %v", countComposed(systems), hostBlocks())
 	}
 }
