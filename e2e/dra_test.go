@@ -583,11 +583,13 @@ func TestDRARestartMidAttach(t *testing.T) {
 // with their descriptions in the claim's status; an attach the fabric
 // fails (an injected fault) gives the claim the failure condition with the
 // fabric's reason and leaves the node's system as it was; the next claim
-// attaches; releasing every claim leaves nothing composed.
+// attaches; releasing every claim leaves nothing composed, except pooled
+// memory while the provisioning loop sizes the node's system.
 func TestDRAKindsAndFaults(t *testing.T) {
 	skipShort(t)
 	ctx := context.Background()
-	s := startDefault(t, "--fabric-time", "instant")
+	// The provisioning loop is on but does not step during the test.
+	s := startDefault(t, "--fabric-time", "instant", "--provisioning", "on", "--provisioning-interval", "1h")
 	c := s.client()
 	top := topology.LoadDefault()
 	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
@@ -718,10 +720,38 @@ func TestDRAKindsAndFaults(t *testing.T) {
 		t.Fatalf("the next GPU claim: %s (%s)", cond.Type, cond.Message)
 	}
 	claims = append(claims, claim)
+
+	// The provisioning loop sizes host1's system: its memory is kept
+	// warm on release, the rest goes.
+	systems, err := c.Systems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysID := ""
+	for _, sys := range systems {
+		if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host1" {
+			sysID = sys.ID
+		}
+	}
+	if _, err := c.Subscribe(ctx, sysID, "On", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	memResult := claims[1].Status.Allocation.Devices.Results[0]
+	memBlock := blocks[[2]string{memResult.Pool, memResult.Device}]
 	for _, claim := range claims {
 		if err := a.Release(ctx, claim); err != nil {
 			t.Fatalf("release %s: %v", claim.Name, err)
 		}
+	}
+	if got := hostBlocks(); !slices.Equal(got, []string{"host1", memBlock}) {
+		t.Fatalf("released with the provisioning loop On: host1's system holds %v, want host1 and the memory %s", got, memBlock)
+	}
+	// Once the loop no longer sizes it, the memory goes too.
+	if err := c.Unsubscribe(ctx, sysID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, claims[1]); err != nil {
+		t.Fatal(err)
 	}
 	if systems, _ := c.Systems(ctx); countComposed(systems) != 0 {
 		t.Fatalf("after releasing every claim: %d compositions, host1 holds %v", countComposed(systems), hostBlocks())

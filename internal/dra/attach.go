@@ -3,7 +3,9 @@ package dra
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"rackpool/api"
+	"rackpool/internal/inventory"
 )
 
 // Attacher composes what the scheduler allocated onto the allocated node's
@@ -41,6 +44,11 @@ type Attacher struct {
 // status says ConditionAttached) off the node's system: a shrink, or the
 // system's decompose when they were its last devices. A device already
 // gone is no error: releasing twice changes nothing.
+//
+// Pooled memory is kept warm where the provisioning loop sizes the node's
+// system (a subscription in effect On): the loop's forecast keeps what the
+// node is expected to want again and gives the rest back, so the driver
+// leaves memory to it (docs/kubernetes.md).
 func (a *Attacher) Release(ctx context.Context, claim *resourceapi.ResourceClaim) error {
 	alloc := claim.Status.Allocation
 	if alloc == nil {
@@ -74,7 +82,7 @@ func (a *Attacher) Release(ctx context.Context, claim *resourceapi.ResourceClaim
 		if s.SystemType != "Composed" || s.Oem.Rackpool.Host != host || s.Name != systemName(host) {
 			continue
 		}
-		var remove []string
+		var remove, memory []string
 		devices := 0
 		for _, b := range s.Oem.Rackpool.Blocks {
 			if b.ID == host {
@@ -83,6 +91,19 @@ func (a *Attacher) Release(ctx context.Context, claim *resourceapi.ResourceClaim
 			devices++
 			if slices.Contains(blocks, b.ID) {
 				remove = append(remove, b.ID)
+				if b.Kind == string(inventory.Memory) {
+					memory = append(memory, b.ID)
+				}
+			}
+		}
+		if len(memory) > 0 {
+			sub, err := a.Rackpool.Subscription(ctx, s.ID)
+			var ae *api.Error
+			switch {
+			case err == nil && sub.Effective == "On":
+				remove = slices.DeleteFunc(remove, func(id string) bool { return slices.Contains(memory, id) })
+			case err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound):
+				return fmt.Errorf("system %s: its provisioning subscription: %w", s.ID, err)
 			}
 		}
 		switch {
