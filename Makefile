@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # go.mod names the Go version; an older installed Go fetches it.
 export GOTOOLCHAIN ?= auto
 
-.PHONY: help setup build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-power bench-console ui ui-check e2e clean conformance
+.PHONY: help setup build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-dra bench-power bench-console ui ui-check e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ bench-drives: build ## blocknode and drive connect against nbdkit 1.32 with fio,
 bench-southbound: build ## the redfish driver against fabric-emulator and a vendor composer, beside the DMTF Python Redfish library (docs/benchmarks.md)
 	scripts/pyenv.sh
 	$(GO) run ./bench/southbound -bin $(BIN) -out build/bench-southbound
+
+bench-dra: build ## the Kubernetes DRA driver: allocation to binding condition, release, pool changes to slices (docs/benchmarks.md)
+	$(GO) run ./bench/dra -bin $(BIN) -out build/bench-dra
 
 bench-power: ## ComputerSystem.Reset, Boot PATCH and GET through serve beside sushy-emulator's fake driver, 1 and 4 clients (docs/benchmarks.md)
 	scripts/pyenv.sh

@@ -27,6 +27,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"rackpool/api"
+	"rackpool/internal/childproc"
 	"rackpool/internal/dra"
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
@@ -134,6 +135,24 @@ func TestDRAKubeletPlugin(t *testing.T) {
 	if err := os.Mkdir(registry, 0o755); err != nil { // the kubelet's
 		t.Fatal(err)
 	}
+	// Bad set-ups stop at once with the reason, before anything is served.
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dra-node", "worker-1", "--kubeconfig", kubeconfig, "--kubelet-registry-dir", filepath.Join(dirs, "none")}, "--kubelet-registry-dir"},
+		{[]string{"--dra-node", "worker-1", "--kubeconfig", filepath.Join(dirs, "none")}, "the cluster's configuration"},
+		{[]string{"--interval", "1ms", "--dra-node", "worker-1"}, "--interval"},
+	} {
+		cmd := childproc.Command(binary, append([]string{"agent"}, bad.args...)...)
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), bad.want) {
+			t.Errorf("agent %v: %v, %s; want an error naming %s", bad.args, err, out, bad.want)
+		}
+	}
+	if out, err := childproc.Command(binary, "dra", "--grace", "0s", "--kubeconfig", kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), "--grace") {
+		t.Errorf("dra --grace 0s: %v, %s", err, out)
+	}
+
 	agentLog := &syncBuffer{}
 	agent := runAgentCmd(s, [2]string{"agent-host1", agentPass}, "--host", "host1", "--sysfs-root", k.root, "--proc-root", k.root,
 		"--dev-root", filepath.Join(k.root, "dev"), "--dra-node", "worker-1", "--kubeconfig", kubeconfig, "--cdi-dir", cdiDir,

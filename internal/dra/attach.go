@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -161,6 +162,11 @@ func (a *Attacher) Reconcile(ctx context.Context, claim *resourceapi.ResourceCla
 				}
 			}
 		}
+		if transient(attachErr) {
+			// Nothing was decided: try again (the queue backs off)
+			// rather than fail a claim rackpool never saw.
+			return fmt.Errorf("claim %s/%s: attach %s/%s: %w", claim.Namespace, claim.Name, r.Pool, r.Device, attachErr)
+		}
 		if attachErr != nil {
 			cond.Type, cond.Reason, cond.Message = ConditionAttachFailed, "AttachFailed", attachErr.Error()
 			st.Data = nil
@@ -242,4 +248,17 @@ func (a *Attacher) attach(ctx context.Context, host, block string) error {
 	}
 	_, err = a.Rackpool.Compose(ctx, api.ComposeRequest{Name: systemName(host), Blocks: []string{host, block}})
 	return err
+}
+
+// transient reports whether err says nothing about the attach itself:
+// rackpool (or the API server) could not be reached, or rackpool answered
+// 503 (it cannot decide now). A refusal, a failed fabric operation, a node
+// without its label are answers, not transient.
+func transient(err error) bool {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Status == http.StatusServiceUnavailable
+	}
+	var ue *url.Error
+	return errors.As(err, &ue)
 }

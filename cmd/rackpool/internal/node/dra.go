@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -33,11 +34,16 @@ func DRACmd() *cobra.Command {
 	var cf client.Flags
 	cf.Register(cmd.Flags())
 	var kubeconfig, topo string
+	var grace time.Duration
 	var verbose bool
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG; empty: the pod's service account)")
 	cmd.Flags().StringVar(&topo, "topology", "", "the topology file serve runs (default: the built-in example rack)")
+	cmd.Flags().DurationVar(&grace, "grace", dra.DefaultGrace, "how long a released claim's devices stay on the node's system before they are detached")
 	cli.VerboseFlag(cmd.Flags(), &verbose)
 	cmd.RunE = func(*cobra.Command, []string) error {
+		if grace <= 0 {
+			return fmt.Errorf("--grace must be positive, got %v", grace)
+		}
 		top := topology.LoadDefault()
 		if topo != "" {
 			var err error
@@ -59,7 +65,7 @@ func DRACmd() *cobra.Command {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		return dra.Run(ctx, dra.Options{Kube: kube, Rackpool: c, Topology: top,
+		return dra.Run(ctx, dra.Options{Kube: kube, Rackpool: c, Topology: top, Grace: grace,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))})
 	}
 	return cmd
