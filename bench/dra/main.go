@@ -6,6 +6,9 @@
 //     by Kubernetes' own structured allocator from the published slices,
 //     is stored; the time until the controller has composed the GPU onto
 //     the node's system and set rackpool.io/Attached True;
+//   - prepare: the kubelet plugin (dra.NodePlugin) prepares the claim
+//     over a sysfs tree where the GPU is present, as the host agent's
+//     attach step leaves it: locate it, write its CDI spec;
 //   - release: the claim deleted, the time until the GPU is offered in the
 //     slices again (the grace, -grace, included);
 //   - pool change to slices: a GPU composed and decomposed through the
@@ -20,6 +23,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -39,12 +43,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"rackpool/api"
 	"rackpool/bench/internal/harness"
 	"rackpool/internal/childproc"
 	"rackpool/internal/dra"
+	"rackpool/internal/hostagent/hoststep"
 	"rackpool/internal/topology"
 )
 
@@ -165,7 +171,19 @@ func main() {
 			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == "gpu"`, dra.DriverName, dra.DriverName)}}}}}}
 	celCache := cel.NewCache(10, cel.Features{})
 
-	var attach, release, drop, back []time.Duration
+	// The node's side: a kubelet plugin over a sysfs tree where each
+	// attached GPU is present, as the host agent's attach step leaves it.
+	sysfs := filepath.Join(dir, "sys")
+	if err := os.MkdirAll(filepath.Join(sysfs, "bus/pci/devices"), 0o755); err != nil {
+		childproc.Fatal(err)
+	}
+	host, err := hoststep.New(hoststep.Options{SysfsRoot: sysfs, ProcRoot: filepath.Join(dir, "proc"), DevRoot: filepath.Join(dir, "dev")})
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	plugin := &dra.NodePlugin{Host: host, CDIDir: filepath.Join(dir, "cdi")}
+
+	var attach, prepare, release, drop, back []time.Duration
 	for i := range *cycles {
 		host := hosts[i%len(hosts)]
 		node, err := kube.CoreV1().Nodes().Get(ctx, "node-"+host, metav1.GetOptions{})
@@ -209,6 +227,35 @@ func main() {
 			return false
 		})
 		attach = append(attach, time.Since(start))
+		got, err := kube.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			childproc.Fatal(err)
+		}
+		var hd api.HostDevice
+		if err := json.Unmarshal(got.Status.Devices[0].Data.Raw, &hd); err != nil {
+			childproc.Fatal(err)
+		}
+		fn := filepath.Join(sysfs, "bus/pci/devices", fmt.Sprintf("0000:%02x:00.0", i%256))
+		if err := os.MkdirAll(fn, 0o755); err != nil {
+			childproc.Fatal(err)
+		}
+		for attr, v := range map[string]string{"vendor": hd.VendorID, "device": hd.DeviceID, "current_link_width": "16"} {
+			if err := os.WriteFile(filepath.Join(fn, attr), []byte(v+"\n"), 0o644); err != nil {
+				childproc.Fatal(err)
+			}
+		}
+		start = time.Now()
+		res, err := plugin.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{got})
+		if err != nil || res[got.UID].Err != nil {
+			childproc.Fatalf("prepare %s: %v %v", name, err, res[got.UID].Err)
+		}
+		prepare = append(prepare, time.Since(start))
+		if _, err := plugin.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: got.UID}}); err != nil {
+			childproc.Fatal(err)
+		}
+		if err := os.RemoveAll(fn); err != nil {
+			childproc.Fatal(err)
+		}
 		waitFor("the slices drop the attached GPU", func() bool { return !offered(device) })
 		if err := kube.ResourceV1().ResourceClaims("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			childproc.Fatal(err)
@@ -226,11 +273,11 @@ func main() {
 		}
 		back = append(back, waitFor("gpu7 back in the slices", func() bool { return offered("gpu7") }))
 	}
-	report(*out, *grace, attach, release, drop, back)
+	report(*out, *grace, attach, prepare, release, drop, back)
 }
 
 func report(out string, grace time.Duration, rows ...[]time.Duration) {
-	names := []string{"allocation → binding condition True (compose included)", fmt.Sprintf("claim deleted → GPU offered again (grace %v)", grace),
+	names := []string{"allocation → binding condition True (compose included)", "NodePrepareResources: locate the GPU, write its CDI spec (kubelet plugin)", fmt.Sprintf("claim deleted → GPU offered again (grace %v)", grace),
 		"GPU composed elsewhere → out of the slices (API answer to slice)", "GPU decomposed → back in the slices (API answer to slice)"}
 	var b strings.Builder
 	fmt.Fprintf(&b, "| what | n | p50 | p99 | max |\n|---|---|---|---|---|\n")
