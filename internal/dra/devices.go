@@ -1,13 +1,16 @@
-// Package dra publishes rackpool's pool to Kubernetes' Dynamic Resource
-// Allocation and attaches what the scheduler allocates (issue 38; the
-// design notes are docs/design/dra-*.md on this branch).
+// Package dra is rackpool's Kubernetes Dynamic Resource Allocation driver,
+// rackpool.io (docs/kubernetes.md): it publishes the pool, attaches what
+// the scheduler allocates, and prepares it on the node.
 //
 // Devices turns the pool's free device blocks into DRA devices: one pool
 // per fabric, every device with its own node selector (the Kubernetes
 // nodes whose rackpool host the topology lets reach it), BindsToNode, and
 // the binding conditions the controller sets once the device is composed
 // onto the node's system (ConditionAttached) or could not be
-// (ConditionAttachFailed).
+// (ConditionAttachFailed). Follow keeps the published slices in step with
+// rackpool's event stream; Attacher and RunAttacher compose on allocation
+// and release after a grace period; NodePlugin is the kubelet plugin the
+// host agent serves. Run is the controller, `rackpool dra`.
 package dra
 
 import (
