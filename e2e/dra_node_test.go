@@ -19,18 +19,12 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"rackpool/api"
 	"rackpool/internal/childproc"
 	"rackpool/internal/dra"
-	"rackpool/internal/inventory"
-	"rackpool/internal/topology"
 )
 
 // kubeAPI serves what the kubelet plugin reads of the API server, a
@@ -111,11 +105,7 @@ func TestDRAKubeletPlugin(t *testing.T) {
 	s := startDefault(t, "--fabric-time", "instant", "--host-agents", "host1", "--host-agent-timeout", "20s")
 	c := s.client()
 	ctx := context.Background()
-	const agentPass = "Host1-Agent-Pass-7"
-	if _, err := c.Do(ctx, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "agent-host1", "Password": agentPass,
-		"RoleId": "HostAgent", "Oem": map[string]any{"Rackpool": map[string]any{"Host": "host1"}}}, nil); err != nil {
-		t.Fatalf("create the agent's account: %v", err)
-	}
+	agentPass := hostAgentAccount(t, c, "host1")
 	k := startKernel(t)
 	for _, d := range []string{"driver/nvidia/gpus/" + gpuBDF, "dev"} {
 		if err := os.MkdirAll(filepath.Join(k.root, d), 0o755); err != nil {
@@ -192,41 +182,10 @@ func TestDRAKubeletPlugin(t *testing.T) {
 
 	// The scheduler allocates gpu1 to a claim on worker-1; the controller
 	// attaches it.
-	top := topology.LoadDefault()
-	var slicesList []*resourceapi.ResourceSlice
-	blocks := map[[2]string]string{}
-	for pool, devs := range dra.Devices(top, func(*inventory.Block) bool { return true }) {
-		slicesList = append(slicesList, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
-			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
-				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
-		for _, d := range devs {
-			blocks[[2]string{pool, d.Name}] = *d.Attributes["block"].StringValue
-		}
-	}
-	classes := draClasses{"gpu1": &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu1"}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].block == "gpu1"`, dra.DriverName, dra.DriverName)}}}}}}
-	alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
-		structured.AllocatedState{AllocatedDevices: sets.New[structured.DeviceID]()}, classes, slicesList, cel.NewCache(10, cel.Features{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "default", UID: "uid-train"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
-			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu1", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
-	results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
-	if err != nil || len(results) != 1 {
-		t.Fatalf("allocate: %v, %d results", err, len(results))
-	}
-	claim.Status.Allocation = &results[0]
-	claim, err = kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: func(pool, device string) (string, bool) {
-		b, ok := blocks[[2]string{pool, device}]
-		return b, ok
-	}, Describe: func(id string) (api.HostDevice, bool) { return dra.HostDevice(top.Block(id)) }}
+	rack := newDRARack(draClasses{"gpu1": celClass("gpu1",
+		fmt.Sprintf(`device.driver == %q && device.attributes[%q].block == "gpu1"`, dra.DriverName, dra.DriverName))})
+	claim := rack.allocate(t, kube, node, "train", "gpu1")
+	a := rack.attacher(kube, c)
 	if err := a.Reconcile(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +212,7 @@ func TestDRAKubeletPlugin(t *testing.T) {
 	got := prep.Claims["uid-train"]
 	wantID := dra.CDIDeviceID("uid-train", device.Device)
 	if got == nil || got.Error != "" || len(got.Devices) != 1 || got.Devices[0].DeviceName != device.Device || got.Devices[0].PoolName != device.Pool ||
-		!slices.Equal(got.Devices[0].CdiDeviceIds, []string{wantID}) || !slices.Equal(got.Devices[0].RequestNames, []string{"gpu"}) {
+		!slices.Equal(got.Devices[0].CdiDeviceIds, []string{wantID}) || !slices.Equal(got.Devices[0].RequestNames, []string{"gpu1"}) {
 		t.Fatalf("prepared %+v, want CDI device %s\nagent: %s", got, wantID, agentLog)
 	}
 	specFile := filepath.Join(cdiDir, dra.DriverName+"-uid-train.json")

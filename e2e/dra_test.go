@@ -47,6 +47,105 @@ func (c draClasses) Get(name string) (*resourceapi.DeviceClass, error) {
 	return nil, fmt.Errorf("no device class %s", name)
 }
 
+// draRack is the example rack as the driver publishes it with every device
+// free, and the scheduler's allocator over those slices.
+type draRack struct {
+	top       *topology.Topology
+	pools     map[string][]resourceapi.Device
+	slices    []*resourceapi.ResourceSlice
+	classes   draClasses
+	allocated sets.Set[structured.DeviceID]
+}
+
+// kindClasses are DeviceClasses named by kind, each selecting the driver's
+// devices of that kind.
+func kindClasses(kinds ...string) draClasses {
+	out := draClasses{}
+	for _, k := range kinds {
+		out[k] = celClass(k, fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == %q`, dra.DriverName, dra.DriverName, k))
+	}
+	return out
+}
+
+func celClass(name, expr string) *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+}
+
+func newDRARack(classes draClasses) *draRack {
+	r := &draRack{top: topology.LoadDefault(), classes: classes, allocated: sets.New[structured.DeviceID]()}
+	r.pools = dra.Devices(r.top, func(*inventory.Block) bool { return true })
+	for pool, devs := range r.pools {
+		r.slices = append(r.slices, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
+			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
+				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
+	}
+	return r
+}
+
+// blockOf is the block of a published device.
+func (r *draRack) blockOf(pool, device string) (string, bool) {
+	for _, d := range r.pools[pool] {
+		if d.Name == device {
+			return *d.Attributes["block"].StringValue, true
+		}
+	}
+	return "", false
+}
+
+// attacher is the controller's Attacher for this rack.
+func (r *draRack) attacher(kube *fake.Clientset, c *api.Client) *dra.Attacher {
+	return &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: r.blockOf,
+		Describe: func(id string) (api.HostDevice, bool) { return dra.HostDevice(r.top.Block(id)) }}
+}
+
+// allocate has the scheduler's allocator give claim name one device of
+// class on node, and stores the claim, allocated, as the scheduler would.
+func (r *draRack) allocate(t *testing.T, kube *fake.Clientset, node *corev1.Node, name, class string) *resourceapi.ResourceClaim {
+	t.Helper()
+	ctx := context.Background()
+	alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
+		structured.AllocatedState{AllocatedDevices: r.allocated}, r.classes, r.slices, cel.NewCache(10, cel.Features{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: class,
+			Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
+	results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+	if err != nil || len(results) != 1 {
+		t.Fatalf("allocate %s: %v, %d results", name, err, len(results))
+	}
+	claim.Status.Allocation = &results[0]
+	for _, res := range results[0].Devices.Results {
+		r.allocated.Insert(structured.MakeDeviceID(res.Driver, res.Pool, res.Device))
+	}
+	got, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// composedBlocks lists the blocks of host's composed system (nil: none).
+func composedBlocks(t *testing.T, c *api.Client, host string) []string {
+	t.Helper()
+	systems, err := c.Systems(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sys := range systems {
+		if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == host {
+			var out []string
+			for _, b := range sys.Oem.Rackpool.Blocks {
+				out = append(out, b.ID)
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // TestDRAAttach: Kubernetes' allocator places claims on the devices the
 // driver publishes for a serve of the example rack; the Attacher composes
 // each onto the node's rackpool system (a real serve) and sets the binding
@@ -58,55 +157,11 @@ func TestDRAAttach(t *testing.T) {
 	ctx := context.Background()
 	s := startDefault(t, "--fabric-time", "instant")
 	c := s.client()
-	top := topology.LoadDefault()
-	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
-	blockOf := func(pool, device string) (string, bool) {
-		for _, d := range pools[pool] {
-			if d.Name == device {
-				return *d.Attributes["block"].StringValue, true
-			}
-		}
-		return "", false
-	}
-	var slicesList []*resourceapi.ResourceSlice
-	for pool, devs := range pools {
-		slicesList = append(slicesList, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
-			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
-				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
-	}
-	classes := draClasses{"gpu": &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == "gpu"`, dra.DriverName, dra.DriverName)}}}}}}
+	rack := newDRARack(kindClasses("gpu"))
+	blockOf := rack.blockOf
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{dra.HostLabel: "host1"}}}
 	kube := fake.NewClientset(node)
-	allocated := sets.New[structured.DeviceID]()
-
-	// allocate has the scheduler's allocator give name a GPU on the node,
-	// and stores the claim, allocated, as the scheduler would.
-	allocate := func(name string) *resourceapi.ResourceClaim {
-		t.Helper()
-		alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
-			structured.AllocatedState{AllocatedDevices: allocated}, classes, slicesList, cel.NewCache(10, cel.Features{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu",
-				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
-		results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
-		if err != nil || len(results) != 1 {
-			t.Fatalf("allocate %s: %v, %d results", name, err, len(results))
-		}
-		claim.Status.Allocation = &results[0]
-		for _, r := range results[0].Devices.Results {
-			allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		}
-		got, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	allocate := func(name string) *resourceapi.ResourceClaim { return rack.allocate(t, kube, node, name, "gpu") }
 	condition := func(name string) (string, string) {
 		t.Helper()
 		claim, err := kube.ResourceV1().ResourceClaims("default").Get(ctx, name, metav1.GetOptions{})
@@ -122,23 +177,7 @@ func TestDRAAttach(t *testing.T) {
 		}
 		return "", ""
 	}
-	hostSystem := func() []string {
-		t.Helper()
-		systems, err := c.Systems(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sys := range systems {
-			if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host1" {
-				var blocks []string
-				for _, b := range sys.Oem.Rackpool.Blocks {
-					blocks = append(blocks, b.ID)
-				}
-				return blocks
-			}
-		}
-		return nil
-	}
+	hostSystem := func() []string { return composedBlocks(t, c, "host1") }
 	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: blockOf}
 
 	first := allocate("first")
@@ -591,60 +630,15 @@ func TestDRAKindsAndFaults(t *testing.T) {
 	// The provisioning loop is on but does not step during the test.
 	s := startDefault(t, "--fabric-time", "instant", "--provisioning", "on", "--provisioning-interval", "1h")
 	c := s.client()
-	top := topology.LoadDefault()
-	pools := dra.Devices(top, func(*inventory.Block) bool { return true })
-	blocks := map[[2]string]string{}
-	var slicesList []*resourceapi.ResourceSlice
-	for pool, devs := range pools {
-		slicesList = append(slicesList, &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: pool},
-			Spec: resourceapi.ResourceSliceSpec{Driver: dra.DriverName, Pool: resourceapi.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
-				PerDeviceNodeSelection: ptrTo(true), Devices: devs}})
-		for _, d := range devs {
-			blocks[[2]string{pool, d.Name}] = *d.Attributes["block"].StringValue
-		}
-	}
-	classes := draClasses{}
-	for _, k := range []string{"gpu", "nvme", "memory"} {
-		classes[k] = &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: k}, Spec: resourceapi.DeviceClassSpec{
-			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-				Expression: fmt.Sprintf(`device.driver == %q && device.attributes[%q].kind == %q`, dra.DriverName, dra.DriverName, k)}}}}}
-	}
+	rack := newDRARack(kindClasses("gpu", "nvme", "memory"))
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{dra.HostLabel: "host1"}}}
 	kube := fake.NewClientset(node)
-	allocated := sets.New[structured.DeviceID]()
-	allocate := func(name, class string) *resourceapi.ResourceClaim {
-		t.Helper()
-		alloc, err := structured.NewAllocator(ctx, structured.Features{PartitionableDevices: true, DeviceBindingAndStatus: true},
-			structured.AllocatedState{AllocatedDevices: allocated}, classes, slicesList, cel.NewCache(10, cel.Features{}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: class,
-				Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}}}}}}
-		results, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
-		if err != nil || len(results) != 1 {
-			t.Fatalf("allocate %s: %v, %d results", name, err, len(results))
-		}
-		claim.Status.Allocation = &results[0]
-		for _, r := range results[0].Devices.Results {
-			allocated.Insert(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))
-		}
-		got, err := kube.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	a := &dra.Attacher{Kube: kube, Rackpool: c, BlockOf: func(pool, device string) (string, bool) {
-		b, ok := blocks[[2]string{pool, device}]
-		return b, ok
-	}, Describe: func(id string) (api.HostDevice, bool) { return dra.HostDevice(top.Block(id)) }}
+	a := rack.attacher(kube, c)
 	// attach reconciles a new claim for class and returns it with the
 	// block it was given, its condition and its recorded description.
 	attach := func(name, class string) (*resourceapi.ResourceClaim, string, metav1.Condition, api.HostDevice) {
 		t.Helper()
-		claim := allocate(name, class)
+		claim := rack.allocate(t, kube, node, name, class)
 		if err := a.Reconcile(ctx, claim); err != nil {
 			t.Fatal(err)
 		}
@@ -659,25 +653,10 @@ func TestDRAKindsAndFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		return claim, blocks[[2]string{r.Pool, r.Device}], claim.Status.Devices[0].Conditions[0], hd
+		block, _ := rack.blockOf(r.Pool, r.Device)
+		return claim, block, claim.Status.Devices[0].Conditions[0], hd
 	}
-	hostBlocks := func() []string {
-		t.Helper()
-		systems, err := c.Systems(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sys := range systems {
-			if sys.SystemType == "Composed" && sys.Oem.Rackpool.Host == "host1" {
-				var out []string
-				for _, b := range sys.Oem.Rackpool.Blocks {
-					out = append(out, b.ID)
-				}
-				return out
-			}
-		}
-		return nil
-	}
+	hostBlocks := func() []string { return composedBlocks(t, c, "host1") }
 	var claims []*resourceapi.ResourceClaim
 	for _, kind := range []string{"nvme", "memory"} {
 		claim, block, cond, hd := attach("want-"+kind, kind)
@@ -692,7 +671,7 @@ func TestDRAKindsAndFaults(t *testing.T) {
 
 	// The fabric fails the next attach of a GPU.
 	fabricOf := func(class string) string {
-		for pool, devs := range pools {
+		for pool, devs := range rack.pools {
 			for _, d := range devs {
 				if *d.Attributes["kind"].StringValue == class && slices.Contains(d.NodeSelector.NodeSelectorTerms[0].MatchExpressions[0].Values, "host1") {
 					return pool
@@ -737,7 +716,7 @@ func TestDRAKindsAndFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	memResult := claims[1].Status.Allocation.Devices.Results[0]
-	memBlock := blocks[[2]string{memResult.Pool, memResult.Device}]
+	memBlock, _ := rack.blockOf(memResult.Pool, memResult.Device)
 	for _, claim := range claims {
 		if err := a.Release(ctx, claim); err != nil {
 			t.Fatalf("release %s: %v", claim.Name, err)

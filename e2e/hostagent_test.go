@@ -99,11 +99,7 @@ func TestHostAgentSaga(t *testing.T) {
 	s := startDefault(t, "--fabric-time", "instant", "--host-agents", "host1", "--host-agent-timeout", "3s")
 	c := s.client()
 	ctx := context.Background()
-	const agentPass = "Host1-Agent-Pass-7"
-	if _, err := c.Do(ctx, "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "agent-host1", "Password": agentPass,
-		"RoleId": "HostAgent", "Oem": map[string]any{"Rackpool": map[string]any{"Host": "host1"}}}, nil); err != nil {
-		t.Fatalf("create the agent's account: %v", err)
-	}
+	agentPass := hostAgentAccount(t, c, "host1")
 	k := startKernel(t)
 	var agentLog *syncBuffer
 	agent := func(srv *server) *exec.Cmd {
@@ -194,6 +190,18 @@ func TestHostAgentSaga(t *testing.T) {
 	if state != "Composed" || !k.visible() {
 		t.Fatalf("after the restart the composition is %q, device visible %v\nserve: %s\nagent: %s", state, k.visible(), s2.stderr, agentLog)
 	}
+}
+
+// hostAgentAccount creates the HostAgent account agent-HOST of host and
+// returns its password.
+func hostAgentAccount(t *testing.T, c *api.Client, host string) string {
+	t.Helper()
+	pass := "Agent-Pass-7-" + host
+	if _, err := c.Do(context.Background(), "POST", "/redfish/v1/AccountService/Accounts", map[string]any{"UserName": "agent-" + host,
+		"Password": pass, "RoleId": "HostAgent", "Oem": map[string]any{"Rackpool": map[string]any{"Host": host}}}, nil); err != nil {
+		t.Fatalf("create the agent's account: %v", err)
+	}
+	return pass
 }
 
 func countComposed(systems []api.System) int {

@@ -75,48 +75,57 @@ func (a *Attacher) Release(ctx context.Context, claim *resourceapi.ResourceClaim
 	if err != nil {
 		return err
 	}
-	systems, err := a.Rackpool.Systems(ctx)
-	if err != nil {
+	s, err := a.nodeSystem(ctx, host)
+	if err != nil || s == nil {
 		return err
 	}
-	for _, s := range systems {
-		if s.SystemType != "Composed" || s.Oem.Rackpool.Host != host || s.Name != systemName(host) {
+	var remove, memory []string
+	devices := 0
+	for _, b := range s.Oem.Rackpool.Blocks {
+		if b.ID == host {
 			continue
 		}
-		var remove, memory []string
-		devices := 0
-		for _, b := range s.Oem.Rackpool.Blocks {
-			if b.ID == host {
-				continue
-			}
-			devices++
-			if slices.Contains(blocks, b.ID) {
-				remove = append(remove, b.ID)
-				if b.Kind == string(inventory.Memory) {
-					memory = append(memory, b.ID)
-				}
+		devices++
+		if slices.Contains(blocks, b.ID) {
+			remove = append(remove, b.ID)
+			if b.Kind == string(inventory.Memory) {
+				memory = append(memory, b.ID)
 			}
 		}
-		if len(memory) > 0 {
-			sub, err := a.Rackpool.Subscription(ctx, s.ID)
-			var ae *api.Error
-			switch {
-			case err == nil && sub.Effective == "On":
-				remove = slices.DeleteFunc(remove, func(id string) bool { return slices.Contains(memory, id) })
-			case err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound):
-				return fmt.Errorf("system %s: its provisioning subscription: %w", s.ID, err)
-			}
-		}
-		switch {
-		case len(remove) == 0:
-			return nil
-		case len(remove) == devices:
-			return a.Rackpool.Decompose(ctx, s.ID)
-		}
-		_, err := a.Rackpool.Expand(ctx, s.ID, nil, nil, remove)
-		return err
 	}
-	return nil
+	if len(memory) > 0 {
+		sub, err := a.Rackpool.Subscription(ctx, s.ID)
+		var ae *api.Error
+		switch {
+		case err == nil && sub.Effective == "On":
+			remove = slices.DeleteFunc(remove, func(id string) bool { return slices.Contains(memory, id) })
+		case err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound):
+			return fmt.Errorf("system %s: its provisioning subscription: %w", s.ID, err)
+		}
+	}
+	switch {
+	case len(remove) == 0:
+		return nil
+	case len(remove) == devices:
+		return a.Rackpool.Decompose(ctx, s.ID)
+	}
+	_, err = a.Rackpool.Expand(ctx, s.ID, nil, nil, remove)
+	return err
+}
+
+// nodeSystem is host's composed system for Kubernetes, nil when there is
+// none.
+func (a *Attacher) nodeSystem(ctx context.Context, host string) (*api.System, error) {
+	systems, err := a.Rackpool.Systems(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range systems {
+		if s.SystemType == "Composed" && s.Oem.Rackpool.Host == host && s.Name == systemName(host) {
+			return &systems[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // systemName is the name of the composed system that holds host's devices
@@ -230,14 +239,11 @@ func (a *Attacher) hostOf(ctx context.Context, alloc *resourceapi.AllocationResu
 // there already; an expand of the system when it exists; a compose of the
 // host and the block when not.
 func (a *Attacher) attach(ctx context.Context, host, block string) error {
-	systems, err := a.Rackpool.Systems(ctx)
+	s, err := a.nodeSystem(ctx, host)
 	if err != nil {
 		return err
 	}
-	for _, s := range systems {
-		if s.SystemType != "Composed" || s.Oem.Rackpool.Host != host || s.Name != systemName(host) {
-			continue
-		}
+	if s != nil {
 		for _, l := range s.Links.ResourceBlocks {
 			if strings.HasSuffix(l.ID, "/"+block) {
 				return nil
