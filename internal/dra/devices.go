@@ -98,6 +98,12 @@ func device(b *inventory.Block, hosts []string, nearest float64) resourceapi.Dev
 	if d.Drawer != nil {
 		attrs["drawer"] = str(d.Fabric.ID + "-" + d.Drawer.ID)
 	}
+	if d.Switch != nil { // a SAS drive's enclosure switch, a memory node's, a device's in a PCIe drawer
+		attrs["switch"] = str(d.Fabric.ID + "-" + d.Switch.ID)
+	}
+	if d.Slot > 0 {
+		attrs["slot"] = resourceapi.DeviceAttribute{IntValue: ptr(int64(d.Slot))}
+	}
 	dev := resourceapi.Device{
 		Name:       deviceName(b.ID),
 		Attributes: attrs,

@@ -83,6 +83,11 @@ func TestDevices(t *testing.T) {
 		*gpu1.Attributes["pciVendorId"].StringValue != "0x10de" || *gpu1.Attributes["drawer"].StringValue != "falcon1-drawer1" {
 		t.Errorf("gpu1's attributes: %v", gpu1.Attributes)
 	}
+	hdd1 := pools["sas1"][slices.IndexFunc(pools["sas1"], func(d resourceapi.Device) bool { return d.Name == "hdd1" })]
+	size := hdd1.Capacity["size"].Value
+	if *hdd1.Attributes["switch"].StringValue != "sas1-sas-sw1" || *hdd1.Attributes["kind"].StringValue != "hdd" || size.Value() != 10_000_000_000_000 {
+		t.Errorf("hdd1's attributes: %v, capacity %v", hdd1.Attributes, hdd1.Capacity)
+	}
 }
 
 func TestDeviceName(t *testing.T) {
