@@ -26,15 +26,15 @@ func TestParseNeed(t *testing.T) {
 		{"1 gpu model", api.Need{}, `"model" is not key=value`},
 		{"1 nvme max-latency=soon", api.Need{}, "not a number of nanoseconds"},
 	} {
-		got, err := parseNeed(tc.spec)
+		got, err := api.ParseNeed(tc.spec)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseNeed(%q): %v, want an error with %q", tc.spec, err, tc.err)
+				t.Errorf("api.ParseNeed(%q): %v, want an error with %q", tc.spec, err, tc.err)
 			}
 			continue
 		}
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("parseNeed(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
+			t.Errorf("api.ParseNeed(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
 		}
 	}
 }
