@@ -130,7 +130,7 @@ func newRoot() *cobra.Command {
 	add("memory", client.LeaseCmd(), client.LeasesCmd(), client.RenewCmd(), client.ReleaseCmd(), client.MemnodesCmd())
 	add("drives", client.DrivesCmd(), client.DriveCmd(node.DriveConnectCmd()), client.BlocknodesCmd(), node.NbdCertsCmd())
 	add("admin", client.ExportCmd(), client.AuditCmd())
-	add("servers", serveCmd(), node.MemnodeCmd(), node.BlocknodeCmd(), node.CacheCmd(), node.AgentCmd(), node.DRACmd(), fabricEmulatorCmd())
+	add("servers", serveCmd(), node.MemnodeCmd(), node.BlocknodeCmd(), node.CacheCmd(), node.AgentCmd(), node.DRACmd(), node.SlurmCmd(), fabricEmulatorCmd())
 	add("offline", offline.SimCmd(), offline.ProvisionCmd(client.ProvisionSubscribeCmd(), client.ProvisionUnsubscribeCmd(), client.ProvisionStatusCmd()),
 		node.PageCmd(), offline.DiscoverCmd(), versionCmd())
 	root.SetHelpCommandGroupID("offline")
