@@ -51,6 +51,8 @@ want node nodejs
 want npm npm
 want chromium chromium
 want setsid util-linux
+want slurmctld-wlm slurm-wlm # the Slurm integration's tests run slurmctld and slurmd (the -wlm builds: not the emulator's)
+want munged munge
 want python3 python3
 if have python3 && ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
 	need+=(python3-venv)

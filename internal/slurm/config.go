@@ -36,12 +36,16 @@ type Config struct {
 	Templates map[string]*Template `yaml:"templates"`
 }
 
-// Node is a Slurm node: the rackpool host it is, and where its slurmd
-// listens (NodeAddr and Port in slurm.conf; defaults when empty).
+// Node is a Slurm node: the rackpool host it is, where its slurmd listens
+// (NodeAddr and Port in slurm.conf; defaults when empty), and its CPUs and
+// memory when they are not the topology's host's (0: the topology's).
 type Node struct {
-	Host string `yaml:"host"`
-	Addr string `yaml:"addr"`
-	Port int    `yaml:"port"`
+	Host      string `yaml:"host"`
+	Hostname  string `yaml:"hostname"` // NodeHostname, when not the node's name
+	Addr      string `yaml:"addr"`
+	Port      int    `yaml:"port"`
+	CPUs      int    `yaml:"cpus"`
+	MemoryMiB int    `yaml:"memory_mib"`
 }
 
 // Template is what one feature composes onto a node's host.
@@ -89,6 +93,8 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 			errs = append(errs, fmt.Errorf("nodes: %s: no rackpool host", n))
 		case nd.Port < 0 || nd.Port > 65535:
 			errs = append(errs, fmt.Errorf("nodes: %s: port %d", n, nd.Port))
+		case nd.CPUs < 0 || nd.MemoryMiB < 0:
+			errs = append(errs, fmt.Errorf("nodes: %s: negative cpus or memory_mib", n))
 		}
 	}
 	for f, t := range c.Templates {

@@ -142,6 +142,27 @@ func (p *Power) NodeFeatures(ctx context.Context, hostlist, resumeFile string) (
 	return out, nil
 }
 
+// ResumeHostlist resumes the nodes of hostlist for the features the
+// resume file says their jobs want (NodeFeatures, then Resume). When the
+// features cannot be read every node is failed: Slurm requeues the jobs.
+func (p *Power) ResumeHostlist(ctx context.Context, hostlist, resumeFile string) error {
+	feats, err := p.NodeFeatures(ctx, hostlist, resumeFile)
+	if err == nil {
+		return p.Resume(ctx, feats)
+	}
+	nodes, herr := ExpandHostlist(hostlist)
+	if herr != nil {
+		return herr
+	}
+	errs := []error{err}
+	for _, n := range nodes {
+		if ferr := p.Slurm.Fail(ctx, n, "rackpool: "+firstLine(err.Error())); ferr != nil {
+			errs = append(errs, ferr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Resume composes each node's features onto its host and powers it on,
 // nodes at once. A node that fails is taken apart again (nothing stays
 // composed for it) and marked down with the reason, so Slurm requeues its
@@ -197,6 +218,21 @@ func (p *Power) resume(ctx context.Context, node string, feats []string) error {
 	p.log().Info("slurm: node resumed", "node", node, "features", strings.Join(feats, ","), "system", sys.ID,
 		"compose", composed, "total", time.Since(start))
 	return nil
+}
+
+// ActiveFeatures are the features node's composed system was composed
+// for (none when it has none): what node_features/helpers reports active.
+func (p *Power) ActiveFeatures(ctx context.Context, node string) ([]string, error) {
+	systems, err := p.nodeSystems(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range systems {
+		if _, list, ok := strings.Cut(s.Name, " ["); ok {
+			return strings.Fields(strings.TrimSuffix(list, "]")), nil
+		}
+	}
+	return nil, nil
 }
 
 // Suspend powers each node off and takes its composition apart.

@@ -110,7 +110,7 @@ func TestGenerate(t *testing.T) {
 			t.Errorf("slurm.conf lacks %q:\n%s", want, g.SlurmConf)
 		}
 	}
-	if !strings.Contains(g.HelpersConf, "Feature=gpu2 Helper=/bin/true") || strings.Contains(g.HelpersConf, "gpu99") {
+	if !strings.Contains(g.HelpersConf, "Feature=gpu2 Helper=/usr/local/sbin/rackpool-slurm-features\n") || strings.Contains(g.HelpersConf, "gpu99") {
 		t.Errorf("helpers.conf:\n%s", g.HelpersConf)
 	}
 	if len(g.Notes) != 1 || !strings.Contains(g.Notes[0], "gpu99") {

@@ -118,13 +118,23 @@ func Generate(c *Config, top *topology.Topology, o ConfOptions) (*Generated, err
 		nd := c.Nodes[n]
 		h := top.Host(nd.Host)
 		line := fmt.Sprintf("NodeName=%s", n)
+		if nd.Hostname != "" {
+			line += " NodeHostname=" + nd.Hostname
+		}
 		if nd.Addr != "" {
 			line += " NodeAddr=" + nd.Addr
 		}
 		if nd.Port != 0 {
 			line += fmt.Sprintf(" Port=%d", nd.Port)
 		}
-		line += fmt.Sprintf(" CPUs=%d RealMemory=%d State=CLOUD", max(1, h.Cores), max(1, h.MemoryGiB*1024))
+		cpus, mem := h.Cores, h.MemoryGiB*1024
+		if nd.CPUs > 0 {
+			cpus = nd.CPUs
+		}
+		if nd.MemoryMiB > 0 {
+			mem = nd.MemoryMiB
+		}
+		line += fmt.Sprintf(" CPUs=%d RealMemory=%d State=CLOUD", max(1, cpus), max(1, mem))
 		if len(feats) > 0 {
 			line += " Feature=" + strings.Join(feats, ",")
 		}
@@ -136,13 +146,14 @@ func Generate(c *Config, top *topology.Topology, o ConfOptions) (*Generated, err
 	}
 	fmt.Fprintf(&b, "PartitionName=%s Nodes=%s State=UP\n", o.Partition, strings.Join(names, ","))
 	var helpers strings.Builder
-	fmt.Fprintf(&helpers, "# Written by rackpool slurm config: every template a changeable feature.\n")
+	fmt.Fprintf(&helpers, "# Written by rackpool slurm config: every template a changeable feature, active\n")
+	fmt.Fprintf(&helpers, "# when the node's composition was made for it (the helper asks rackpool).\n")
 	for _, f := range c.Features() {
 		if !used[f] {
 			g.Notes = append(g.Notes, fmt.Sprintf("template %s fits no node's host: no node offers it", f))
 			continue
 		}
-		fmt.Fprintf(&helpers, "Feature=%s Helper=/bin/true\n", f)
+		fmt.Fprintf(&helpers, "Feature=%s Helper=%s\n", f, filepath.Join(o.Programs, "rackpool-slurm-features"))
 	}
 	g.SlurmConf, g.HelpersConf = b.String(), helpers.String()
 	return g, nil
@@ -150,27 +161,33 @@ func Generate(c *Config, top *topology.Topology, o ConfOptions) (*Generated, err
 
 // Wrapper is a power program: a shell script that reads the control
 // plane's address and credentials from envFile and runs `rackpool slurm
-// VERB` with config.
-func Wrapper(rackpool, envFile, config, verb string) string {
+// VERB` with config, logging to logFile when it is not empty.
+func Wrapper(rackpool, envFile, config, logFile, verb string) string {
+	log := ""
+	if logFile != "" {
+		log = " --log " + shellQuote(logFile)
+	}
 	return fmt.Sprintf(`#!/bin/sh
 # Written by rackpool slurm config: slurmctld's %s program.
+# slurmctld runs it with an empty environment.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 set -a
 . %s
 set +a
-exec %s slurm %s --config %s "$@"
-`, verb, shellQuote(envFile), shellQuote(rackpool), verb, shellQuote(config))
+exec %s slurm %s --config %s%s "$@"
+`, verb, shellQuote(envFile), shellQuote(rackpool), verb, shellQuote(config), log)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // WriteFiles writes g and the three wrappers into dir.
-func WriteFiles(dir string, g *Generated, rackpool, envFile, config string) error {
+func WriteFiles(dir string, g *Generated, rackpool, envFile, config, logFile string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	files := map[string]string{"slurm-rackpool.conf": g.SlurmConf, "helpers.conf": g.HelpersConf}
-	for _, v := range []string{"resume", "suspend", "resume-fail"} {
-		files["rackpool-slurm-"+v] = Wrapper(rackpool, envFile, config, v)
+	for _, v := range []string{"resume", "suspend", "resume-fail", "features"} {
+		files["rackpool-slurm-"+v] = Wrapper(rackpool, envFile, config, logFile, v)
 	}
 	for name, content := range files {
 		mode := os.FileMode(0o644)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,7 +30,7 @@ func SlurmCmd() *cobra.Command {
 		Args: cli.NoArgs,
 		RunE: cli.GroupRun,
 	}
-	cmd.AddCommand(slurmPowerCmd("resume"), slurmPowerCmd("suspend"), slurmPowerCmd("resume-fail"), slurmConfigCmd())
+	cmd.AddCommand(slurmPowerCmd("resume"), slurmPowerCmd("suspend"), slurmPowerCmd("resume-fail"), slurmFeaturesCmd(), slurmConfigCmd())
 	return cmd
 }
 
@@ -78,12 +79,7 @@ func slurmPowerCmd(verb string) *cobra.Command {
 		defer cancel()
 		switch verb {
 		case "resume":
-			feats, err := p.NodeFeatures(ctx, args[0], os.Getenv("SLURM_RESUME_FILE"))
-			if err != nil {
-				log.Error("slurm: resume", "nodes", args[0], "err", err)
-				return err
-			}
-			err = p.Resume(ctx, feats)
+			err := p.ResumeHostlist(ctx, args[0], os.Getenv("SLURM_RESUME_FILE"))
 			if err != nil {
 				log.Error("slurm: resume", "nodes", args[0], "err", err)
 			}
@@ -106,21 +102,75 @@ func slurmPowerCmd(verb string) *cobra.Command {
 	return cmd
 }
 
+// slurmFeaturesCmd is node_features/helpers' Helper: with no features it
+// prints the node's active features, those its composition was made for.
+func slurmFeaturesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "features [FEATURE...]",
+		Short: "node_features/helpers' Helper: print the features this node's composition was made for",
+		Long: "Run by slurmd (through the wrapper `slurm config` writes). Without arguments it prints the features\n" +
+			"the node's rackpool composition was made for, one a line: those are active. With features (Slurm asks\n" +
+			"for a reboot into them) it refuses: rackpool composes a node when Slurm resumes it, so a node changes\n" +
+			"features by being suspended and resumed.",
+	}
+	var cf client.Flags
+	cf.Register(cmd.Flags())
+	var cfgPath, node string
+	cmd.Flags().StringVar(&cfgPath, "config", "", "the slurm configuration file (required)")
+	cmd.Flags().StringVar(&node, "node", os.Getenv("RACKPOOL_SLURM_NODE"), "this node's Slurm name (default $RACKPOOL_SLURM_NODE, else the host name)")
+	cmd.Flags().String("log", "", "ignored (the wrappers pass it)")
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("rackpool composes features when Slurm resumes a node; it does not reboot into %v (suspend the node instead)", args)
+		}
+		if cfgPath == "" {
+			return cli.Usagef("--config FILE is required")
+		}
+		cfg, err := slurm.LoadConfig(cfgPath)
+		if err != nil {
+			return err
+		}
+		if node == "" {
+			h, err := os.Hostname()
+			if err != nil {
+				return err
+			}
+			node, _, _ = strings.Cut(h, ".")
+		}
+		c, err := cf.Client()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		feats, err := (&slurm.Power{Rackpool: c, Config: cfg}).ActiveFeatures(ctx, node)
+		if err != nil {
+			return err
+		}
+		for _, f := range feats {
+			fmt.Println(f)
+		}
+		return nil
+	}
+	return cmd
+}
+
 func slurmConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config --config FILE --out DIR",
 		Short: "write slurm.conf's node, partition and power-saving lines, helpers.conf and the power programs' wrappers",
 		Args:  cli.NoArgs,
 	}
-	var cfgPath, topo, out, programs, envFile, partition, bin string
+	var cfgPath, topo, out, programs, envFile, partition, bin, logFile string
 	var o slurm.ConfOptions
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the slurm configuration file: nodes and templates (required)")
 	cmd.Flags().StringVar(&topo, "topology", "", "the topology file serve runs (default: the built-in example rack)")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write into (required)")
 	cmd.Flags().StringVar(&programs, "programs", "", "where the wrappers will be installed (default --out, made absolute)")
-	cmd.Flags().StringVar(&envFile, "env-file", "/etc/rackpool/slurm.env", "the file the wrappers read RACKPOOL_URL, RACKPOOL_USER, RACKPOOL_PASSWORD and RACKPOOL_CA_FILE from (keep it readable by slurmctld's user only)")
+	cmd.Flags().StringVar(&envFile, "env-file", "/etc/rackpool/slurm.env", "the file the wrappers read RACKPOOL_URL, RACKPOOL_USER, RACKPOOL_PASSWORD, RACKPOOL_CA_FILE (and SLURM_CONF, if not the default) from; readable by slurmctld's user only")
 	cmd.Flags().StringVar(&partition, "partition", "rackpool", "the partition of the nodes")
 	cmd.Flags().StringVar(&bin, "rackpool", "", "the rackpool binary the wrappers run (default: this one)")
+	cmd.Flags().StringVar(&logFile, "log", "/var/log/slurm/rackpool-power.log", "the log the power programs append to (empty: standard error, which slurmctld discards)")
 	cmd.Flags().DurationVar(&o.SuspendTime, "suspend-time", 10*time.Minute, "idle time before a node is taken apart")
 	cmd.Flags().DurationVar(&o.ResumeTimeout, "resume-timeout", 10*time.Minute, "how long Slurm waits for a resumed node")
 	cmd.Flags().DurationVar(&o.SuspendTimeout, "suspend-timeout", 2*time.Minute, "how long Slurm waits for a suspend")
@@ -159,7 +209,7 @@ func slurmConfigCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		if err := slurm.WriteFiles(out, g, bin, envFile, absCfg); err != nil {
+		if err := slurm.WriteFiles(out, g, bin, envFile, absCfg, logFile); err != nil {
 			return err
 		}
 		for _, n := range g.Notes {
