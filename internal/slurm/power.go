@@ -143,11 +143,18 @@ func (p *Power) NodeFeatures(ctx context.Context, hostlist, resumeFile string) (
 }
 
 // ResumeHostlist resumes the nodes of hostlist for the features the
-// resume file says their jobs want (NodeFeatures, then Resume). When the
-// features cannot be read every node is failed: Slurm requeues the jobs.
-func (p *Power) ResumeHostlist(ctx context.Context, hostlist, resumeFile string) error {
+// resume file says their jobs want (NodeFeatures, then Resume), or, for a
+// node it names none for, those slurmctld passed after the hostlist
+// (extra, a constraint). When the features cannot be read every node is
+// failed: Slurm requeues the jobs.
+func (p *Power) ResumeHostlist(ctx context.Context, hostlist, resumeFile, extra string) error {
 	feats, err := p.NodeFeatures(ctx, hostlist, resumeFile)
 	if err == nil {
+		for n, f := range feats {
+			if len(f) == 0 {
+				feats[n] = ConstraintFeatures(extra)
+			}
+		}
 		return p.Resume(ctx, feats)
 	}
 	nodes, herr := ExpandHostlist(hostlist)

@@ -164,8 +164,8 @@ func Generate(c *Config, top *topology.Topology, o ConfOptions) (*Generated, err
 // VERB` with config, logging to logFile when it is not empty.
 func Wrapper(rackpool, envFile, config, logFile, verb string) string {
 	log := ""
-	if logFile != "" {
-		log = " --log " + shellQuote(logFile)
+	if logFile != "" { // errors before the log is open go there too
+		log = " --log " + shellQuote(logFile) + " 2>>" + shellQuote(logFile)
 	}
 	return fmt.Sprintf(`#!/bin/sh
 # Written by rackpool slurm config: slurmctld's %s program.
@@ -174,7 +174,7 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 set -a
 . %s
 set +a
-exec %s slurm %s --config %s%s "$@"
+exec %s slurm %s --config %s "$@"%s
 `, verb, shellQuote(envFile), shellQuote(rackpool), verb, shellQuote(config), log)
 }
 

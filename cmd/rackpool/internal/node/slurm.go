@@ -40,7 +40,8 @@ func slurmPowerCmd(verb string) *cobra.Command {
 		"suspend":     "power off nodes and take their compositions apart (SuspendProgram)",
 		"resume-fail": "take apart nodes that did not come up in time (ResumeFailProgram)",
 	}[verb]
-	cmd := &cobra.Command{Use: verb + " HOSTLIST", Short: short, Args: cobra.ExactArgs(1)}
+	// slurmctld may pass the features to boot into after the hostlist.
+	cmd := &cobra.Command{Use: verb + " HOSTLIST [FEATURES]", Short: short, Args: cobra.RangeArgs(1, 2)}
 	var cf client.Flags
 	cf.Register(cmd.Flags())
 	var cfgPath, scontrol, logPath string
@@ -79,7 +80,11 @@ func slurmPowerCmd(verb string) *cobra.Command {
 		defer cancel()
 		switch verb {
 		case "resume":
-			err := p.ResumeHostlist(ctx, args[0], os.Getenv("SLURM_RESUME_FILE"))
+			extra := ""
+			if len(args) == 2 {
+				extra = args[1]
+			}
+			err := p.ResumeHostlist(ctx, args[0], os.Getenv("SLURM_RESUME_FILE"), extra)
 			if err != nil {
 				log.Error("slurm: resume", "nodes", args[0], "err", err)
 			}
