@@ -27,8 +27,27 @@ type slurmCluster struct {
 	env  []string
 	logs map[string]*syncBuffer
 
+	ctld *exec.Cmd
+
 	mu      sync.Mutex
 	slurmds map[string]*exec.Cmd
+}
+
+// startCtld starts slurmctld (recovering its saved state) and waits until
+// it answers.
+func (sc *slurmCluster) startCtld() {
+	sc.t.Helper()
+	sc.ctld = childproc.Command("slurmctld-wlm", "-D", "-f", sc.conf)
+	sc.ctld.Env = sc.env
+	sc.ctld.Stdout, sc.ctld.Stderr = sc.logs["slurmctld"], sc.logs["slurmctld"]
+	childproc.Start(sc.t, sc.ctld)
+	sc.waitFor("slurmctld", 30*time.Second, func() bool { _, err := sc.run("sinfo"); return err == nil })
+}
+
+// killCtld kills slurmctld and what it runs (its power programs) at once.
+func (sc *slurmCluster) killCtld() {
+	childproc.Stop(sc.ctld)
+	_ = sc.ctld.Wait()
 }
 
 // slurmNodes are the test's nodes and their hosts in the example rack.
@@ -123,12 +142,8 @@ Include %s
 `, freePort(t), freePort(t), socket, filepath.Join(dir, "state"), filepath.Join(dir, "spool"), dir, dir,
 		filepath.Join(dir, "log"), filepath.Join(dir, "log"), filepath.Join(dir, "etc", "slurm-rackpool.conf")))
 	sc.env = append(os.Environ(), "SLURM_CONF="+sc.conf)
-	ctld := childproc.Command("slurmctld-wlm", "-D", "-i", "-f", sc.conf)
-	ctld.Env = sc.env
 	sc.logs["slurmctld"] = &syncBuffer{}
-	ctld.Stdout, ctld.Stderr = sc.logs["slurmctld"], sc.logs["slurmctld"]
-	childproc.Start(t, ctld)
-	sc.waitFor("slurmctld", 30*time.Second, func() bool { _, err := sc.run("sinfo"); return err == nil })
+	sc.startCtld()
 
 	// The machines: a node's slurmd runs while its system is powered On.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -367,4 +382,46 @@ func TestSlurmPowerSaving(t *testing.T) {
 	if r := sc.job(id, "Restarts"); r == "0" || r == "" {
 		t.Errorf("job %s was not requeued (Restarts=%s)", id, r)
 	}
+}
+
+// TestSlurmRestartMidResume kills slurmctld, and the resume program it
+// runs, while a node is being resumed (rackpool's modelled power-on takes
+// seconds) and starts it again: the node's composition is whole (the
+// compose is all or nothing), the job runs on it once it is up, and the
+// idle node is taken apart: nothing half-composed, nothing leaked.
+func TestSlurmRestartMidResume(t *testing.T) {
+	skipShort(t)
+	s := startDefault(t) // modelled fabric and power-on times
+	c := s.client()
+	sc := startSlurm(t, s, "3s")
+	id := sc.sbatch("--constraint=gpu1", "--wrap", "echo ran on $SLURMD_NODENAME")
+	var name string
+	sc.waitFor("a composition for the job", 60*time.Second, func() bool {
+		for n := range slurmSystems(t, c) {
+			name = n
+			return true
+		}
+		return false
+	})
+	sc.killCtld()
+	power := ""
+	if systems, err := c.Systems(context.Background()); err == nil {
+		for _, sys := range systems {
+			if sys.Name == name {
+				var st struct{ PowerState string }
+				_, _ = c.Do(context.Background(), "GET", "/redfish/v1/Systems/"+sys.ID, nil, &st)
+				power = st.PowerState
+			}
+		}
+	}
+	if power == "On" {
+		t.Fatalf("%s was On before slurmctld was killed: the resume had finished", name)
+	}
+	t.Logf("slurmctld killed while rackpool holds %v, powering on (%s)", slurmSystems(t, c), power)
+	sc.startCtld()
+	sc.waitFor("the job done", 120*time.Second, func() bool { return sc.job(id, "JobState") == "COMPLETED" })
+	if blocks := slurmSystems(t, c)[name]; len(blocks) != 0 && len(blocks) != 2 {
+		t.Errorf("%s holds %v: not its host and one GPU", name, blocks)
+	}
+	sc.waitFor("the idle node taken apart", 90*time.Second, func() bool { return len(slurmSystems(t, c)) == 0 })
 }
