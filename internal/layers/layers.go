@@ -37,7 +37,7 @@ var Layers = []Layer{
 		"internal/fabric/...", "internal/events", "internal/telemetry/fabricreport",
 	}},
 	{"engines: composition, memory leases, drives, provisioning, simulation, replication", []string{
-		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...", "internal/dra", "internal/slurm",
+		"internal/compose", "internal/compose/bmcpower", "internal/lease", "internal/drive", "internal/provision", "internal/sim/...", "internal/dra", "internal/slurm/...",
 		"internal/replica", "internal/hostagent", "internal/observe",
 	}},
 	{"the northbound Redfish service", []string{
@@ -51,5 +51,5 @@ var Layers = []Layer{
 // APIImporters are the packages allowed to import rackpool/api: the
 // service that serves it and the client-side packages that speak it.
 var APIImporters = []string{
-	"internal/redfish/...", "internal/memlease", "internal/telemetry/report", "internal/dra", "internal/slurm",
+	"internal/redfish/...", "internal/memlease", "internal/telemetry/report", "internal/dra", "internal/slurm/...",
 }
