@@ -1,0 +1,153 @@
+// Command slurm measures Slurm's power saving through rackpool
+// (docs/slurm.md) on a real Slurm (slurmtest: Debian's slurmctld and
+// slurmd on loopback) and a real rackpool serve of the example rack with
+// --fabric-time instant:
+//
+//   - cold: sbatch to the job running on a node that is powered down and
+//     not composed (rackpool composes a GPU onto its host and powers it on;
+//     Slurm waits for its slurmd), with rackpool's share of it: the resume
+//     program's own time;
+//   - warm: sbatch to the job running on the same node while it is still up
+//     and composed, the peer a statically configured node is: Slurm's
+//     scheduling alone.
+//
+//	go run ./bench/slurm [-cycles 3] [-bin FILE] [-out build/bench-slurm]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"rackpool/api"
+	"rackpool/bench/internal/harness"
+	"rackpool/internal/childproc"
+	"rackpool/internal/slurm/slurmtest"
+)
+
+const password = "bench-slurm-Passw0rd"
+
+// tb is slurmtest's TB for a program: cleanups at exit, failures fatal.
+type tb struct{}
+
+func (tb) Helper()                           {}
+func (tb) Cleanup(f func())                  { childproc.AtExit(f) }
+func (tb) Fatalf(format string, args ...any) { childproc.Fatalf(format, args...) }
+func (tb) Logf(format string, args ...any)   { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+func (tb) Failed() bool                      { return false }
+
+func main() {
+	defer childproc.RunAtExit()
+	cycles := flag.Int("cycles", 3, "cold and warm starts measured")
+	bin := flag.String("bin", "", "rackpool binary (default: built from ./cmd/rackpool)")
+	out := flag.String("out", "build/bench-slurm", "report directory")
+	flag.Parse()
+	dir := harness.WorkDir("bench-slurm-")
+	binary := harness.Binary(*bin, dir)
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	var serveOut harness.Output
+	cmd := childproc.Command(binary, "serve", "--addr", addr, "--data", filepath.Join(dir, "data"), "--fabric-time", "instant")
+	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password)
+	cmd.Stdout, cmd.Stderr = &serveOut, &serveOut
+	if err := cmd.Start(); err != nil {
+		childproc.Fatal(err)
+	}
+	childproc.AtExit(func() { childproc.Stop(cmd); _ = cmd.Wait() })
+	if err := harness.WaitDial(addr, 60*time.Second, func() error {
+		if cmd.ProcessState != nil {
+			return fmt.Errorf("serve exited:\n%s", serveOut.String())
+		}
+		return nil
+	}); err != nil {
+		childproc.Fatal(err)
+	}
+	for !strings.Contains(serveOut.String(), "rackpool serving") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ca := filepath.Join(dir, "data", "tls", "ca.pem")
+	hc, err := api.HTTPClient(ca)
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	c := &api.Client{URL: "https://" + addr, User: "Administrator", Password: password, HTTP: hc}
+	sc := slurmtest.Start(tb{}, slurmtest.Options{Binary: binary, URL: c.URL, User: c.User, Password: password, CAFile: ca,
+		Nodes: [][2]string{{"n1", "host1"}}, SuspendTime: "15s", Templates: "  gpu1: {needs: [\"1 gpu\"]}\n"})
+
+	running := func(id string) time.Duration {
+		start := time.Now()
+		sc.WaitFor("job "+id+" running", 120*time.Second, func() bool {
+			st := sc.Job(id, "JobState")
+			return st == "RUNNING" || st == "COMPLETED"
+		})
+		return time.Since(start)
+	}
+	composed := func() int {
+		systems, err := c.Systems(context.Background())
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, s := range systems {
+			if s.SystemType == "Composed" {
+				n++
+			}
+		}
+		return n
+	}
+	var cold, warm, share []time.Duration
+	for i := range *cycles {
+		start := time.Now()
+		id := sc.Sbatch("--constraint=gpu1", "--wrap", "true")
+		running(id)
+		cold = append(cold, time.Since(start))
+		sc.WaitFor("job "+id+" done", 60*time.Second, func() bool { return sc.Job(id, "JobState") == "COMPLETED" })
+		start = time.Now()
+		id = sc.Sbatch("--constraint=gpu1", "--wrap", "true")
+		running(id)
+		warm = append(warm, time.Since(start))
+		sc.WaitFor("the node taken apart", 120*time.Second, func() bool { return composed() == 0 })
+		fmt.Fprintf(os.Stderr, "cycle %d: cold %v, warm %v\n", i+1, cold[i].Round(time.Millisecond), warm[i].Round(time.Millisecond))
+	}
+	// rackpool's share: the resume program's own time, from its log.
+	b, err := os.ReadFile(filepath.Join(sc.Dir(), "log", "power.log"))
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`msg="slurm: node resumed".* total=(\S+)`).FindAllStringSubmatch(string(b), -1) {
+		if d, err := time.ParseDuration(m[1]); err == nil {
+			share = append(share, d)
+		}
+	}
+	report(*out, cold, share, warm)
+}
+
+func report(out string, rows ...[]time.Duration) {
+	names := []string{"cold: sbatch → running, node powered down and not composed",
+		"  of which rackpool: the resume program (compose, power on)",
+		"warm: sbatch → running, node up and composed (a static node)"}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| what | n | p50 | max |\n|---|---|---|---|\n")
+	for i, r := range rows {
+		if len(r) == 0 {
+			childproc.Fatalf("no samples for %q", names[i])
+		}
+		slices.Sort(r)
+		fmt.Fprintf(&b, "| %s | %d | %v | %v |\n", names[i], len(r), harness.Percentile(r, 50).Round(time.Microsecond), r[len(r)-1].Round(time.Microsecond))
+	}
+	fmt.Print(b.String())
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		childproc.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "slurm.md"), []byte(b.String()), 0o644); err != nil {
+		childproc.Fatal(err)
+	}
+}
