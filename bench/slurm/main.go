@@ -1,15 +1,12 @@
 // Command slurm measures Slurm's power saving through rackpool
 // (docs/slurm.md) on a real Slurm (slurmtest: Debian's slurmctld and
 // slurmd on loopback) and a real rackpool serve of the example rack with
-// --fabric-time instant:
-//
-//   - cold: sbatch to the job running on a node that is powered down and
-//     not composed (rackpool composes a GPU onto its host and powers it on;
-//     Slurm waits for its slurmd), with rackpool's share of it: the resume
-//     program's own time;
-//   - warm: sbatch to the job running on the same node while it is still up
-//     and composed, the peer a statically configured node is: Slurm's
-//     scheduling alone.
+// --fabric-time instant. Cold: sbatch to the job running on a node that is
+// powered down and not composed (rackpool composes a GPU onto its host and
+// powers it on; Slurm waits for its slurmd), with rackpool's share of it,
+// the resume program's own time. Warm: sbatch to the job running on the
+// same node while it is still up and composed, the peer a statically
+// configured node is: Slurm's scheduling alone.
 //
 //	go run ./bench/slurm [-cycles 3] [-bin FILE] [-out build/bench-slurm]
 package main

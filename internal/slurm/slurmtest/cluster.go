@@ -110,9 +110,6 @@ func (sc *Cluster) KillCtld() {
 	_ = sc.ctld.Wait()
 }
 
-// slurmNodes are the test's nodes and their hosts in the example rack.
-var slurmNodes = [][2]string{{"n1", "host1"}, {"n2", "host2"}}
-
 // Start runs munged, writes the configuration with `rackpool slurm config`
 // and runs slurmctld, and plays the machines until t's cleanup; it
 // reports the logs when t failed.
