@@ -112,6 +112,12 @@ func main() {
 		running(id)
 		warm = append(warm, time.Since(start))
 		sc.WaitFor("the node taken apart", 120*time.Second, func() bool { return composed() == 0 })
+		// and powered down for Slurm too (SuspendTimeout), so the next
+		// cold start is one.
+		sc.WaitFor("the node powered down", 120*time.Second, func() bool {
+			st, _ := sc.Run("sinfo", "-h", "-n", "n1", "-o", "%t")
+			return strings.TrimSpace(st) == "idle~"
+		})
 		fmt.Fprintf(os.Stderr, "cycle %d: cold %v, warm %v\n", i+1, cold[i].Round(time.Millisecond), warm[i].Round(time.Millisecond))
 	}
 	// rackpool's share: the resume program's own time, from its log.
