@@ -41,7 +41,17 @@ func slurmPowerCmd(verb string) *cobra.Command {
 		"resume-fail": "take apart nodes that did not come up in time (ResumeFailProgram)",
 	}[verb]
 	// slurmctld may pass the features to boot into after the hostlist.
-	cmd := &cobra.Command{Use: verb + " HOSTLIST [FEATURES]", Short: short, Args: cobra.RangeArgs(1, 2)}
+	long := map[string]string{
+		"resume": "Run by slurmctld (through the wrapper `slurm config` writes) with the nodes to resume. The features\n" +
+			"each node's jobs asked for come from SLURM_RESUME_FILE (else `scontrol show job`); each node is composed\n" +
+			"with the templates of those features on its rackpool host, as one system named `slurm NODE [features]`,\n" +
+			"and powered on; the program returns once it is On. A node that fails is taken apart and set DOWN with\n" +
+			"the reason, so Slurm requeues its jobs at once.",
+		"suspend": "Run by slurmctld after SuspendTime idle: each node's system is powered off and decomposed.",
+		"resume-fail": "Run by slurmctld for nodes that did not come up within ResumeTimeout: each node's system is\n" +
+			"powered off and decomposed, so nothing stays composed for a node Slurm has given up on.",
+	}[verb]
+	cmd := &cobra.Command{Use: verb + " HOSTLIST [FEATURES]", Short: short, Long: long, Args: cobra.RangeArgs(1, 2)}
 	var cf client.Flags
 	cf.Register(cmd.Flags())
 	var cfgPath, scontrol, logPath string
@@ -164,7 +174,12 @@ func slurmConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config --config FILE --out DIR",
 		Short: "write slurm.conf's node, partition and power-saving lines, helpers.conf and the power programs' wrappers",
-		Args:  cli.NoArgs,
+		Long: "Writes into --out: slurm-rackpool.conf (Include it in slurm.conf: the power-saving settings, a CLOUD\n" +
+			"NodeName line per node offering the templates the placement engine can compose onto its host, the\n" +
+			"partition), helpers.conf (beside slurm.conf) and the wrappers slurmctld and slurmd run\n" +
+			"(rackpool-slurm-resume, -suspend, -resume-fail, -features), which read the service's address and\n" +
+			"credentials from --env-file. A template no node can take is reported.",
+		Args: cli.NoArgs,
 	}
 	var cfgPath, topo, out, programs, envFile, partition, bin, logFile string
 	var o slurm.ConfOptions
