@@ -34,6 +34,9 @@ import (
 type Config struct {
 	Nodes     map[string]*Node     `yaml:"nodes"`
 	Templates map[string]*Template `yaml:"templates"`
+	// KeepWarm, when set, lets a suspend keep a node composed where its
+	// features are forecast to be wanted again (KeepWarm).
+	KeepWarm *KeepWarm `yaml:"keep_warm"`
 }
 
 // Node is a Slurm node: the rackpool host it is, where its slurmd listens
@@ -119,6 +122,12 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 			}
 			t.needs = append(t.needs, n)
 		}
+	}
+	if c.KeepWarm != nil {
+		if err := c.KeepWarm.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		c.KeepWarm.defaults()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

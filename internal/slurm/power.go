@@ -82,6 +82,15 @@ type Power struct {
 	// Timeout bounds a node's power-on (default 5 min).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Now is the clock of the keep-warm history (time.Now when nil).
+	Now func() time.Time
+}
+
+func (p *Power) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
 }
 
 func (p *Power) log() *slog.Logger {
@@ -175,9 +184,11 @@ func (p *Power) ResumeHostlist(ctx context.Context, hostlist, resumeFile, extra 
 // composed for it) and marked down with the reason, so Slurm requeues its
 // jobs at once; the error names every node that failed.
 func (p *Power) Resume(ctx context.Context, features map[string][]string) error {
+	p.sweep(ctx, features)
 	return p.each(features, func(node string, feats []string) error {
 		err := p.resume(ctx, node, feats)
 		if err == nil {
+			p.remember(node, feats)
 			return nil
 		}
 		reason := "rackpool: " + firstLine(err.Error())
@@ -242,19 +253,116 @@ func (p *Power) ActiveFeatures(ctx context.Context, node string) ([]string, erro
 	return nil, nil
 }
 
-// Suspend powers each node off and takes its composition apart.
+// Suspend powers each node off and takes its composition apart, or, with
+// KeepWarm, keeps it composed where its features are forecast to be
+// wanted again.
 func (p *Power) Suspend(ctx context.Context, nodes []string) error {
 	m := map[string][]string{}
 	for _, n := range nodes {
 		m[n] = nil
 	}
+	p.sweep(ctx, m)
 	return p.each(m, func(node string, _ []string) error {
+		if kept, err := p.keep(ctx, node); err != nil || kept {
+			return err
+		}
 		if err := p.takeApart(ctx, node); err != nil {
 			return err
 		}
 		p.log().Info("slurm: node suspended", "node", node)
 		return nil
 	})
+}
+
+// ResumeFail powers each node off and takes its composition apart.
+func (p *Power) ResumeFail(ctx context.Context, nodes []string) error {
+	m := map[string][]string{}
+	for _, n := range nodes {
+		m[n] = nil
+	}
+	return p.each(m, func(node string, _ []string) error { return p.takeApart(ctx, node) })
+}
+
+// remember records a resume of feats (keep-warm history); node's
+// composition is no longer kept warm but in use.
+func (p *Power) remember(node string, feats []string) {
+	k := p.Config.KeepWarm
+	if k == nil {
+		return
+	}
+	now := p.now()
+	if err := k.update(now, func(h *history) error {
+		key := featureKey(feats)
+		h.Resumes[key] = append(h.Resumes[key], now)
+		delete(h.Kept, node)
+		return nil
+	}); err != nil {
+		p.log().Warn("slurm: keep-warm history", "err", err)
+	}
+}
+
+// keep powers node's composition off and keeps it when its features are
+// forecast to be resumed again in the next interval; kept says it did.
+func (p *Power) keep(ctx context.Context, node string) (kept bool, err error) {
+	k := p.Config.KeepWarm
+	if k == nil {
+		return false, nil
+	}
+	feats, err := p.ActiveFeatures(ctx, node)
+	if err != nil || len(feats) == 0 {
+		return false, err
+	}
+	systems, err := p.nodeSystems(ctx, node)
+	if err != nil || len(systems) != 1 {
+		return false, err
+	}
+	now := p.now()
+	var want float64
+	err = k.update(now, func(h *history) error {
+		if want = k.forecast(h, feats, now); want >= k.Threshold {
+			h.Kept[node] = now
+		}
+		return nil
+	})
+	if err != nil || want < k.Threshold {
+		return false, err
+	}
+	if err := p.reset(ctx, systems[0].ID, "ForceOff"); err != nil && !notFound(err) {
+		return false, fmt.Errorf("power off %s: %w", systems[0].ID, err)
+	}
+	p.log().Info("slurm: node suspended, kept composed", "node", node, "features", strings.Join(feats, ","),
+		"forecast", fmt.Sprintf("%.2f resumes in the next %v", want, k.Interval))
+	return true, nil
+}
+
+// sweep takes apart the compositions kept warm longer than an interval,
+// except those of nodes in skip (being resumed or suspended now).
+func (p *Power) sweep(ctx context.Context, skip map[string][]string) {
+	k := p.Config.KeepWarm
+	if k == nil {
+		return
+	}
+	now := p.now()
+	var expired []string
+	if err := k.update(now, func(h *history) error {
+		for node, since := range h.Kept {
+			if _, busy := skip[node]; !busy && now.Sub(since) >= k.Interval {
+				expired = append(expired, node)
+				delete(h.Kept, node)
+			}
+		}
+		return nil
+	}); err != nil {
+		p.log().Warn("slurm: keep-warm history", "err", err)
+		return
+	}
+	for _, node := range expired {
+		if err := p.takeApart(ctx, node); err != nil {
+			p.log().Warn("slurm: a composition kept warm could not be taken apart", "node", node, "err", err)
+			continue
+		}
+		p.log().Info("slurm: a composition kept warm was not wanted in time; taken apart", "node", node)
+	}
 }
 
 // takeApart powers node's systems off and decomposes them.

@@ -104,7 +104,11 @@ func slurmPowerCmd(verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := p.Suspend(ctx, nodes); err != nil {
+			run := p.Suspend
+			if verb == "resume-fail" {
+				run = p.ResumeFail
+			}
+			if err := run(ctx, nodes); err != nil {
 				log.Error("slurm: "+verb, "nodes", args[0], "err", err)
 				return err
 			}
