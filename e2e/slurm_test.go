@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"rackpool/api"
+	"rackpool/internal/slurm"
 	"rackpool/internal/slurm/slurmtest"
 	"rackpool/internal/topology"
 )
@@ -170,4 +172,102 @@ func TestSlurmRestartMidResume(t *testing.T) {
 		t.Errorf("%s holds %v: not its host and one GPU", name, blocks)
 	}
 	sc.WaitFor("the idle node taken apart", 90*time.Second, func() bool { return len(slurmSystems(t, c)) == 0 })
+}
+
+// noSlurm is slurm.Slurm for the power programs run without slurmctld.
+type noSlurm struct{ failed []string }
+
+func (noSlurm) JobFeatures(context.Context, int64) ([]string, error) { return nil, nil }
+func (n *noSlurm) Fail(_ context.Context, node, reason string) error {
+	n.failed = append(n.failed, node+": "+reason)
+	return nil
+}
+
+// TestSlurmKeepWarm runs the power programs' logic against a real serve
+// on a clock of its own: while gpu1 nodes are resumed every interval, a
+// suspend keeps n1 composed (powered off) and the next resume for gpu1
+// reuses that composition; once its features stop being asked for, a
+// suspend takes it apart, and a kept one nobody resumes within an interval
+// is taken apart by the next program that runs.
+func TestSlurmKeepWarm(t *testing.T) {
+	skipShort(t)
+	s := startDefault(t, "--fabric-time", "instant")
+	c := s.client()
+	ctx := context.Background()
+	cfg, err := slurm.ParseConfig("slurm.yaml", []byte(fmt.Sprintf(`nodes:
+  n1: {host: host1}
+  n2: {host: host2}
+templates:
+  gpu1: {needs: ["1 gpu"]}
+  nvme: {needs: ["1 nvme"]}
+keep_warm: {state: %s, interval: 10m, window: 4h}
+`, filepath.Join(t.TempDir(), "history.json"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	p := &slurm.Power{Rackpool: c, Config: cfg, Slurm: &noSlurm{}, Now: func() time.Time { return now }}
+	system := func(node string) (id, power string) {
+		systems, err := c.Systems(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sys := range systems {
+			if strings.HasPrefix(sys.Name, "slurm "+node+" ") {
+				var st struct{ PowerState string }
+				if _, err := c.Do(ctx, "GET", "/redfish/v1/Systems/"+sys.ID, nil, &st); err != nil {
+					t.Fatal(err)
+				}
+				return sys.ID, st.PowerState
+			}
+		}
+		return "", ""
+	}
+	// n2 is resumed for gpu1 every interval for two hours: gpu1 is wanted.
+	for range 12 {
+		if err := p.Resume(ctx, map[string][]string{"n2": {"gpu1"}}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(9 * time.Minute)
+		if err := p.Suspend(ctx, []string{"n2"}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	if err := p.Resume(ctx, map[string][]string{"n1": {"gpu1"}}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := system("n1")
+	if err := p.Suspend(ctx, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, power := system("n1"); id != first || power != "Off" {
+		t.Fatalf("n1 suspended while gpu1 is wanted: system %q %s, want %s kept and Off", id, power, first)
+	}
+	now = now.Add(5 * time.Minute)
+	if err := p.Resume(ctx, map[string][]string{"n1": {"gpu1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if id, power := system("n1"); id != first || power != "On" {
+		t.Fatalf("n1 resumed for gpu1 again: system %q %s, want the kept %s On", id, power, first)
+	}
+	// Kept again, then nobody resumes it: the next program (a resume of
+	// n2, an interval later) takes it apart.
+	if err := p.Suspend(ctx, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(11 * time.Minute)
+	if err := p.Resume(ctx, map[string][]string{"n2": {"nvme"}}); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := system("n1"); id != "" {
+		t.Fatalf("a kept composition unused for an interval is still there: %s", id)
+	}
+	// nvme was never wanted before: its node is taken apart on suspend.
+	if err := p.Suspend(ctx, []string{"n2"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := system("n2"); id != "" {
+		t.Fatalf("n2 (nvme, not forecast) kept: %s", id)
+	}
 }
