@@ -71,7 +71,3 @@ func TestKeepWarmConfig(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", c.KeepWarm, err)
 	}
 }
-
-func contains(s, sub string) bool {
-	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
-}
