@@ -99,7 +99,7 @@ smokes_lane() {
 	step sim "$GO" run ./cmd/rackpool sim --quiet --scenario examples/sim/monet-5a.yaml --out build/sim-smoke || ok=1
 	step bench-southbound "$GO" run ./bench/southbound -cycles 20 -bin build/rackpool -out build/bench-southbound-smoke || ok=1
 	step bench-dra "$GO" run ./bench/dra -cycles 5 -bin build/rackpool -out build/bench-dra-smoke || ok=1
-	step bench-slurm "$GO" run ./bench/slurm -cycles 1 -bin build/rackpool -out build/bench-slurm-smoke || ok=1
+	step bench-slurm "$GO" run ./bench/slurm -cycles 1 -jobs 300 -bin build/rackpool -out build/bench-slurm-smoke || ok=1
 	mkdir -p build/scaling-smoke
 	step bench-scaling "$GO" run ./bench/scaling -bin build/rackpool -trays 16,42 -out build/scaling-smoke || ok=1
 	step conformance scripts/conformance.sh || ok=1
