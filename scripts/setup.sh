@@ -10,7 +10,8 @@
 #                    promtool, nbdkit, libnbd's tools,
 #                    qemu-img/qemu-io, fio, Chromium, Node.js and npm, curl,
 #                    a C compiler for the race detector, Python's venv,
-#                    bash-completion (the CLI's completion test)
+#                    bash-completion (the CLI's completion test), Slurm
+#                    (slurm-wlm) and munge
 #   Go modules       go mod download (GOTOOLCHAIN=auto fetches the Go of go.mod)
 #   Python           two environments (scripts/pyenv.sh): .venv-rf, the DMTF
 #                    validators, sushy, statsmodels, pytest and pymemcache's
