@@ -1,6 +1,9 @@
 package slurm
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -115,5 +118,41 @@ func TestGenerate(t *testing.T) {
 	}
 	if len(g.Notes) != 1 || !strings.Contains(g.Notes[0], "gpu99") {
 		t.Errorf("notes %v", g.Notes)
+	}
+}
+
+type fakeSlurm struct{ features map[int64][]string }
+
+func (f fakeSlurm) JobFeatures(_ context.Context, job int64) ([]string, error) {
+	return f.features[job], nil
+}
+func (fakeSlurm) Fail(context.Context, string, string) error { return nil }
+
+// TestNodeFeatures: the resume file gives each node its jobs' features
+// (from the file when Slurm writes them, else from the job), nodes of the
+// hostlist without a job get none, and a file that is not Slurm's JSON is
+// an error naming it.
+func TestNodeFeatures(t *testing.T) {
+	dir := t.TempDir()
+	p := &Power{Slurm: fakeSlurm{features: map[int64][]string{7: {"gpu2"}}}}
+	file := filepath.Join(dir, "resume.json")
+	if err := os.WriteFile(file, []byte(`{"all_nodes":"n[1-3]","jobs":[{"job_id":7,"nodes":"n[1-2]"},{"job_id":8,"nodes":"n2","features":"nvme"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.NodeFeatures(context.Background(), "n[1-3]", file)
+	if err != nil || strings.Join(got["n1"], " ") != "gpu2" || strings.Join(got["n2"], " ") != "gpu2 nvme" || len(got["n3"]) != 0 || len(got) != 3 {
+		t.Errorf("NodeFeatures = %v, %v", got, err)
+	}
+	for name, content := range map[string]string{"truncated.json": `{"jobs":[{"job_id":7,`, "wrong.json": `{"jobs":"n1"}`} {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.NodeFeatures(context.Background(), "n1", f); err == nil || !strings.Contains(err.Error(), "SLURM_RESUME_FILE") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := p.NodeFeatures(context.Background(), "n[1-", ""); err == nil {
+		t.Error("a bad hostlist")
 	}
 }

@@ -14,7 +14,7 @@ import (
 func execute(args ...string) error {
 	root := &cobra.Command{Use: "rackpool", SilenceErrors: true, SilenceUsage: true}
 	root.SetFlagErrorFunc(cli.FlagUsageError)
-	root.AddCommand(MemnodeCmd(), BlocknodeCmd(), CacheCmd(), AgentCmd(), PageCmd(), NbdCertsCmd(), DriveConnectCmd())
+	root.AddCommand(MemnodeCmd(), BlocknodeCmd(), CacheCmd(), AgentCmd(), PageCmd(), NbdCertsCmd(), DriveConnectCmd(), SlurmCmd())
 	root.SetArgs(args)
 	root.SetOut(io.Discard)
 	root.SetErr(io.Discard)
