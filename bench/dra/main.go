@@ -82,35 +82,7 @@ func main() {
 	flag.Parse()
 	dir := harness.WorkDir("bench-dra-")
 	binary := harness.Binary(*bin, dir)
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	var serveOut harness.Output
-	cmd := childproc.Command(binary, "serve", "--addr", addr, "--data", filepath.Join(dir, "data"), "--fabric-time", "instant")
-	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password)
-	cmd.Stdout, cmd.Stderr = &serveOut, &serveOut
-	if err := cmd.Start(); err != nil {
-		childproc.Fatal(err)
-	}
-	childproc.AtExit(func() { childproc.Stop(cmd); _ = cmd.Wait() })
-	exited := func() error {
-		if cmd.ProcessState != nil {
-			return fmt.Errorf("serve exited:\n%s", serveOut.String())
-		}
-		return nil
-	}
-	if err := harness.WaitDial(addr, 60*time.Second, exited); err != nil {
-		childproc.Fatal(err)
-	}
-	for !strings.Contains(serveOut.String(), "rackpool serving") {
-		time.Sleep(20 * time.Millisecond)
-	}
-	hc, err := api.HTTPClient(filepath.Join(dir, "data", "tls", "ca.pem"))
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	c := &api.Client{URL: "https://" + addr, User: "Administrator", Password: password, HTTP: hc}
+	c, _ := harness.Serve(binary, dir, password, "--fabric-time", "instant")
 
 	hosts := []string{"host1", "host2", "host3"} // host4 reaches no GPU: drawer2 gives it slots 5-8 only
 	var nodes []runtime.Object

@@ -30,7 +30,6 @@ import (
 	"strings"
 	"time"
 
-	"rackpool/api"
 	"rackpool/bench/internal/harness"
 	"rackpool/internal/childproc"
 	"rackpool/internal/schedule"
@@ -150,35 +149,7 @@ func replay(dir string, n int, suspend time.Duration) string {
 // command's comment) and returns their table.
 func slurmStarts(dir, bin string, cycles int) string {
 	binary := harness.Binary(bin, dir)
-	addr, err := harness.FreeAddr()
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	var serveOut harness.Output
-	cmd := childproc.Command(binary, "serve", "--addr", addr, "--data", filepath.Join(dir, "data"), "--fabric-time", "instant")
-	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password)
-	cmd.Stdout, cmd.Stderr = &serveOut, &serveOut
-	if err := cmd.Start(); err != nil {
-		childproc.Fatal(err)
-	}
-	childproc.AtExit(func() { childproc.Stop(cmd); _ = cmd.Wait() })
-	if err := harness.WaitDial(addr, 60*time.Second, func() error {
-		if cmd.ProcessState != nil {
-			return fmt.Errorf("serve exited:\n%s", serveOut.String())
-		}
-		return nil
-	}); err != nil {
-		childproc.Fatal(err)
-	}
-	for !strings.Contains(serveOut.String(), "rackpool serving") {
-		time.Sleep(20 * time.Millisecond)
-	}
-	ca := filepath.Join(dir, "data", "tls", "ca.pem")
-	hc, err := api.HTTPClient(ca)
-	if err != nil {
-		childproc.Fatal(err)
-	}
-	c := &api.Client{URL: "https://" + addr, User: "Administrator", Password: password, HTTP: hc}
+	c, ca := harness.Serve(binary, dir, password, "--fabric-time", "instant")
 	sc := slurmtest.Start(tb{}, slurmtest.Options{Binary: binary, URL: c.URL, User: c.User, Password: password, CAFile: ca,
 		Nodes: [][2]string{{"n1", "host1"}}, SuspendTime: "15s", Templates: "  gpu1: {needs: [\"1 gpu\"]}\n"})
 

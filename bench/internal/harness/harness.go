@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"rackpool/api"
 	"rackpool/internal/childproc"
 )
 
@@ -114,4 +115,40 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 		return 0
 	}
 	return sorted[int(float64(len(sorted)-1)*p/100)]
+}
+
+// Serve starts `rackpool serve` of the example rack with its data under
+// dir and the administrator's password, plus flags, stops it at exit, and
+// returns a client of it as the Administrator once it serves, and the
+// file of its CA. It ends the program if serve does not come up.
+func Serve(binary, dir, password string, flags ...string) (*api.Client, string) {
+	addr, err := FreeAddr()
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	var out Output
+	cmd := childproc.Command(binary, append([]string{"serve", "--addr", addr, "--data", filepath.Join(dir, "data")}, flags...)...)
+	cmd.Env = append(os.Environ(), "RACKPOOL_ADMIN_PASSWORD="+password)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		childproc.Fatal(err)
+	}
+	childproc.AtExit(func() { childproc.Stop(cmd); _ = cmd.Wait() })
+	if err := WaitDial(addr, 60*time.Second, func() error {
+		if cmd.ProcessState != nil {
+			return fmt.Errorf("serve exited:\n%s", out.String())
+		}
+		return nil
+	}); err != nil {
+		childproc.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "rackpool serving") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	ca := filepath.Join(dir, "data", "tls", "ca.pem")
+	hc, err := api.HTTPClient(ca)
+	if err != nil {
+		childproc.Fatal(err)
+	}
+	return &api.Client{URL: "https://" + addr, User: "Administrator", Password: password, HTTP: hc}, ca
 }
