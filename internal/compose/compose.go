@@ -224,6 +224,10 @@ type Manager struct {
 	mu    sync.Mutex
 	st    *schedule.State
 	comps map[string]*inventory.Composition
+	// compsGen counts changes to comps (putComp, dropComp); systemIDs is
+	// the ordered list of systems as of generation systemIDsGen.
+	compsGen, systemIDsGen uint64
+	systemIDs              []string
 	// owners counts, per block, compositions holding or acquiring it.
 	owners map[string][]string
 	// running marks Decomposing compositions whose decompose is under way
@@ -413,7 +417,7 @@ func (m *Manager) Place(ctx context.Context, req Request) (*Placement, error) {
 		return nil, err
 	}
 	c.Power = hp.power
-	m.comps[c.ID] = c
+	m.putComp(c.ID, c)
 	m.hold(c, c.Blocks)
 	p := &Placement{m: m, req: req, c: c,
 		check: append(slices.Clone(req.Check), store.ObjectRef{Kind: HostPowerKind, ID: c.Host, Version: hp.version})}
@@ -504,7 +508,7 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check [
 	abandon := func() {
 		m.mu.Lock()
 		m.drop(c, c.Blocks)
-		delete(m.comps, c.ID)
+		m.dropComp(c.ID)
 		m.mu.Unlock()
 	}
 	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{c}, Limits: m.limits, Check: check, Objects: objs, Intent: true}); err != nil {
@@ -547,7 +551,7 @@ func (m *Manager) realize(ctx context.Context, c *inventory.Composition, check [
 		return nil, fmt.Errorf("record composed state: %w", err)
 	}
 	m.mu.Lock()
-	m.comps[c.ID] = done
+	m.putComp(c.ID, done)
 	m.mu.Unlock()
 	m.log.Info("composed", "id", c.ID, "host", c.Host, "blocks", len(c.Blocks), "tenant", c.Tenant, "took", time.Since(start))
 	m.notify(Change{New: done.Clone(), Reason: "composed"})
@@ -656,7 +660,7 @@ func (m *Manager) RetryStuck(ctx context.Context) {
 		m.mu.Lock()
 		if m.comps[c.ID] == c {
 			m.drop(c, c.Blocks)
-			delete(m.comps, c.ID)
+			m.dropComp(c.ID)
 		}
 		m.freed(c, hp)
 		delete(m.stuck, c.ID)
@@ -786,7 +790,7 @@ func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion in
 	if m.managed(c) && len(m.deviceBlocks(c.Blocks)) > 0 {
 		d.Step = StepHostDrain
 	}
-	m.comps[id] = d
+	m.putComp(id, d)
 	m.running[id] = true
 	delete(m.remote, id) // this replica's workflow now
 	m.mu.Unlock()
@@ -814,7 +818,7 @@ func (m *Manager) decomposeOnce(ctx context.Context, id string, expectVersion in
 // decompose.
 func (m *Manager) restore(to *inventory.Composition) {
 	m.mu.Lock()
-	m.comps[to.ID] = to
+	m.putComp(to.ID, to)
 	delete(m.running, to.ID)
 	m.mu.Unlock()
 }
@@ -858,7 +862,7 @@ func (m *Manager) decompose(ctx context.Context, d *inventory.Composition) error
 	}
 	m.mu.Lock()
 	m.drop(d, d.Blocks)
-	delete(m.comps, id)
+	m.dropComp(id)
 	delete(m.running, id)
 	m.freed(d, hp)
 	m.mu.Unlock()
@@ -976,7 +980,7 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 		m.mu.Unlock()
 		return nil, err
 	}
-	m.comps[id] = u
+	m.putComp(id, u)
 	delete(m.remote, id) // this replica's workflow now
 	m.hold(u, u.Adding)
 	m.mu.Unlock()
@@ -990,14 +994,14 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 		}
 		m.mu.Lock()
 		m.drop(u, u.Adding)
-		m.comps[id] = back
+		m.putComp(id, back)
 		m.mu.Unlock()
 		return back, nil
 	}
 	if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{u}, Limits: m.limits, Check: ur.Check, Intent: true}); err != nil {
 		m.mu.Lock()
 		m.drop(u, u.Adding)
-		m.comps[id] = c
+		m.putComp(id, c)
 		m.mu.Unlock()
 		return nil, fmt.Errorf("record update: %w", err)
 	}
@@ -1037,7 +1041,7 @@ func (m *Manager) updateOnce(ctx context.Context, id string, ur UpdateRequest) (
 	}
 	m.mu.Lock()
 	m.drop(u, u.Removing)
-	m.comps[id] = done
+	m.putComp(id, done)
 	m.mu.Unlock()
 	m.log.Info("updated", "id", id, "added", len(u.Adding), "removed", len(u.Removing))
 	m.notify(Change{Old: c, New: done.Clone(), Reason: "updated"})
@@ -1095,6 +1099,53 @@ func system(c *inventory.Composition) bool {
 	return c != nil && c.State != inventory.Reserved && c.State != inventory.Held
 }
 
+// putComp records c as composition id; m.mu is held.
+func (m *Manager) putComp(id string, c *inventory.Composition) {
+	m.comps[id] = c
+	m.compsGen++
+}
+
+// dropComp forgets composition id; m.mu is held.
+func (m *Manager) dropComp(id string) {
+	delete(m.comps, id)
+	m.compsGen++
+}
+
+// SystemIDs returns the IDs of the systems List returns, in its order
+// (created first, then by ID), without copying the compositions: the
+// ordered index the Systems collection is paged on. The list is built
+// again only after compositions changed; callers must not modify it.
+func (m *Manager) SystemIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.systemIDs != nil && m.systemIDsGen == m.compsGen {
+		return m.systemIDs
+	}
+	out := make([]*inventory.Composition, 0, len(m.comps))
+	for _, c := range m.comps {
+		if system(c) {
+			out = append(out, c)
+		}
+	}
+	sortCompositions(out)
+	ids := make([]string, len(out))
+	for i, c := range out {
+		ids[i] = c.ID
+	}
+	m.systemIDs, m.systemIDsGen = ids, m.compsGen
+	return ids
+}
+
+// sortCompositions orders compositions as List returns them.
+func sortCompositions(out []*inventory.Composition) {
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+}
+
 func (m *Manager) list(keep func(*inventory.Composition) bool) []*inventory.Composition {
 	m.mu.Lock()
 	out := make([]*inventory.Composition, 0, len(m.comps))
@@ -1104,12 +1155,7 @@ func (m *Manager) list(keep func(*inventory.Composition) bool) []*inventory.Comp
 		}
 	}
 	m.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	sortCompositions(out)
 	return out
 }
 
@@ -1205,7 +1251,7 @@ func (m *Manager) recover(ctx context.Context) error {
 				return fmt.Errorf("stored composition %s holds block %s, which the topology no longer has", c.ID, b)
 			}
 		}
-		m.comps[c.ID] = c
+		m.putComp(c.ID, c)
 		m.hold(c, c.AllBlocks())
 		if m.replica != "" {
 			m.remote[c.ID] = true // the workflows of others, or of the dead the leader settles
@@ -1313,7 +1359,7 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition, mut func
 		if err := m.store.Apply(ctx, store.Plan{Put: []*inventory.Composition{back}, Limits: m.limits}); err != nil {
 			return err
 		}
-		mut(func() { m.comps[c.ID] = back })
+		mut(func() { m.putComp(c.ID, back) })
 		m.log.Info("kept a system an unfinished manifest was decomposing", "id", c.ID, "manifest", c.Group)
 		return nil
 	}
@@ -1329,7 +1375,7 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition, mut func
 		}
 		mut(func() {
 			m.drop(c, c.Blocks)
-			delete(m.comps, c.ID)
+			m.dropComp(c.ID)
 			m.freed(c, hp)
 		})
 		m.log.Info("rolled back composition left in transition", "id", c.ID, "state", c.State)
@@ -1351,7 +1397,7 @@ func (m *Manager) settle(ctx context.Context, c *inventory.Composition, mut func
 		}
 		mut(func() {
 			m.drop(c, c.Adding)
-			m.comps[c.ID] = back
+			m.putComp(c.ID, back)
 		})
 		m.log.Info("rolled back interrupted update", "id", c.ID)
 	default:

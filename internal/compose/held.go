@@ -175,9 +175,9 @@ func (m *Manager) SetHolders(ctx context.Context, hs []Holding, objs []store.Obj
 			m.drop(ch.cur, ch.drop)
 		}
 		if ch.delete {
-			delete(m.comps, ch.next.ID)
+			m.dropComp(ch.next.ID)
 		} else {
-			m.comps[ch.next.ID] = ch.next
+			m.putComp(ch.next.ID, ch.next)
 		}
 	}
 	if err != nil {

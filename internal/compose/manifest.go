@@ -185,11 +185,11 @@ func (m *Manager) realizeStaged(ctx context.Context, mf Manifest, group string, 
 	}
 	m.mu.Lock()
 	for _, c := range done {
-		m.comps[c.ID] = c
+		m.putComp(c.ID, c)
 	}
 	for _, d := range t.decomposing {
 		m.drop(d, d.Blocks)
-		delete(m.comps, d.ID)
+		m.dropComp(d.ID)
 		delete(m.running, d.ID)
 	}
 	m.mu.Unlock()
@@ -240,7 +240,7 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 				return t, fail(err)
 			}
 			c.Group = group
-			m.comps[c.ID] = c
+			m.putComp(c.ID, c)
 			m.hold(c, c.Blocks)
 			t.composing = append(t.composing, c)
 		case st.Reserved != "":
@@ -257,8 +257,8 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 				c.Name = c.ID
 			}
 			m.drop(r, r.Blocks)
-			delete(m.comps, r.ID)
-			m.comps[c.ID] = c
+			m.dropComp(r.ID)
+			m.putComp(c.ID, c)
 			m.hold(c, c.Blocks)
 			t.reserved = append(t.reserved, r)
 			t.composing = append(t.composing, c)
@@ -277,7 +277,7 @@ func (m *Manager) stage(mf Manifest, group string) (*staged, error) {
 			}
 			d := c.Clone()
 			d.State, d.Version, d.UpdatedAt, d.Group = inventory.Decomposing, c.Version+1, now, group
-			m.comps[id] = d
+			m.putComp(id, d)
 			m.running[id] = true
 			t.decomposing = append(t.decomposing, d)
 			t.previous = append(t.previous, c)
@@ -293,15 +293,15 @@ func (m *Manager) unstage(t *staged) {
 	}
 	for _, c := range t.composing {
 		m.drop(c, c.Blocks)
-		delete(m.comps, c.ID)
+		m.dropComp(c.ID)
 	}
 	for _, r := range t.reserved {
 		// Not recorded as consumed: the reservation stands.
-		m.comps[r.ID] = r
+		m.putComp(r.ID, r)
 		m.hold(r, r.Blocks)
 	}
 	for i, d := range t.decomposing {
-		m.comps[d.ID] = t.previous[i]
+		m.putComp(d.ID, t.previous[i])
 		delete(m.running, d.ID)
 	}
 }

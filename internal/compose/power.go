@@ -691,7 +691,7 @@ func (m *Manager) runPower(ctx context.Context, pt *powerTarget, detail string, 
 				return err
 			}
 			m.mu.Lock()
-			m.comps[n.ID] = n
+			m.putComp(n.ID, n)
 			m.mu.Unlock()
 			old := pt.comp
 			pt.comp = n
@@ -943,7 +943,7 @@ func (m *Manager) settlePower(ctx context.Context, c *inventory.Composition) err
 	}
 	m.mu.Lock()
 	if cur := m.comps[c.ID]; cur != nil && cur.Version == c.Version {
-		m.comps[c.ID] = n
+		m.putComp(c.ID, n)
 	}
 	m.mu.Unlock()
 	m.log.Info("settled a reset left in transition", "id", c.ID, "was", c.Power.State, "now", p.State)

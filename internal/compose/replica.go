@@ -124,7 +124,7 @@ func (m *Manager) Sync(recs map[string]*inventory.Composition) {
 		}
 		if local != nil {
 			m.drop(local, local.AllBlocks())
-			delete(m.comps, id)
+			m.dropComp(id)
 		}
 		if rec != nil {
 			if m.top.Host(rec.Host) == nil && (rec.State != inventory.Held || rec.Host != "") {
@@ -132,7 +132,7 @@ func (m *Manager) Sync(recs map[string]*inventory.Composition) {
 					"id", rec.ID, "host", rec.Host)
 				continue
 			}
-			m.comps[id] = rec
+			m.putComp(id, rec)
 			m.remote[id] = true
 			m.hold(rec, rec.AllBlocks())
 		} else {
@@ -348,7 +348,7 @@ func (m *Manager) settleLocked(ctx context.Context, c *inventory.Composition) (*
 	if old != nil {
 		m.drop(old, old.AllBlocks())
 	}
-	m.comps[c.ID] = c
+	m.putComp(c.ID, c)
 	m.remote[c.ID] = true
 	m.hold(c, c.AllBlocks())
 	if err := m.settle(ctx, c, func(f func()) { f() }); err != nil {

@@ -54,7 +54,7 @@ func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Durat
 	undo := func() {
 		for _, r := range rs {
 			m.drop(r, r.Blocks)
-			delete(m.comps, r.ID)
+			m.dropComp(r.ID)
 		}
 	}
 	for i, req := range reqs {
@@ -65,7 +65,7 @@ func (m *Manager) ReserveAll(ctx context.Context, reqs []Request, ttl time.Durat
 			return nil, &StanzaError{Index: i, Err: err}
 		}
 		r.ExpiresAt = r.CreatedAt.Add(ttl)
-		m.comps[r.ID] = r
+		m.putComp(r.ID, r)
 		m.hold(r, r.Blocks)
 		rs = append(rs, r)
 	}
@@ -112,7 +112,7 @@ func (m *Manager) release(ctx context.Context, id, reason string, onlyExpired bo
 	delete(m.running, id)
 	if err == nil {
 		m.drop(r, r.Blocks)
-		delete(m.comps, id)
+		m.dropComp(id)
 	}
 	m.mu.Unlock()
 	if err != nil {

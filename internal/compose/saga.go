@@ -148,7 +148,7 @@ func (m *Manager) atStep(ctx context.Context, c *inventory.Composition, step str
 		return nil, fmt.Errorf("record step %s: %w", step, err)
 	}
 	m.mu.Lock()
-	m.comps[c.ID] = n
+	m.putComp(c.ID, n)
 	m.mu.Unlock()
 	return n, nil
 }
@@ -186,7 +186,7 @@ func (m *Manager) resumeOne(ctx context.Context, c *inventory.Composition) error
 			if m.rollbackCompose(ctx, c) {
 				m.mu.Lock()
 				m.drop(c, c.Blocks)
-				delete(m.comps, c.ID)
+				m.dropComp(c.ID)
 				m.mu.Unlock()
 			}
 			m.notify(Change{Old: c, Reason: "failed", Err: err})
@@ -198,7 +198,7 @@ func (m *Manager) resumeOne(ctx context.Context, c *inventory.Composition) error
 			return err
 		}
 		m.mu.Lock()
-		m.comps[c.ID] = done
+		m.putComp(c.ID, done)
 		m.mu.Unlock()
 		m.notify(Change{New: done.Clone(), Reason: "composed"})
 	case c.State == inventory.Decomposing:

@@ -40,6 +40,12 @@ func (rec *statusRecorder) Shape(w http.ResponseWriter, v any) (out any, done bo
 		q = &odata.Query{}
 	}
 	h := w.Header()
+	if c, ok := odata.AsCollection(v); ok && !rec.internal {
+		if out, done := rec.shapeCollection(w, q, c); done || out != nil {
+			return out, done
+		}
+		v = c // ?only of a collection without exactly one member: the collection
+	}
 	data, err := json.Marshal(v)
 	if err != nil {
 		return v, false // the encoder will fail the same way; nothing to shape
@@ -90,6 +96,48 @@ func (rec *statusRecorder) Shape(w http.ResponseWriter, v any) (out any, done bo
 		h.Set("Allow", strings.Join(allowed, ", "))
 	}
 	return out, false
+}
+
+// shapeCollection answers a GET of a collection with the query's page of
+// it, rendered, its ETag computed from the page (collection.go in package
+// odata). out is nil, and done false, when ?only names the collection's
+// one member: the caller shapes that member instead.
+func (rec *statusRecorder) shapeCollection(w http.ResponseWriter, q *odata.Query, c *odata.Collection) (out any, done bool) {
+	r, h := rec.req, w.Header()
+	fetch := func(path string) odata.Response {
+		res := rec.srv.internalGet(r, path)
+		return odata.Response{Status: res.status, Header: res.header, Body: res.body}
+	}
+	if q.Only() && c.Members.Len() == 1 {
+		return nil, false
+	}
+	shaped, p := q.ShapeCollection(c, r.URL.Path, fetch)
+	if p != nil {
+		h.Del("ETag")
+		writeError(w, fromProblem(p))
+		return nil, true
+	}
+	data, err := rf.Render(shaped)
+	if err != nil {
+		h.Del("ETag")
+		writeError(w, rec.srv.fail(r, err))
+		return nil, true
+	}
+	h.Set("ETag", bodyETag(data))
+	if q.Cacheable() {
+		if inm := strings.Join(r.Header.Values("If-None-Match"), ","); inm != "" && rf.ETagMatches(inm, h.Get("ETag")) {
+			h.Del("Content-Type")
+			w.WriteHeader(http.StatusNotModified)
+			return nil, true
+		}
+	}
+	if link := describedBy(c.Head); link != "" {
+		h.Set("Link", link)
+	}
+	if allowed := rec.srv.allowedMethods(r); len(allowed) > 0 {
+		h.Set("Allow", strings.Join(allowed, ", "))
+	}
+	return data, false
 }
 
 // describedBy is the Link header naming the JSON schema of a body's

@@ -258,9 +258,28 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("OData-Version", "4.0")
 	w.WriteHeader(status)
+	if b, ok := v.(Rendered); ok {
+		_, _ = w.Write(b)
+		return
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// Rendered is a body WriteJSON sends as it is: Render's output.
+type Rendered []byte
+
+// Render encodes v as WriteJSON sends it (indented, one line feed at the
+// end), for a caller that needs the bytes first (to hash them for an ETag).
+func Render(v any) (Rendered, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return Rendered(buf.Bytes()), nil
 }
 
 // Recorder is an http.ResponseWriter that keeps the answer instead of

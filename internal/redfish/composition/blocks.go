@@ -1,12 +1,14 @@
 package composition
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
 	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 )
@@ -27,15 +29,97 @@ func (s *Service) getCompositionService(w http.ResponseWriter, r *http.Request) 
 }
 
 func (s *Service) getResourceBlocks(w http.ResponseWriter, r *http.Request) error {
+	head := rf.Collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", nil)
+	delete(head, "Members")
+	delete(head, "Members@odata.count")
+	service.WriteJSON(w, http.StatusOK, &odata.Collection{Head: head, Members: s.blockList(r, s.top.Blocks)})
+	return nil
+}
+
+// blockList is the resource blocks a client sees, in topology order: the
+// ordered index a page of the collection is cut from (odata.Members). An
+// operator sees every block, so its list is the topology's own slice; a
+// tenant's is the blocks it may see, found with one status read each.
+type blockList struct {
+	s      *Service
+	r      *http.Request
+	blocks []*inventory.Block
+}
+
+func (s *Service) blockList(r *http.Request, all []*inventory.Block) *blockList {
 	p := service.Principal(r)
-	members := make([]rf.ODataID, 0, len(s.top.Blocks))
-	for _, b := range s.top.Blocks {
+	if p.Tenant == "" {
+		return &blockList{s: s, r: r, blocks: all}
+	}
+	var seen []*inventory.Block
+	for _, b := range all {
 		if s.visibleBlock(p, b) {
-			members = append(members, rf.Ref(service.BlocksPath+b.ID))
+			seen = append(seen, b)
 		}
 	}
-	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/ResourceBlocks", "ResourceBlockCollection", "Resource Block Collection", members))
-	return nil
+	return &blockList{s: s, r: r, blocks: seen}
+}
+
+// Len implements odata.Members.
+func (l *blockList) Len() int { return len(l.blocks) }
+
+// Path implements odata.Members.
+func (l *blockList) Path(i int) string { return service.BlocksPath + l.blocks[i].ID }
+
+// Body implements odata.Bodies: the block as its GET answers it.
+func (l *blockList) Body(i int) any {
+	b := l.blocks[i]
+	return l.s.blockBody(l.r, b, l.s.mgr.BlockStatus(b.ID))
+}
+
+// Where implements odata.Index for the properties a block's record holds:
+// its composition state, kind, model, health, fabric and drawer. Each is
+// read from the record, not from the block's resource.
+func (l *blockList) Where(path, value string) (odata.Members, bool) {
+	var match func(b *inventory.Block) bool
+	ctx := l.r.Context()
+	switch path {
+	case "CompositionStatus/CompositionState":
+		match = func(b *inventory.Block) bool { return l.s.blockState(ctx, b, l.s.mgr.BlockStatus(b.ID)) == value }
+	case "Oem/Rackpool/Kind":
+		match = func(b *inventory.Block) bool { return string(b.Kind) == value }
+	case "Oem/Rackpool/Model":
+		match = func(b *inventory.Block) bool { return b.Model == value }
+	case "Status/Health":
+		match = func(b *inventory.Block) bool { return string(l.s.blockHealth(ctx, b)) == value }
+	case "Oem/Rackpool/Fabric":
+		match = func(b *inventory.Block) bool { return b.Device != nil && b.Device.Fabric.ID == value }
+	case "Oem/Rackpool/Drawer":
+		match = func(b *inventory.Block) bool {
+			return b.Device != nil && b.Device.Drawer != nil && b.Device.Drawer.ID == value
+		}
+	default:
+		return nil, false
+	}
+	var pos []int
+	for i, b := range l.blocks {
+		if match(b) {
+			pos = append(pos, i)
+		}
+	}
+	return odata.NewSub(l, pos), true
+}
+
+// blockHealth is a block's Status.Health: its device's, OK for compute.
+func (s *Service) blockHealth(ctx context.Context, b *inventory.Block) fabric.Health {
+	if b.Device == nil {
+		return fabric.OK
+	}
+	return s.health(ctx, b.Device)
+}
+
+// blockState is a block's CompositionStatus.CompositionState: Failed when
+// its device is, else the composition manager's word.
+func (s *Service) blockState(ctx context.Context, b *inventory.Block, st compose.BlockStatus) string {
+	if s.blockHealth(ctx, b) == fabric.Critical {
+		return "Failed"
+	}
+	return st.State
 }
 
 func (s *Service) getResourceBlock(w http.ResponseWriter, r *http.Request) error {
@@ -52,15 +136,13 @@ func (s *Service) getResourceBlock(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
-	ctx := r.Context()
-	health := fabric.OK
+	health := s.blockHealth(r.Context(), b)
 	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
 	var chassis []rf.ODataID
 	if b.CapacityBytes > 0 {
 		oem["CapacityBytes"] = b.CapacityBytes
 	}
 	if d := b.Device; d != nil {
-		health = s.health(ctx, d)
 		oem["Device"] = d.ID
 		oem["Fabric"] = d.Fabric.ID
 		oem["Switch"] = d.Switch.ID
@@ -97,6 +179,10 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 	if health == fabric.Critical {
 		state = "Failed"
 	}
+	zones, omitted := s.zonesOf(b)
+	if omitted {
+		oem["HostZonesOmitted"] = true
+	}
 	var systems []rf.ODataID
 	for _, c := range s.visibleSystems(service.Principal(r), st.Compositions) {
 		systems = append(systems, rf.Reff("/redfish/v1/Systems/%s", c))
@@ -124,7 +210,7 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 		"Links": map[string]any{
 			"ComputerSystems": systems,
 			"Chassis":         chassis,
-			"Zones":           s.zonesOf(b),
+			"Zones":           zones,
 		},
 		"Oem": service.RackpoolOem("ResourceBlock", oem),
 	}
@@ -136,19 +222,43 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 // every device block it can reach in the current drawer modes and
 // cabling), and one per zone of the topology file ("zone-training").
 
-func (s *Service) zonesOf(b *inventory.Block) []rf.ODataID {
-	out := []rf.ODataID{}
-	for _, h := range s.top.Hosts {
-		if _, ok := s.top.Path(h, b); ok {
-			out = append(out, rf.Reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
+// maxBlockZones is the most hosts' zones a resource block lists: a block
+// more hosts reach (pooled memory on a MONet pod, reached by every CPU
+// card) lists none of them and says so (Oem HostZonesOmitted); each host's
+// zone still lists it. A block's body stays a few KB at any scale.
+const maxBlockZones = 64
+
+// zonesOf returns the zones that hold block b: the zone of each host that
+// can be composed with it (its own host's for a compute block), unless
+// more than maxBlockZones hosts can (omitted), then the topology's zones.
+func (s *Service) zonesOf(b *inventory.Block) (zones []rf.ODataID, omitted bool) {
+	zones = []rf.ODataID{}
+	var hosts []*inventory.Host
+	switch {
+	case b.Host != nil:
+		hosts = []*inventory.Host{b.Host}
+	case b.Device != nil:
+		seen := map[*inventory.Host]bool{}
+		for _, p := range b.Device.Fabric.Ports {
+			if seen[p.Host] || !s.top.Reaches(p, b.Device) {
+				continue
+			}
+			seen[p.Host] = true
+			if hosts = append(hosts, p.Host); len(hosts) > maxBlockZones {
+				hosts, omitted = nil, true
+				break
+			}
 		}
+	}
+	for _, h := range hosts {
+		zones = append(zones, rf.Reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
 	}
 	for _, z := range s.top.Zones {
 		if z.Contains(b) {
-			out = append(out, rf.Reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
+			zones = append(zones, rf.Reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
 		}
 	}
-	return out
+	return zones, omitted
 }
 
 func (s *Service) getResourceZones(w http.ResponseWriter, r *http.Request) error {

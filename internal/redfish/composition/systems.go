@@ -12,6 +12,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
 	"rackpool/internal/observe"
+	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/schedule"
@@ -30,6 +31,8 @@ type composer interface {
 	Decompose(ctx context.Context, id string, expectVersion int64) error
 	Get(id string) (*inventory.Composition, error)
 	List() []*inventory.Composition
+	// SystemIDs is List's IDs in its order, shared: not to be modified.
+	SystemIDs() []string
 	Plan(req compose.Request) (*schedule.Plan, error)
 	EstimateFabricTime(blocks []string) time.Duration
 	BlockStatus(id string) compose.BlockStatus
@@ -307,20 +310,10 @@ func ifMatch(r *http.Request) (int64, error) {
 }
 
 func (s *Service) getSystems(w http.ResponseWriter, r *http.Request) error {
-	p := service.Principal(r)
-	var members []rf.ODataID
-	for _, h := range s.top.Hosts {
-		if s.visibleBlock(p, h.Block) {
-			members = append(members, rf.Reff("/redfish/v1/Systems/%s", h.ID))
-		}
-	}
-	for _, c := range s.mgr.List() {
-		if p.Sees(c.Tenant) {
-			members = append(members, rf.Reff("/redfish/v1/Systems/%s", c.ID))
-		}
-	}
-	body := rf.Collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", members)
-	body["@Redfish.CollectionCapabilities"] = map[string]any{
+	head := rf.Collection("/redfish/v1/Systems", "ComputerSystemCollection", "Computer System Collection", nil)
+	delete(head, "Members")
+	delete(head, "Members@odata.count")
+	head["@Redfish.CollectionCapabilities"] = map[string]any{
 		"@odata.type": "#CollectionCapabilities.v1_4_0.CollectionCapabilities",
 		"Capabilities": []any{map[string]any{
 			"CapabilitiesObject": rf.Ref("/redfish/v1/Systems"),
@@ -328,8 +321,92 @@ func (s *Service) getSystems(w http.ResponseWriter, r *http.Request) error {
 			"Links":              map[string]any{"TargetCollection": rf.Ref("/redfish/v1/Systems")},
 		}},
 	}
-	service.WriteJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, &odata.Collection{Head: head, Members: s.systemList(r)})
 	return nil
+}
+
+// systemList is the systems a client sees: the physical hosts in
+// topology order, then the composed systems in the order they were
+// created (odata.Members).
+type systemList struct {
+	s     *Service
+	r     *http.Request
+	hosts []*inventory.Host
+	comps []string
+}
+
+func (s *Service) systemList(r *http.Request) *systemList {
+	p := service.Principal(r)
+	l := &systemList{s: s, r: r, hosts: s.top.Hosts, comps: s.mgr.SystemIDs()}
+	if p.Tenant != "" {
+		l.hosts = nil
+		for _, h := range s.top.Hosts {
+			if s.visibleBlock(p, h.Block) {
+				l.hosts = append(l.hosts, h)
+			}
+		}
+		l.comps = s.visibleSystems(p, l.comps)
+	}
+	return l
+}
+
+// Len implements odata.Members.
+func (l *systemList) Len() int { return len(l.hosts) + len(l.comps) }
+
+// Path implements odata.Members.
+func (l *systemList) Path(i int) string { return "/redfish/v1/Systems/" + l.id(i) }
+
+func (l *systemList) id(i int) string {
+	if i < len(l.hosts) {
+		return l.hosts[i].ID
+	}
+	return l.comps[i-len(l.hosts)]
+}
+
+// Body implements odata.Bodies: the system as its GET answers it (nil for
+// one decomposed since the list was taken).
+func (l *systemList) Body(i int) any {
+	if i < len(l.hosts) {
+		return l.s.hostBody(l.r, l.hosts[i])
+	}
+	c, err := l.s.mgr.Get(l.comps[i-len(l.hosts)])
+	if err != nil {
+		return nil
+	}
+	return l.s.systemWithPower(l.r, c)
+}
+
+// Where implements odata.Index for SystemType and, read from the
+// composition records, Oem/Rackpool/Host and Oem/Rackpool/CompositionState.
+func (l *systemList) Where(path, value string) (odata.Members, bool) {
+	var pos []int
+	comps := func(match func(c *inventory.Composition) bool) {
+		for i, id := range l.comps {
+			if c, err := l.s.mgr.Get(id); err == nil && match(c) {
+				pos = append(pos, len(l.hosts)+i)
+			}
+		}
+	}
+	switch path {
+	case "SystemType":
+		first, last := 0, 0
+		switch value {
+		case "Physical":
+			last = len(l.hosts)
+		case "Composed":
+			first, last = len(l.hosts), l.Len()
+		}
+		for i := first; i < last; i++ {
+			pos = append(pos, i)
+		}
+	case "Oem/Rackpool/Host":
+		comps(func(c *inventory.Composition) bool { return c.Host == value })
+	case "Oem/Rackpool/CompositionState":
+		comps(func(c *inventory.Composition) bool { return string(c.State) == value })
+	default:
+		return nil, false
+	}
+	return odata.NewSub(l, pos), true
 }
 
 func (s *Service) getSystem(w http.ResponseWriter, r *http.Request) error {
@@ -353,13 +430,18 @@ func (s *Service) getSystem(w http.ResponseWriter, r *http.Request) error {
 // BMC's live word where the host has one).
 func (s *Service) writeSystem(w http.ResponseWriter, r *http.Request, status int, c *inventory.Composition) {
 	w.Header().Set("ETag", service.ETag(c.Version))
+	service.WriteJSON(w, status, s.systemWithPower(r, c))
+}
+
+// systemWithPower is composition c's body with its power state.
+func (s *Service) systemWithPower(r *http.Request, c *inventory.Composition) map[string]any {
 	body := s.systemBody(c)
 	ps, ok := s.powerOf(r.Context(), c.ID)
 	if !ok {
 		ps.Power = c.Power
 	}
 	addPower(body, c.ID, ps)
-	service.WriteJSON(w, status, body)
+	return body
 }
 
 func (s *Service) hostBody(r *http.Request, h *inventory.Host) map[string]any {
