@@ -65,6 +65,11 @@ type Index interface {
 type Collection struct {
 	Head    map[string]any
 	Members Members
+	// Expanded collections (log entries) inline their members whatever
+	// $expand says.
+	Expanded bool
+	// PageSize is the page a GET without $top gets (0: MaxPage).
+	PageSize int
 }
 
 // MarshalJSON renders the whole collection, its members as references.
@@ -192,11 +197,14 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 	}
 	total := members.Len()
 	start := min(q.skip, total)
-	end := total
-	if q.hasTop && q.top < total-start {
-		end = start + q.top
+	top := MaxPage
+	if c.PageSize > 0 {
+		top = min(c.PageSize, MaxPage)
 	}
-	end = min(end, start+MaxPage)
+	if q.hasTop {
+		top = min(q.top, MaxPage)
+	}
+	end := start + min(top, total-start)
 
 	body := make(map[string]any, len(c.Head)+3)
 	x := &expander{fetch: fetch, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
@@ -210,7 +218,7 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 		}
 		body[k] = v
 	}
-	inline := q.expand == expandAll || q.expand == expandSubordinate
+	inline := c.Expanded || q.expand == expandAll || q.expand == expandSubordinate
 	out := make([]any, 0, end-start)
 	bodies, _ := members.(Bodies)
 	for i := start; i < end; i++ {

@@ -39,6 +39,7 @@ type Query struct {
 	sel         *selection // nil: every property
 	filter      *filter    // nil: every member
 	params      []queryParam
+	other       []string // the parameters without $ (other than only), as sent
 }
 
 // queryParam is one $-parameter as sent, kept to build nextLink.
@@ -67,6 +68,7 @@ func Parse(raw string) (*Query, *rf.Problem) {
 			continue
 		}
 		if key != "only" && !strings.HasPrefix(key, "$") {
+			q.other = append(q.other, pair) // kept in nextLink: the resource's own parameters
 			continue
 		}
 		if key != "only" && !supportedParams[key] {
@@ -308,7 +310,8 @@ func (q *Query) page(body map[string]any, path string) {
 // nextLink is the URI of the page starting at member skip: the request's
 // $-parameters as sent, with $skip replaced.
 func (q *Query) nextLink(path string, skip int) string {
-	parts := make([]string, 0, len(q.params)+1)
+	parts := make([]string, 0, len(q.other)+len(q.params)+1)
+	parts = append(parts, q.other...)
 	replaced := false
 	for _, p := range q.params {
 		if p.key == "$skip" {

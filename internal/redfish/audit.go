@@ -18,6 +18,7 @@ import (
 type auditLog interface {
 	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
 	Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error)
+	AuditMatching(ctx context.Context, q store.AuditQuery) (int64, error)
 }
 
 // Audit log: every request that could change something (every method but

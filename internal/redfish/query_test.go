@@ -541,3 +541,106 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+// TestAuditPaging: the audit log pages with $top and $skip like every
+// collection (its entries inline), counts the entries its filters select,
+// and its nextLink keeps those filters.
+func TestAuditPaging(t *testing.T) {
+	s := newService(t)
+	for range 12 {
+		s.must(http.StatusUnauthorized, "GET", systemsPath, nil, basic("nobody", "wrong-password-1"))
+	}
+	const entries = "/redfish/v1/Managers/rackpool/LogServices/Audit/Entries"
+	ids := func(v any) []string {
+		var out []string
+		for _, m := range list(t, v) {
+			out = append(out, m.(map[string]any)["Id"].(string))
+		}
+		return out
+	}
+	all := s.get(entries + "?outcome=denied")
+	denied := ids(all["Members"])
+	if n, _ := all["Members@odata.count"].(float64); int(n) != len(denied) || len(denied) < 12 {
+		t.Fatalf("count %v, %d entries", all["Members@odata.count"], len(denied))
+	}
+	page := s.get(entries + "?outcome=denied&$top=5&$skip=3")
+	if got := ids(page["Members"]); !slices.Equal(got, denied[3:8]) {
+		t.Fatalf("page %v, want %v", got, denied[3:8])
+	}
+	if n, _ := page["Members@odata.count"].(float64); int(n) != len(denied) {
+		t.Fatalf("page count %v, want %d", page["Members@odata.count"], len(denied))
+	}
+	if next := page["Members@odata.nextLink"]; next != entries+"?outcome=denied&$top=5&$skip=8" {
+		t.Fatalf("nextLink %v", next)
+	}
+	// limit is the page a request without $top gets; the links go on.
+	var got []string
+	for next := entries + "?outcome=denied&limit=4"; next != ""; {
+		p := s.get(next)
+		if n := len(list(t, p["Members"])); n > 4 {
+			t.Fatalf("page of %d with limit=4", n)
+		}
+		got = append(got, ids(p["Members"])...)
+		next, _ = p["Members@odata.nextLink"].(string)
+	}
+	if !slices.Equal(got, denied) {
+		t.Fatalf("paged through %v, want %v", got, denied)
+	}
+	// $filter reads the entries themselves.
+	f := s.get(entries + "?" + filterQuery("Oem/Rackpool/Outcome eq 'denied'"))
+	if n, _ := f["Members@odata.count"].(float64); int(n) < len(denied) {
+		t.Fatalf("filtered count %v, want at least %d", f["Members@odata.count"], len(denied))
+	}
+}
+
+// TestFilterIndexes: a comparison a collection answers from its records
+// selects exactly the members evaluating it on their bodies selects (the
+// same comparison written so that no index answers it: P eq v or P eq v).
+func TestFilterIndexes(t *testing.T) {
+	s := newService(t)
+	s.compose(specificBody("host1", "gpu1", "nvme1"))
+	for _, tc := range []struct{ coll, path string }{
+		{blocksColl, "CompositionStatus/CompositionState"},
+		{blocksColl, "Oem/Rackpool/Kind"},
+		{blocksColl, "Oem/Rackpool/Model"},
+		{blocksColl, "Status/Health"},
+		{blocksColl, "Oem/Rackpool/Fabric"},
+		{blocksColl, "Oem/Rackpool/Drawer"},
+		{systemsPath, "SystemType"},
+		{systemsPath, "Oem/Rackpool/Host"},
+		{systemsPath, "Oem/Rackpool/CompositionState"},
+	} {
+		values := map[string]bool{"no-such-value": true}
+		for _, m := range list(t, s.get(tc.coll + "?$expand=.")["Members"]) {
+			v, _ := lookupPath(m, strings.Split(tc.path, "/")).(string)
+			values[v] = v != ""
+		}
+		for v, ok := range values {
+			if !ok {
+				continue
+			}
+			lit := "'" + strings.ReplaceAll(v, "'", "''") + "'"
+			indexed := links(t, s.get(tc.coll + "?" + filterQuery(tc.path+" eq "+lit))["Members"])
+			read := links(t, s.get(tc.coll + "?" + filterQuery(tc.path+" eq "+lit+" or "+tc.path+" eq "+lit))["Members"])
+			if !slices.Equal(indexed, read) {
+				t.Errorf("%s %s eq %s: index %v, bodies %v", tc.coll, tc.path, lit, indexed, read)
+			}
+			// With a second comparison the index narrows, the bodies decide.
+			both := links(t, s.get(tc.coll + "?" + filterQuery(tc.path+" eq "+lit+" and Id ne 'gpu2'"))["Members"])
+			if want := slices.DeleteFunc(slices.Clone(read), func(id string) bool { return id == "gpu2" }); !slices.Equal(both, want) {
+				t.Errorf("%s %s eq %s and Id ne 'gpu2': %v, want %v", tc.coll, tc.path, lit, both, want)
+			}
+		}
+	}
+}
+
+func lookupPath(v any, path []string) any {
+	for _, seg := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[seg]
+	}
+	return v
+}

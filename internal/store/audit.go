@@ -96,6 +96,9 @@ type AuditQuery struct {
 	// Since selects entries at or after it, Until entries strictly before
 	// it; a zero time does not bound.
 	Since, Until time.Time
+	// Offset skips that many of the entries selected (ordered by ID)
+	// before the first returned.
+	Offset int
 }
 
 // EffectiveLimit is the number of entries q may return, as Limit
@@ -178,7 +181,12 @@ func (q AuditQuery) Select(placeholder func(n int) string) (string, []any) {
 		query += " WHERE " + where
 	}
 	args = append(args, q.EffectiveLimit())
-	return query + " ORDER BY id LIMIT " + placeholder(len(args)), args
+	query += " ORDER BY id LIMIT " + placeholder(len(args))
+	if q.Offset > 0 {
+		args = append(args, q.Offset)
+		query += " OFFSET " + placeholder(len(args))
+	}
+	return query, args
 }
 
 // where returns the SQL conditions q selects, joined by AND ("" for none),
@@ -313,10 +321,21 @@ func Read[T any](closed bool, what string, readErr func(what string, err error) 
 // AuditCount returns how many entries the audit table holds
 // (Store.AuditCount).
 func (a AuditReader) AuditCount(ctx context.Context) (int64, error) {
+	return a.AuditMatching(ctx, AuditQuery{})
+}
+
+// AuditMatching returns how many entries q selects, its Limit and Offset
+// aside (Store.AuditMatching).
+func (a AuditReader) AuditMatching(ctx context.Context, q AuditQuery) (int64, error) {
 	if a.closed() {
 		return 0, ErrClosed
 	}
-	rows, err := a.query(ctx, `SELECT COUNT(*) FROM audit`)
+	query := `SELECT COUNT(*) FROM audit`
+	where, args := q.where(a.placeholder)
+	if where != "" {
+		query += " WHERE " + where
+	}
+	rows, err := a.query(ctx, query, args...)
 	if err != nil {
 		return 0, a.readErr("count audit log", err)
 	}

@@ -45,6 +45,9 @@ type Store interface {
 	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 	// AuditCount returns how many entries the audit log holds.
 	AuditCount(ctx context.Context) (int64, error)
+	// AuditMatching returns how many entries q selects, its Limit and
+	// Offset aside.
+	AuditMatching(ctx context.Context, q AuditQuery) (int64, error)
 	// Objects returns every object of kind, ordered by ID.
 	Objects(ctx context.Context, kind string) ([]Object, error)
 	// PutObject stores o under kind, replacing any object with its ID, as

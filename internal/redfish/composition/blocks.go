@@ -11,6 +11,7 @@ import (
 	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
+	"rackpool/internal/topology"
 )
 
 // blockRoutes are the routes of the CompositionService, its ResourceBlocks and ResourceZones.
@@ -262,15 +263,26 @@ func (s *Service) zonesOf(b *inventory.Block) (zones []rf.ODataID, omitted bool)
 }
 
 func (s *Service) getResourceZones(w http.ResponseWriter, r *http.Request) error {
-	var members []rf.ODataID
-	for _, h := range s.top.Hosts {
-		members = append(members, rf.Reff("/redfish/v1/CompositionService/ResourceZones/%s", h.ID))
-	}
-	for _, z := range s.top.Zones {
-		members = append(members, rf.Reff("/redfish/v1/CompositionService/ResourceZones/zone-%s", z.ID))
-	}
-	service.WriteJSON(w, http.StatusOK, rf.Collection("/redfish/v1/CompositionService/ResourceZones", "ZoneCollection", "Resource Zone Collection", members))
+	head := rf.Collection("/redfish/v1/CompositionService/ResourceZones", "ZoneCollection", "Resource Zone Collection", nil)
+	delete(head, "Members")
+	delete(head, "Members@odata.count")
+	service.WriteJSON(w, http.StatusOK, &odata.Collection{Head: head, Members: zoneList{s.top}})
 	return nil
+}
+
+// zoneList is the resource zones: one per host in topology order, then
+// the topology's zones (odata.Members).
+type zoneList struct{ top *topology.Topology }
+
+// Len implements odata.Members.
+func (l zoneList) Len() int { return len(l.top.Hosts) + len(l.top.Zones) }
+
+// Path implements odata.Members.
+func (l zoneList) Path(i int) string {
+	if i < len(l.top.Hosts) {
+		return "/redfish/v1/CompositionService/ResourceZones/" + l.top.Hosts[i].ID
+	}
+	return "/redfish/v1/CompositionService/ResourceZones/zone-" + l.top.Zones[i-len(l.top.Hosts)].ID
 }
 
 func (s *Service) getResourceZone(w http.ResponseWriter, r *http.Request) error {

@@ -12,6 +12,7 @@ import (
 	"rackpool/internal/compose"
 	"rackpool/internal/fabric"
 	"rackpool/internal/inventory"
+	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/store"
@@ -279,16 +280,44 @@ func (s *Service) getEndpoints(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	base := "/redfish/v1/Fabrics/" + f.ID + "/Endpoints"
-	var members []rf.ODataID
-	for _, hp := range f.Ports {
-		members = append(members, rf.Reff("%s/%s-%s", base, hp.Host.ID, hp.ID))
-	}
-	for _, d := range f.Devices {
-		members = append(members, rf.Reff("%s/%s", base, d.ID))
-	}
-	service.WriteJSON(w, http.StatusOK, rf.Collection(base, "EndpointCollection", "Endpoint Collection", members))
+	head := rf.Collection("/redfish/v1/Fabrics/"+f.ID+"/Endpoints", "EndpointCollection", "Endpoint Collection", nil)
+	delete(head, "Members")
+	delete(head, "Members@odata.count")
+	service.WriteJSON(w, http.StatusOK, &odata.Collection{Head: head, Members: &endpointList{s: s, r: r, f: f}})
 	return nil
+}
+
+// endpointList is a fabric's endpoints, its host ports then its devices
+// (odata.Members).
+type endpointList struct {
+	s     *Service
+	r     *http.Request
+	f     *inventory.Fabric
+	stats map[string]fabric.DeviceStats // read once, for the bodies
+}
+
+// Len implements odata.Members.
+func (l *endpointList) Len() int { return len(l.f.Ports) + len(l.f.Devices) }
+
+// Path implements odata.Members.
+func (l *endpointList) Path(i int) string {
+	base := "/redfish/v1/Fabrics/" + l.f.ID + "/Endpoints/"
+	if i < len(l.f.Ports) {
+		hp := l.f.Ports[i]
+		return base + hp.Host.ID + "-" + hp.ID
+	}
+	return base + l.f.Devices[i-len(l.f.Ports)].ID
+}
+
+// Body implements odata.Bodies.
+func (l *endpointList) Body(i int) any {
+	if i < len(l.f.Ports) {
+		return portEndpoint(l.f, l.f.Ports[i])
+	}
+	if l.stats == nil {
+		l.stats = l.s.deviceStats(l.r, l.f)
+	}
+	return l.s.deviceEndpoint(l.r, l.f, l.f.Devices[i-len(l.f.Ports)], l.stats)
 }
 
 func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
@@ -297,63 +326,83 @@ func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("ep")
-	base := "/redfish/v1/Fabrics/" + f.ID + "/Endpoints/" + id
-	body := map[string]any{
-		"@odata.id":   base,
-		"@odata.type": "#Endpoint.v1_8_0.Endpoint",
-		"Id":          id,
-		"Status":      map[string]string{"State": "Enabled", "Health": "OK"},
-	}
 	for _, hp := range f.Ports {
 		if hp.Host.ID+"-"+hp.ID == id {
-			body["Name"] = "Host port " + hp.ID + " of " + hp.Host.ID
-			body["EndpointProtocol"] = fabricTypes[f.Kind]
-			body["ConnectedEntities"] = []any{map[string]any{"EntityType": "RootComplex", "EntityRole": "Initiator",
-				"EntityLink": rf.Reff("/redfish/v1/Systems/%s", hp.Host.ID)}}
-			body["Links"] = map[string]any{"ConnectedPorts": []rf.ODataID{rf.Reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, hp.Switch.ID, strings.ReplaceAll(hp.Port, "/", "-"))}}
-			body["Oem"] = service.RackpoolOem("Endpoint", map[string]any{"Host": hp.Host.ID, "CableMetres": hp.Metres})
-			service.WriteJSON(w, http.StatusOK, body)
+			service.WriteJSON(w, http.StatusOK, portEndpoint(f, hp))
 			return nil
 		}
 	}
 	for _, d := range f.Devices {
-		if d.ID != id {
-			continue
+		if d.ID == id {
+			service.WriteJSON(w, http.StatusOK, s.deviceEndpoint(r, f, d, s.deviceStats(r, f)))
+			return nil
 		}
-		entity := map[inventory.Kind]string{inventory.GPU: "Processor", inventory.FPGA: "Processor", inventory.NVMe: "Drive",
-			inventory.SSD: "Drive", inventory.HDD: "Drive", inventory.NIC: "NetworkController", inventory.Memory: "MemoryChunk"}[d.Kind]
-		var ports []rf.ODataID
-		for _, p := range d.Ports {
-			ports = append(ports, rf.Reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, d.Switch.ID, strings.ReplaceAll(p, "/", "-")))
-		}
-		var blocks []rf.ODataID
-		for _, b := range d.Blocks {
-			blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
-		}
-		body["Name"] = string(d.Kind) + " " + d.ID
-		body["EndpointProtocol"] = fabricTypes[f.Kind]
-		conn := map[string]any{"EntityType": entity, "EntityRole": "Target"}
-		if f.Kind == inventory.CXLMemory {
-			conn = map[string]any{"EntityType": "CXLDevice", "EntityRole": "Target", "EntityLink": rf.Reff("/redfish/v1/Chassis/%s/PCIeDevices/1", d.ID)}
-		}
-		body["ConnectedEntities"] = []any{conn}
-		body["Status"] = map[string]string{"State": "Enabled", "Health": string(s.health(r.Context(), d))}
-		body["Links"] = map[string]any{"ConnectedPorts": ports}
-		oem := map[string]any{"ResourceBlocks": blocks}
-		if sr, ok := s.mgr.Drivers()[f.ID].(fabric.StatsReporter); ok {
-			if stats, err := sr.Stats(r.Context()); err == nil {
-				for _, st := range stats {
-					if st.Device == d.ID {
-						oem["Telemetry"] = st
-					}
-				}
-			}
-		}
-		body["Oem"] = service.RackpoolOem("Endpoint", oem)
-		service.WriteJSON(w, http.StatusOK, body)
-		return nil
 	}
 	return rf.NotFound("Endpoint", id)
+}
+
+// portEndpoint is the endpoint of host port hp on fabric f.
+func portEndpoint(f *inventory.Fabric, hp *inventory.HostPort) map[string]any {
+	id := hp.Host.ID + "-" + hp.ID
+	return map[string]any{
+		"@odata.id":        "/redfish/v1/Fabrics/" + f.ID + "/Endpoints/" + id,
+		"@odata.type":      "#Endpoint.v1_8_0.Endpoint",
+		"Id":               id,
+		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
+		"Name":             "Host port " + hp.ID + " of " + hp.Host.ID,
+		"EndpointProtocol": fabricTypes[f.Kind],
+		"ConnectedEntities": []any{map[string]any{"EntityType": "RootComplex", "EntityRole": "Initiator",
+			"EntityLink": rf.Reff("/redfish/v1/Systems/%s", hp.Host.ID)}},
+		"Links": map[string]any{"ConnectedPorts": []rf.ODataID{rf.Reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, hp.Switch.ID, strings.ReplaceAll(hp.Port, "/", "-"))}},
+		"Oem":   service.RackpoolOem("Endpoint", map[string]any{"Host": hp.Host.ID, "CableMetres": hp.Metres}),
+	}
+}
+
+// deviceStats is the fabric's per-device counters, by device, when its
+// driver reports them (nil otherwise).
+func (s *Service) deviceStats(r *http.Request, f *inventory.Fabric) map[string]fabric.DeviceStats {
+	out := map[string]fabric.DeviceStats{}
+	if sr, ok := s.mgr.Drivers()[f.ID].(fabric.StatsReporter); ok {
+		if stats, err := sr.Stats(r.Context()); err == nil {
+			for _, st := range stats {
+				out[st.Device] = st
+			}
+		}
+	}
+	return out
+}
+
+// deviceEndpoint is the endpoint of device d on fabric f.
+func (s *Service) deviceEndpoint(r *http.Request, f *inventory.Fabric, d *inventory.Device, stats map[string]fabric.DeviceStats) map[string]any {
+	entity := map[inventory.Kind]string{inventory.GPU: "Processor", inventory.FPGA: "Processor", inventory.NVMe: "Drive",
+		inventory.SSD: "Drive", inventory.HDD: "Drive", inventory.NIC: "NetworkController", inventory.Memory: "MemoryChunk"}[d.Kind]
+	var ports []rf.ODataID
+	for _, p := range d.Ports {
+		ports = append(ports, rf.Reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, d.Switch.ID, strings.ReplaceAll(p, "/", "-")))
+	}
+	var blocks []rf.ODataID
+	for _, b := range d.Blocks {
+		blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
+	}
+	conn := map[string]any{"EntityType": entity, "EntityRole": "Target"}
+	if f.Kind == inventory.CXLMemory {
+		conn = map[string]any{"EntityType": "CXLDevice", "EntityRole": "Target", "EntityLink": rf.Reff("/redfish/v1/Chassis/%s/PCIeDevices/1", d.ID)}
+	}
+	oem := map[string]any{"ResourceBlocks": blocks}
+	if st, ok := stats[d.ID]; ok {
+		oem["Telemetry"] = st
+	}
+	return map[string]any{
+		"@odata.id":         "/redfish/v1/Fabrics/" + f.ID + "/Endpoints/" + d.ID,
+		"@odata.type":       "#Endpoint.v1_8_0.Endpoint",
+		"Id":                d.ID,
+		"Name":              string(d.Kind) + " " + d.ID,
+		"EndpointProtocol":  fabricTypes[f.Kind],
+		"ConnectedEntities": []any{conn},
+		"Status":            map[string]string{"State": "Enabled", "Health": string(s.health(r.Context(), d))},
+		"Links":             map[string]any{"ConnectedPorts": ports},
+		"Oem":               service.RackpoolOem("Endpoint", oem),
+	}
 }
 
 // fabricZones groups the live compositions' attachments on f by host.

@@ -2,6 +2,7 @@ package managers
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"rackpool/internal/events"
+	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 	"rackpool/internal/store"
@@ -163,31 +165,93 @@ func (s *Service) getAuditEntries(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	entries, err := s.store.Audit(r.Context(), aq)
+	total, err := s.store.AuditMatching(r.Context(), aq)
 	if err != nil {
 		return err
 	}
-	members := make([]map[string]any, 0, len(entries))
-	for _, e := range entries {
-		members = append(members, auditEntryBody(e))
+	l := &auditList{ctx: r.Context(), log: s.store, q: aq, total: int(total)}
+	// Read the page's entries now, so that a failed read is this
+	// request's error rather than a short page.
+	skip, _ := strconv.Atoi(r.URL.Query().Get("$skip"))
+	top := aq.EffectiveLimit()
+	if v := r.URL.Query().Get("$top"); v != "" {
+		top, _ = strconv.Atoi(v)
 	}
-	body := map[string]any{
-		"@odata.id":           auditPath + "/Entries",
-		"@odata.type":         "#LogEntryCollection.LogEntryCollection",
-		"Name":                "Audit Log Entries",
-		"Members":             members,
-		"Members@odata.count": len(members),
+	if err := l.read(skip, min(top, odata.MaxPage)); err != nil {
+		return err
 	}
-	if len(entries) == aq.EffectiveLimit() {
-		next := r.URL.Query()
-		next.Set("after", strconv.FormatInt(entries[len(entries)-1].ID, 10))
-		link := auditPath + "/Entries?" + next.Encode()
-		body["Members@odata.nextLink"] = link
-		// NextPage is the link's earlier name, kept for clients that read it.
-		body["Oem"] = service.RackpoolOem("LogEntryCollection", map[string]any{"NextPage": link})
+	c := &odata.Collection{
+		Head: map[string]any{
+			"@odata.id":   auditPath + "/Entries",
+			"@odata.type": "#LogEntryCollection.LogEntryCollection",
+			"Name":        "Audit Log Entries",
+		},
+		Members:  l,
+		Expanded: true,
+		PageSize: aq.EffectiveLimit(),
 	}
-	service.WriteJSON(w, http.StatusOK, body)
+	service.WriteJSON(w, http.StatusOK, c)
 	return nil
+}
+
+// auditList is the audit entries a query selects, in ID order: the audit
+// table's primary key is the index a page is cut from (odata.Members).
+// Entries are read a window at a time, from the page's first member on.
+type auditList struct {
+	ctx   context.Context
+	log   AuditLog
+	q     store.AuditQuery
+	total int
+	start int // position of window[0]
+	win   []store.AuditEntry
+}
+
+// Len implements odata.Members.
+func (l *auditList) Len() int { return l.total }
+
+// Path implements odata.Members.
+func (l *auditList) Path(i int) string {
+	if e, ok := l.at(i); ok {
+		return auditPath + "/Entries/" + strconv.FormatInt(e.ID, 10)
+	}
+	return auditPath + "/Entries/0"
+}
+
+// Body implements odata.Bodies.
+func (l *auditList) Body(i int) any {
+	if e, ok := l.at(i); ok {
+		return auditEntryBody(e)
+	}
+	return nil
+}
+
+// read reads entries [from, from+n) (those that exist) into the window.
+func (l *auditList) read(from, n int) error {
+	l.start, l.win = from, nil
+	for len(l.win) < n {
+		q := l.q
+		q.Offset, q.Limit = from+len(l.win), min(n-len(l.win), store.MaxAuditLimit)
+		got, err := l.log.Audit(l.ctx, q)
+		if err != nil {
+			return err
+		}
+		l.win = append(l.win, got...)
+		if len(got) < q.Limit {
+			break
+		}
+	}
+	return nil
+}
+
+// at returns entry i, reading the window that starts there if needed (a
+// $filter reads the whole log); false when it cannot be read.
+func (l *auditList) at(i int) (store.AuditEntry, bool) {
+	if i < l.start || i >= l.start+len(l.win) {
+		if err := l.read(i, store.MaxAuditLimit); err != nil || len(l.win) == 0 {
+			return store.AuditEntry{}, false
+		}
+	}
+	return l.win[i-l.start], true
 }
 
 func (s *Service) getAuditEntry(w http.ResponseWriter, r *http.Request) error {

@@ -34,6 +34,7 @@ type Service struct {
 // AuditLog reads the audit log back (store.Store).
 type AuditLog interface {
 	Audit(ctx context.Context, q store.AuditQuery) ([]store.AuditEntry, error)
+	AuditMatching(ctx context.Context, q store.AuditQuery) (int64, error)
 }
 
 // EventLog is the event bus's retained events (events.Bus).

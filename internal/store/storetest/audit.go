@@ -212,6 +212,9 @@ func testAuditFilters(t *testing.T, open OpenFunc) {
 		{"limit after filters", store.AuditQuery{Outcome: store.AuditSuccess, Limit: 2}, []int{0, 3}},
 		{"limit with after ID", store.AuditQuery{AfterID: all[2].ID, Limit: 2}, []int{3, 4}},
 		{"far bounds", store.AuditQuery{Since: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{"offset", store.AuditQuery{Offset: 5}, []int{5, 6, 7}},
+		{"offset and limit after filters", store.AuditQuery{Outcome: store.AuditSuccess, Offset: 1, Limit: 2}, []int{3, 5}},
+		{"offset past the end", store.AuditQuery{Offset: 8}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +223,17 @@ func testAuditFilters(t *testing.T, open OpenFunc) {
 				want = append(want, all[i])
 			}
 			expectAudit(t, audit(t, s, tt.q), want)
+			// AuditMatching counts what the query selects, limit and
+			// offset aside.
+			whole := tt.q
+			whole.Limit, whole.Offset = 0, 0
+			n, err := s.AuditMatching(context.Background(), whole)
+			if err != nil {
+				t.Fatalf("AuditMatching: %v", err)
+			}
+			if want := len(audit(t, s, whole)); n != int64(want) {
+				t.Fatalf("AuditMatching = %d, want %d", n, want)
+			}
 		})
 	}
 
