@@ -193,6 +193,13 @@ func (s *Scheduler) fillNeed(sc *scratch, r *reach, req *Request, ni int, zone *
 	return w.rejection(ni)
 }
 
+// node is a memory node circuited to the host, with the span it is
+// reached through.
+type node struct {
+	d  *inventory.Device
+	sp span
+}
+
 // walkMemory offers memory nodes in the scheduler's order: nodes already
 // circuited to the host first; then by round trip; within a round trip the
 // nodes with the fewest free blocks first (best fit, so large free nodes
@@ -202,10 +209,6 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 	o := w.o
 	st := o.st
 	// The nodes circuited to this host: at most one per host port.
-	type node struct {
-		d  *inventory.Device
-		sp span
-	}
 	var circ []node
 	for _, hp := range o.host.Ports {
 		d := st.portPeer[hp.Index]
@@ -287,6 +290,29 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 			offeredBytes += d.BlockBytes * int64(len(d.Blocks))
 			w.offerNode(d, sp)
 		}
+		if w.explain && bulkExplain && w.simple() {
+			// Spans on an optical fabric where every host port carries a
+			// circuit: their nodes other than the circuits' peers all
+			// fail the same way (port-busy for each free block, in-use
+			// for each held one), counted from the index's sums instead
+			// of block by block. A saturated pod explains a refusal in
+			// O(log n), not by walking the pod.
+			k := 0
+			present &= 1
+			for _, sub := range cl.subs {
+				for _, sp := range sub.spans {
+					if masks[k]&^1 != 0 {
+						if n, bytes, ok := s.countClosed(w, sp, circ, visit); ok {
+							offered += n
+							offeredBytes += bytes
+							masks[k] &= 1
+						}
+					}
+					present |= masks[k]
+					k++
+				}
+			}
+		}
 		for free := present &^ 1; free != 0 && !w.done(); free &= free - 1 {
 			v := uint(bits.TrailingZeros64(free))
 			want := uint64(1) << v
@@ -309,6 +335,65 @@ func (s *Scheduler) walkMemory(w *needWalk, r *reach) {
 		}
 		s.countFull(w, r, ci, skipBlocks+offered, skipBytes+offeredBytes, isCirc)
 	}
+}
+
+// bulkExplain turns on countClosed (off in a test that compares both).
+var bulkExplain = true
+
+// simple reports whether the need asks for nothing a block's own record
+// decides (model, attributes, zone, exact size, affinity): its blocks fail
+// or pass on state alone.
+func (w *needWalk) simple() bool {
+	n := w.n
+	return n.Model == "" && len(n.Attrs) == 0 && w.zone == nil && !n.Exact && !w.aff
+}
+
+// countClosed counts, when explaining, the non-full memory nodes of span
+// sp if the host has no free port on its optical fabric: each node that
+// is neither circuited to the host (circ, offered already) nor by this
+// plan (visited here) would reject each free block as port-busy and each
+// held one as in-use. It returns the blocks and bytes so counted, and
+// false (counting nothing) when the fabric has a free host port.
+func (s *Scheduler) countClosed(w *needWalk, sp span, circ []node, visit func(int, span)) (int, int64, bool) {
+	st := w.o.st
+	f := s.mem.devs[sp.lo].Fabric
+	if f.Kind != inventory.OpticalCircuit || !w.o.closed(f) {
+		return 0, 0, false
+	}
+	in := func(d *inventory.Device) (int, bool) {
+		r := int(s.mem.rank[d.Index])
+		return r, d.Fabric == f && r >= int(sp.lo) && r < int(sp.hi) && st.devFree[d.Index] > 0
+	}
+	var out []int // ranks taken out of the sum
+	for _, c := range circ {
+		if r, ok := in(c.d); ok {
+			out = append(out, r)
+		}
+	}
+	var peers []int
+	for _, c := range w.o.circuits {
+		if r, ok := in(c.d); ok {
+			peers = append(peers, r)
+		}
+	}
+	slices.Sort(peers)
+	peers = slices.Compact(peers)
+	out = append(out, peers...)
+	slices.Sort(out)
+	sum := st.memFree.sums(int(sp.lo), int(sp.hi))
+	for _, r := range slices.Compact(out) {
+		sum = sum.minus(st.memFree.leaf(r, st.devFree[s.mem.devs[r].Index]))
+	}
+	w.counts[reasonIndex(PortBusy)] += int(sum.free)
+	w.counts[reasonIndex(InUse)] += int(sum.avail - sum.free)
+	w.blocked += int(sum.avail)
+	w.blockedBytes += sum.availBytes
+	for _, r := range peers {
+		if !slices.ContainsFunc(circ, func(c node) bool { return c.d == s.mem.devs[r] }) {
+			visit(r, sp)
+		}
+	}
+	return int(sum.avail), sum.availBytes, true
 }
 
 // visitSpan offers the nodes of span sp whose free count is in bucket

@@ -51,33 +51,89 @@ func bucket(free int32) uint64 {
 // the scheduler finds, in any range of ranks, the nodes with a given
 // number of free blocks in rank order at O(log n) each, and skips full
 // nodes and ranges without what it looks for.
+//
+// Beside the buckets every tree node sums, below it, the free blocks and
+// the blocks and bytes of the nodes that are not full, so that an
+// explanation counts a range of nodes it cannot use in O(log n) instead of
+// visiting each (sums).
 type memIndex struct {
 	size int // leaves: the smallest power of two >= nodes
 	mask []uint64
+	sum  []memSum
+	// per rank: a node's blocks and their bytes
+	blocks []int32
+	bytes  []int64
 }
 
-func newMemIndex(free []int32) *memIndex {
+// memSum is what a range of memory nodes holds: free blocks, and the
+// blocks and bytes of its nodes with at least one free block.
+type memSum struct {
+	free, avail int64
+	availBytes  int64
+}
+
+func (a memSum) plus(b memSum) memSum {
+	return memSum{a.free + b.free, a.avail + b.avail, a.availBytes + b.availBytes}
+}
+
+func (a memSum) minus(b memSum) memSum {
+	return memSum{a.free - b.free, a.avail - b.avail, a.availBytes - b.availBytes}
+}
+
+// newMemIndex indexes the nodes of layout l with free blocks free (by rank).
+func newMemIndex(l *memLayout, free []int32) *memIndex {
 	size := 1
 	for size < len(free) {
 		size *= 2
 	}
-	m := &memIndex{size: size, mask: make([]uint64, 2*size)}
+	m := &memIndex{size: size, mask: make([]uint64, 2*size), sum: make([]memSum, 2*size),
+		blocks: make([]int32, len(free)), bytes: make([]int64, len(free))}
 	for i, f := range free {
+		m.blocks[i] = l.blocks[i+1] - l.blocks[i]
+		m.bytes[i] = l.bytes[i+1] - l.bytes[i]
 		m.mask[size+i] = bucket(f)
+		m.sum[size+i] = m.leaf(i, f)
 	}
 	for i := size - 1; i >= 1; i-- {
 		m.mask[i] = m.mask[2*i] | m.mask[2*i+1]
+		m.sum[i] = m.sum[2*i].plus(m.sum[2*i+1])
 	}
 	return m
+}
+
+// leaf is the sum of the node of rank r alone, with free blocks free.
+func (m *memIndex) leaf(r int, free int32) memSum {
+	if free <= 0 {
+		return memSum{}
+	}
+	return memSum{free: int64(free), avail: int64(m.blocks[r]), availBytes: m.bytes[r]}
 }
 
 // set records that the node of rank r has free blocks free.
 func (m *memIndex) set(r int, free int32) {
 	i := m.size + r
 	m.mask[i] = bucket(free)
+	m.sum[i] = m.leaf(r, free)
 	for i /= 2; i >= 1; i /= 2 {
 		m.mask[i] = m.mask[2*i] | m.mask[2*i+1]
+		m.sum[i] = m.sum[2*i].plus(m.sum[2*i+1])
 	}
+}
+
+// sums returns what the nodes of ranks [lo, hi) hold.
+func (m *memIndex) sums(lo, hi int) memSum {
+	var acc memSum
+	for l, r := lo+m.size, hi+m.size; l < r; l, r = l/2, r/2 {
+		if l&1 == 1 {
+			acc = acc.plus(m.sum[l])
+			l++
+		}
+		if r&1 == 1 {
+			r--
+			acc = acc.plus(m.sum[r])
+		}
+	}
+	return acc
 }
 
 // within returns the buckets present among ranks [lo, hi).

@@ -15,7 +15,13 @@ func TestMemIndex(t *testing.T) {
 		for i := range free {
 			free[i] = int32(rng.IntN(70))
 		}
-		m := newMemIndex(free)
+		// Node r has 70+r blocks of 1 KiB each.
+		l := &memLayout{blocks: make([]int32, n+1), bytes: make([]int64, n+1)}
+		for r := range n {
+			l.blocks[r+1] = l.blocks[r] + int32(70+r)
+			l.bytes[r+1] = l.bytes[r] + int64(70+r)*1024
+		}
+		m := newMemIndex(l, free)
 		for step := range 2000 {
 			if step%3 == 0 {
 				r := rng.IntN(n)
@@ -29,12 +35,19 @@ func TestMemIndex(t *testing.T) {
 				want |= 1 << uint(rng.IntN(64))
 			}
 			var mask uint64
+			var sum memSum
 			first := -1
 			for r := lo; r < hi; r++ {
+				if free[r] > 0 {
+					sum = sum.plus(memSum{int64(free[r]), int64(70 + r), int64(70+r) * 1024})
+				}
 				mask |= bucket(free[r])
 				if first < 0 && bucket(free[r])&want != 0 {
 					first = r
 				}
+			}
+			if got := m.sums(lo, hi); got != sum {
+				t.Fatalf("n=%d sums(%d,%d) = %+v, want %+v", n, lo, hi, got, sum)
 			}
 			if got := m.within(lo, hi); got != mask {
 				t.Fatalf("n=%d within(%d,%d) = %x, want %x", n, lo, hi, got, mask)

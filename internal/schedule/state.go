@@ -70,7 +70,7 @@ func NewState(top *topology.Topology) *State {
 	for r, d := range l.devs {
 		free[r] = st.devFree[d.Index]
 	}
-	st.memFree = newMemIndex(free)
+	st.memFree = newMemIndex(l, free)
 	return st
 }
 
@@ -78,6 +78,13 @@ func NewState(top *topology.Topology) *State {
 // give to shares: all of it when unused, none when held whole.
 func (s *State) FreeShare(h *inventory.Host) Share {
 	return Share{Cores: int(s.freeCores[h.Index]), MemoryGiB: int(s.freeMem[h.Index])}
+}
+
+// NextWithRoom returns the index (in topology order) of the first host at
+// or after from whose free share holds sh, or -1: O(log hosts) on the
+// fit index, not a walk.
+func (s *State) NextWithRoom(from int, sh Share) int {
+	return s.fit.next(from, int32(sh.Cores), int32(sh.MemoryGiB))
 }
 
 // Shares returns how many shares host h carries.

@@ -107,7 +107,6 @@ type engine struct {
 	// use, and the reason of each share no host could ever take.
 	empty *schedule.State
 	never map[schedule.Share]string
-	room  []int // scratch: indices of hosts with room
 
 	demand      *Demand
 	acceptedIDs []string
@@ -301,7 +300,8 @@ func (e *engine) sample(t float64) {
 	if len(e.samples) >= 100_000 {
 		return
 	}
-	s := Sample{T: t, Running: e.running, Used: map[string]float64{}, Capacity: map[string]float64{}}
+	s := Sample{T: t, Running: e.running, Used: map[string]float64{}, Capacity: map[string]float64{},
+		Requests: e.requests, Accepted: e.accepted}
 	for k, v := range e.capacity {
 		s.Capacity[k] = v
 		s.Used[k] = e.used[k]

@@ -90,20 +90,25 @@ func (e *engine) why(req schedule.Request) string {
 // themselves (at most maxRoomExplained of them, spread evenly over the
 // host order, so that a pool with room everywhere costs a few
 // explanations, not one per host), and the most common reason is the
-// request's.
+// request's. The hosts are found on the state's fit index from evenly
+// spaced starting points, so a refusal on a saturated pod costs a few
+// O(log n) searches rather than a look at every host.
 func (e *engine) roomReason(req schedule.Request) string {
-	room := e.room[:0]
-	for i, h := range e.top.Hosts {
-		if free := e.st.FreeShare(h); free.Cores >= req.Share.Cores && free.MemoryGiB >= req.Share.MemoryGiB {
-			room = append(room, i) // the others fail the host checks: host-full
-		}
-	}
-	e.room = room
 	counts := map[schedule.Reason]int{}
-	n := min(len(room), maxRoomExplained)
-	for k := range n {
+	hosts := len(e.top.Hosts)
+	last := -1
+	for k := range maxRoomExplained {
+		from := max(k*hosts/maxRoomExplained, last+1)
+		i := e.st.NextWithRoom(from, req.Share)
+		if i < 0 && from > last+1 {
+			i = e.st.NextWithRoom(last+1, req.Share) // the hosts with room left lie before from
+		}
+		if i < 0 {
+			break
+		}
+		last = i
 		one := req
-		one.Host = e.top.Hosts[room[k*len(room)/n]].ID
+		one.Host = e.top.Hosts[i].ID
 		c, err := e.sched.Reasons(e.st, one)
 		if err != nil {
 			return ReasonInvalid

@@ -30,6 +30,9 @@ type Sample struct {
 	// ActivePowerW is the power of the optical switch ports carrying
 	// circuits at T (0 without optical fabrics).
 	ActivePowerW float64
+	// Requests and Accepted count the arrivals decided by T and those
+	// placed: the acceptance between two samples is the difference.
+	Requests, Accepted int
 }
 
 // Result is everything a run measured; report.WriteReport turns it into files.

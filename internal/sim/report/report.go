@@ -127,6 +127,11 @@ func fillReport(tmp string, res *sim.Result) error {
 			utilisationChart(res.Samples, types)); err != nil {
 			return err
 		}
+		if err := plot("acceptance.svg", "Acceptance over time",
+			"Share of the requests arriving in each sampling interval that were placed, and of all so far: where the first line falls is where the pod saturates and refusals begin.",
+			acceptanceChart(res.Samples)); err != nil {
+			return err
+		}
 	}
 	if len(cdf) > 0 {
 		if err := plot("latency_cdf.svg", "Remote memory round trip",
@@ -201,7 +206,7 @@ func timeSeriesCSV(samples []sim.Sample, types []string) ([]byte, error) {
 	for _, t := range types {
 		head = append(head, t+"_used", t+"_capacity", t+"_utilisation")
 	}
-	head = append(head, "active_power_w")
+	head = append(head, "active_power_w", "requests", "accepted", "window_acceptance")
 	rows := make([][]string, len(samples))
 	for i, s := range samples {
 		row := make([]string, 0, len(head))
@@ -210,7 +215,11 @@ func timeSeriesCSV(samples []sim.Sample, types []string) ([]byte, error) {
 			u, c := s.Used[t], s.Capacity[t]
 			row = append(row, formatExact(u), formatExact(c), formatExact(usedShare(u, c)))
 		}
-		rows[i] = append(row, formatExact(s.ActivePowerW))
+		window := ""
+		if a, ok := windowAcceptance(samples, i); ok {
+			window = formatExact(a)
+		}
+		rows[i] = append(row, formatExact(s.ActivePowerW), strconv.Itoa(s.Requests), strconv.Itoa(s.Accepted), window)
 	}
 	b, err := encodeCSVRows(head, rows)
 	if err != nil {
@@ -282,6 +291,38 @@ func hasPower(samples []sim.Sample) bool {
 // virtualTimeLabel is the x axis of the time series: the scenario's own
 // unit (a trace's, or the MONet generator's abstract one).
 const virtualTimeLabel = "virtual time (scenario time units)"
+
+// windowAcceptance is the share of the requests decided between sample
+// i-1 and sample i that were placed; false when none was decided.
+func windowAcceptance(samples []sim.Sample, i int) (float64, bool) {
+	prev := sim.Sample{}
+	if i > 0 {
+		prev = samples[i-1]
+	}
+	n := samples[i].Requests - prev.Requests
+	if n <= 0 {
+		return 0, false
+	}
+	return float64(samples[i].Accepted-prev.Accepted) / float64(n), true
+}
+
+// acceptanceChart plots, over virtual time, the share of the requests
+// decided since the previous sample that were placed, and the share of
+// all decided so far.
+func acceptanceChart(samples []sim.Sample) chart.Line {
+	c := chart.Line{Title: "Acceptance over time", XLabel: virtualTimeLabel, YLabel: "requests placed (%)", YFixed: true, YMin: 0, YMax: 100}
+	var window, total []chart.Point
+	for i, s := range samples {
+		if a, ok := windowAcceptance(samples, i); ok {
+			window = append(window, chart.Point{X: s.T, Y: 100 * a})
+		}
+		if s.Requests > 0 {
+			total = append(total, chart.Point{X: s.T, Y: 100 * float64(s.Accepted) / float64(s.Requests)})
+		}
+	}
+	c.Series = []chart.Series{{Name: "since the previous sample", Points: window}, {Name: "since the start", Points: total}}
+	return c
+}
 
 func utilisationChart(samples []sim.Sample, types []string) chart.Line {
 	c := chart.Line{Title: "Utilisation by resource type", XLabel: virtualTimeLabel, YLabel: "utilisation (%)", YFixed: true, YMin: 0, YMax: 100}

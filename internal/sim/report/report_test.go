@@ -63,6 +63,8 @@ func testFullResult(samples int) *sim.Result {
 			Used:         map[string]float64{"cores": float64(i % 100), "memory_gb": float64(i%400) * 2},
 			Capacity:     map[string]float64{"cores": 100, "memory_gb": 800, "gpus": 16},
 			ActivePowerW: float64(i%7) * 10,
+			Requests:     4 * i,
+			Accepted:     3 * i,
 		})
 	}
 	for i := 0; i < 5000; i++ {
@@ -126,7 +128,7 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoTempLeft(t, dir)
-	want := []string{"hops.csv", "hops.svg", "latency_cdf.csv", "latency_cdf.svg", "power.svg", "report.html", "summary.json", "timeseries.csv", "utilisation.svg"}
+	want := []string{"acceptance.svg", "hops.csv", "hops.svg", "latency_cdf.csv", "latency_cdf.svg", "power.svg", "report.html", "summary.json", "timeseries.csv", "utilisation.svg"}
 	if got := reportDirNames(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("files %v, want %v", got, want)
 	}
@@ -134,6 +136,7 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 	// there are several series.
 	for svg, want := range map[string][]string{
 		"utilisation.svg": {"Utilisation by resource type", "virtual time (scenario time units)", "utilisation (%)", "cores", "GPUs", "memory"},
+		"acceptance.svg":  {"Acceptance over time", "virtual time (scenario time units)", "requests placed (%)", "since the previous sample", "since the start"},
 		"latency_cdf.svg": {"Round-trip time CDF", "round trip (ns)", "blocks at or below (%)"},
 		"hops.svg":        {"Remote memory blocks by switch hops", "switch hops", "share of blocks (%)", "1", "2", "3", "33.3%"},
 		"power.svg":       {"Active optical switch power", "virtual time (scenario time units)", "power (W)"},
@@ -160,14 +163,14 @@ func TestWriteReportWritesEveryFile(t *testing.T) {
 	}
 
 	ts := readReportCSV(t, filepath.Join(dir, "timeseries.csv"))
-	head := "t,running,cores_used,cores_capacity,cores_utilisation,gpus_used,gpus_capacity,gpus_utilisation,memory_gb_used,memory_gb_capacity,memory_gb_utilisation,active_power_w"
+	head := "t,running,cores_used,cores_capacity,cores_utilisation,gpus_used,gpus_capacity,gpus_utilisation,memory_gb_used,memory_gb_capacity,memory_gb_utilisation,active_power_w,requests,accepted,window_acceptance"
 	if got := strings.Join(ts[0], ","); got != head {
 		t.Errorf("timeseries.csv header\n %s\nwant\n %s", got, head)
 	}
 	if len(ts) != 1+len(res.Samples) {
 		t.Errorf("timeseries.csv has %d rows, want %d", len(ts)-1, len(res.Samples))
 	}
-	if got := strings.Join(ts[2], ","); got != "0.5,1,1,100,0.01,0,16,0,2,800,0.0025,10" {
+	if got := strings.Join(ts[2], ","); got != "0.5,1,1,100,0.01,0,16,0,2,800,0.0025,10,4,3,0.75" {
 		t.Errorf("timeseries.csv second sample %s", got)
 	}
 
@@ -228,8 +231,8 @@ func TestReportHTMLIsSelfContained(t *testing.T) {
 			t.Errorf("report.html lacks %q", want)
 		}
 	}
-	if got := strings.Count(page, "<svg"); got != 4 {
-		t.Errorf("report.html inlines %d plots, want 4", got)
+	if got := strings.Count(page, "<svg"); got != 5 {
+		t.Errorf("report.html inlines %d plots, want 5", got)
 	}
 	// Each inlined plot is well-formed on its own, with nothing (ids,
 	// style sheets, references) to clash with the others or to fetch.
@@ -292,7 +295,7 @@ func TestWriteReportWithoutRemoteMemory(t *testing.T) {
 	if err := WriteReport(dir, res); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"report.html", "summary.json", "timeseries.csv", "utilisation.svg"}
+	want := []string{"acceptance.svg", "report.html", "summary.json", "timeseries.csv", "utilisation.svg"}
 	if got := reportDirNames(t, dir); !slices.Equal(got, want) {
 		t.Errorf("files %v, want %v", got, want)
 	}

@@ -1,0 +1,98 @@
+package schedule_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"rackpool/internal/inventory"
+	"rackpool/internal/schedule"
+	"rackpool/internal/sim"
+	"rackpool/internal/units"
+)
+
+// TestBulkExplainSameReasons: on a MONet pod filled until it refuses, the
+// explanation of a refusal on each host counts the same reasons, block
+// for block, whether the nodes behind the host's busy optical ports are
+// counted from the memory index's sums or visited one by one.
+func TestBulkExplainSameReasons(t *testing.T) {
+	c := sim.Defaults()
+	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
+	c.CardCores, c.MemoryNodeGB, c.MemoryBlockGB = 4, 16, 4
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	top, err := sim.Build(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule.New(top)
+	st := schedule.NewState(top)
+	rng := rand.New(rand.NewPCG(5, 6))
+	ask := func() schedule.Request {
+		return schedule.Request{Share: schedule.Share{Cores: 1},
+			Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: int64(4+4*rng.IntN(3)) * units.GiB}}}
+	}
+	// Fill the pod until it refuses, then let a third of the requests go:
+	// memory frees on nodes other hosts' ports are circuited to.
+	var plans []*schedule.Plan
+	refused := 0
+	for range 4000 {
+		p, err := s.Place(st, ask())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == nil {
+			refused++
+			continue
+		}
+		st.Commit(p)
+		plans = append(plans, p)
+	}
+	if refused == 0 {
+		t.Fatal("the pod never refused: the test needs a fuller pod")
+	}
+	for _, p := range plans {
+		if rng.IntN(3) == 0 {
+			st.Uncommit(p)
+		}
+	}
+	explain := func(req schedule.Request) []schedule.Rejection {
+		_, err := s.Schedule(st, req)
+		var u *schedule.Unsatisfiable
+		if !errors.As(err, &u) {
+			t.Fatalf("Schedule on %s: %v", req.Host, err)
+		}
+		return u.Rejections
+	}
+	portBusy := 0
+	for _, h := range top.Hosts {
+		req := ask()
+		req.Host = h.ID
+		if p, _ := s.Place(st, req); p != nil {
+			continue // this host takes it
+		}
+		*schedule.BulkExplain = true
+		fast := explain(req)
+		*schedule.BulkExplain = false
+		slow := explain(req)
+		*schedule.BulkExplain = true
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("host %s: sums %+v\nvisits %+v", h.ID, fast, slow)
+		}
+		for _, r := range fast {
+			if strings.Contains(r.Detail, string(schedule.PortBusy)) {
+				portBusy++
+			}
+		}
+		if h.Index%32 == 0 {
+			t.Logf("%s: %+v", h.ID, fast)
+		}
+	}
+	if portBusy == 0 {
+		t.Fatal("no explanation counted port-busy: countClosed was not exercised")
+	}
+	t.Logf("%d refused while filling; port-busy counted %d times over %d hosts", refused, portBusy, len(top.Hosts))
+}
