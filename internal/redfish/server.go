@@ -33,6 +33,7 @@ import (
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/redfish/telemetryservice"
 	"rackpool/internal/rf"
+	"rackpool/internal/store"
 	"rackpool/internal/tenancy"
 
 	"rackpool/internal/events"
@@ -147,7 +148,7 @@ type Accounts interface {
 	// Authenticate checks Basic credentials (source counts failed
 	// logins); BySessionToken finds a session's principal.
 	Authenticate(user, password, source string) (tenancy.Principal, error)
-	BySessionToken(ctx context.Context, token string) (tenancy.Principal, bool)
+	PrincipalOf(ctx context.Context, token string) (tenancy.Principal, error)
 }
 
 // HealthSource is a cache of devices' health (events.Monitor).
@@ -300,6 +301,12 @@ func (s *Server) admit(r *http.Request, pattern string, priv rf.Privilege) (*htt
 			s.auditRequest(r, p, pattern, http.StatusForbidden, &auditInfo{detail: err.Error()}, e)
 			return r, e
 		}
+		if errors.Is(err, store.ErrUnavailable) {
+			// A token this replica does not know may be another's: without
+			// the database it cannot tell, so the client retries.
+			s.log.Warn("request not authenticated: the store is unreachable", "method", r.Method, "path", r.URL.Path, "err", err)
+			return r, translate(err)
+		}
 		if err != nil {
 			s.denied(r, p, err.Error())
 			e := errNoSession()
@@ -373,11 +380,7 @@ func (s *Server) authenticate(r *http.Request) (tenancy.Principal, error) {
 		return tenancy.Principal{User: user}, errCredentialsOverHTTP
 	}
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-		p, ok := s.auth.BySessionToken(r.Context(), tok)
-		if !ok {
-			return tenancy.Principal{}, errors.New("invalid or expired session token")
-		}
-		return p, nil
+		return s.auth.PrincipalOf(r.Context(), tok)
 	}
 	if user, pass, ok := r.BasicAuth(); ok {
 		p, err := s.auth.Authenticate(user, pass, clientAddr(r))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -209,28 +210,43 @@ func sessionChange(ss *session) store.ObjectChange {
 // of the idle timeout, as an intent (see the package comment); a failed
 // write there only shortens the session after a restart.
 func (s *Service) BySessionToken(ctx context.Context, token string) (Principal, bool) {
+	p, err := s.PrincipalOf(ctx, token)
+	return p, err == nil
+}
+
+// ErrNoSession: the token names no live session.
+var ErrNoSession = errors.New("invalid or expired session token")
+
+// PrincipalOf is BySessionToken telling why it fails: ErrNoSession, or an
+// error wrapping store.ErrUnavailable when a token this replica does not
+// know could not be looked for in the store (another replica may have
+// opened it): the caller answers 503, not 401.
+func (s *Service) PrincipalOf(ctx context.Context, token string) (Principal, error) {
 	h := sha256.Sum256([]byte(token))
 	now := s.clk.Now()
 	s.mu.Lock()
 	ss, ok := s.sessions[h]
 	if !ok && s.catchUp != nil {
 		s.mu.Unlock()
-		if s.catchUp(ctx) != nil {
-			return Principal{}, false
+		if err := s.catchUp(ctx); err != nil {
+			if errors.Is(err, store.ErrUnavailable) {
+				return Principal{}, err
+			}
+			return Principal{}, fmt.Errorf("%w: reading the sessions other replicas opened: %v", store.ErrUnavailable, err)
 		}
 		s.mu.Lock()
 		ss, ok = s.sessions[h]
 	}
 	if !ok {
 		s.mu.Unlock()
-		return Principal{}, false
+		return Principal{}, ErrNoSession
 	}
 	acc := s.accounts[ss.User]
 	if now.Sub(ss.LastUsed) > s.idle || acc == nil || !acc.Enabled {
 		delete(s.sessions, h)
 		s.mu.Unlock()
 		_ = s.st.Apply(ctx, store.Plan{Objects: []store.ObjectChange{del(kindSession, ss.ID, 0)}, Intent: true})
-		return Principal{}, false
+		return Principal{}, ErrNoSession
 	}
 	ss.LastUsed = now
 	p := Principal{User: ss.User, Role: acc.Role, Tenant: acc.Tenant, Host: acc.Host, Session: ss.ID}
@@ -244,7 +260,7 @@ func (s *Service) BySessionToken(ctx context.Context, token string) (Principal, 
 	if write != nil {
 		_ = s.st.Apply(ctx, store.Plan{Objects: []store.ObjectChange{*write}, Intent: true})
 	}
-	return p, true
+	return p, nil
 }
 
 // expiredLocked removes the sessions idle longer than the timeout from the

@@ -618,3 +618,33 @@ func TestUnlock(t *testing.T) {
 		t.Errorf("unlock of no account: %v", err)
 	}
 }
+
+// TestUnknownTokenWithoutTheStore: a token the cache does not hold is
+// looked for in the store (another replica may have opened it); when the
+// store cannot be read the answer is "unavailable", not "no session", so
+// the service answers 503 rather than 401. A token the cache holds still
+// works.
+func TestUnknownTokenWithoutTheStore(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var down error
+	s, _, err := tenancy.Open(ctx, f.st, tenancy.Options{Clock: f.clk, IdleTimeout: 30 * time.Minute, AdminPassword: adminPassword,
+		CatchUp: func(context.Context) error { return down }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := s.Login(ctx, tenancy.AdminUser, adminPassword, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PrincipalOf(ctx, "not-a-token"); !errors.Is(err, tenancy.ErrNoSession) {
+		t.Fatalf("unknown token with the store up: %v, want ErrNoSession", err)
+	}
+	down = errors.New("connection refused")
+	if _, err := s.PrincipalOf(ctx, "not-a-token"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("unknown token with the store down: %v, want ErrUnavailable", err)
+	}
+	if p, err := s.PrincipalOf(ctx, token); err != nil || p.User != tenancy.AdminUser {
+		t.Fatalf("known token with the store down: %+v, %v", p, err)
+	}
+}

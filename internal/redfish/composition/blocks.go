@@ -239,12 +239,11 @@ func (s *Service) zonesOf(b *inventory.Block) (zones []rf.ODataID, omitted bool)
 	case b.Host != nil:
 		hosts = []*inventory.Host{b.Host}
 	case b.Device != nil:
-		seen := map[*inventory.Host]bool{}
 		for _, p := range b.Device.Fabric.Ports {
-			if seen[p.Host] || !s.top.Reaches(p, b.Device) {
+			// A host's ports on one fabric come together, in host order.
+			if n := len(hosts); (n > 0 && hosts[n-1] == p.Host) || !s.top.Reaches(p, b.Device) {
 				continue
 			}
-			seen[p.Host] = true
 			if hosts = append(hosts, p.Host); len(hosts) > maxBlockZones {
 				hosts, omitted = nil, true
 				break
