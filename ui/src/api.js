@@ -151,8 +151,18 @@ export function forget() {
 // total) in collection order as they arrive. It resolves to every member.
 export async function fetchMembers(path, { select, first = 500, pageSize = 2000, parallel = 3, onPage, signal } = {}) {
   const sel = select ? `&$select=${select.map((s) => `Members/${s}`).join(',')}` : '';
+  // A page the service ended early (it inlines at most 8 MiB a page and
+  // says where to go on in Members@odata.nextLink) is completed here, so
+  // that every page holds the members from skip to skip+top.
   const get = (skip, top) => {
-    const p = api.get(`${path}?$expand=.${sel}&$skip=${skip}&$top=${top}`, { signal });
+    const p = api.get(`${path}?$expand=.${sel}&$skip=${skip}&$top=${top}`, { signal }).then(async (page) => {
+      const members = page.Members || [];
+      if (members.length > 0 && members.length < top && page['Members@odata.nextLink']) {
+        const rest = await get(skip + members.length, top - members.length);
+        return { ...page, Members: members.concat(rest.Members || []) };
+      }
+      return page;
+    });
     p.catch(() => {}); // a page still in flight when an earlier one fails
     return p;
   };
