@@ -6,7 +6,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # go.mod names the Go version; an older installed Go fetches it.
 export GOTOOLCHAIN ?= auto
 
-.PHONY: help setup build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-dra bench-slurm bench-power bench-console ui ui-check e2e clean conformance
+.PHONY: help setup build run test test-short check bench bench-cache bench-sim bench-scaling bench-drives bench-provision bench-pager bench-southbound bench-dra bench-slurm bench-api bench-power bench-console ui ui-check e2e clean conformance
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ bench-dra: build ## the Kubernetes DRA driver: allocation to binding condition, 
 
 bench-slurm: build ## Slurm's power saving through rackpool: sbatch to running, cold and warm, and rackpool's share (docs/slurm.md; minutes)
 	$(GO) run ./bench/slurm -bin $(BIN) -out build/bench-slurm
+
+bench-api: build ## collections at 10^4, 10^5 blocks and the P4 pod: pages, $expand, $filter, nextLink (docs/benchmarks.md; minutes)
+	$(GO) run ./bench/api -bin $(BIN) -out build/bench-api
 
 bench-power: ## ComputerSystem.Reset, Boot PATCH and GET through serve beside sushy-emulator's fake driver, 1 and 4 clients (docs/benchmarks.md)
 	scripts/pyenv.sh
