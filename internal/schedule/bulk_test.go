@@ -1,9 +1,12 @@
 package schedule_test
 
 import (
+	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,4 +98,37 @@ func TestBulkExplainSameReasons(t *testing.T) {
 		t.Fatal("no explanation counted port-busy: countClosed was not exercised")
 	}
 	t.Logf("%d refused while filling; port-busy counted %d times over %d hosts", refused, portBusy, len(top.Hosts))
+}
+
+// TestPruneByMemorySamePlans: a MONet pod driven past saturation by P4's
+// workload (holding times growing) places every request on the same host
+// with the same blocks whether or not the host search skips, on the fit
+// index, the hosts that could not obtain the memory asked for.
+func TestPruneByMemorySamePlans(t *testing.T) {
+	c := sim.Defaults()
+	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
+	c.CardCores, c.MemoryNodeGB, c.MemoryBlockGB = 4, 16, 4
+	c.Workload.Kind, c.Workload.Requests, c.Workload.Load, c.Workload.HoldStep = "monet", 20000, 1, 360
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(prune bool) *sim.Result {
+		*schedule.PruneByMemory = prune
+		defer func() { *schedule.PruneByMemory = true }()
+		r, err := sim.Run(context.Background(), c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fast, slow := run(true), run(false)
+	if fast.Summary.Rejected == 0 || fast.Summary.Accepted == 0 {
+		t.Fatalf("%d accepted, %d rejected: the test needs both", fast.Summary.Accepted, fast.Summary.Rejected)
+	}
+	if !slices.Equal(fast.AcceptedIDs, slow.AcceptedIDs) || fast.Summary.RTTMeanNS != slow.Summary.RTTMeanNS ||
+		!maps.Equal(fast.Summary.Rejections, slow.Summary.Rejections) {
+		t.Fatalf("pruned: %d accepted, rtt %v, %v\nwalked: %d accepted, rtt %v, %v", fast.Summary.Accepted, fast.Summary.RTTMeanNS,
+			fast.Summary.Rejections, slow.Summary.Accepted, slow.Summary.RTTMeanNS, slow.Summary.Rejections)
+	}
+	t.Logf("%d accepted, %d rejected (%v)", fast.Summary.Accepted, fast.Summary.Rejected, fast.Summary.Rejections)
 }

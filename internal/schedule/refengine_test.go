@@ -126,7 +126,7 @@ func (s *refScheduler) search(st *State, req Request, hosts []*inventory.Host, z
 		if !req.Share.IsZero() {
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
-		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), func(i int) bool {
+		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), 0, func(i int) bool {
 			plan, _ := s.tryHost(st, req, s.top.Hosts[i], zone, false)
 			if plan == nil {
 				return true

@@ -28,8 +28,11 @@ type Scheduler struct {
 
 	top       *topology.Topology
 	kindCount map[inventory.Kind]int
-	mem       *memLayout
-	bound     lowerBounds
+	// maxBlockBytes is the largest memory block: a need for N bytes of
+	// pooled memory takes at least N/maxBlockBytes blocks.
+	maxBlockBytes int64
+	mem           *memLayout
+	bound         lowerBounds
 
 	mu      sync.Mutex // serialises building reaches
 	reaches []atomic.Pointer[reach]
@@ -54,8 +57,38 @@ func New(top *topology.Topology) *Scheduler {
 	}
 	for _, b := range top.Blocks {
 		s.kindCount[b.Kind]++
+		if b.Kind == inventory.Memory && b.Device != nil {
+			s.maxBlockBytes = max(s.maxBlockBytes, b.CapacityBytes)
+		}
 	}
 	return s
+}
+
+// pruneByMemory lets the host search skip, on the fit index, hosts that
+// could not obtain the pooled memory a request needs (off in a test that
+// compares both).
+var pruneByMemory = true
+
+// memoryBlocks is the least number of pooled memory blocks req's needs
+// take: what a host must be able to obtain to be worth trying. 0 when
+// req names its blocks.
+func (s *Scheduler) memoryBlocks(req *Request) int32 {
+	if !pruneByMemory || len(req.Blocks) > 0 {
+		return 0
+	}
+	var n int64
+	for _, need := range req.Needs {
+		if need.Kind != inventory.Memory {
+			continue
+		}
+		switch {
+		case need.CapacityBytes > 0 && s.maxBlockBytes > 0:
+			n += (need.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
+		default:
+			n += int64(need.Count)
+		}
+	}
+	return int32(min(n, unbounded))
 }
 
 // Topology returns the scheduler's topology.
@@ -166,7 +199,7 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 			// Index order from Start, wrapping: next-fit's order.
 			order, start = NextFit, s.Start%len(s.top.Hosts)
 		}
-		st.fit.order(order, start, int32(cores), int32(mem), func(i int) bool {
+		st.fit.order(order, start, int32(cores), int32(mem), s.memoryBlocks(&req), func(i int) bool {
 			h := s.top.Hosts[i]
 			if !s.hostFits(sc, st, &req, h, zone) {
 				return true

@@ -1,6 +1,9 @@
 package schedule
 
 import (
+	"math"
+	"slices"
+
 	"rackpool/internal/inventory"
 	"rackpool/internal/topology"
 )
@@ -37,6 +40,60 @@ type State struct {
 	// freeMask has bit i set when block i of a device (in its own order)
 	// can join one more composition; devices of up to 64 blocks.
 	freeMask []uint64
+	// What each host could obtain of pooled memory (obtainable), kept in
+	// the fit index: boundless marks hosts with a port on a memory fabric
+	// that is not optical (no port limit), ports are the host ports by
+	// index, and peerPorts the ports circuited to each memory node (by
+	// device index).
+	boundless []bool
+	ports     []*inventory.HostPort
+	memPort   []bool // by port index: the port's fabric holds memory nodes
+	peerPorts [][]int32
+}
+
+// unbounded is obtainable's answer for a host that could still open a
+// circuit, or reaches memory without one.
+const unbounded = math.MaxInt32
+
+// obtainable is the most pooled memory blocks host h could add now: with
+// a free port on an optical memory fabric (or a port on any other memory
+// fabric) unbounded; else the free blocks of the nodes its ports are
+// circuited to; 0 without a port to memory. An upper bound, never less
+// than what a plan could take.
+func (s *State) obtainable(h *inventory.Host) int32 {
+	if s.boundless[h.Index] {
+		return unbounded
+	}
+	var sum int32
+	for i, p := range h.Ports {
+		if !s.memPort[p.Index] {
+			continue
+		}
+		d := s.portPeer[p.Index]
+		if d == nil {
+			return unbounded
+		}
+		if !slices.ContainsFunc(h.Ports[:i], func(q *inventory.HostPort) bool { return s.portPeer[q.Index] == d }) {
+			sum += s.devFree[d.Index]
+		}
+	}
+	return sum
+}
+
+// hasMemory reports whether fabric f holds memory nodes.
+func hasMemory(f *inventory.Fabric) bool {
+	for _, d := range f.Devices {
+		if d.Kind == inventory.Memory {
+			return true
+		}
+	}
+	return false
+}
+
+// noteObtainable updates the fit index after what host h could obtain
+// may have changed.
+func (s *State) noteObtainable(h *inventory.Host) {
+	s.fit.setObtainable(h.Index, s.obtainable(h))
 }
 
 // NewState returns an empty state (nothing allocated) for top.
@@ -63,7 +120,28 @@ func NewState(top *topology.Topology) *State {
 			st.freeMask[i] = ^uint64(0) >> (64 - len(d.Blocks))
 		}
 	}
-	st.fit = newFitIndex(st.freeCores, st.freeMem)
+	st.ports = make([]*inventory.HostPort, len(st.portPeer))
+	st.memPort = make([]bool, len(st.portPeer))
+	st.peerPorts = make([][]int32, len(top.Devices))
+	st.boundless = make([]bool, len(top.Hosts))
+	memFabric := map[*inventory.Fabric]bool{}
+	for _, f := range top.Fabrics {
+		memFabric[f] = hasMemory(f)
+	}
+	obt := make([]int32, len(top.Hosts))
+	for i, h := range top.Hosts {
+		for _, p := range h.Ports {
+			st.ports[p.Index] = p
+			st.memPort[p.Index] = memFabric[p.Fabric]
+			if memFabric[p.Fabric] {
+				if p.Fabric.Kind != inventory.OpticalCircuit {
+					st.boundless[i] = true
+				}
+				obt[i] = unbounded // an empty pod: every port is free
+			}
+		}
+	}
+	st.fit = newFitIndex(st.freeCores, st.freeMem, obt)
 	l := newMemLayout(top)
 	st.memRank = l.rank
 	free := make([]int32, len(l.devs))
@@ -84,7 +162,7 @@ func (s *State) FreeShare(h *inventory.Host) Share {
 // or after from whose free share holds sh, or -1: O(log hosts) on the
 // fit index, not a walk.
 func (s *State) NextWithRoom(from int, sh Share) int {
-	return s.fit.next(from, int32(sh.Cores), int32(sh.MemoryGiB))
+	return s.fit.next(from, int32(sh.Cores), int32(sh.MemoryGiB), 0)
 }
 
 // Shares returns how many shares host h carries.
@@ -179,6 +257,7 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 			s.devFree[d.Index]--
 			s.noteFree(d, a.Block, false)
+			s.notePeers(d)
 		}
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
@@ -190,6 +269,8 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 			if s.portRefs[a.Port.Index] == 0 {
 				s.portPeer[a.Port.Index] = d
 				s.circuits[d.Index]++
+				s.peerPorts[d.Index] = append(s.peerPorts[d.Index], int32(a.Port.Index))
+				s.noteObtainable(a.Port.Host)
 			}
 			s.portRefs[a.Port.Index]++
 		}
@@ -201,6 +282,14 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 			}
 			m[host]++
 		}
+	}
+}
+
+// notePeers updates what the hosts circuited to memory node d could
+// obtain, after d's free blocks changed.
+func (s *State) notePeers(d *inventory.Device) {
+	for _, pi := range s.peerPorts[d.Index] {
+		s.noteObtainable(s.ports[pi].Host)
 	}
 }
 
@@ -227,6 +316,7 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 			if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 				s.devFree[d.Index]++
 				s.noteFree(d, a.Block, true)
+				s.notePeers(d)
 			}
 			s.used[a.Block.Index]--
 		}
@@ -241,6 +331,11 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 			if s.portRefs[a.Port.Index] == 0 {
 				s.portPeer[a.Port.Index] = nil
 				s.circuits[d.Index]--
+				pp := s.peerPorts[d.Index]
+				if k := slices.Index(pp, int32(a.Port.Index)); k >= 0 {
+					s.peerPorts[d.Index] = slices.Delete(pp, k, k+1)
+				}
+				s.noteObtainable(a.Port.Host)
 			}
 		}
 		if m := s.drawerHosts[d.Drawer]; d.Drawer != nil && m != nil {
