@@ -174,13 +174,6 @@ func AsCollection(v any) (*Collection, bool) {
 // Only reports whether the query is ?only.
 func (q *Query) Only() bool { return q.only }
 
-// Page is a shaped page of a collection.
-type Page struct {
-	Body map[string]any // the answer: Head, the page's Members, count, nextLink
-	// Members on the page, and where the next page starts (-1: none).
-	Start, End int
-}
-
 // pageRef is a member left a reference on a page.
 type pageRef = rf.ODataID
 

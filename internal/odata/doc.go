@@ -20,14 +20,20 @@
 //	$select       Prop, Sub/Prop, Members/Prop; @odata.id, type, etag and
 //	              context always stay
 //
-// The last four are Query.Apply.
+// The last four are Query.Apply. A collection (a handler's Collection, or
+// a map with a Members array of references) is shaped by
+// Query.ShapeCollection instead, which pages before it renders anything
+// (collection.go): only the page's members are read, at most MaxPage of
+// them and 8 MiB inlined, and an index the collection offers answers
+// $filter comparisons without reading members.
 //
 // Resources other than the body are read through a Fetch the service
 // gives: a GET as the client of the request being answered, so the same
 // authentication and authorisation decide what a client sees inline as
 // what it may GET. A reference the client may not read, or that does not
 // exist, stays a plain reference; each resource is fetched at most once
-// per response, at most maxExpandBytes are inlined, and the first 401
+// per response, at most maxExpandBytes are inlined (a collection's page
+// ends early there, with a nextLink), and the first 401
 // stops the fetching (bad credentials are then not tried again and again,
 // which would count towards account lockout). $filter reads every member
 // it tests the same way, so a member the client may not read is left out.
