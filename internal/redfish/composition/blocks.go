@@ -45,6 +45,13 @@ type blockList struct {
 	s      *Service
 	r      *http.Request
 	blocks []*inventory.Block
+	zones  map[*inventory.Device]blockZones // a page's blocks share their device's zones
+}
+
+// blockZones is what zonesOf answers for a device's blocks.
+type blockZones struct {
+	zones   []rf.ODataID
+	omitted bool
 }
 
 func (s *Service) blockList(r *http.Request, all []*inventory.Block) *blockList {
@@ -70,7 +77,18 @@ func (l *blockList) Path(i int) string { return service.BlocksPath + l.blocks[i]
 // Body implements odata.Bodies: the block as its GET answers it.
 func (l *blockList) Body(i int) any {
 	b := l.blocks[i]
-	return l.s.blockBody(l.r, b, l.s.mgr.BlockStatus(b.ID))
+	if b.Device == nil {
+		return l.s.blockBody(l.r, b, l.s.mgr.BlockStatus(b.ID))
+	}
+	z, ok := l.zones[b.Device]
+	if !ok {
+		z.zones, z.omitted = l.s.zonesOf(b)
+		if l.zones == nil {
+			l.zones = map[*inventory.Device]blockZones{}
+		}
+		l.zones[b.Device] = z
+	}
+	return l.s.blockBodyIn(l.r, b, l.s.mgr.BlockStatus(b.ID), z.zones, z.omitted)
 }
 
 // Where implements odata.Index for the properties a block's record holds:
@@ -137,6 +155,12 @@ func (s *Service) getResourceBlock(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
+	zones, omitted := s.zonesOf(b)
+	return s.blockBodyIn(r, b, st, zones, omitted)
+}
+
+// blockBodyIn is blockBody with the block's zones (zonesOf) given.
+func (s *Service) blockBodyIn(r *http.Request, b *inventory.Block, st compose.BlockStatus, zones []rf.ODataID, omitted bool) map[string]any {
 	health := s.blockHealth(r.Context(), b)
 	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
 	var chassis []rf.ODataID
@@ -180,7 +204,6 @@ func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.Bloc
 	if health == fabric.Critical {
 		state = "Failed"
 	}
-	zones, omitted := s.zonesOf(b)
 	if omitted {
 		oem["HostZonesOmitted"] = true
 	}
