@@ -944,8 +944,25 @@ func (m *Manager) fill(ctx context.Context) {
 // replaceFailed takes drives the fabric reports Critical out of service
 // and gives their node a spare. m.ops held.
 func (m *Manager) replaceFailed(ctx context.Context) {
+	// Only the fabrics of drives in service are read: a fabric's Discover
+	// lists everything on it, which on a pod's optical planes (98,304
+	// cards) costs more than the rest of an idle service together.
+	fabrics := map[string]bool{}
+	m.mu.Lock()
+	for _, d := range m.drives {
+		if d.Node == "" || d.State == Failed {
+			continue
+		}
+		if dev := m.o.Topology.Device(d.ID); dev != nil {
+			fabrics[dev.Fabric.ID] = true
+		}
+	}
+	m.mu.Unlock()
 	health := map[string]fabric.Health{}
-	for _, drv := range m.o.Holders.Drivers() {
+	for id, drv := range m.o.Holders.Drivers() {
+		if !fabrics[id] {
+			continue
+		}
 		st, err := drv.Discover(ctx)
 		if err != nil {
 			continue

@@ -260,17 +260,28 @@ func (m *Monitor) checkHealth(fid string, st fabric.State) {
 	}
 	seen := map[string]fabric.Health{}
 	devs := map[string]fabric.Health{}
-	for _, key := range slices.Sorted(maps.Keys(st.Health)) {
-		h := normalHealth(st.Health[key])
+	// Every key is compared with its last health; only the changes are
+	// sorted and reported, in key order: a pod's planes hold hundreds of
+	// thousands of ports and devices, and nearly all stay as they were.
+	type change struct {
+		key, name, origin string
+		h                 fabric.Health
+		oem               map[string]any
+	}
+	var changes []change
+	for key, raw := range st.Health {
+		h := normalHealth(raw)
 		if host, port, ok := strings.Cut(key, "/"); ok {
 			// Only the port's own failure: a failed host's ports are
 			// reported by the host's event.
 			if !worse(h, normalHealth(st.Health[host])) {
 				h = fabric.OK
 			}
-			id := host + "-" + port
-			m.report(m.ports, elem{fid, key}, h, id, fabricsPath+fid+endpoints+id,
-				map[string]any{"Fabric": fid, "Host": host, "Port": port})
+			if m.changed(m.ports, elem{fid, key}, h) {
+				id := host + "-" + port
+				changes = append(changes, change{key, id, fabricsPath + fid + endpoints + id, h,
+					map[string]any{"Fabric": fid, "Host": host, "Port": port}})
+			}
 			continue
 		}
 		if hosts[key] {
@@ -278,8 +289,14 @@ func (m *Monitor) checkHealth(fid string, st fabric.State) {
 			continue
 		}
 		devs[key] = h
-		m.report(m.devices, elem{fid, key}, h, key, fabricsPath+fid+endpoints+key,
-			map[string]any{"Fabric": fid, "Device": key})
+		if m.changed(m.devices, elem{fid, key}, h) {
+			changes = append(changes, change{key, key, fabricsPath + fid + endpoints + key, h,
+				map[string]any{"Fabric": fid, "Device": key}})
+		}
+	}
+	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(a.key, b.key) })
+	for _, c := range changes {
+		m.publish(statusMessage(c.h).Event(TypeStatusChange, c.origin, c.name, string(c.h)), c.oem)
 	}
 	m.hostsSeen[fid] = seen
 	m.devHealth[fid] = devs
@@ -311,15 +328,23 @@ func (m *Monitor) checkHosts() {
 // report publishes a status change for e when h differs from what was
 // last reported (OK when nothing was).
 func (m *Monitor) report(last map[elem]fabric.Health, e elem, h fabric.Health, name, origin string, oem map[string]any) {
+	if m.changed(last, e, h) {
+		m.publish(statusMessage(h).Event(TypeStatusChange, origin, name, string(h)), oem)
+	}
+}
+
+// changed records h as e's health in last and reports whether it differs
+// from the health before (OK when none was recorded).
+func (m *Monitor) changed(last map[elem]fabric.Health, e elem, h fabric.Health) bool {
 	prev, ok := last[e]
 	if !ok {
 		prev = fabric.OK
 	}
-	last[e] = h
-	if prev == h {
-		return
+	if ok && prev == h {
+		return false
 	}
-	m.publish(statusMessage(h).Event(TypeStatusChange, origin, name, string(h)), oem)
+	last[e] = h
+	return prev != h
 }
 
 // checkStats reports threshold crossings of fabric fid's devices.
