@@ -315,8 +315,12 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 	if p.act != nil {
 		taskPrefix = p.act.Tag() + "-"
 	}
+	var gather func(r *http.Request, path string) ([][]byte, error)
+	if p.act != nil {
+		gather = replica.NewGatherer(p.act.Tag(), p.act).Get
+	}
 	p.api = redfish.New(p.mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: c.AsyncThreshold, Leases: p.leases, Drives: p.drives, Health: p.monitor,
-		Telemetry: p.tel, Provisioning: p.prov, Broker: broker, TaskPrefix: taskPrefix, Listen: c.Addr})
+		Telemetry: p.tel, Provisioning: p.prov, Broker: broker, TaskPrefix: taskPrefix, Listen: c.Addr, Gather: gather})
 	p.api.ServeFabricTelemetry(fabricTel)
 	if err := p.api.Restore(ctx); err != nil {
 		return nil, err

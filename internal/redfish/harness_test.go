@@ -106,7 +106,7 @@ func newServiceOn(t testing.TB, top *topology.Topology) *service {
 
 // newServiceAgents is newServiceOn whose workflows wait for the host
 // agents broker manages (nil: none).
-func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Broker) *service {
+func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Broker, mods ...func(*redfish.Options)) *service {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
@@ -167,9 +167,13 @@ func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Br
 	}
 	s.monitor = events.NewMonitor(s.bus, s.drivers, events.MonitorOptions{})
 	s.logs = &logBuffer{}
-	s.handler = redfish.New(s.mgr, auth, redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
+	o := redfish.Options{Store: st, Observer: s.obs, AsyncThreshold: -1, Leases: s.leases, Health: s.monitor,
 		Drives: s.drives, Telemetry: s.tel, Provisioning: s.prov, Broker: broker,
-		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(s.logs, nil))}
+	for _, mod := range mods {
+		mod(&o)
+	}
+	s.handler = redfish.New(s.mgr, auth, o)
 	s.srv = httptest.NewTLSServer(s.handler)
 	t.Cleanup(s.srv.Close)
 	return s

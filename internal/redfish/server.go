@@ -55,6 +55,7 @@ type Server struct {
 	uuid    string
 
 	store          Store // audit log and settings; may be nil
+	gather         func(r *http.Request, path string) ([][]byte, error)
 	events         eventservice.Bus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
@@ -118,6 +119,10 @@ type Options struct {
 	// (port 0, a host name, no Listen) is read from each request's
 	// connection.
 	Listen string
+	// Gather reads path at every other active replica as r's client
+	// (replica.Gatherer.Get): the task collection lists every replica's
+	// tasks. nil for a replica serving alone.
+	Gather func(r *http.Request, path string) ([][]byte, error)
 }
 
 // Compositions is what the handlers need of the composition manager
@@ -176,7 +181,8 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	o.Provisioning, o.Health, o.Broker, o.Store = orNil(o.Provisioning), orNil(o.Health), orNil(o.Broker), orNil(o.Store)
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
-		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry}
+		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry,
+		gather: o.Gather}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: core{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})

@@ -1,9 +1,13 @@
 package redfish
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,8 +143,52 @@ func (s *Server) getTaskService(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getTasks(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
-	writeJSON(w, http.StatusOK, rf.TaskCollection(s.tasks.IDs(func(t *task) bool { return p.Sees(t.owner.Tenant) })))
+	ids := s.tasks.IDs(func(t *task) bool { return p.Sees(t.owner.Tenant) })
+	if s.gather != nil {
+		// Every active replica lists every replica's tasks: each runs
+		// its own, and answers for them (its tag begins their IDs).
+		bodies, err := s.gather(r, rf.TasksPath[:len(rf.TasksPath)-1])
+		if err != nil {
+			return newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",
+				"The service is temporarily unavailable.  Retry in 1 seconds.", "1").
+				withResolution("Another replica's tasks could not be read (" + err.Error() + "). Retry shortly.")
+		}
+		for _, b := range bodies {
+			var c struct{ Members []rf.ODataID }
+			if err := json.Unmarshal(b, &c); err != nil {
+				return fmt.Errorf("another replica's task collection: %w", err)
+			}
+			for _, m := range c.Members {
+				ids = append(ids, strings.TrimPrefix(m.ID, rf.TasksPath))
+			}
+		}
+		slices.SortFunc(ids, compareTaskIDs)
+	}
+	writeJSON(w, http.StatusOK, rf.TaskCollection(ids))
 	return nil
+}
+
+// compareTaskIDs orders task IDs by the replica's tag that begins them,
+// then by number ("3f9a1c02de-4" before "3f9a1c02de-10").
+func compareTaskIDs(a, b string) int {
+	pa, na := splitTaskID(a)
+	pb, nb := splitTaskID(b)
+	if c := strings.Compare(pa, pb); c != 0 {
+		return c
+	}
+	if na != nb {
+		return cmp.Compare(na, nb)
+	}
+	return strings.Compare(a, b)
+}
+
+func splitTaskID(id string) (string, int) {
+	i := strings.LastIndex(id, "-")
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return id, 0
+	}
+	return id[:i+1], n
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {

@@ -71,7 +71,7 @@ type Service interface {
 // request is never forwarded again, and every answer names the replica
 // that made it (ReplicaHeader).
 func Forward(next http.Handler, tag string, peers Peers, svc Service) http.Handler {
-	return &forwarder{next: next, tag: tag, peers: peers, svc: svc, transports: map[[32]byte]http.RoundTripper{}}
+	return &forwarder{next: next, tag: tag, peers: peers, svc: svc, transports: &transports{m: map[[32]byte]http.RoundTripper{}}}
 }
 
 type forwarder struct {
@@ -80,8 +80,7 @@ type forwarder struct {
 	peers Peers
 	svc   Service
 
-	mu         sync.Mutex
-	transports map[[32]byte]http.RoundTripper // by the peer's CA
+	transports *transports // by the peer's CA
 }
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -148,11 +147,21 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, p Peer) {
 
 // transport returns the round tripper that trusts ca (and the system's
 // roots).
-func (f *forwarder) transport(ca []byte) (http.RoundTripper, error) {
+func (f *forwarder) transport(ca []byte) (http.RoundTripper, error) { return f.transports.get(ca) }
+
+// transports keeps a round tripper per certificate authority a peer
+// advertised.
+type transports struct {
+	mu sync.Mutex
+	m  map[[32]byte]http.RoundTripper
+}
+
+// get returns the round tripper that trusts ca (and the system's roots).
+func (t *transports) get(ca []byte) (http.RoundTripper, error) {
 	key := sha256.Sum256(ca)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if rt := f.transports[key]; rt != nil {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rt := t.m[key]; rt != nil {
 		return rt, nil
 	}
 	roots, err := x509.SystemCertPool()
@@ -170,7 +179,7 @@ func (f *forwarder) transport(ca []byte) (http.RoundTripper, error) {
 		// A stream (SSE) may last; a request's headers may not.
 		ResponseHeaderTimeout: time.Minute,
 	}
-	f.transports[key] = rt
+	t.m[key] = rt
 	return rt, nil
 }
 

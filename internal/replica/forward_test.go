@@ -150,7 +150,7 @@ func TestForwardTLS(t *testing.T) {
 			t.Fatalf("GET /lead over HTTPS: %d %q", rec.Code, rec.Body)
 		}
 	}
-	if n := len(h.(*forwarder).transports); n != 1 {
+	if n := len(h.(*forwarder).transports.m); n != 1 {
 		t.Errorf("%d transports for one CA", n)
 	}
 
