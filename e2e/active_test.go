@@ -95,6 +95,46 @@ func TestPostgresActive(t *testing.T) {
 		t.Errorf("system %s still found at a third replica after its decompose", sys.ID)
 	}
 
+	// A task run at a is listed at b and c: every replica lists every
+	// replica's tasks (replica.Gatherer).
+	req, err := http.NewRequest(http.MethodPost, a.url+"/redfish/v1/Systems", strings.NewReader(
+		`{"Links":{"ResourceBlocks":[{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/host2"},{"@odata.id":"/redfish/v1/CompositionService/ResourceBlocks/gpu5"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("Administrator", password)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Prefer", "respond-async")
+	res, err := a.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	monitor := res.Header.Get("Location")
+	if res.StatusCode != http.StatusAccepted || !strings.HasPrefix(monitor, "/redfish/v1/TaskService/TaskMonitors/") {
+		t.Fatalf("async compose at a: %d, Location %q", res.StatusCode, monitor)
+	}
+	taskRef := `"/redfish/v1/TaskService/Tasks/` + strings.TrimPrefix(monitor, "/redfish/v1/TaskService/TaskMonitors/") + `"`
+	for _, s := range []*server{b, c} {
+		if status, body := s.request(http.MethodGet, "/redfish/v1/TaskService/Tasks", "", true); status != http.StatusOK || !strings.Contains(body, taskRef) {
+			t.Errorf("a's task %s at another replica: %d %s", taskRef, status, body)
+		}
+	}
+	var asyncSys struct{ Id string }
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, body := a.request(http.MethodGet, monitor, "", true)
+		if status == http.StatusAccepted && time.Now().Before(deadline) {
+			continue
+		}
+		if err := json.Unmarshal([]byte(body), &asyncSys); err != nil || asyncSys.Id == "" {
+			t.Fatalf("a's compose task ended %d %s", status, body)
+		}
+		break
+	}
+	if err := a.client().Decompose(ctx, asyncSys.Id); err != nil {
+		t.Fatalf("decompose %s: %v", asyncSys.Id, err)
+	}
+
 	// A session opened at b is valid at a and c.
 	token := login(t, b)
 	for _, s := range []*server{a, c} {
