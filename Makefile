@@ -85,7 +85,7 @@ ui/node_modules/.rackpool-lock: ui/package-lock.json
 ui-check: ui ## rebuild the console and fail if the committed bundle differs from its sources
 	@git diff --exit-code --stat internal/console/dist || { echo "internal/console/dist is stale: run make ui and commit it"; exit 1; }
 
-bench-console: ui ## the console's first paint: topology at 10^4 and 10^5 blocks, blocks list at 10^5 rows (docs/benchmarks.md)
+bench-console: ui ## the console's first paint: topology at 10^4, 10^5 blocks and the P4 pod, blocks list at 10^5 and the pod (docs/benchmarks.md)
 	RACKPOOL_E2E=1 RACKPOOL_CONSOLE_PAINT=1 $(GO) test -count=1 -timeout 20m -run 'TestConsolePaint' -v ./e2e/ | grep -E 'blocks:|ok|FAIL'
 	cat build/console/paint.json
 
