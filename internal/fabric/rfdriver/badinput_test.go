@@ -250,6 +250,7 @@ func TestBadAnswers(t *testing.T) {
 			if limit := o.Timeout + 3*o.RequestTimeout + time.Minute; took > limit {
 				t.Errorf("took %v, more than %v", took, limit)
 			}
+			f.quiesce()
 			f.setHook(nil)
 			if st, err := d.Discover(context.Background()); err != nil || len(st.Attachments) != 0 {
 				t.Errorf("after the failure Discover = %v, %v; want nothing attached", st.Attachments, err)

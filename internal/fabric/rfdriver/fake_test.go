@@ -37,6 +37,8 @@ type fake struct {
 	gen      map[string]int      // zone ID → version (the ETag)
 	seq      int
 	requests []string // "METHOD path" of every request
+	serving  int      // requests being served now
+	idle     *sync.Cond
 }
 
 const fakeFabric = "falcon1"
@@ -45,6 +47,7 @@ func newFake(t *testing.T) *fake {
 	t.Helper()
 	top := topology.LoadDefault()
 	f := &fake{t: t, top: top, fab: top.Fabric(fakeFabric), zones: map[string][]string{}, gen: map[string]int{}}
+	f.idle = sync.NewCond(&f.mu)
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -88,6 +91,20 @@ func (f *fake) setHook(h func(w http.ResponseWriter, r *http.Request) bool) {
 	f.hook = h
 }
 
+// quiesce drops the clients' connections and waits until no request is
+// being served: a request a driver gave up on (its deadline passed) cannot
+// then reach the fake after the test has moved on. Under load one such
+// POST was once read late, after its test had removed the hook that was
+// to refuse it, and created a zone.
+func (f *fake) quiesce() {
+	f.srv.CloseClientConnections()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.serving > 0 {
+		f.idle.Wait()
+	}
+}
+
 func (f *fake) seen() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -112,7 +129,15 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
 	hook := f.hook
+	f.serving++
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		if f.serving--; f.serving == 0 {
+			f.idle.Broadcast()
+		}
+		f.mu.Unlock()
+	}()
 	if hook != nil && hook(w, r) {
 		return
 	}
