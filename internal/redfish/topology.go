@@ -2,6 +2,11 @@ package redfish
 
 import (
 	"net/http"
+	"strings"
+
+	"rackpool/internal/odata"
+	"rackpool/internal/redfish/service"
+	"rackpool/internal/rf"
 )
 
 // topologyRoutes are the routes of the Oem topology document: the topology
@@ -10,7 +15,41 @@ var topologyRoutes = []route{
 	{"GET /redfish/v1/Oem/Rackpool/Topology", login, (*Server).getTopology},
 }
 
+// getTopology answers the topology document, or with ?format=compact its
+// compact form (topology_compact.go), which is sent as it is rendered:
+// it takes no $ query parameters.
 func (s *Server) getTopology(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, TopologyView(s.top))
-	return nil
+	q := r.URL.Query()
+	switch format := q.Get("format"); format {
+	case "":
+		writeJSON(w, http.StatusOK, TopologyView(s.top))
+		return nil
+	case "compact":
+		for k := range q {
+			if k == "only" || strings.HasPrefix(k, "$") {
+				return odata.Combination("format=compact cannot be combined with " + k + ": the compact document is sent whole.")
+			}
+		}
+		body, etag := cachedCompact(s.top)
+		s.writeRendered(w, r, body, etag)
+		return nil
+	default:
+		return service.ErrQueryValue("format", format)
+	}
+}
+
+// writeRendered answers a GET with a JSON body its handler rendered, and
+// its ETag, past the query shaping; a matching If-None-Match is answered
+// 304.
+func (s *Server) writeRendered(w http.ResponseWriter, r *http.Request, body []byte, tag string) {
+	h := w.Header()
+	h.Set("ETag", tag)
+	if allowed := s.allowedMethods(r); len(allowed) > 0 {
+		h.Set("Allow", strings.Join(allowed, ", "))
+	}
+	if inm := strings.Join(r.Header.Values("If-None-Match"), ","); inm != "" && rf.ETagMatches(inm, tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	rf.WriteJSON(w, http.StatusOK, rf.Rendered(body))
 }

@@ -38,9 +38,16 @@ func TopologyView(t *topology.Topology) *api.TopologyView {
 		}
 		v.Fabrics = append(v.Fabrics, fv)
 	}
-	v.Zones = []api.ZoneView{} // an array even when the file has no zones (Redfish: never null)
-	for _, z := range t.Zones {
-		v.Zones = append(v.Zones, api.ZoneView{ID: z.ID, Hosts: slices.Sorted(maps.Keys(z.Hosts)), Devices: slices.Sorted(maps.Keys(z.Devices))})
-	}
+	v.Zones = zoneViews(t)
 	return v
+}
+
+// zoneViews lists t's zones, an array even when the file has none
+// (Redfish: never null).
+func zoneViews(t *topology.Topology) []api.ZoneView {
+	zones := []api.ZoneView{}
+	for _, z := range t.Zones {
+		zones = append(zones, api.ZoneView{ID: z.ID, Hosts: slices.Sorted(maps.Keys(z.Hosts)), Devices: slices.Sorted(maps.Keys(z.Devices))})
+	}
+	return zones
 }
