@@ -86,6 +86,53 @@ func TestConsole(t *testing.T) {
 	t.Log(out)
 }
 
+// rangesTopology has a rack of 70 hosts and a fabric of 70 switches: more
+// than the topology view draws one by one.
+const rangesTopology = `name: ranges
+racks:
+  - id: rackA
+    hosts:
+      - {id: "a{n}", count: 70, cores: 8, memory: 16GiB, ports: [{id: eth, fabric: vlan1, port: "{n}", metres: 2}]}
+  - id: rackB
+    hosts:
+      - id: "b{n}"
+        count: 2
+        cores: 8
+        memory: 16GiB
+        ports:
+          - {id: eth, fabric: vlan1, port: "10{n}", metres: 2}
+          - {id: ocs, fabric: ocsB, port: "{n}", metres: 2}
+fabrics:
+  - id: vlan1
+    kind: ethernet-vlan
+    switches: [{id: sw, ports: 256, latency_ns: 500}]
+    devices:
+      - {id: "nic{n}", count: 4, kind: nic, model: CX6, port: "200", metres: 1}
+  - id: ocsB
+    kind: optical-circuit
+    switches: [{id: osw, ports: 48, latency_ns: 25}]
+    devices:
+      - {id: memB, kind: memory, capacity: 64GiB, block_size: 8GiB, ports: ["21"], metres: 2}
+  - id: lonely
+    kind: sas-circuit
+    switches: [{id: "s{n}", count: 70, ports: 16, latency_ns: 100}]
+    devices:
+      - {id: "hdd{n}", count: 3, kind: hdd, model: H, capacity: 1TB, switch: s2, port: "5", metres: 1}
+`
+
+// TestConsoleRanges: a rack of more hosts, and a fabric of more switches,
+// than the topology draws one by one show them as ranges that open and
+// close, and that search opens (console_test.mjs, mode ranges).
+func TestConsoleRanges(t *testing.T) {
+	skipShort(t)
+	file := filepath.Join(t.TempDir(), "ranges.yaml")
+	if err := os.WriteFile(file, []byte(rangesTopology), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startDefault(t, "--topology", file, "--fabric-time", "instant")
+	t.Log(consoleRun(t, s, "ranges"))
+}
+
 // TestConsolePaint measures the first meaningful paint of the topology at
 // 10^4 and 10^5 blocks and on the P4 pod, and of the blocks list at 10^5
 // rows and on the pod (docs/benchmarks.md):

@@ -16,6 +16,10 @@
 //            tenant who cannot see another tenant's systems and a read-only
 //            account without controls. The server's enforcement is checked
 //            by calling the API with the page's own session token.
+//   ranges   on a topology with a rack of 70 hosts and a fabric of 70
+//            switches (console_test.go): each drawn as ranges of 64 that
+//            open and close, search opening the range of what it finds, a
+//            range's details listing its members.
 //   perf     time to the first meaningful paint of one view (printed as JSON).
 //
 // Environment: RACKPOOL_URL, RACKPOOL_CA_FILE, RACKPOOL_PASSWORD (the
@@ -609,6 +613,52 @@ async function console_() {
   await vic.close();
 }
 
+// ranges: a list of more than 64 hosts (of a rack) or switches (of a
+// fabric) is drawn as ranges of 64, which open and close like device
+// groups; search opens the range of what it finds; a range's details list
+// its members.
+async function ranges() {
+  const b = await Browser.open('ranges');
+  const p = b.page;
+  await b.login('Administrator', ADMIN_PW);
+  await b.open('/topology', TOPOLOGY_READY);
+  const drawn = async () => new Set(await p.$$eval('[data-node]', (ns) => ns.map((n) => n.dataset.node)));
+  const expanded = (key) => p.getAttribute(`[data-node="${key}"]`, 'aria-expanded');
+  let keys = await drawn();
+  for (const k of ['range:hosts/rackA/1', 'range:hosts/rackA/2', 'range:switches/lonely/1', 'range:switches/lonely/2', 'host:b1', 'switch:ocsB/osw']) {
+    if (!keys.has(k)) fail(`ranges: the topology opens without ${k}`);
+  }
+  for (const k of ['host:a1', 'host:a70', 'switch:lonely/s1', 'device:hdd1']) {
+    if (keys.has(k)) fail(`ranges: ${k} is drawn while its range is closed`);
+  }
+  const label = await p.getAttribute('[data-node="range:hosts/rackA/1"]', 'aria-label');
+  if (!/a1 … 64, 64 hosts/.test(label ?? '')) fail(`ranges: the first range of hosts is labelled ${JSON.stringify(label)}`);
+
+  // Open the second range of hosts: its six hosts below it, its details.
+  await p.click('[data-node="range:hosts/rackA/2"]');
+  await b.wait('[data-node="host:a70"]', 'the hosts of the opened range');
+  keys = await drawn();
+  const missing = ['a65', 'a66', 'a67', 'a68', 'a69', 'a70'].filter((h) => !keys.has(`host:${h}`));
+  if (missing.length || keys.has('host:a64')) fail(`ranges: the open range a65 … 70 draws hosts ${[...keys].filter((k) => k.startsWith('host:a')).join(' ')}`);
+  if (await expanded('range:hosts/rackA/2') !== 'true') fail('ranges: an open range is not aria-expanded');
+  const details = await p.innerText('[data-testid=topology-details]');
+  if (!/Hosts a65 … 70/.test(details) || !/a70/.test(details)) fail(`ranges: the details of a range say ${JSON.stringify(details.slice(0, 200))}`);
+  await b.axe('topology with an open range');
+  await b.shot('topology-ranges');
+  await p.click('[data-node="range:hosts/rackA/2"]');
+  await b.wait('[data-node="host:a70"]', 'the hosts of the closed range to go', { state: 'detached' });
+
+  // Search opens the range of what it finds (nothing of a closed range is
+  // drawn): a device on a switch of the first range of switches, a host
+  // of the first range of hosts.
+  for (const [q, key] of [['hdd3', 'device:hdd3'], ['a10', 'host:a10']]) {
+    await p.fill('#topology-search', q);
+    await p.click("button:text-is('Find')");
+    await b.wait(`[data-node="${key}"]`, `${key} found by search`);
+  }
+  await b.close();
+}
+
 // perf: milliseconds from navigation to the view's ready selector, best
 // of 3 after one warm-up (the bundle cached, as for a returning operator).
 async function perf(route, ready) {
@@ -632,8 +682,9 @@ async function perf(route, ready) {
 async function main() {
   const [mode, ...args] = process.argv.slice(2);
   if (mode === 'console') await console_();
+  else if (mode === 'ranges') await ranges();
   else if (mode === 'perf') await perf(args[0], args[1]);
-  else throw new Error(`unknown mode ${mode}: console or perf ROUTE READY`);
+  else throw new Error(`unknown mode ${mode}: console, ranges or perf ROUTE READY`);
   if (failures.length) {
     console.log(`${failures.length} failures`);
     return 1;

@@ -1,18 +1,22 @@
 // The topology view's model and layout, kept apart from the component so
 // that they are plain functions of their inputs.
 //
-// buildModel indexes the topology document (GET /redfish/v1/Oem/Rackpool/
-// Topology) once; layout places what is expanded on a plane, in bands: one
-// per rack (its hosts, then the fabrics only its hosts reach) and one for
-// the fabrics several racks (or none) share. Within a band, columns run
-// hosts → switches → drawers → device groups. A collapsed band is one
-// summary node; a collapsed group is one node with its counts. Nothing
-// collapsed is placed, so the drawing grows with what the user opened, not
-// with the rack.
+// buildModel indexes the compact topology document (GET /redfish/v1/Oem/
+// Rackpool/Topology?format=compact) once; layout places what is expanded
+// on a plane, in bands: one per rack (its hosts, then the fabrics only its
+// hosts reach) and one for the fabrics several racks (or none) share.
+// Within a band, columns run hosts → switches → drawers → device groups. A
+// collapsed band is one summary node; a collapsed group is one node with
+// its counts. A rack of more than RANGE_MAX hosts (the P4 pod: 49,152) or
+// a fabric of more than RANGE_MAX switches (4,100 a plane) shows them as
+// ranges of consecutive members, which open like groups. Nothing collapsed
+// is placed, so the drawing grows with what the user opened, not with the
+// rack.
 //
 // Node keys double as the nodes' data-node attributes: host:ID,
 // fabric:ID, switch:FABRIC/SWITCH, drawer:FABRIC/DRAWER, device:ID,
-// group:FABRIC/SWITCH[/DRAWER]/KIND and rack:ID (rack:* for the shared
+// group:FABRIC/SWITCH[/DRAWER]/KIND, range:hosts/RACK/N,
+// range:switches/FABRIC/N (N from 1) and rack:ID (rack:* for the shared
 // fabrics).
 
 export const DEVICE_KINDS = ['gpu', 'fpga', 'nvme', 'ssd', 'hdd', 'nic', 'memory'];
@@ -24,7 +28,75 @@ const kindOrder = (k) => {
   return i < 0 ? DEVICE_KINDS.length : i;
 };
 
-// buildModel turns the topology document into maps keyed by node key.
+// RANGE_MAX is the longest list of hosts (of a rack) or switches (of a
+// fabric) drawn one node each; a longer one is cut into ranges of
+// RANGE_MAX consecutive members (of more when that would make more than
+// RANGE_MAX ranges: the pod's 49,152 hosts are 64 ranges of 768), each a
+// node that opens like a group.
+export const RANGE_MAX = 64;
+
+// ranges cuts list into ranges, registering each in into under its key
+// (range:WHAT/OWNER/N) and telling each member its range; it returns null
+// when the list is short enough to draw whole.
+function ranges(list, what, owner, into) {
+  if (list.length <= RANGE_MAX) return null;
+  const size = Math.max(RANGE_MAX, Math.ceil(list.length / RANGE_MAX));
+  const out = [];
+  for (let i = 0; i < list.length; i += size) {
+    const items = list.slice(i, i + size);
+    const rg = { key: `range:${what}/${owner.id}/${out.length + 1}`, what, owner, items, first: i + 1 };
+    for (const x of items) x.range = rg;
+    out.push(rg);
+    into.set(rg.key, rg);
+  }
+  return out;
+}
+
+// Host is a host of the model. Its ports ({ID, Fabric, Switch, Port})
+// are decoded from the document's array when first asked for: the drawing
+// needs those of the hosts it places, not the pod's 393,216.
+class Host {
+  constructor(id, rack, cores, memoryGiB, raw, fabrics) {
+    this.key = `host:${id}`;
+    this.id = id;
+    this.rack = rack;
+    this.cores = cores;
+    this.memoryGiB = memoryGiB;
+    this.raw = raw; // [PortID, fabric#, switch#, Port, ...]
+    this.fabrics = fabrics;
+    this.decoded = null;
+  }
+
+  get ports() {
+    if (!this.decoded) {
+      this.decoded = [];
+      for (let i = 0; i + 3 < this.raw.length; i += 4) {
+        const fab = this.fabrics[this.raw[i + 1]];
+        const sw = fab?.switches[this.raw[i + 2]];
+        if (sw) this.decoded.push({ ID: this.raw[i], Fabric: fab.id, Switch: sw.id, Port: this.raw[i + 3] });
+      }
+    }
+    return this.decoded;
+  }
+}
+
+// switchHostPorts lists the host ports cabled to sw: [{host, port}].
+export function switchHostPorts(model, sw) {
+  const out = [];
+  for (const h of model.hosts.values()) {
+    for (let i = 0; i + 3 < h.raw.length; i += 4) {
+      if (h.fabrics[h.raw[i + 1]] === sw.fabric && sw.fabric.switches[h.raw[i + 2]] === sw) {
+        out.push({ host: h, port: { ID: h.raw[i], Fabric: sw.fabric.id, Switch: sw.id, Port: h.raw[i + 3] } });
+      }
+    }
+  }
+  return out;
+}
+
+// buildModel turns the compact topology document (GET /redfish/v1/Oem/
+// Rackpool/Topology?format=compact: hosts, switches, drawers and devices
+// as arrays of values, references as positions) into maps keyed by node
+// key.
 export function buildModel(topo) {
   const hosts = new Map();
   const fabrics = new Map();
@@ -32,33 +104,39 @@ export function buildModel(topo) {
   const drawers = new Map();
   const devices = new Map();
   const groups = new Map();
+  const rangeMap = new Map();
+  const fabricList = [];
 
   for (const f of topo.Fabrics || []) {
-    const fab = { key: `fabric:${f.ID}`, id: f.ID, kind: f.Kind, reconfigMs: f.ReconfigurationMs, switches: [], drawers: [], devices: [] };
+    const fab = {
+      key: `fabric:${f.ID}`, id: f.ID, kind: f.Kind, reconfigMs: f.ReconfigurationMs, rack: f.Rack ?? SHARED,
+      switches: [], drawers: [], devices: [],
+    };
     fabrics.set(f.ID, fab);
-    for (const s of f.Switches || []) {
-      const sw = { key: `switch:${f.ID}/${s.ID}`, id: s.ID, fabric: fab, ports: s.Ports, latencyNs: s.LatencyNs, hostPorts: [], drawers: [], groups: [] };
+    fabricList.push(fab);
+    for (const [id, ports, latencyNs] of f.Switches || []) {
+      const sw = { key: `switch:${f.ID}/${id}`, id, fabric: fab, ports, latencyNs, hostPortCount: 0, drawers: [], groups: [], devices: [] };
       switches.set(sw.key, sw);
       fab.switches.push(sw);
     }
-    for (const d of f.Drawers || []) {
-      const dr = { key: `drawer:${f.ID}/${d.ID}`, id: d.ID, fabric: fab, mode: d.Mode, slots: d.Slots, hostPorts: d.HostPorts || [], groups: [] };
+    for (const [id, mode, slots, hostPorts] of f.Drawers || []) {
+      const dr = { key: `drawer:${f.ID}/${id}`, id, fabric: fab, mode, slots, hostPorts: hostPorts || [], groups: [] };
       drawers.set(dr.key, dr);
       fab.drawers.push(dr);
     }
-    for (const d of f.Devices || []) {
-      const sw = switches.get(`switch:${f.ID}/${d.Switch}`) || fab.switches[0];
-      const dr = d.Drawer ? drawers.get(`drawer:${f.ID}/${d.Drawer}`) : null;
+    for (const [id, kind, model, swAt, drAt, slot, capacity, blocks, ports] of f.Devices || []) {
+      const sw = fab.switches[swAt] || fab.switches[0];
+      const dr = drAt >= 0 ? fab.drawers[drAt] : null;
       const dev = {
-        key: `device:${d.ID}`, id: d.ID, kind: d.Kind, model: d.Model, fabric: fab, switch: sw, drawer: dr, slot: d.Slot,
-        capacity: d.CapacityBytes, blocks: d.Blocks || 1, ports: d.Ports || [],
+        key: `device:${id}`, id, kind, model, fabric: fab, switch: sw, drawer: dr, slot, capacity, blocks: blocks || 1, ports: ports || [],
       };
-      devices.set(d.ID, dev);
+      devices.set(id, dev);
       fab.devices.push(dev);
-      const gkey = `group:${f.ID}/${sw.id}${dr ? `/${dr.id}` : ''}/${d.Kind}`;
+      sw.devices.push(dev);
+      const gkey = `group:${f.ID}/${sw.id}${dr ? `/${dr.id}` : ''}/${kind}`;
       let g = groups.get(gkey);
       if (!g) {
-        g = { key: gkey, kind: d.Kind, fabric: fab, switch: sw, drawer: dr, devices: [] };
+        g = { key: gkey, kind, fabric: fab, switch: sw, drawer: dr, devices: [] };
         groups.set(gkey, g);
         (dr || sw).groups.push(g);
         if (dr && !sw.drawers.includes(dr)) sw.drawers.push(dr);
@@ -71,10 +149,11 @@ export function buildModel(topo) {
       if (!fab.switches.some((sw) => sw.drawers.includes(dr)) && fab.switches[0]) fab.switches[0].drawers.push(dr);
     }
     for (const x of [...fab.switches, ...fab.drawers]) x.groups.sort((a, b) => kindOrder(a.kind) - kindOrder(b.kind));
+    fab.switchRanges = ranges(fab.switches, 'switches', fab, rangeMap);
   }
 
   // Racks: each host's rack, and each fabric in the one rack whose hosts
-  // reach it (or in the shared band).
+  // reach it (or in the shared band): the document says which.
   const racks = new Map();
   const rackOf = (id) => {
     let r = racks.get(id);
@@ -84,31 +163,41 @@ export function buildModel(topo) {
     }
     return r;
   };
-  const fabricRacks = new Map();
-  for (const h of topo.Hosts || []) {
-    const host = { key: `host:${h.ID}`, id: h.ID, rack: h.Rack || '', cores: h.Cores, memoryGiB: h.MemoryGiB, ports: h.Ports || [] };
-    hosts.set(h.ID, host);
+  for (const [id, rack, cores, memoryGiB, ports] of topo.Hosts || []) {
+    const host = new Host(id, rack || '', cores, memoryGiB, ports || [], fabricList);
+    hosts.set(id, host);
     rackOf(host.rack).hosts.push(host);
-    for (const p of host.ports) {
-      switches.get(`switch:${p.Fabric}/${p.Switch}`)?.hostPorts.push({ host, port: p });
-      if (!fabricRacks.has(p.Fabric)) fabricRacks.set(p.Fabric, new Set());
-      fabricRacks.get(p.Fabric).add(host.rack);
+    for (let i = 0; i + 3 < host.raw.length; i += 4) {
+      const sw = fabricList[host.raw[i + 1]]?.switches[host.raw[i + 2]];
+      if (sw) sw.hostPortCount++;
     }
   }
-  for (const fab of fabrics.values()) {
-    const rs = fabricRacks.get(fab.id);
-    const r = rs?.size === 1 ? [...rs][0] : SHARED;
-    fab.rack = r;
-    rackOf(r).fabrics.push(fab);
-  }
+  for (const fab of fabrics.values()) rackOf(fab.rack).fabrics.push(fab);
   const shared = racks.get(SHARED);
   if (shared) {
     racks.delete(SHARED);
     racks.set(SHARED, shared); // last
   }
+  for (const r of racks.values()) r.hostRanges = ranges(r.hosts, 'hosts', r, rangeMap);
 
   const zones = topo.Zones || [];
-  return { name: topo.Name, hosts, fabrics, switches, drawers, devices, groups, racks, zones };
+  return { name: topo.Name, hosts, fabrics, switches, drawers, devices, groups, racks, ranges: rangeMap, zones };
+}
+
+// rangeSpan names a range by its first and last members' IDs, the last
+// without the prefix they share when only its number differs:
+// "p1-intra131 … 195", "t1-cpu1 … t64-cpu12".
+export function rangeSpan(rg) {
+  const a = rg.items[0].id;
+  const b = rg.items[rg.items.length - 1].id;
+  const m = /^(.*\D)(\d+)$/.exec(b);
+  return m && a.startsWith(m[1]) && /^\d+$/.test(a.slice(m[1].length)) ? `${a} … ${m[2]}` : `${a} … ${b}`;
+}
+
+// hostReaches says whether host h has a port on a fabric of kind.
+function hostReaches(h, kind) {
+  for (let i = 1; i < h.raw.length; i += 4) if (h.fabrics[h.raw[i]]?.kind === kind) return true;
+  return false;
 }
 
 // blockDevice maps a resource block ID to its device ID: a single-block
@@ -234,6 +323,23 @@ export function layout(model, state, att, health) {
     });
   }
 
+  // rangeNode places the node of range rg (of hosts or switches) at (x,
+  // y), w wide: closed, one node with its counts; open, a header the
+  // members are placed below. It returns the height it takes.
+  function rangeNode(rg, x, y, w, count, status, cls, more) {
+    const open = expanded.has(rg.key);
+    const span = rangeSpan(rg);
+    const total = (rg.what === 'hosts' ? rg.owner.hosts : rg.owner.switches).length;
+    const base = { key: rg.key, type: 'range', x, y, w, expanded: open, more: [...more, `${rg.first} to ${rg.first + rg.items.length - 1} of ${total}`], cls };
+    if (!open) {
+      add({ ...base, h: NODE_H, lines: [`▸ ${clip(span, 24)}`, clip(`${count} · ${status}`, 28)] });
+      return NODE_H + GAP;
+    }
+    const head = `▾ ${span} · ${count}`;
+    add({ ...base, h: HEAD_H, lines: [head.length <= w / 7 ? head : clip(`▾ ${span}`, Math.floor(w / 7))] });
+    return HEAD_H + GAP;
+  }
+
   // placeGroup places a device group at (x, y) and returns its height and
   // the node edges from its parent end at.
   function placeGroup(g, x, y) {
@@ -277,7 +383,7 @@ export function layout(model, state, att, health) {
   for (const r of model.racks.values()) {
     if (rack && r.id !== rack) continue;
     const fabs = r.fabrics.filter((f) => !kind || f.kind === kind);
-    if (kind && !fabs.length && !r.hosts.some((h) => h.ports.some((p) => model.fabrics.get(p.Fabric)?.kind === kind))) continue;
+    if (kind && !fabs.length && !r.hosts.some((h) => hostReaches(h, kind))) continue;
     const devs = fabs.flatMap((f) => f.devices);
     const nAtt = devs.filter(devAttached).length;
     const nSys = r.hosts.reduce((n, h) => n + (att.byHost.get(h.id)?.length || 0), 0);
@@ -310,19 +416,31 @@ export function layout(model, state, att, health) {
     const xDr = xSw + SW_W + COL_GAP;
     const xDev = hasDrawers ? xDr + DR_W + COL_GAP : xDr;
 
+    // The hosts' column: each host, or (a long list) its ranges, the
+    // open ones with their hosts below them.
     let hy = top;
-    for (const h of r.hosts) {
+    const placedHosts = [];
+    const hostNode = (h) => {
       const systems = att.byHost.get(h.id) || [];
       const hl = health.get(h.id) || '';
       const status = systems.length ? plural(systems.length, 'system') : `${h.cores} cores · ${h.memoryGiB} GiB`;
-      add({
+      placedHosts.push(add({
         key: h.key, type: 'host', x: 0, y: hy, w: HOST_W, h: NODE_H,
         lines: [clip(h.id, 24), clip(`${unhealthy(hl) ? `⚠ ${hl} · ` : ''}${status}`, 28)],
         more: ['host', systems.length ? `${h.cores} cores, ${h.memoryGiB} GiB` : '', systems.length ? `composed systems ${systems.map((s) => s.id).join(', ')}` : 'no composed systems', hl ? `health ${hl}` : ''],
         cls: `host${systems.length ? ' attached' : ''}${unhealthy(hl) ? ` health-${hl.toLowerCase()}` : ''}`,
-      });
+      }));
       hy += NODE_H + GAP;
+    };
+    for (const rg of r.hostRanges || []) {
+      const nSysR = rg.items.reduce((n, h) => n + (att.byHost.get(h.id)?.length || 0), 0);
+      const bad = rg.items.filter((h) => unhealthy(health.get(h.id) || '')).length;
+      const status = [nSysR ? plural(nSysR, 'system') : 'no systems', bad ? `⚠ ${bad} unhealthy` : ''].filter(Boolean).join(' · ');
+      hy += rangeNode(rg, 0, hy, HOST_W, plural(rg.items.length, 'host'), status, `host${nSysR ? ' attached' : ''}${bad ? ' health-warning' : ''}`,
+        [`range of hosts of ${name}`]);
+      if (expanded.has(rg.key)) for (const h of rg.items) hostNode(h);
     }
+    if (!r.hostRanges) for (const h of r.hosts) hostNode(h);
 
     let ry = top;
     let right = xSw + SW_W;
@@ -330,12 +448,13 @@ export function layout(model, state, att, health) {
     for (const f of fabs) {
       const ftop = ry;
       ry += HEAD_H;
-      for (const sw of f.switches) {
-        const swAtt = f.devices.some((d) => d.switch === sw && devAttached(d));
+      // placeSwitch places a switch with its drawers and device groups.
+      const placeSwitch = (sw) => {
+        const swAtt = sw.devices.some(devAttached);
         const swNode = add({
           key: sw.key, type: 'switch', x: xSw, y: ry, w: SW_W, h: NODE_H,
           lines: [clip(sw.id, 24), clip(`${f.kind} · ${sw.ports} ports`, 28)],
-          more: [`switch of fabric ${f.id}`, plural(sw.hostPorts.length, 'host port')],
+          more: [`switch of fabric ${f.id}`, plural(sw.hostPortCount, 'host port')],
           cls: `fabric-${f.kind}${swAtt ? ' attached' : ''}`,
         });
         let sy = ry;
@@ -361,7 +480,16 @@ export function layout(model, state, att, health) {
         }
         for (const g of sw.groups) sy = child(swNode, g, sy);
         ry = Math.max(sy, ry + NODE_H + GAP);
+      };
+      for (const rg of f.switchRanges || []) {
+        const devsR = rg.items.flatMap((sw) => sw.devices);
+        const nAttR = devsR.filter(devAttached).length;
+        const status = [kindCounts(devsR) || 'no devices', nAttR ? `${nAttR} attached` : ''].filter(Boolean).join(' · ');
+        ry += rangeNode(rg, xSw, ry, SW_W, plural(rg.items.length, 'switch', 'switches'), status, `fabric-${f.kind}${nAttR ? ' attached' : ''}`,
+          [`range of switches of fabric ${f.id}`]);
+        if (expanded.has(rg.key)) rg.items.forEach(placeSwitch);
       }
+      if (!f.switchRanges) f.switches.forEach(placeSwitch);
       const fAtt = f.devices.some(devAttached);
       add({
         key: f.key, type: 'fabric', x: xSw - 12, y: ftop, w: right - xSw + 24, h: ry - ftop + 2,
@@ -377,7 +505,8 @@ export function layout(model, state, att, health) {
     head.w = Math.max(head.w, right);
     head.lines = [clip(`▾ ${[name, summary, attached].filter(Boolean).join(' · ')}`, Math.floor(head.w / 7))];
 
-    for (const h of r.hosts) {
+    for (const hn of placedHosts) {
+      const h = model.hosts.get(hn.key.slice(5));
       const seen = new Map();
       for (const p of h.ports) {
         const sw = byKey.get(`switch:${p.Fabric}/${p.Switch}`);
@@ -385,7 +514,7 @@ export function layout(model, state, att, health) {
         const key = `${h.key}>${sw.key}`;
         const on = att.ports.has(`${h.id}|${p.ID}`);
         if (seen.has(key)) seen.get(key).attached ||= on;
-        else seen.set(key, { key, from: byKey.get(h.key), to: sw, attached: on });
+        else seen.set(key, { key, from: hn, to: sw, attached: on });
       }
       edges.push(...seen.values());
     }
@@ -418,14 +547,16 @@ export function reveal(model, key) {
   const type = key.slice(0, i);
   const id = key.slice(i + 1);
   const inFabric = (f, open = []) => ({ key, rack: f.rack, kind: f.kind, open: [`rack:${f.rack}`, ...open] });
+  // The range a switch (or the switch a drawer hangs from) is drawn in.
+  const rangeOf = (sw) => (sw?.range ? [sw.range.key] : []);
   switch (type) {
     case 'host': {
       const h = model.hosts.get(id);
-      return h ? { key, rack: h.rack, kind: '', open: [`rack:${h.rack}`] } : null;
+      return h ? { key, rack: h.rack, kind: '', open: [`rack:${h.rack}`, ...(h.range ? [h.range.key] : [])] } : null;
     }
     case 'device': {
       const d = model.devices.get(id);
-      return d ? inFabric(d.fabric, [d.group.key]) : null;
+      return d ? inFabric(d.fabric, [d.group.key, ...rangeOf(d.switch)]) : null;
     }
     case 'fabric': {
       const f = model.fabrics.get(id);
@@ -435,7 +566,14 @@ export function reveal(model, key) {
     case 'switch':
     case 'drawer': {
       const x = model.groups.get(key) || model.switches.get(key) || model.drawers.get(key);
-      return x ? inFabric(x.fabric) : null;
+      if (!x) return null;
+      const sw = type === 'switch' ? x : x.switch || x.fabric.switches.find((s) => s.drawers.includes(x));
+      return inFabric(x.fabric, rangeOf(sw));
+    }
+    case 'range': {
+      const rg = model.ranges.get(key);
+      if (!rg) return null;
+      return rg.what === 'hosts' ? { key, rack: rg.owner.id, kind: '', open: [rg.owner.key] } : inFabric(rg.owner);
     }
     case 'rack':
       return model.racks.has(id) ? { key, rack: id, kind: '', open: [] } : null;

@@ -1,22 +1,28 @@
 // The topology view: the fabric model drawn as SVG, with the composed
-// systems' devices highlighted. It reads the topology document once, the
-// Systems collection for the attachments (again, debounced, whenever the
-// event stream reports a composition change) and, after the first paint,
-// the resource blocks' health. Racks and device groups open and close; only
-// what is open is laid out (topology-layout.js), and only what lies in the
-// viewport is drawn, so 10^4 blocks stay a few hundred SVG elements.
+// systems' devices highlighted. It reads the compact topology document
+// once, the composed systems for the attachments (an indexed $filter;
+// again, debounced, whenever the event stream reports a composition
+// change) and, after the first paint, the blocks whose health is not OK
+// (indexed too: every other block is OK). Racks, ranges of hosts and
+// switches and device groups open and close; only what is open is laid
+// out (topology-layout.js), and only what lies in the viewport is drawn,
+// so the P4 pod's 245,760 blocks stay a few hundred SVG elements.
 
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, fetchMembers, useEvents, lastSegment } from './api.js';
 import { Page, ErrorMessage, Health, Loading, fmtBytes } from './components.jsx';
 import { href } from './router.js';
 import {
-  buildModel, attachments, layout, locate, matches, reveal, deviceSystems, worse, DEVICE_KINDS, FABRIC_KINDS, SHARED,
+  buildModel, attachments, layout, locate, matches, reveal, deviceSystems, rangeSpan, switchHostPorts, worse, DEVICE_KINDS, FABRIC_KINDS, SHARED,
 } from './topology-layout.js';
 import './topology.css';
 
 const SYSTEM_SELECT = ['Id', 'Name', 'SystemType', 'Oem/Rackpool/Host', 'Oem/Rackpool/Blocks', 'Oem/Rackpool/CompositionState'];
+const COMPOSED = "SystemType eq 'Composed'"; // indexed: the hosts are not read
 const BLOCK_SELECT = ['Id', 'Status/Health', 'Oem/Rackpool/Device'];
+const NOT_OK = ['Warning', 'Critical']; // Status/Health eq is indexed; ne is not
+const LIST_MAX = 200; // the most items a details list shows
+const EDGE_MAX = 200; // beyond this many links crossing the view, only those with an end in view are drawn
 const MIN_K = 0.05;
 const MAX_K = 3;
 const TEXT_K = 0.4; // below this zoom, nodes are drawn without their text
@@ -27,6 +33,33 @@ const PAN_STEP = 80;
 const MIN_CANVAS_H = 320;
 
 const plural = (n, one) => `${n.toLocaleString()} ${n === 1 ? one : `${one}s`}`;
+
+// HealthKnown is what the view knows of the devices' and hosts' health: the
+// ones read as not OK, and (known) whether the rest have been read, which
+// makes them OK.
+class HealthKnown {
+  constructor(bad = new Map(), known = false) {
+    this.bad = bad;
+    this.known = known;
+  }
+
+  get(id) {
+    return this.bad.get(id) || (this.known ? 'OK' : undefined);
+  }
+
+  has(id) {
+    return this.known || this.bad.has(id);
+  }
+
+  // with is a copy with id's health set to h.
+  with(id, h) {
+    const bad = new Map(this.bad);
+    if (h === 'OK') bad.delete(id);
+    else bad.set(id, h);
+    return new HealthKnown(bad, this.known);
+  }
+}
+
 const clampK = (k) => Math.min(MAX_K, Math.max(MIN_K, k));
 
 // defaultExpanded opens every rack of a small topology (and the device
@@ -111,7 +144,7 @@ export function TopologyView({ params }) {
   const [error, setError] = useState(null);
   const [systems, setSystems] = useState(null);
   const [sysError, setSysError] = useState(null);
-  const [health, setHealth] = useState(() => new Map());
+  const [health, setHealth] = useState(() => new HealthKnown());
   const [expanded, setExpanded] = useState(null);
   const [kind, setKind] = useState('');
   const [rack, setRack] = useState('');
@@ -136,8 +169,8 @@ export function TopologyView({ params }) {
   useEffect(() => {
     const ctl = new AbortController();
     Promise.all([
-      api.get('/redfish/v1/Oem/Rackpool/Topology', { signal: ctl.signal }),
-      fetchMembers('/redfish/v1/Systems', { select: SYSTEM_SELECT, signal: ctl.signal }).catch((err) => {
+      api.get('/redfish/v1/Oem/Rackpool/Topology?format=compact', { signal: ctl.signal }),
+      fetchMembers('/redfish/v1/Systems', { select: SYSTEM_SELECT, filter: COMPOSED, signal: ctl.signal }).catch((err) => {
         if (err.name === 'AbortError') throw err;
         setSysError(err);
         return [];
@@ -151,20 +184,23 @@ export function TopologyView({ params }) {
     return () => ctl.abort();
   }, []);
 
-  // Health is extra: one collection read after the first drawing, kept up
-  // to date by the stream's ResourceStatusChanged events. Should the read
-  // fail, the nodes just show no health.
+  // Health is extra: read after the first drawing, the blocks not OK only
+  // (Warning, Critical), kept up to date by the stream's
+  // ResourceStatusChanged events. Should a read fail, the nodes just show
+  // no health.
   useEffect(() => {
     if (!model) return undefined;
     const ctl = new AbortController();
-    fetchMembers('/redfish/v1/CompositionService/ResourceBlocks', { select: BLOCK_SELECT, signal: ctl.signal }).then((blocks) => {
+    Promise.all(NOT_OK.map((h) => fetchMembers('/redfish/v1/CompositionService/ResourceBlocks', {
+      select: BLOCK_SELECT, filter: `Status/Health eq '${h}'`, signal: ctl.signal,
+    }))).then((lists) => {
       const m = new Map();
-      for (const b of blocks) {
+      for (const b of lists.flat()) {
         const h = b.Status?.Health;
         const id = b.Oem?.Rackpool?.Device || b.Id; // a host's compute block is the host
         if (h) m.set(id, worse(m.get(id), h));
       }
-      setHealth(m);
+      setHealth(new HealthKnown(m, true));
     }, () => {});
     return () => ctl.abort();
   }, [model]);
@@ -175,7 +211,7 @@ export function TopologyView({ params }) {
       sysCtl.current?.abort();
       const ctl = new AbortController();
       sysCtl.current = ctl;
-      fetchMembers('/redfish/v1/Systems', { select: SYSTEM_SELECT, signal: ctl.signal }).then((sys) => {
+      fetchMembers('/redfish/v1/Systems', { select: SYSTEM_SELECT, filter: COMPOSED, signal: ctl.signal }).then((sys) => {
         setSystems(sys);
         setSysError(null);
       }, (err) => err.name !== 'AbortError' && setSysError(err));
@@ -197,7 +233,7 @@ export function TopologyView({ params }) {
       const h = ev.MessageArgs?.[1];
       if (m && /ResourceStatusChanged/.test(ev.MessageId || '') && h) {
         const id = decodeURIComponent(m[1]);
-        setHealth((prev) => new Map(prev).set(id, h));
+        setHealth((prev) => prev.with(id, h));
       }
     }
     if (compositions) reloadSystems();
@@ -314,11 +350,11 @@ export function TopologyView({ params }) {
     svg.current?.querySelector(`[data-node="${CSS.escape(key)}"]`)?.focus();
   }
 
-  // activate is a click or Enter on a node: racks and groups open or
-  // close; everything shows its details.
+  // activate is a click or Enter on a node: racks, ranges and groups open
+  // or close; everything shows its details.
   function activate(key) {
     const n = lay.byKey.get(key);
-    if (n?.type === 'rack' || n?.type === 'group') {
+    if (n?.type === 'rack' || n?.type === 'range' || n?.type === 'group') {
       setExpanded((prev) => {
         const next = new Set(prev);
         if (next.has(key)) next.delete(key);
@@ -430,6 +466,15 @@ export function TopologyView({ params }) {
   const y1 = (size.h - v.y + MARGIN) / v.k;
   const inView = (n) => n.x < x1 && n.x + n.w > x0 && n.y < y1 && n.y + n.h > y0;
   const text = v.k >= TEXT_K;
+  // The links that cross the view; when there are very many (an open
+  // range of the pod's hosts fans out to its switches), those with an end
+  // in view.
+  let edgesInView = lay.edges.map((e) => [e, edgePath(e)])
+    .filter(([, p]) => !(Math.max(p.x1, p.x2) < x0 || Math.min(p.x1, p.x2) > x1 || Math.max(p.y1, p.y2) < y0 || Math.min(p.y1, p.y2) > y1));
+  if (edgesInView.length > EDGE_MAX) {
+    const at = (x, y) => x >= x0 && x <= x1 && y >= y0 && y <= y1;
+    edgesInView = edgesInView.filter(([, p]) => at(p.x1, p.y1) || at(p.x2, p.y2));
+  }
 
   // SVG attributes are set as written and are case-sensitive: tabindex,
   // not tabIndex.
@@ -513,11 +558,7 @@ export function TopologyView({ params }) {
             {view && <g transform={`translate(${v.x},${v.y}) scale(${v.k})`}>
               {lay.frames.filter(inView).map(node)}
               <g class="edges" aria-hidden="true">
-                {lay.edges.map((e) => {
-                  const p = edgePath(e);
-                  if (Math.max(p.x1, p.x2) < x0 || Math.min(p.x1, p.x2) > x1 || Math.max(p.y1, p.y2) < y0 || Math.min(p.y1, p.y2) > y1) return null;
-                  return <path key={e.key} d={p.d} class={e.attached ? 'edge attached' : 'edge'} />;
-                })}
+                {edgesInView.map(([e, p]) => <path key={e.key} d={p.d} class={e.attached ? 'edge attached' : 'edge'} />)}
               </g>
               {lay.nodes.filter(inView).map(node)}
             </g>}
@@ -556,6 +597,7 @@ function Legend() {
         <li>{swatch('t-drawer drawer')} chassis drawer (with its mode and host ports)</li>
         {DEVICE_KINDS.map((k) => <li key={k}>{swatch(`t-device kind-${k}`)} {k}</li>)}
         <li>{swatch('t-group kind-gpu')} ▸ closed group of devices, ▾ open group (click to toggle)</li>
+        <li>{swatch('t-range')} ▸ range of a rack's hosts or a fabric's switches, when there are more than 64, ▾ open range (click to toggle)</li>
         <li>{swatch('t-device kind-gpu attached')} attached to a composed system: thick outline and the word “attached”</li>
         <li>
           <svg class="swatch" width="28" height="16" aria-hidden="true"><path class="edge attached" d="M1 8H27" /></svg>{' '}
@@ -575,21 +617,21 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
   const id = nodeKey.slice(i + 1);
   let title = id;
   let body = null;
+  // A switch's host ports are found among every host's: once a switch.
+  const hostPorts = useMemo(() => (model.switches.has(nodeKey) ? switchHostPorts(model, model.switches.get(nodeKey)) : []), [model, nodeKey]);
   const showButton = (key, label) => (
     <button type="button" class="topo-link" onClick={() => onShow(key)}>{label}</button>
   );
   const deviceList = (devs) => (
-    <ul class="topology-list">
-      {devs.map((d) => {
-        const sys = deviceSystems(att, d.id);
-        return (
-          <li key={d.id}>
-            {showButton(d.key, d.id)} {d.model}
-            {sys.length > 0 && <span class="attached-text"> · attached to {sys.join(', ')}</span>}
-          </li>
-        );
-      })}
-    </ul>
+    <CappedList items={devs} what="device" render={(d) => {
+      const sys = deviceSystems(att, d.id);
+      return (
+        <li key={d.id}>
+          {showButton(d.key, d.id)} {d.model}
+          {sys.length > 0 && <span class="attached-text"> · attached to {sys.join(', ')}</span>}
+        </li>
+      );
+    }} />
   );
 
   if (type === 'device' && model.devices.has(id)) {
@@ -638,7 +680,7 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
     );
   } else if ((type === 'switch' || type === 'drawer') && (model.switches.has(nodeKey) || model.drawers.has(nodeKey))) {
     const x = model.switches.get(nodeKey) || model.drawers.get(nodeKey);
-    const devs = x.fabric.devices.filter((d) => (type === 'switch' ? d.switch === x : d.drawer === x));
+    const devs = type === 'switch' ? x.devices : x.fabric.devices.filter((d) => d.drawer === x);
     title = `${type === 'switch' ? 'Switch' : 'Drawer'} ${x.id}`;
     body = (
       <>
@@ -649,7 +691,11 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
               <dt>Ports</dt><dd>{x.ports}</dd>
               <dt>Latency</dt><dd>{x.latencyNs} ns port to port</dd>
               <dt>Host ports</dt>
-              <dd>{x.hostPorts.map((p, n) => <span key={n}>{n > 0 && ', '}{showButton(p.host.key, p.host.id)} → {p.port.Port}</span>)}{!x.hostPorts.length && 'none'}</dd>
+              <dd>
+                {hostPorts.slice(0, LIST_MAX).map((p, n) => <span key={n}>{n > 0 && ', '}{showButton(p.host.key, p.host.id)} → {p.port.Port}</span>)}
+                {hostPorts.length > LIST_MAX && ` and ${(hostPorts.length - LIST_MAX).toLocaleString()} more`}
+                {!hostPorts.length && 'none'}
+              </dd>
             </>
           ) : (
             <>
@@ -684,7 +730,11 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
         <dl>
           <dt>Kind</dt><dd>{f.kind}</dd>
           <dt>Reconfiguration</dt><dd>{f.reconfigMs} ms</dd>
-          <dt>Switches</dt><dd>{f.switches.map((s, n) => <span key={s.key}>{n > 0 && ', '}{showButton(s.key, s.id)}</span>)}</dd>
+          <dt>Switches</dt>
+          <dd>
+            {f.switches.slice(0, LIST_MAX).map((s, n) => <span key={s.key}>{n > 0 && ', '}{showButton(s.key, s.id)}</span>)}
+            {f.switches.length > LIST_MAX && ` and ${(f.switches.length - LIST_MAX).toLocaleString()} more`}
+          </dd>
           {f.drawers.length > 0 && (
             <><dt>Drawers</dt><dd>{f.drawers.map((d, n) => <span key={d.key}>{n > 0 && ', '}{showButton(d.key, d.id)} ({d.mode})</span>)}</dd></>
           )}
@@ -693,6 +743,40 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
         </dl>
       </>
     );
+  } else if (type === 'range' && model.ranges.has(nodeKey)) {
+    const rg = model.ranges.get(nodeKey);
+    const last = rg.first + rg.items.length - 1;
+    if (rg.what === 'hosts') {
+      const r = rg.owner;
+      title = `Hosts ${rangeSpan(rg)}`;
+      body = (
+        <>
+          <dl>
+            <dt>Rack</dt><dd>{showButton(r.key, r.id === SHARED ? 'shared fabrics' : r.id)}</dd>
+            <dt>Hosts</dt><dd>{rg.first.toLocaleString()} to {last.toLocaleString()} of the rack's {r.hosts.length.toLocaleString()}</dd>
+          </dl>
+          <CappedList items={rg.items} what="host" render={(h) => (
+            <li key={h.id}>{showButton(h.key, h.id)}{att.byHost.has(h.id) && ` · ${att.byHost.get(h.id).length} composed`}</li>
+          )} />
+        </>
+      );
+    } else {
+      const f = rg.owner;
+      const devs = rg.items.flatMap((sw) => sw.devices);
+      title = `Switches ${rangeSpan(rg)}`;
+      body = (
+        <>
+          <dl>
+            <dt>Fabric</dt><dd>{showButton(f.key, f.id)} ({f.kind})</dd>
+            <dt>Switches</dt><dd>{rg.first.toLocaleString()} to {last.toLocaleString()} of the fabric's {f.switches.length.toLocaleString()}</dd>
+            <dt>Devices</dt><dd>{devs.length.toLocaleString()}, {devs.filter((d) => att.byDevice.has(d.id)).length.toLocaleString()} attached</dd>
+          </dl>
+          <CappedList items={rg.items} what="switch" render={(sw) => (
+            <li key={sw.key}>{showButton(sw.key, sw.id)} · {sw.devices.length} devices</li>
+          )} />
+        </>
+      );
+    }
   } else if (type === 'rack' && model.racks.has(id)) {
     const r = model.racks.get(id);
     title = id === SHARED ? 'Shared fabrics' : `Rack ${id}`;
@@ -700,12 +784,10 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
       <>
         {r.hosts.length > 0 && (
           <>
-            <h3>Hosts ({r.hosts.length})</h3>
-            <ul class="topology-list">
-              {r.hosts.map((h) => (
-                <li key={h.id}>{showButton(h.key, h.id)}{att.byHost.has(h.id) && ` · ${att.byHost.get(h.id).length} composed`}</li>
-              ))}
-            </ul>
+            <h3>Hosts ({r.hosts.length.toLocaleString()})</h3>
+            <CappedList items={r.hosts} what="host" render={(h) => (
+              <li key={h.id}>{showButton(h.key, h.id)}{att.byHost.has(h.id) && ` · ${att.byHost.get(h.id).length} composed`}</li>
+            )} />
           </>
         )}
         <h3>Fabrics ({r.fabrics.length})</h3>
@@ -724,6 +806,19 @@ function Details({ nodeKey, model, att, health, onClose, onShow }) {
       </header>
       {body || <p>{nodeKey} is not in the topology.</p>}
     </aside>
+  );
+}
+
+// CappedList is a details list of items, at most LIST_MAX of them, saying
+// how many more there are (search finds any of them by ID).
+function CappedList({ items, what, render }) {
+  return (
+    <>
+      <ul class="topology-list">{items.slice(0, LIST_MAX).map(render)}</ul>
+      {items.length > LIST_MAX && (
+        <p>and {(items.length - LIST_MAX).toLocaleString()} more {what === 'switch' ? 'switches' : `${what}s`}: search for one by its ID.</p>
+      )}
+    </>
   );
 }
 
