@@ -1,6 +1,8 @@
 package redfish
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -36,29 +38,39 @@ import (
 //
 // It is written straight into bytes, in one pass (on the pod about 0.1 s,
 // where encoding/json's reflection over a million values would take
-// several times that), once: a service's topology never changes, so the
-// bytes and their ETag are kept for the next request (compactCache).
+// several times that), and gzipped (at BestSpeed: the pod's 15 MB become
+// 1.8 MB in about 0.1 s), once: a service's topology never changes, so
+// the bytes and their ETag are kept for the next request (compactCache).
+
+// compactDoc is a rendered compact document.
+type compactDoc struct {
+	body, gzipped []byte
+	etag          string
+}
 
 // compactCache keeps the compact document of the last topology rendered:
 // a service serves one.
 var compactCache struct {
 	sync.Mutex
-	top  *topology.Topology
-	body []byte
-	etag string
+	top *topology.Topology
+	doc compactDoc
 }
 
-// cachedCompact returns t's compact document and its ETag, rendering it
-// only the first time.
-func cachedCompact(t *topology.Topology) (body []byte, etag string) {
+// cachedCompact returns t's compact document, rendering it only the first
+// time.
+func cachedCompact(t *topology.Topology) compactDoc {
 	c := &compactCache
 	c.Lock()
 	defer c.Unlock()
 	if c.top != t {
-		c.top, c.body = t, compactTopology(t)
-		c.etag = bodyETag(c.body)
+		body := compactTopology(t)
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+		_, _ = zw.Write(body)
+		_ = zw.Close()
+		c.top, c.doc = t, compactDoc{body: body, gzipped: gz.Bytes(), etag: bodyETag(body)}
 	}
-	return c.body, c.etag
+	return c.doc
 }
 
 // compactTopology renders t as the compact topology document.

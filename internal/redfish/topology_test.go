@@ -1,7 +1,10 @@
 package redfish_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"testing"
@@ -177,13 +180,35 @@ func TestTopologyCompact(t *testing.T) {
 }
 
 // TestTopologyCompactQuery: the compact document has an ETag and answers
-// If-None-Match with 304, also to HEAD; it is sent whole, so $ options
-// and only are refused beside it, as is a format the service does not
-// know. The plain document is unchanged.
+// If-None-Match with 304, also to HEAD; it is gzipped for a client that
+// accepts gzip; it is sent whole, so $ options and only are refused beside
+// it, as is a format the service does not know. The plain document is
+// unchanged.
 func TestTopologyCompactQuery(t *testing.T) {
 	s := newService(t)
 	path := topologyPath + "?format=compact"
-	r := s.must(http.StatusOK, "GET", path, nil, admin)
+	r := s.must(http.StatusOK, "GET", path, nil, cred{basic: true, hdr: map[string]string{"Accept-Encoding": "identity"}})
+	if r.header.Get("Content-Encoding") != "" || r.header.Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("Content-Encoding %q, Vary %q", r.header.Get("Content-Encoding"), r.header.Get("Vary"))
+	}
+	for _, ae := range []string{"gzip", "br, gzip;q=0.5", "GZIP", "deflate, gzip ; q=1"} {
+		z := s.must(http.StatusOK, "GET", path, nil, cred{basic: true, hdr: map[string]string{"Accept-Encoding": ae}})
+		if z.header.Get("Content-Encoding") != "gzip" {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", ae, z.header.Get("Content-Encoding"))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(z.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain, err := io.ReadAll(zr); err != nil || !bytes.Equal(plain, r.body) || len(z.body) >= len(r.body) {
+			t.Fatalf("Accept-Encoding %q: %d gzipped bytes are not the %d of the document (%v)", ae, len(z.body), len(r.body), err)
+		}
+	}
+	for _, ae := range []string{"gzip;q=0", "br", "gzipx"} {
+		if z := s.must(http.StatusOK, "GET", path, nil, cred{basic: true, hdr: map[string]string{"Accept-Encoding": ae}}); z.header.Get("Content-Encoding") != "" {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", ae, z.header.Get("Content-Encoding"))
+		}
+	}
 	tag := r.header.Get("ETag")
 	if tag == "" || r.header.Get("Content-Type") != "application/json; charset=utf-8" || r.header.Get("Allow") == "" {
 		t.Fatalf("headers %v", r.header)
