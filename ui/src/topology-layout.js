@@ -539,6 +539,29 @@ export function layout(model, state, att, health) {
   return { frames, nodes, edges, bands, width, height: Math.max(0, y - BAND_GAP), byKey };
 }
 
+// layoutMemo returns layout() remembering its last few answers for one
+// model, attachments and health: the opening view tries the states the
+// first drawing is laid out in, and on the P4 pod each layout takes tens
+// of milliseconds.
+export function layoutMemo(keep = 8) {
+  let of = [];
+  const cache = new Map();
+  return (model, state, att, health) => {
+    if (of[0] !== model || of[1] !== att || of[2] !== health) {
+      of = [model, att, health];
+      cache.clear();
+    }
+    const sig = `${[...state.expanded].sort().join('\n')}\t${state.kind}\t${state.rack}`;
+    let lay = cache.get(sig);
+    if (!lay) {
+      lay = layout(model, state, att, health);
+      if (cache.size >= keep) cache.delete(cache.keys().next().value);
+      cache.set(sig, lay);
+    }
+    return lay;
+  };
+}
+
 // reveal says what showing the node with key takes: {key, rack (the
 // band's rack ID), kind (its fabric's kind, '' for hosts and racks), open
 // (the keys to expand)}; null when there is no such node.

@@ -13,7 +13,7 @@ import { api, fetchMembers, useEvents, lastSegment } from './api.js';
 import { Page, ErrorMessage, Health, Loading, fmtBytes } from './components.jsx';
 import { href } from './router.js';
 import {
-  buildModel, attachments, layout, locate, matches, reveal, deviceSystems, rangeSpan, switchHostPorts, worse, DEVICE_KINDS, FABRIC_KINDS, SHARED,
+  buildModel, attachments, layoutMemo, locate, matches, reveal, deviceSystems, rangeSpan, switchHostPorts, worse, DEVICE_KINDS, FABRIC_KINDS, SHARED,
 } from './topology-layout.js';
 import './topology.css';
 
@@ -98,8 +98,8 @@ const placed = (lay, size, k) => ({ k, x: (size.w - lay.width * k) / 2, y: PAD /
 // openingView chooses how the view opens: the most detailed level whose
 // whole drawing fits the canvas at a readable zoom, fitted. When none does
 // (many racks), the first rack open, fitted as fitted() does. It returns
-// {expanded, view}.
-function openingView(model, att, health, filters, size) {
+// {expanded, view}; layout is layoutMemo()'s.
+function openingView(layout, model, att, health, filters, size) {
   const levels = detailLevels(model);
   for (const expanded of levels) {
     const lay = layout(model, { expanded, ...filters }, att, health);
@@ -244,6 +244,7 @@ export function TopologyView({ params }) {
     blocks: [...model.devices.values()].reduce((n, d) => n + d.blocks, model.hosts.size),
     kinds: FABRIC_KINDS.filter((k) => [...model.fabrics.values()].some((f) => f.kind === k)),
   }, [model]);
+  const layout = useMemo(layoutMemo, []);
   const lay = useMemo(
     () => att && expanded && layout(model, { expanded, kind, rack }, att, health),
     [model, att, expanded, kind, rack, health],
@@ -295,7 +296,7 @@ export function TopologyView({ params }) {
     } else if (!view && !opened.current) {
       // The first view: as much detail as can be read whole.
       opened.current = true;
-      const open = openingView(model, att, health, { kind, rack }, size);
+      const open = openingView(layout, model, att, health, { kind, rack }, size);
       setExpanded(open.expanded);
       setView(open.view);
     } else if (!view) {
