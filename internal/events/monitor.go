@@ -325,14 +325,6 @@ func (m *Monitor) checkHosts() {
 	}
 }
 
-// report publishes a status change for e when h differs from what was
-// last reported (OK when nothing was).
-func (m *Monitor) report(last map[elem]fabric.Health, e elem, h fabric.Health, name, origin string, oem map[string]any) {
-	if m.changed(last, e, h) {
-		m.publish(statusMessage(h).Event(TypeStatusChange, origin, name, string(h)), oem)
-	}
-}
-
 // changed records h as e's health in last and reports whether it differs
 // from the health before (OK when none was recorded).
 func (m *Monitor) changed(last map[elem]fabric.Health, e elem, h fabric.Health) bool {

@@ -100,10 +100,67 @@ func TestBulkExplainSameReasons(t *testing.T) {
 	t.Logf("%d refused while filling; port-busy counted %d times over %d hosts", refused, portBusy, len(top.Hosts))
 }
 
+// TestBoundsFollowState: on a MONet pod filled until it refuses, drained
+// by a third and filled again, round after round, the fit index's memory
+// bounds (updated change by change) equal what the state gives when they
+// are recomputed from scratch.
+func TestBoundsFollowState(t *testing.T) {
+	c := sim.Defaults()
+	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
+	c.CardCores, c.MemoryNodeGB, c.MemoryBlockGB = 4, 16, 4
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	top, err := sim.Build(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := schedule.New(top)
+	st := schedule.NewState(top)
+	if err := schedule.CheckBounds(st); err != nil {
+		t.Fatalf("empty pod: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	var plans []*schedule.Plan
+	refused := 0
+	for round := range 6 {
+		for range 1500 {
+			req := schedule.Request{Share: schedule.Share{Cores: 1},
+				Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: int64(4+4*rng.IntN(4)) * units.GiB}}}
+			p, err := s.Place(st, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p == nil {
+				refused++
+				continue
+			}
+			st.Commit(p)
+			plans = append(plans, p)
+		}
+		if err := schedule.CheckBounds(st); err != nil {
+			t.Fatalf("round %d, filled: %v", round, err)
+		}
+		rng.Shuffle(len(plans), func(i, j int) { plans[i], plans[j] = plans[j], plans[i] })
+		n := len(plans) / 3
+		for _, p := range plans[:n] {
+			st.Uncommit(p)
+		}
+		plans = plans[n:]
+		if err := schedule.CheckBounds(st); err != nil {
+			t.Fatalf("round %d, drained: %v", round, err)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("the pod never refused: the test needs a fuller pod")
+	}
+}
+
 // TestPruneByMemorySamePlans: a MONet pod driven past saturation by P4's
 // workload (holding times growing) places every request on the same host
-// with the same blocks whether or not the host search skips, on the fit
-// index, the hosts that could not obtain the memory asked for.
+// with the same blocks whether or not the host search skips the hosts that
+// could not obtain the memory asked for: on the fit index (hosts whose
+// ports are taken) and by reach (memory within the round trip used up).
 func TestPruneByMemorySamePlans(t *testing.T) {
 	c := sim.Defaults()
 	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
@@ -113,8 +170,8 @@ func TestPruneByMemorySamePlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(prune bool) *sim.Result {
-		*schedule.PruneByMemory = prune
-		defer func() { *schedule.PruneByMemory = true }()
+		*schedule.PruneByMemory, *schedule.PruneByReach = prune, prune
+		defer func() { *schedule.PruneByMemory, *schedule.PruneByReach = true, true }()
 		r, err := sim.Run(context.Background(), c, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -229,6 +229,23 @@ type scratch struct {
 	// alike remembers, for one decision, whether hosts of a reach that
 	// carry no circuit could take the request (see Scheduler.search).
 	alike map[*reach]bool
+	// inReach remembers, for one decision, the free pooled memory blocks
+	// a reach holds within a round trip (see Scheduler.memoryShort).
+	inReach map[reachBound]reachFree
+	// freeMany says, for one decision, whether the pool has more than
+	// fewFree free blocks; when not, freeRanks lists the memory nodes
+	// with a free block (once freeListed).
+	freeRanks, rankArena []int32
+	freeListed, freeMany bool
+	bestOpen             []fabricBest
+	// failed marks, for one decision, the reaches a host of which was
+	// tried and could not take the request.
+	failed map[*reach]bool
+}
+
+type reachBound struct {
+	r     *reach
+	bound float64
 }
 
 // scratches recycles scratch space between decisions.

@@ -27,6 +27,173 @@ func reasonIndex(r Reason) int {
 	panic("schedule: uncounted reason " + string(r))
 }
 
+// boundOf is the round trip need n allows.
+func boundOf(n *Need) float64 {
+	b := n.MaxLatencyNS
+	if b == 0 {
+		b = DefaultMaxLatencyNS[n.Kind]
+	}
+	if b < 0 {
+		b = math.Inf(1)
+	}
+	return b
+}
+
+// memoryShort reports whether some memory need of req cannot be filled
+// from reach r whatever host of the reach asks: the free blocks of every
+// memory node the reach sees within the need's round trip fall short of
+// it. Hosts of one reach share the answer, remembered for the decision in
+// sc, so on a pod whose near memory is used up a refusal costs one sum per
+// reach, not a walk per host. The sum comes from the memory index span by
+// span or, when few nodes have a free block (a saturated pod), from those
+// nodes alone.
+func (s *Scheduler) memoryShort(sc *scratch, st *State, req *Request, r *reach) bool {
+	for i := range req.Needs {
+		n := &req.Needs[i]
+		if n.Kind != inventory.Memory {
+			continue
+		}
+		want := int64(n.Count)
+		if n.CapacityBytes > 0 {
+			want = (n.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
+		}
+		if sc.freeMany && (len(sc.failed) == 0 || !sc.failed[r]) {
+			// Plenty of free memory in the pool: a reach is summed only
+			// once one of its hosts has failed in this decision.
+			return false
+		}
+		key := reachBound{r, boundOf(n)}
+		got, ok := sc.inReach[key]
+		if !ok || got.free < want && !got.all {
+			got = s.freeWithin(sc, st, r, key.bound, want)
+			if sc.inReach == nil {
+				sc.inReach = map[reachBound]reachFree{}
+			}
+			sc.inReach[key] = got
+		}
+		if got.free < want {
+			return true
+		}
+	}
+	return false
+}
+
+// hostShort is memoryShort for host h of reach r once the reach has
+// passed, when the pool has few free blocks (counted node by node): of
+// the nodes with a free block within a need's round trip it counts those
+// h is circuited to, and on each optical fabric where h has k free ports
+// k times the most any other node there could give (a port opens one
+// circuit), so the hosts whose ports are taken, or that could open too
+// few circuits, are skipped without a walk.
+func (s *Scheduler) hostShort(sc *scratch, st *State, req *Request, h *inventory.Host, r *reach) bool {
+	if sc.freeMany || !st.hasCircuit(h) {
+		return false
+	}
+	for i := range req.Needs {
+		n := &req.Needs[i]
+		if n.Kind != inventory.Memory {
+			continue
+		}
+		want := int64(n.Count)
+		if n.CapacityBytes > 0 {
+			want = (n.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
+		}
+		var free int64
+		best := sc.bestOpen[:0] // by fabric: the most a new circuit gives
+		for _, rk := range sc.inReach[reachBound{r, boundOf(n)}].ranks {
+			d := s.mem.devs[rk]
+			switch k := st.takes(h, d); {
+			case k < 0:
+				return false // no port limit: nothing to bound
+			case k == 0:
+				continue
+			case st.isPeer(h, d):
+				free += int64(st.devFree[d.Index])
+			default:
+				j := slices.IndexFunc(best, func(b fabricBest) bool { return b.f == d.Fabric })
+				if j < 0 {
+					best = append(best, fabricBest{f: d.Fabric, ports: int64(k)})
+					j = len(best) - 1
+				}
+				best[j].most = max(best[j].most, int64(st.devFree[d.Index]))
+			}
+		}
+		sc.bestOpen = best
+		for _, b := range best {
+			free += b.ports * b.most
+		}
+		if free < want {
+			return true
+		}
+	}
+	return false
+}
+
+// fabricBest is, for hostShort, the free ports a host has on an optical
+// fabric and the most free blocks of a node there it could open a circuit
+// to.
+type fabricBest struct {
+	f     *inventory.Fabric
+	ports int64
+	most  int64
+}
+
+// reachFree is the free blocks a reach sees within a round trip: all of
+// them, or at least free.
+type reachFree struct {
+	free int64
+	all  bool
+	// ranks lists the nodes counted, when counted node by node (few
+	// free blocks in the pool): what hostShort checks.
+	ranks []int32
+}
+
+// fewFree is the most free blocks in the whole pool for which
+// memoryShort counts node by node instead of span by span: no more nodes
+// than that have a free block.
+const fewFree = 256
+
+// freeWithin counts the free blocks of the memory nodes reach r sees
+// within round trip bound, stopping once it has want.
+func (s *Scheduler) freeWithin(sc *scratch, st *State, r *reach, bound float64, want int64) reachFree {
+	if !sc.freeMany && !sc.freeListed {
+		// The nodes with a free block, once per decision, when few.
+		sc.freeListed = true
+		sc.freeRanks = sc.freeRanks[:0]
+		sc.rankArena = sc.rankArena[:0]
+		n := len(s.mem.devs)
+		for rk := st.memFree.next(0, n, ^uint64(1)); rk >= 0; rk = st.memFree.next(rk+1, n, ^uint64(1)) {
+			sc.freeRanks = append(sc.freeRanks, int32(rk))
+		}
+	}
+	var free int64
+	if !sc.freeMany {
+		// Every node, not only until want: hostShort reads the list.
+		from := len(sc.rankArena)
+		for _, rk := range sc.freeRanks {
+			if sp, ok := r.locate(rk); ok && sp.rtt <= bound {
+				free += int64(st.devFree[s.mem.devs[rk].Index])
+				sc.rankArena = append(sc.rankArena, rk)
+			}
+		}
+		return reachFree{free, true, sc.rankArena[from:len(sc.rankArena):len(sc.rankArena)]}
+	}
+	for ci := range r.mem {
+		cl := &r.mem[ci]
+		if cl.rtt > bound {
+			break // classes come by round trip
+		}
+		for _, sub := range cl.subs {
+			for _, sp := range sub.spans {
+				if free += st.memFree.sums(int(sp.lo), int(sp.hi)).free; free >= want {
+					return reachFree{free: free}
+				}
+			}
+		}
+	}
+	return reachFree{free: free, all: true}
+}
+
 // needWalk fills one need on one host: it is offered candidate blocks in
 // the host's order and takes those that pass every check.
 type needWalk struct {
@@ -156,13 +323,7 @@ func (s *Scheduler) fillNeed(sc *scratch, r *reach, req *Request, ni int, zone *
 	if n.Kind == inventory.Memory && n.CapacityBytes > 0 {
 		w.want = -1 // filled by bytes
 	}
-	w.bound = n.MaxLatencyNS
-	if w.bound == 0 {
-		w.bound = DefaultMaxLatencyNS[n.Kind]
-	}
-	if w.bound < 0 {
-		w.bound = math.Inf(1)
-	}
+	w.bound = boundOf(n)
 	reachable := 0
 	if n.Kind == inventory.Memory {
 		s.walkMemory(w, r)

@@ -126,10 +126,10 @@ func (s *refScheduler) search(st *State, req Request, hosts []*inventory.Host, z
 		if !req.Share.IsZero() {
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
-		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), 0, func(i int) bool {
+		st.fit.order(policy, st.lastHost, int32(cores), int32(mem), 0, func(i int) int {
 			plan, _ := s.tryHost(st, req, s.top.Hosts[i], zone, false)
 			if plan == nil {
-				return true
+				return i + 1
 			}
 			if best == nil || better(plan, best) {
 				best = plan
@@ -138,9 +138,12 @@ func (s *refScheduler) search(st *State, req Request, hosts []*inventory.Host, z
 			// Nothing ranks above a plan with no round trip, hops or groups
 			// (a share with no devices): stop there.
 			if best.TotalRTTNS == 0 && best.TotalHops == 0 && best.Groups == 0 {
-				return false
+				return -1
 			}
-			return limit == 0 || feasible < limit
+			if limit > 0 && feasible >= limit {
+				return -1
+			}
+			return i + 1
 		})
 		return best
 	}

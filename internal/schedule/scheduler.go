@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,11 @@ type Scheduler struct {
 
 	mu      sync.Mutex // serialises building reaches
 	reaches []atomic.Pointer[reach]
-	fabMem  map[*inventory.Fabric]*fabricMem
-	bySig   map[string]*reach
+	// runEnd is, by host index, the end of the run of hosts from it that
+	// are cabled alike (one reach): a search skips a run at once.
+	runEnd []int32
+	fabMem map[*inventory.Fabric]*fabricMem
+	bySig  map[string]*reach
 
 	emptyOnce sync.Once
 	empty     *State
@@ -54,6 +58,17 @@ func New(top *topology.Topology) *Scheduler {
 		mem:       newMemLayout(top),
 		bound:     newLowerBounds(top),
 		reaches:   make([]atomic.Pointer[reach], len(top.Hosts)),
+		runEnd:    make([]int32, len(top.Hosts)),
+	}
+	var next []byte
+	for i := len(top.Hosts) - 1; i >= 0; i-- {
+		sig := signature(top.Hosts[i])
+		if i+1 < len(top.Hosts) && bytes.Equal(sig, next) {
+			s.runEnd[i] = s.runEnd[i+1]
+		} else {
+			s.runEnd[i] = int32(i + 1)
+		}
+		next = sig
 	}
 	for _, b := range top.Blocks {
 		s.kindCount[b.Kind]++
@@ -68,6 +83,11 @@ func New(top *topology.Topology) *Scheduler {
 // could not obtain the pooled memory a request needs (off in a test that
 // compares both).
 var pruneByMemory = true
+
+// pruneByReach lets the host search skip the hosts of a reach whose memory
+// within a need's round trip is used up (memoryShort; off in a test that
+// compares both).
+var pruneByReach = true
 
 // memoryBlocks is the least number of pooled memory blocks req's needs
 // take: what a host must be able to obtain to be worth trying. 0 when
@@ -194,26 +214,35 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 			cores, mem = max(cores, req.Share.Cores), max(mem, req.Share.MemoryGiB)
 		}
 		clear(sc.alike)
+		clear(sc.inReach)
+		clear(sc.failed)
+		sc.freeListed, sc.freeMany = false, st.memFree.sum[1].free > fewFree
 		order, start := policy, st.lastHost
 		if policy == Locality && s.Start > 0 {
 			// Index order from Start, wrapping: next-fit's order.
 			order, start = NextFit, s.Start%len(s.top.Hosts)
 		}
-		st.fit.order(order, start, int32(cores), int32(mem), s.memoryBlocks(&req), func(i int) bool {
+		st.fit.order(order, start, int32(cores), int32(mem), s.memoryBlocks(&req), func(i int) int {
 			h := s.top.Hosts[i]
+			r := s.reach(h)
+			if pruneByReach && len(req.Blocks) == 0 && s.memoryShort(sc, st, &req, r) {
+				return int(s.runEnd[i]) // its neighbours cabled alike share the reach
+			}
+			if pruneByReach && len(req.Blocks) == 0 && s.hostShort(sc, st, &req, h, r) {
+				return i + 1
+			}
 			if !s.hostFits(sc, st, &req, h, zone) {
-				return true
+				return i + 1
 			}
 			// Hosts cabled alike (one reach), without a circuit and
 			// without drawers, see exactly the same blocks in the same
 			// state: the first one tried decides for all of them, and a
 			// plan on another is the same plan, never better. (Specific
 			// blocks may name a host's own compute block: not alike.)
-			r := s.reach(h)
 			alike := len(req.Blocks) == 0 && !r.drawers && !st.hasCircuit(h)
 			if ok, seen := sc.alike[r]; alike && seen {
 				if !ok {
-					return true
+					return i + 1
 				}
 			} else {
 				plan, _ := s.tryBlocks(sc, st, &req, h, zone, false)
@@ -224,17 +253,21 @@ func (s *Scheduler) search(st *State, req Request, hosts []*inventory.Host, zone
 					sc.alike[r] = plan != nil
 				}
 				if plan == nil {
-					return true
+					if sc.failed == nil {
+						sc.failed = map[*reach]bool{}
+					}
+					sc.failed[r] = true
+					return i + 1
 				}
 				if best == nil || better(plan, best) {
 					best = plan.clone()
 				}
 			}
 			feasible++
-			if !better(&lb, best) {
-				return false
+			if !better(&lb, best) || limit > 0 && feasible >= limit {
+				return -1
 			}
-			return limit == 0 || feasible < limit
+			return i + 1
 		})
 		return best
 	}

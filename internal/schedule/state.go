@@ -43,41 +43,101 @@ type State struct {
 	// What each host could obtain of pooled memory (obtainable), kept in
 	// the fit index: boundless marks hosts with a port on a memory fabric
 	// that is not optical (no port limit), ports are the host ports by
-	// index, and peerPorts the ports circuited to each memory node (by
-	// device index).
+	// index, memPort says which are on a memory fabric, portBit gives
+	// those on an optical one their fabric's bit (-1 past 64 such
+	// fabrics: boundless), peerPorts the ports circuited to each memory
+	// node (by device index), and openFree, by fabric bit, the free blocks
+	// of the fabric's memory nodes that have a free port of their own.
 	boundless []bool
 	ports     []*inventory.HostPort
-	memPort   []bool // by port index: the port's fabric holds memory nodes
+	memPort   []bool
+	portBit   []int8
 	peerPorts [][]int32
+	openFree  []int64
+	devBit    []int8 // by device index: its fabric's bit, -1 for none
 }
 
-// unbounded is obtainable's answer for a host that could still open a
-// circuit, or reaches memory without one.
+// unbounded is obtainable's answer for a host that reaches memory without
+// a circuit, or on more optical memory fabrics than the index has bits.
 const unbounded = math.MaxInt32
 
-// obtainable is the most pooled memory blocks host h could add now: with
-// a free port on an optical memory fabric (or a port on any other memory
-// fabric) unbounded; else the free blocks of the nodes its ports are
-// circuited to; 0 without a port to memory. An upper bound, never less
+// obtainable bounds the pooled memory blocks host h could add now: the
+// free blocks of the nodes its ports are circuited to, and the fabrics on
+// which it has a free port (each worth openFree of it); unbounded with a
+// port on a memory fabric without circuits. An upper bound, never less
 // than what a plan could take.
-func (s *State) obtainable(h *inventory.Host) int32 {
+func (s *State) obtainable(h *inventory.Host) (int32, uint64) {
 	if s.boundless[h.Index] {
-		return unbounded
+		return unbounded, 0
 	}
 	var sum int32
+	var open uint64
 	for i, p := range h.Ports {
 		if !s.memPort[p.Index] {
 			continue
 		}
 		d := s.portPeer[p.Index]
 		if d == nil {
-			return unbounded
+			if s.portBit[p.Index] < 0 {
+				return unbounded, 0
+			}
+			open |= 1 << uint(s.portBit[p.Index])
+			continue
 		}
 		if !slices.ContainsFunc(h.Ports[:i], func(q *inventory.HostPort) bool { return s.portPeer[q.Index] == d }) {
 			sum += s.devFree[d.Index]
 		}
 	}
-	return sum
+	return sum, open
+}
+
+// nodeOpen reports whether optical memory node d has a free port.
+func (s *State) nodeOpen(d *inventory.Device) bool {
+	return int(s.circuits[d.Index]) < len(d.Ports)
+}
+
+// addOpen adds n to openFree of d's fabric when d counts there.
+func (s *State) addOpen(d *inventory.Device, n int32) {
+	if b := s.devBit[d.Index]; b >= 0 && s.nodeOpen(d) {
+		s.openFree[b] += int64(n)
+	}
+}
+
+// takes says how host h could take blocks of memory node d as things
+// stand: -1 when d is not behind an optical circuit switch (no port
+// limit); 1 when a port of h carries a circuit to d; else the free ports
+// of h that reach d when d has a free port of its own, 0 when none.
+// Blocks, drawers and everything else aside: for bounds when pruning.
+func (s *State) takes(h *inventory.Host, d *inventory.Device) int {
+	if d.Fabric.Kind != inventory.OpticalCircuit {
+		return -1
+	}
+	open := s.nodeOpen(d)
+	k := 0
+	for _, hp := range h.Ports {
+		if hp.Fabric != d.Fabric {
+			continue
+		}
+		switch s.portPeer[hp.Index] {
+		case d:
+			return 1
+		case nil:
+			if open && s.top.Reaches(hp, d) {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+// isPeer reports whether a port of h carries a circuit to d.
+func (s *State) isPeer(h *inventory.Host, d *inventory.Device) bool {
+	for _, hp := range h.Ports {
+		if s.portPeer[hp.Index] == d {
+			return true
+		}
+	}
+	return false
 }
 
 // hasMemory reports whether fabric f holds memory nodes.
@@ -93,7 +153,8 @@ func hasMemory(f *inventory.Fabric) bool {
 // noteObtainable updates the fit index after what host h could obtain
 // may have changed.
 func (s *State) noteObtainable(h *inventory.Host) {
-	s.fit.setObtainable(h.Index, s.obtainable(h))
+	obt, open := s.obtainable(h)
+	s.fit.setObtainable(h.Index, obt, open)
 }
 
 // NewState returns an empty state (nothing allocated) for top.
@@ -122,26 +183,44 @@ func NewState(top *topology.Topology) *State {
 	}
 	st.ports = make([]*inventory.HostPort, len(st.portPeer))
 	st.memPort = make([]bool, len(st.portPeer))
+	st.portBit = make([]int8, len(st.portPeer))
 	st.peerPorts = make([][]int32, len(top.Devices))
 	st.boundless = make([]bool, len(top.Hosts))
+	st.devBit = make([]int8, len(top.Devices))
 	memFabric := map[*inventory.Fabric]bool{}
+	fabricBit := map[*inventory.Fabric]int8{}
 	for _, f := range top.Fabrics {
 		memFabric[f] = hasMemory(f)
+		fabricBit[f] = -1
+		if memFabric[f] && f.Kind == inventory.OpticalCircuit && len(st.openFree) < 64 {
+			fabricBit[f] = int8(len(st.openFree))
+			st.openFree = append(st.openFree, 0)
+		}
+	}
+	for i, d := range top.Devices {
+		st.devBit[i] = -1
+		if d.Kind == inventory.Memory && d.Fabric != nil {
+			st.devBit[i] = fabricBit[d.Fabric]
+			st.addOpen(d, st.devFree[i])
+		}
 	}
 	obt := make([]int32, len(top.Hosts))
+	open := make([]uint64, len(top.Hosts))
 	for i, h := range top.Hosts {
 		for _, p := range h.Ports {
 			st.ports[p.Index] = p
 			st.memPort[p.Index] = memFabric[p.Fabric]
+			st.portBit[p.Index] = fabricBit[p.Fabric]
 			if memFabric[p.Fabric] {
-				if p.Fabric.Kind != inventory.OpticalCircuit {
+				if p.Fabric.Kind != inventory.OpticalCircuit || fabricBit[p.Fabric] < 0 {
 					st.boundless[i] = true
 				}
-				obt[i] = unbounded // an empty pod: every port is free
 			}
 		}
+		// An empty pod: every port is free.
+		obt[i], open[i] = st.obtainable(h)
 	}
-	st.fit = newFitIndex(st.freeCores, st.freeMem, obt)
+	st.fit = newFitIndex(st.freeCores, st.freeMem, obt, open, st.openFree)
 	l := newMemLayout(top)
 	st.memRank = l.rank
 	free := make([]int32, len(l.devs))
@@ -162,7 +241,7 @@ func (s *State) FreeShare(h *inventory.Host) Share {
 // or after from whose free share holds sh, or -1: O(log hosts) on the
 // fit index, not a walk.
 func (s *State) NextWithRoom(from int, sh Share) int {
-	return s.fit.next(from, int32(sh.Cores), int32(sh.MemoryGiB), 0)
+	return s.fit.next(from, &fitAsk{cores: int32(sh.Cores), mem: int32(sh.MemoryGiB)})
 }
 
 // Shares returns how many shares host h carries.
@@ -256,8 +335,9 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		d := a.Block.Device
 		if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 			s.devFree[d.Index]--
+			s.addOpen(d, -1)
 			s.noteFree(d, a.Block, false)
-			s.notePeers(d)
+			s.notePeers(d, -1)
 		}
 		if d == nil {
 			if a.Block.Host != nil && s.shares[a.Block.Host.Index] == 0 {
@@ -268,7 +348,9 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 		if d.Fabric.Kind == inventory.OpticalCircuit && a.Port != nil {
 			if s.portRefs[a.Port.Index] == 0 {
 				s.portPeer[a.Port.Index] = d
+				s.addOpen(d, -s.devFree[d.Index])
 				s.circuits[d.Index]++
+				s.addOpen(d, s.devFree[d.Index])
 				s.peerPorts[d.Index] = append(s.peerPorts[d.Index], int32(a.Port.Index))
 				s.noteObtainable(a.Port.Host)
 			}
@@ -286,10 +368,18 @@ func (s *State) Acquire(host *inventory.Host, as []Assignment) {
 }
 
 // notePeers updates what the hosts circuited to memory node d could
-// obtain, after d's free blocks changed.
-func (s *State) notePeers(d *inventory.Device) {
-	for _, pi := range s.peerPorts[d.Index] {
-		s.noteObtainable(s.ports[pi].Host)
+// obtain, after d's free blocks changed by delta: each host counts d once,
+// however many of its ports carry a circuit to it.
+func (s *State) notePeers(d *inventory.Device, delta int32) {
+	pp := s.peerPorts[d.Index]
+	for k, pi := range pp {
+		h := s.ports[pi].Host
+		if slices.ContainsFunc(pp[:k], func(q int32) bool { return s.ports[q].Host == h }) {
+			continue
+		}
+		if !s.boundless[h.Index] {
+			s.fit.addObtainable(h.Index, delta)
+		}
 	}
 }
 
@@ -315,8 +405,9 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 		if s.used[a.Block.Index] > 0 {
 			if d != nil && int(s.used[a.Block.Index]) == a.Block.MaxCompositions {
 				s.devFree[d.Index]++
+				s.addOpen(d, 1)
 				s.noteFree(d, a.Block, true)
-				s.notePeers(d)
+				s.notePeers(d, 1)
 			}
 			s.used[a.Block.Index]--
 		}
@@ -330,7 +421,9 @@ func (s *State) Release(host *inventory.Host, as []Assignment) {
 			s.portRefs[a.Port.Index]--
 			if s.portRefs[a.Port.Index] == 0 {
 				s.portPeer[a.Port.Index] = nil
+				s.addOpen(d, -s.devFree[d.Index])
 				s.circuits[d.Index]--
+				s.addOpen(d, s.devFree[d.Index])
 				pp := s.peerPorts[d.Index]
 				if k := slices.Index(pp, int32(a.Port.Index)); k >= 0 {
 					s.peerPorts[d.Index] = slices.Delete(pp, k, k+1)
