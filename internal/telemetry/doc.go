@@ -42,16 +42,21 @@
 //
 // # Persistence
 //
-// Samples survive a restart of serve up to a bounded loss. Checkpoint
-// (every minute from Run, and at shutdown) writes one store object, a
-// segment, holding every sample appended since the previous checkpoint,
-// across all series, and deletes the segments whose samples have all
-// expired; Open reads the segments back in order. A segment is written as
-// an intent plan (store.Plan.Intent): it costs no fsync of its own,
-// survives a crash of the process at once, and is durable with the next
-// durable commit of anything else. So a kill -9 loses at most the samples
-// of the last checkpoint interval; a power failure may lose as well the
-// segments written since the last durable commit.
+// With a store, every push AppendAll accepts is first written as a store
+// object of its own, a segment holding the push's new samples (write
+// through); a push the store cannot take fails with ErrNotStored and
+// changes nothing. Checkpoint (every minute from Run, and at shutdown)
+// merges the segments written since the previous checkpoint into one,
+// under the first one's ID (the store's ID order is the order segments
+// load in, so later pushes still load after it), and deletes the segments
+// whose samples have all expired; Open and Reload read the segments back
+// in order. Segments are written as intent plans (store.Plan.Intent):
+// committed with PostgreSQL, surviving a crash of the process at once with
+// SQLite, where they are durable with the next durable commit. So a
+// kill -9, of a replica serving alone or of the leader of several, loses
+// no acknowledged sample. Options.Buffered instead keeps pushes in memory
+// and has Checkpoint write what arrived since the previous one: a kill -9
+// then loses up to the last checkpoint interval.
 //
 // Why segments and not one object per series: a checkpoint then writes
 // what arrived since the last one (10^4 series × 6 samples a minute is

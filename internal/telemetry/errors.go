@@ -26,6 +26,11 @@ var (
 	// ErrTooManySeries: the push would create series beyond
 	// Options.MaxSeries.
 	ErrTooManySeries = errors.New("too many telemetry series")
+	// ErrNotStored: the push could not be written to the store before it
+	// was acknowledged (write-through, see the package doc); nothing of it
+	// was kept. The store's error is wrapped too (store.ErrUnavailable
+	// when the database cannot be reached).
+	ErrNotStored = errors.New("telemetry samples not stored")
 	// ErrCorrupt: a stored segment does not decode.
 	ErrCorrupt = errors.New("corrupt telemetry segment")
 )

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"rackpool/internal/store"
 )
@@ -26,6 +27,64 @@ const (
 type segmentInfo struct {
 	id     string
 	newest int64 // Unix ns of its newest sample
+}
+
+// written is a segment a push wrote through: what the next checkpoint
+// merges.
+type written struct {
+	info segmentInfo
+	ss   []segSeries
+}
+
+// nextSeq returns a segment sequence number above every one written,
+// at least now's Unix ns (so numbers stay ordered across restarts).
+func (s *Store) nextSeq(now time.Time) int64 {
+	for {
+		last := s.lastSeg.Load()
+		n := max(last+1, now.UnixNano())
+		if s.lastSeg.CompareAndSwap(last, n) {
+			return n
+		}
+	}
+}
+
+// writeThrough stores the new samples of one push as a segment of their
+// own (an intent plan: durable with PostgreSQL, surviving a crash of the
+// process with SQLite) before the push is acknowledged. Called under
+// appendMu, so segments are numbered in the order of the pushes.
+func (s *Store) writeThrough(ctx context.Context, now time.Time, ss []segSeries) error {
+	w := written{info: segmentInfo{id: fmt.Sprintf("%020d", s.nextSeq(now))}, ss: ss}
+	for _, sg := range ss {
+		w.info.newest = max(w.info.newest, sg.pts[len(sg.pts)-1].t)
+	}
+	plan := store.Plan{Intent: true, Objects: []store.ObjectChange{{Kind: kindSegment, Object: store.Object{ID: w.info.id, Data: encodeSegment(ss)}}}}
+	if err := s.o.Store.Apply(ctx, plan); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotStored, err)
+	}
+	s.pendMu.Lock()
+	s.pending = append(s.pending, w)
+	s.pendMu.Unlock()
+	return nil
+}
+
+// merge joins segments written through, oldest first, into one: each
+// series' samples in the order they were pushed.
+func merge(ws []written) []segSeries {
+	at := map[Key]int{}
+	var out []segSeries
+	for _, w := range ws {
+		for _, sg := range w.ss {
+			i, ok := at[sg.key]
+			if !ok {
+				i = len(out)
+				at[sg.key] = i
+				out = append(out, segSeries{key: sg.key})
+			}
+			out[i].pts = append(out[i].pts, sg.pts...)
+		}
+	}
+	slices.SortFunc(out, func(a, b segSeries) int { return a.key.compare(b.key) })
+	return out
 }
 
 // segSeries is one series' samples in a segment.
@@ -200,8 +259,8 @@ func (s *Store) load(ctx context.Context) error {
 	horizon := s.horizon(s.o.Clock.Now())
 	dropped := 0
 	for _, ob := range objs {
-		if seq, err := strconv.ParseInt(ob.ID, 10, 64); err == nil {
-			s.lastSeg = max(s.lastSeg, seq)
+		if seq, err := strconv.ParseInt(ob.ID, 10, 64); err == nil && seq > s.lastSeg.Load() {
+			s.lastSeg.Store(seq)
 		}
 		ss, err := decodeSegment(ob.Data)
 		if err != nil {
@@ -260,15 +319,22 @@ func (s *Store) Reload(ctx context.Context) error {
 	defer s.appendMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.series, s.segs, s.lastSeg = map[Key]*series{}, nil, 0
+	s.series, s.segs = map[Key]*series{}, nil
+	s.lastSeg.Store(0)
+	s.pendMu.Lock()
+	s.pending = nil
+	s.pendMu.Unlock()
 	return s.load(ctx)
 }
 
-// Checkpoint prunes expired samples, then writes every sample appended
-// since the previous checkpoint as one segment and deletes the segments
-// that hold only expired samples, in one store plan committed as an
-// intent (no fsync of its own; see the package doc). Without a store it
-// only prunes. On failure the samples stay marked new for the next one.
+// Checkpoint prunes expired samples and deletes the segments that hold
+// only expired samples. Written through (the default), it merges the
+// segments the pushes since the previous checkpoint wrote into one, kept
+// at the first one's place in the order; buffered, it writes every sample
+// appended since the previous checkpoint as one segment. One store plan,
+// committed as an intent (no fsync of its own; see the package doc).
+// Without a store it only prunes. On failure the samples (or the segments
+// to merge) are kept for the next one.
 func (s *Store) Checkpoint(ctx context.Context) error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
@@ -276,6 +342,9 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	s.prune(now)
 	if s.o.Store == nil {
 		return nil
+	}
+	if !s.o.Buffered {
+		return s.compact(ctx, now)
 	}
 	s.mu.RLock()
 	list := make([]*series, 0, len(s.series))
@@ -313,12 +382,10 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 			keep = append(keep, sg)
 		}
 	}
-	var written segmentInfo
+	var wrote segmentInfo
 	if len(ss) > 0 {
-		seq := max(s.lastSeg+1, now.UnixNano())
-		written = segmentInfo{id: fmt.Sprintf("%020d", seq), newest: newest}
-		plan.Objects = append(plan.Objects, store.ObjectChange{Kind: kindSegment, Object: store.Object{ID: written.id, Data: encodeSegment(ss)}})
-		s.lastSeg = seq
+		wrote = segmentInfo{id: fmt.Sprintf("%020d", s.nextSeq(now)), newest: newest}
+		plan.Objects = append(plan.Objects, store.ObjectChange{Kind: kindSegment, Object: store.Object{ID: wrote.id, Data: encodeSegment(ss)}})
 	}
 	if len(plan.Objects) == 0 {
 		return nil
@@ -334,8 +401,59 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 			se.persisted = marks[i]
 		}
 	}
-	if written.id != "" {
-		keep = append(keep, written)
+	if wrote.id != "" {
+		keep = append(keep, wrote)
+	}
+	s.segs = keep
+	return nil
+}
+
+// expired splits the segments into those to delete (every sample older
+// than horizon) and those to keep.
+func (s *Store) expired(horizon int64) (del []store.ObjectChange, keep []segmentInfo) {
+	for _, sg := range s.segs {
+		if sg.newest < horizon {
+			del = append(del, store.ObjectChange{Kind: kindSegment, Object: store.Object{ID: sg.id}, Delete: true})
+		} else {
+			keep = append(keep, sg)
+		}
+	}
+	return del, keep
+}
+
+// compact is Checkpoint written through: the segments pushes wrote since
+// the previous one become one, under the first one's ID (so that loading
+// in ID order still meets every series' samples oldest first), and
+// expired segments go. Called under ckMu.
+func (s *Store) compact(ctx context.Context, now time.Time) error {
+	s.pendMu.Lock()
+	pend := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	plan := store.Plan{Intent: true}
+	var keep []segmentInfo
+	plan.Objects, keep = s.expired(s.horizon(now))
+	var merged segmentInfo
+	if len(pend) > 0 {
+		merged = pend[0].info
+		for _, w := range pend[1:] {
+			merged.newest = max(merged.newest, w.info.newest)
+			plan.Objects = append(plan.Objects, store.ObjectChange{Kind: kindSegment, Object: store.Object{ID: w.info.id}, Delete: true})
+		}
+		if len(pend) > 1 {
+			plan.Objects = append(plan.Objects, store.ObjectChange{Kind: kindSegment, Object: store.Object{ID: merged.id, Data: encodeSegment(merge(pend))}})
+		}
+	}
+	if len(plan.Objects) > 0 {
+		if err := s.o.Store.Apply(ctx, plan); err != nil {
+			s.pendMu.Lock()
+			s.pending = append(pend, s.pending...)
+			s.pendMu.Unlock()
+			return fmt.Errorf("telemetry: checkpoint: %w", err)
+		}
+	}
+	if merged.id != "" {
+		keep = append(keep, merged)
 	}
 	s.segs = keep
 	return nil

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/clock"
@@ -84,9 +85,13 @@ type Options struct {
 	// MaxSkew is how far ahead of Clock a sample's time may be; default
 	// 10 s.
 	MaxSkew time.Duration
-	// Store keeps checkpoints (segments); nil keeps samples in memory
-	// only.
+	// Store keeps the samples (segments); nil keeps them in memory only.
 	Store store.Store
+	// Buffered keeps accepted samples in memory until the next
+	// checkpoint, which a crash loses; by default (false) every accepted
+	// push is written to Store before AppendAll returns, and checkpoints
+	// merge those writes (see the package doc).
+	Buffered bool
 	// Logger; default discard.
 	Logger *slog.Logger
 }
@@ -140,11 +145,16 @@ type Store struct {
 	mu     sync.RWMutex // the map, not the series' contents
 	series map[Key]*series
 
-	// ckMu serialises checkpoints; it guards segs, lastSeg and every
-	// series' persisted mark.
-	ckMu    sync.Mutex
-	segs    []segmentInfo
-	lastSeg int64
+	// ckMu serialises checkpoints; it guards segs and every series'
+	// persisted mark.
+	ckMu sync.Mutex
+	segs []segmentInfo
+	// lastSeg is the sequence number of the newest segment written.
+	lastSeg atomic.Int64
+	// pending is what pushes wrote through since the last checkpoint,
+	// oldest first, for the next one to merge; guarded by pendMu.
+	pendMu  sync.Mutex
+	pending []written
 }
 
 // series is one ring of samples.
@@ -263,6 +273,13 @@ func (s *Store) Append(key Key, samples []Sample) error {
 // when any sample of any batch is refused (see the package doc). Samples
 // that repeat stored ones exactly are skipped.
 func (s *Store) AppendAll(batches []Batch) error {
+	return s.AppendAllContext(context.Background(), batches)
+}
+
+// AppendAllContext is AppendAll with the context of the store write
+// (write-through): a push that cannot be written fails with ErrNotStored
+// and changes nothing.
+func (s *Store) AppendAllContext(ctx context.Context, batches []Batch) error {
 	if len(batches) == 0 {
 		return fmt.Errorf("%w: no samples", ErrInvalid)
 	}
@@ -324,7 +341,26 @@ func (s *Store) AppendAll(batches []Batch) error {
 			return fmt.Errorf("%w: %d series held, %d new ones would pass the bound of %d", ErrTooManySeries, n, created, s.o.MaxSeries)
 		}
 	}
-	// Everything checked: apply.
+	// Everything checked: write through, then apply.
+	if s.o.Store != nil && !s.o.Buffered {
+		var ss []segSeries
+		for i, td := range plan {
+			b := batches[i]
+			if td.first == len(b.Samples) {
+				continue
+			}
+			pts := make([]point, 0, len(b.Samples)-td.first)
+			for _, sm := range b.Samples[td.first:] {
+				pts = append(pts, point{t: sm.Time.UnixNano(), v: sm.Value})
+			}
+			ss = append(ss, segSeries{key: td.key, pts: pts})
+		}
+		if len(ss) > 0 {
+			if err := s.writeThrough(ctx, now, ss); err != nil {
+				return err
+			}
+		}
+	}
 	for i, td := range plan {
 		se := td.se
 		if se == nil {

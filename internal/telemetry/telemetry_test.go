@@ -320,9 +320,9 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-// TestCheckpointRestore: samples survive a restart through the SQLite
-// store; expired segments are deleted; a checkpoint that failed is
-// retried by the next.
+// TestCheckpointRestore: buffered, samples survive a restart through the
+// SQLite store up to the last checkpoint; expired segments are deleted; a
+// checkpoint that failed is retried by the next.
 func TestCheckpointRestore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -331,7 +331,7 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewManual(t0)
-	s, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour})
+	s, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour, Buffered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	s, err = Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour})
+	s, err = Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour, Buffered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,12 +412,107 @@ func TestCheckpointRestore(t *testing.T) {
 	if _, ok := s.Latest(lease); ok || s.Len() != 1 {
 		t.Errorf("expired lease series still held (%d series)", s.Len())
 	}
-	s2, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour})
+	s2, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour, Buffered: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w := s2.Window(mem, time.Time{}); len(w) != 2 || w[0].Value != 50 || w[1].Value != 70 {
 		t.Errorf("restored after expiry: %v", w)
+	}
+}
+
+// TestWriteThrough: by default every acknowledged push is in the store
+// before AppendAll returns, so a store reopened without any checkpoint
+// (the leader lost) holds every sample; a checkpoint merges the pushes'
+// segments into one, placed so that later pushes still load after it; a
+// push the store cannot take is refused whole.
+func TestWriteThrough(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(t0)
+	s, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := sysKey("sys-1", MemoryUsed)
+	lease := Key{Kind: MemoryLease, Source: "lease-1", Metric: LeaseBytesInUse}
+	push := func(v float64) {
+		t.Helper()
+		clk.Advance(10 * time.Second)
+		if err := s.AppendAll([]Batch{{mem, []Sample{{clk.Now(), v}}}, {lease, []Sample{{clk.Now(), 10 * v}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segments := func() int {
+		t.Helper()
+		objs, err := st.Objects(ctx, kindSegment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(objs)
+	}
+	reopen := func() *Store {
+		t.Helper()
+		s2, err := Open(ctx, Options{Store: st, Clock: clk, Retention: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s2
+	}
+	for v := range 3 {
+		push(float64(v + 1))
+	}
+	if n := segments(); n != 3 {
+		t.Fatalf("%d segments after 3 pushes, want one each", n)
+	}
+	// A push that repeats what is held writes nothing.
+	if err := s.Append(mem, []Sample{{clk.Now(), 3}}); err != nil || segments() != 3 {
+		t.Fatalf("a repeated push: %v, %d segments", err, segments())
+	}
+	if got, want := dump(reopen()), dump(s); !reflect.DeepEqual(got, want) {
+		t.Fatalf("without a checkpoint, restored %v\nwant %v", got, want)
+	}
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 1 {
+		t.Fatalf("%d segments after the checkpoint, want the pushes' merged into 1", n)
+	}
+	push(4)
+	push(5)
+	if got, want := dump(reopen()), dump(s); !reflect.DeepEqual(got, want) || len(want[mem]) != 5 {
+		t.Fatalf("after a checkpoint and two pushes, restored %v\nwant %v", got, want)
+	}
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := segments(); n != 2 {
+		t.Fatalf("%d segments after the second checkpoint, want 2", n)
+	}
+	// The store gone: the push is refused and nothing of it is held.
+	before := dump(s)
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	err = s.Append(mem, []Sample{{clk.Now(), 6}})
+	if !errors.Is(err, ErrNotStored) {
+		t.Fatalf("push with the store closed: %v, want ErrNotStored", err)
+	}
+	if got := dump(s); !reflect.DeepEqual(got, before) {
+		t.Fatalf("a refused push changed the samples held: %v", got)
+	}
+	st, err = sqlite.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := dump(reopen()); !reflect.DeepEqual(got, before) {
+		t.Fatalf("restored %v\nwant %v", got, before)
 	}
 }
 
@@ -545,5 +640,46 @@ func BenchmarkAppend(b *testing.B) {
 		if err := s.AppendAll(batches); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkPushStored is one agent's push (six metrics of one system) with
+// the SQLite store: written through (the default, durable before the
+// answer) against buffered until the next checkpoint.
+func BenchmarkPushStored(b *testing.B) {
+	for _, buffered := range []bool{false, true} {
+		name := "write-through"
+		if buffered {
+			name = "buffered"
+		}
+		b.Run(name, func(b *testing.B) {
+			st, err := sqlite.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			s, clk := newTestStore(b, Options{Store: st, Buffered: buffered, MaxSamples: 64})
+			var batches []Batch
+			for _, m := range Metrics(System) {
+				batches = append(batches, Batch{Key: sysKey("sys-1", m.Name), Samples: []Sample{{}}})
+			}
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				clk.Advance(time.Second)
+				for i := range batches {
+					batches[i].Samples[0] = Sample{Time: clk.Now(), Value: float64(i)}
+				}
+				if err := s.AppendAll(batches); err != nil {
+					b.Fatal(err)
+				}
+				if n++; n%600 == 0 {
+					// A checkpoint a minute at one push a 100 ms.
+					if err := s.Checkpoint(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

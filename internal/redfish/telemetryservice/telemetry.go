@@ -1,6 +1,7 @@
 package telemetryservice
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,7 +36,7 @@ type Service struct {
 // UsageStore keeps the usage samples the TelemetryService serves
 // (telemetry.Store).
 type UsageStore interface {
-	AppendAll(batches []telemetry.Batch) error
+	AppendAllContext(ctx context.Context, batches []telemetry.Batch) error
 	Latest(key telemetry.Key) (telemetry.Sample, bool)
 	LatestAll(f telemetry.Filter) []telemetry.Reading
 	Window(key telemetry.Key, since time.Time) []telemetry.Sample
@@ -220,7 +221,10 @@ func (s *Service) submitUsage(w http.ResponseWriter, r *http.Request, kind telem
 	if err != nil {
 		return err
 	}
-	if err := s.tel.AppendAll(batches); err != nil {
+	if err := s.tel.AppendAllContext(r.Context(), batches); err != nil {
+		if errors.Is(err, telemetry.ErrNotStored) {
+			return err // the store's failure: 503 when it is unreachable, else 500
+		}
 		return translateTelemetry(err)
 	}
 	service.NoteRoutine(r)
@@ -303,7 +307,7 @@ func (s *Service) RecordLeaseUsage(node string, usage map[string]uint64) {
 		batches = append(batches, telemetry.Batch{Key: telemetry.Key{Kind: telemetry.MemoryLease, Source: id, Metric: telemetry.LeaseBytesInUse},
 			Samples: []telemetry.Sample{{Time: now, Value: float64(used)}}})
 	}
-	if err := s.tel.AppendAll(batches); err != nil {
+	if err := s.tel.AppendAllContext(context.Background(), batches); err != nil {
 		s.log.Warn("memory node's lease usage not recorded", "node", node, "err", err)
 	}
 }
