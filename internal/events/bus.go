@@ -38,6 +38,10 @@ type Event struct {
 	// Oem is copied into the event record's Oem property; by Redfish rules
 	// its keys are OEM names ("Rackpool").
 	Oem map[string]any
+	// Replica is the tag of the active replica that published the event
+	// when another replica did (it came through the shared event log,
+	// Deliver); "" for an event of this process.
+	Replica string
 }
 
 // Redfish EventType values (Event.EventType in the Event schema).
@@ -111,11 +115,24 @@ type Options struct {
 	// A server may seed it from the wall clock so that IDs keep growing
 	// across restarts and an SSE client's Last-Event-ID stays meaningful.
 	StartID uint64
+	// Relay, when set, numbers the events elsewhere: Publish hands each
+	// event to it instead of delivering it, and the events come back,
+	// numbered, through Deliver (an active replica's shared event log,
+	// docs/ha.md). Default: Publish numbers and delivers.
+	Relay Relay
+}
+
+// Relay takes the events a bus publishes to number and deliver them
+// elsewhere (Options.Relay).
+type Relay interface {
+	// Relay takes e, stamped with its time but not numbered. It must not
+	// block and must not call the bus.
+	Relay(e Event)
 }
 
 // Stats are the bus's counters since New.
 type Stats struct {
-	Published          uint64 // events published
+	Published          uint64 // events published (with a Relay: handed to it)
 	Subscribers        int    // current subscribers
 	SubscribersDropped uint64 // subscribers dropped for falling behind
 	Destinations       int    // current push destinations
@@ -127,6 +144,7 @@ type Stats struct {
 // Bus fans events out to subscribers and push destinations. It is safe for
 // concurrent use.
 type Bus struct {
+	relay     Relay
 	clock     func() time.Time
 	log       *slog.Logger
 	subBuf    int
@@ -170,6 +188,7 @@ func New(opts Options) *Bus {
 		opts.RetryBackoff = DefaultRetryBackoff
 	}
 	b := &Bus{
+		relay:   opts.Relay,
 		clock:   opts.Clock,
 		log:     opts.Logger,
 		subBuf:  opts.SubscriberBuffer,
@@ -197,23 +216,58 @@ func New(opts Options) *Bus {
 // passes, without waiting for any of them. It returns e as published.
 // After Close the event is still numbered and kept, but goes nowhere.
 //
+// With a Relay, Publish stamps e's time and hands it to the relay instead,
+// returning it without an ID: it comes back through Deliver.
+//
 // Subscriber filters run inside Publish, under the bus's lock: they must
 // be quick and must not call the bus.
 func (b *Bus) Publish(e Event) Event {
 	e.Args = slices.Clone(e.Args)
 	e.Oem = maps.Clone(e.Oem)
-	var (
-		dropped int
-		full    []string // destinations whose queue was full
-	)
+	if b.relay != nil {
+		if e.Time.IsZero() {
+			e.Time = b.clock()
+		}
+		b.published.Add(1)
+		b.relay.Relay(e)
+		return e
+	}
 	b.mu.Lock()
 	b.lastID++
 	e.ID = b.lastID
 	if e.Time.IsZero() {
 		e.Time = b.clock()
 	}
-	b.push(e)
 	b.published.Add(1)
+	dropped, full := b.offer(e)
+	b.mu.Unlock()
+	b.report(e, dropped, full)
+	return e
+}
+
+// Deliver keeps e, numbered elsewhere (Options.Relay), in the ring and
+// offers it to the subscribers and destinations as Publish does. Events
+// must come in ID order: one whose ID is not greater than the last one's
+// is a repeat and is dropped (Deliver reports false), so that each event
+// reaches each consumer once.
+func (b *Bus) Deliver(e Event) bool {
+	b.mu.Lock()
+	if e.ID <= b.lastID {
+		b.mu.Unlock()
+		return false
+	}
+	b.lastID = e.ID
+	dropped, full := b.offer(e)
+	b.mu.Unlock()
+	b.report(e, dropped, full)
+	return true
+}
+
+// offer keeps e in the ring and offers it to every consumer. It returns
+// how many subscribers it dropped for falling behind and the destinations
+// whose queue was full. Call with b.mu held.
+func (b *Bus) offer(e Event) (dropped int, full []string) {
+	b.push(e)
 	for s := range b.subs {
 		if s.filter != nil && !s.filter(e) {
 			continue
@@ -236,7 +290,11 @@ func (b *Bus) Publish(e Event) Event {
 			full = append(full, d.dest.ID)
 		}
 	}
-	b.mu.Unlock()
+	return dropped, full
+}
+
+// report counts and logs what offer dropped.
+func (b *Bus) report(e Event, dropped int, full []string) {
 	if len(full) > 0 {
 		b.deliveryDrops.Add(uint64(len(full)))
 		b.log.Warn("event destination queues full: event dropped", "destinations", full, "event", e.ID)
@@ -245,7 +303,6 @@ func (b *Bus) Publish(e Event) Event {
 		b.subsDropped.Add(uint64(dropped))
 		b.log.Warn("event subscribers fell behind and were dropped", "count", dropped, "event", e.ID)
 	}
-	return e
 }
 
 // push adds e to the ring, overwriting the oldest when full. Call with

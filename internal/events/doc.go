@@ -18,6 +18,19 @@
 // holds. A destination whose queue is full loses the event (also counted);
 // push delivery is best effort, as Redfish allows.
 //
+// # Several replicas: a relay
+//
+// Active replicas (docs/ha.md) share one event stream. Their buses have a
+// Relay (Options.Relay: replica.EventLog): Publish stamps an event and
+// hands it to the relay instead of numbering it, and the relay writes it
+// to the store's event log, which numbers every replica's events in one
+// sequence. Each replica reads the log and hands every event, its own
+// included, to its bus's Deliver with the log's number as its ID. So
+// every replica's bus holds the same events, in the same order, under the
+// same IDs, and a Last-Event-ID from one replica resumes at another.
+// Deliver drops an event whose ID is not past the last one, so nothing
+// reaches a consumer twice, and it never relays, so nothing loops.
+//
 // # Push delivery
 //
 // Each destination has a deliverer goroutine that batches whatever is
@@ -36,5 +49,8 @@
 //
 // Monitor polls fabric drivers and publishes ResourceEvent registry
 // messages when a device, host port or host changes health, and when a
-// device's temperature or link error rate crosses a threshold.
+// device's temperature or link error rate crosses a threshold. Active
+// replicas share their fabric managers and each polls them; only the
+// leader's monitor publishes (MonitorOptions.Publishes), so that a change
+// is one event, not one per replica.
 package events

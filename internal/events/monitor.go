@@ -71,6 +71,12 @@ type MonitorOptions struct {
 	// (Poll called while Run polls) may call it concurrently and out of
 	// order. The map and slices are the sink's to keep.
 	Stats func(at time.Time, stats map[string][]fabric.DeviceStats)
+	// Publishes, when set, says whether the monitor publishes what it
+	// sees: while it answers false the monitor keeps the devices' health
+	// and the telemetry (DeviceHealth, Stats) and publishes nothing.
+	// Active replicas poll the same fabric managers, and only the
+	// leader's monitor publishes (docs/ha.md). Default: always.
+	Publishes func() bool
 }
 
 // Monitor polls fabric drivers and publishes an event on the bus whenever
@@ -98,14 +104,15 @@ type MonitorOptions struct {
 // when it is the part before the slash of some port key, and a device
 // otherwise.
 type Monitor struct {
-	bus      *Bus
-	drivers  map[string]fabric.Driver
-	fabrics  []string // driver IDs, sorted
-	interval time.Duration
-	th       Thresholds
-	clk      clock.Clock
-	log      *slog.Logger
-	sink     func(time.Time, map[string][]fabric.DeviceStats) // MonitorOptions.Stats
+	bus       *Bus
+	drivers   map[string]fabric.Driver
+	fabrics   []string // driver IDs, sorted
+	interval  time.Duration
+	th        Thresholds
+	clk       clock.Clock
+	log       *slog.Logger
+	sink      func(time.Time, map[string][]fabric.DeviceStats) // MonitorOptions.Stats
+	publishes func() bool                                      // MonitorOptions.Publishes
 
 	mu        sync.Mutex // one poll at a time; guards the state below
 	devices   map[elem]fabric.Health
@@ -167,6 +174,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		clk:       opts.Clock,
 		log:       opts.Logger,
 		sink:      opts.Stats,
+		publishes: opts.Publishes,
 		devices:   map[elem]fabric.Health{},
 		ports:     map[elem]fabric.Health{},
 		hostsSeen: map[string]map[string]fabric.Health{},
@@ -376,6 +384,9 @@ func (m *Monitor) crossing(state map[elem]bool, e elem, over bool, origin, prope
 }
 
 func (m *Monitor) publish(e Event, oem map[string]any) {
+	if m.publishes != nil && !m.publishes() {
+		return
+	}
 	e.Oem = map[string]any{oemVendor: oem}
 	m.bus.Publish(e)
 }

@@ -366,3 +366,32 @@ func TestMonitorRun(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// TestMonitorPublishes: a monitor whose Publishes answers false keeps the
+// devices' health and publishes nothing (an active replica that does not
+// lead); once it answers true, it publishes the changes from then on, not
+// what it saw before.
+func TestMonitorPublishes(t *testing.T) {
+	r := newRig(t, Thresholds{})
+	leads := false
+	r.mon.publishes = func() bool { return leads }
+	r.inject(t, "falcon1", fabric.Fault{Kind: fabric.DeviceFails, Target: "gpu1"})
+	if got := r.poll(t); len(got) != 0 {
+		t.Fatalf("published while not publishing: %v", got)
+	}
+	if h, _ := r.mon.DeviceHealth("falcon1", "gpu1"); h != fabric.Critical {
+		t.Fatalf("gpu1's health while not publishing: %q, want Critical", h)
+	}
+	leads = true
+	if got := r.poll(t); len(got) != 0 {
+		t.Fatalf("an unchanged failure published on taking the lead: %v", got)
+	}
+	r.clear("falcon1")
+	want := []string{
+		"ResourceStatusChangedOK /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 gpu1 OK",
+		"ResourceErrorThresholdCleared /redfish/v1/Fabrics/falcon1/Endpoints/gpu1 TemperatureCelsius 85",
+	}
+	if got := r.poll(t); !slices.Equal(got, want) {
+		t.Fatalf("after clearing:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
