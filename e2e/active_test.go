@@ -259,7 +259,6 @@ func TestPostgresActive(t *testing.T) {
 		{[]string{"--active"}, "--active need a postgres:// --store"},
 		{[]string{"--active", "--store", url}, `is driven by "emulated"`},
 		{[]string{"--active", "--standby", "--store", url, "--topology", topo}, "exclude each other"},
-		{[]string{"--active", "--store", url, "--topology", topo, "--host-agents", "all"}, "--host-agents"},
 	} {
 		out, err := runServe(t, t.TempDir(), env, tc.flags...)
 		if err == nil || !strings.Contains(out, tc.want) {

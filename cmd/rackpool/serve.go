@@ -130,7 +130,7 @@ func serve(c *serveConfig) error {
 	}
 	handler := ui.Mount(p.api)
 	if p.act != nil {
-		handler = replica.Forward(handler, p.act.Tag(), p.act, redfish.Forwarding{})
+		handler = replica.Forward(handler, p.act.Tag(), p.act, redfish.Forwarding{}, replica.WithSteps(stepTags{p.mgr}))
 		url := c.Advertise
 		if url == "" {
 			host, _, _ := net.SplitHostPort(c.Addr)
@@ -211,6 +211,18 @@ type plane struct {
 	telEvery time.Duration
 }
 
+// stepTags finds, for replica.Forward, the active replica whose workflow
+// waits on a host's agent: from the snapshot, caught up with the log.
+type stepTags struct{ mgr *compose.Manager }
+
+func (s stepTags) StepTag(ctx context.Context, host string) (string, error) {
+	if err := s.mgr.CatchUp(ctx); err != nil {
+		return "", err
+	}
+	tag, _ := strings.CutPrefix(s.mgr.StepOwner(host), postgres.MemberPrefix)
+	return tag, nil
+}
+
 // newPlane builds the control plane's parts on the opened store, each
 // loading its state. An active replica's follower reads the change log from
 // before anything is loaded.
@@ -270,8 +282,19 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 	if p.act != nil {
 		replicaName = p.act.Member()
 	}
+	onChange := obs.OnChange
+	if p.act != nil && (agentHosts.All || len(agentHosts.Hosts) > 0) {
+		// Another replica's workflow now waits on a host's agent: hand
+		// the agent, if it polls here, back at once, to be routed there.
+		onChange = func(ch compose.Change) {
+			obs.OnChange(ch)
+			if n := ch.New; ch.Remote && n != nil && n.Step != "" && n.Owner != replicaName {
+				broker.Kick(n.Host)
+			}
+		}
+	}
 	p.mgr, err = compose.New(ctx, compose.Options{Topology: top, Store: st, Drivers: drivers, Logger: log, Power: power,
-		OnChange: obs.OnChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: c.HostAgentTimeout, Epoch: epoch,
+		OnChange: onChange, OnFabricOp: obs.OnFabricOp, OnSchedule: obs.OnSchedule, Host: broker, HostTimeout: c.HostAgentTimeout, Epoch: epoch,
 		CatchUp: catchUp, Spread: p.act != nil, Replica: replicaName})
 	if err != nil {
 		return nil, err

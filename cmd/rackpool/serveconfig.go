@@ -179,9 +179,6 @@ func (c *serveConfig) validate() error {
 	if c.Active && c.Import != "" {
 		return errors.New("--import applies an allocation on a replica serving alone: run it without --active first")
 	}
-	if c.Active && c.HostAgents != defaultHostAgents {
-		return errors.New("--host-agents: a host agent's steps wait at the replica that runs the workflow, which --active does not yet route to; run host agents with a replica serving alone")
-	}
 	if c.HostAgentTimeout < minHostAgentTimeout {
 		return fmt.Errorf("--host-agent-timeout must be at least 1s, not %v", c.HostAgentTimeout)
 	}

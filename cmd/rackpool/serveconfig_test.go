@@ -70,7 +70,7 @@ func TestServeConfigValidate(t *testing.T) {
 		{[]string{"--log-format", "xml"}, "--log-format: want text or json"},
 		{[]string{"--fabric-time", "fast"}, "--fabric-time: want real or instant"},
 		{[]string{"--active", "--import", "x.json"}, "--import applies an allocation on a replica serving alone"},
-		{[]string{"--active", "--host-agents", "all"}, "--host-agents"},
+		{[]string{"--active", "--host-agents", "all"}, ""},
 		{[]string{"--host-agent-timeout", "500ms"}, "--host-agent-timeout must be at least 1s"},
 		{[]string{"--elastic", "maybe"}, "--elastic"},
 		{[]string{"--provisioning", "maybe"}, "--provisioning"},

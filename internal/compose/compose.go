@@ -92,7 +92,9 @@ type Options struct {
 	Clock   clock.Clock  // default: the real clock
 	Logger  *slog.Logger // default: discard
 	// OnChange, when set, is called after every committed change of a
-	// composition or reservation (events, metrics). It must not block.
+	// composition or reservation (events, metrics), and after every change
+	// another active replica committed that Sync took in (Change.Remote).
+	// It must not block.
 	OnChange func(Change)
 	// OnFabricOp, when set, is called after every attach or detach with the
 	// fabric's kind, the operation ("attach", "detach"), its duration and
@@ -140,6 +142,9 @@ type Change struct {
 	Old, New *inventory.Composition
 	Reason   string
 	Err      error // for "failed"
+	// Remote marks a change another replica committed, learnt from the
+	// change log (Sync).
+	Remote bool
 }
 
 // Quota limits how many blocks of each kind one tenant may hold across its
@@ -227,7 +232,10 @@ type Manager struct {
 	// compsGen counts changes to comps (putComp, dropComp); systemIDs is
 	// the ordered list of systems as of generation systemIDsGen.
 	compsGen, systemIDsGen uint64
-	systemIDs              []string
+	// stepping lists, by host, the compositions waiting on a host step
+	// (StepOwner); kept by putComp and dropComp.
+	stepping  map[string][]string
+	systemIDs []string
 	// owners counts, per block, compositions holding or acquiring it.
 	owners map[string][]string
 	// running marks Decomposing compositions whose decompose is under way
@@ -403,6 +411,18 @@ func (m *Manager) Place(ctx context.Context, req Request) (*Placement, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, err := m.place(req, inventory.Composing, "sys-")
+	var refused *schedule.Unsatisfiable
+	if errors.As(err, &refused) && !refused.Never && m.catchUp != nil {
+		// One of several replicas: what another released (a system
+		// decomposed there a moment ago) may not be in this snapshot
+		// yet. Catch up once and place again before refusing.
+		m.mu.Unlock()
+		caught := m.CatchUp(ctx)
+		m.mu.Lock()
+		if caught == nil {
+			c, err = m.place(req, inventory.Composing, "sys-")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1101,12 +1121,14 @@ func system(c *inventory.Composition) bool {
 
 // putComp records c as composition id; m.mu is held.
 func (m *Manager) putComp(id string, c *inventory.Composition) {
+	m.noteStep(id, m.comps[id], c)
 	m.comps[id] = c
 	m.compsGen++
 }
 
 // dropComp forgets composition id; m.mu is held.
 func (m *Manager) dropComp(id string) {
+	m.noteStep(id, m.comps[id], nil)
 	delete(m.comps, id)
 	m.compsGen++
 }

@@ -138,7 +138,7 @@ func (m *Manager) Sync(recs map[string]*inventory.Composition) {
 		} else {
 			delete(m.remote, id)
 		}
-		changes = append(changes, Change{Old: local, New: rec, Reason: syncReason(local, rec)})
+		changes = append(changes, Change{Old: local, New: rec, Reason: syncReason(local, rec), Remote: true})
 	}
 	m.mu.Unlock()
 	for _, ch := range changes {
@@ -359,4 +359,43 @@ func (m *Manager) settleLocked(ctx context.Context, c *inventory.Composition) (*
 	}
 	delete(m.remote, c.ID)
 	return &Change{Old: c, Reason: "decomposed"}, nil
+}
+
+// StepOwner returns the Owner (an active replica's membership) of a
+// composition on host that waits on a host step (Composition.Step), ""
+// when none does: where that host's agent must be served (docs/ha.md).
+// From the snapshot: call CatchUp first to see other replicas' latest.
+func (m *Manager) StepOwner(host string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	owner := ""
+	for _, id := range m.stepping[host] {
+		switch c := m.comps[id]; {
+		case m.running[id]:
+			return "" // this replica's own workflow (its snapshot's Owner may be an earlier one's)
+		case c != nil && owner == "":
+			owner = c.Owner
+		}
+	}
+	return owner
+}
+
+// noteStep keeps stepping, the compositions waiting on a host step by
+// host, as composition id changes from old to c (either nil); m.mu is
+// held.
+func (m *Manager) noteStep(id string, old, c *inventory.Composition) {
+	if old != nil && old.Step != "" {
+		list := slices.DeleteFunc(m.stepping[old.Host], func(s string) bool { return s == id })
+		if len(list) == 0 {
+			delete(m.stepping, old.Host)
+		} else {
+			m.stepping[old.Host] = list
+		}
+	}
+	if c != nil && c.Step != "" {
+		if m.stepping == nil {
+			m.stepping = map[string][]string{}
+		}
+		m.stepping[c.Host] = append(m.stepping[c.Host], id)
+	}
 }

@@ -46,6 +46,9 @@ type Broker struct {
 	steps map[string]*entry        // by step ID
 	wake  map[string]chan struct{} // by host: closed when a step arrives
 	seen  map[string]time.Time     // by host: last poll
+	// kicked marks the hosts whose pollers Kick sent back: another
+	// replica's workflow waits on a step of the host (docs/ha.md).
+	kicked map[string]bool
 }
 
 type entry struct {
@@ -71,7 +74,7 @@ func NewBroker(o Options) *Broker {
 		o.Claim = DefaultClaim
 	}
 	b := &Broker{all: o.All, hosts: map[string]bool{}, claim: o.Claim,
-		steps: map[string]*entry{}, wake: map[string]chan struct{}{}, seen: map[string]time.Time{}}
+		steps: map[string]*entry{}, wake: map[string]chan struct{}{}, seen: map[string]time.Time{}, kicked: map[string]bool{}}
 	for _, h := range o.Hosts {
 		b.hosts[h] = true
 	}
@@ -135,14 +138,32 @@ func (b *Broker) wakeLocked(host string) {
 	}
 }
 
+// Kick ends the waits of host's pollers now, with no step: with several
+// active replicas, a workflow at another replica waits on a step of host,
+// and the agent's next poll is routed there (replica.Forward).
+func (b *Broker) Kick(host string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, waiting := b.wake[host]; waiting {
+		b.kicked[host] = true
+		b.wakeLocked(host)
+	}
+}
+
 // Poll returns host's pending steps that no live agent has claimed, and
-// claims them. With none pending it waits up to wait (or ctx) for one.
+// claims them. With none pending it waits up to wait (or ctx) for one, or
+// until Kick.
 func (b *Broker) Poll(ctx context.Context, host string, wait time.Duration) []compose.HostStep {
 	end := time.Now().Add(wait)
 	for {
 		b.mu.Lock()
 		now := time.Now()
 		b.seen[host] = now
+		if b.kicked[host] {
+			delete(b.kicked, host)
+			b.mu.Unlock()
+			return nil
+		}
 		var out []compose.HostStep
 		next := end // the poll ends, or a claim lapses
 		for _, e := range b.steps {

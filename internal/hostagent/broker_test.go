@@ -84,3 +84,42 @@ func TestParseHosts(t *testing.T) {
 		t.Error("an unknown host was accepted")
 	}
 }
+
+// TestBrokerKick: Kick ends a waiting poll at once with no step (another
+// replica's workflow waits on the host's agent), and is not remembered
+// for a poll that starts later: that one still gets its steps.
+func TestBrokerKick(t *testing.T) {
+	b := hostagent.NewBroker(hostagent.Options{All: true})
+	ctx := context.Background()
+	polled := make(chan []compose.HostStep, 1)
+	go func() { polled <- b.Poll(ctx, "h1", time.Hour) }()
+	kick := time.NewTicker(10 * time.Millisecond) // until the poller waits
+	defer kick.Stop()
+	deadline := time.After(time.Minute)
+	for done := false; !done; {
+		select {
+		case got := <-polled:
+			if len(got) != 0 {
+				t.Fatalf("a kicked poll returned steps: %+v", got)
+			}
+			done = true
+		case <-kick.C:
+			b.Kick("h1")
+		case <-deadline:
+			t.Fatal("Kick did not end the poll")
+		}
+	}
+	b.Kick("h1") // nobody waits: forgotten
+	step := compose.HostStep{ID: "sys-1.1.attach", Composition: "sys-1", Host: "h1", Op: "attach"}
+	res := make(chan error, 1)
+	go func() { res <- b.Run(ctx, step) }()
+	if got := b.Poll(ctx, "h1", time.Minute); len(got) != 1 || got[0].ID != step.ID {
+		t.Fatalf("a poll after a kick with nobody waiting got %+v", got)
+	}
+	if err := b.Complete("h1", step.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -11,6 +12,8 @@ import (
 // root, and the Redfish errors they answer themselves. Its zero value is
 // ready.
 type Forwarding struct{}
+
+const hostAgentsPath = "/redfish/v1/Oem/Rackpool/HostAgents"
 
 // leaderPaths are the resources the leader alone serves: the subsystems
 // whose state lives in one process (memory leases and memory nodes,
@@ -49,6 +52,24 @@ func (Forwarding) TaskTag(path string) string {
 				return tag
 			}
 		}
+	}
+	return ""
+}
+
+// StepsHost returns the host of a host agent's steps path (its poll,
+// GET .../HostAgents/{host}/Steps, or its answer, POST
+// .../Steps/{step}/Actions/Oem/Rackpool.Complete), "" for any other path.
+func (Forwarding) StepsHost(path string) string {
+	rest, ok := strings.CutPrefix(path, hostAgentsPath+"/")
+	if !ok {
+		return ""
+	}
+	host, steps, ok := strings.Cut(rest, "/")
+	if !ok || host == "" || (steps != "Steps" && !strings.HasPrefix(steps, "Steps/")) {
+		return ""
+	}
+	if h, err := url.PathUnescape(host); err == nil {
+		return h
 	}
 	return ""
 }

@@ -151,3 +151,22 @@ func TestGate(t *testing.T) {
 		t.Errorf("GET while serving: %d", rec.Code)
 	}
 }
+
+// TestStepsHost: the host agents' poll and answer paths name their host
+// (escaped IDs decoded); nothing else does.
+func TestStepsHost(t *testing.T) {
+	for path, want := range map[string]string{
+		"/redfish/v1/Oem/Rackpool/HostAgents/host1/Steps":                                          "host1",
+		"/redfish/v1/Oem/Rackpool/HostAgents/host1/Steps/s.1.attach/Actions/Oem/Rackpool.Complete": "host1",
+		"/redfish/v1/Oem/Rackpool/HostAgents/t1%2Fcpu/Steps":                                       "t1/cpu",
+		"/redfish/v1/Oem/Rackpool/HostAgents/host1":                                                "",
+		"/redfish/v1/Oem/Rackpool/HostAgents":                                                      "",
+		"/redfish/v1/Oem/Rackpool/HostAgents//Steps":                                               "",
+		"/redfish/v1/Oem/Rackpool/HostAgents/host1/StepsX":                                         "",
+		"/redfish/v1/Systems/host1":                                                                "",
+	} {
+		if got := (Forwarding{}).StepsHost(path); got != want {
+			t.Errorf("StepsHost(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

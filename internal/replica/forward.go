@@ -62,7 +62,28 @@ type Service interface {
 	// TaskGone answers 404 for the task at path: the replica that ran it
 	// has stopped, and its tasks with it.
 	TaskGone(w http.ResponseWriter, path string)
+	// StepsHost returns the host whose agent's steps path names (its
+	// poll, or its answer to a step), "" if path is no host agent's.
+	StepsHost(path string) string
 }
+
+// Steps tells Forward which replica runs the workflow that waits on a
+// host's agent (compose.Manager.StepOwner): the agent's polls and answers
+// go there.
+type Steps interface {
+	// StepTag returns the tag of the replica whose workflow waits on a
+	// step of host, "" when none does (the answering replica serves the
+	// poll, and hands the agent back as soon as another replica's
+	// workflow needs it: hostagent.Broker.Kick).
+	StepTag(ctx context.Context, host string) (string, error)
+}
+
+// Option configures Forward.
+type Option func(*forwarder)
+
+// WithSteps routes host agents' requests to the replica running the
+// workflow that waits on their host.
+func WithSteps(s Steps) Option { return func(f *forwarder) { f.steps = s } }
 
 // Forward returns next behind the forwarding layer of the replica whose
 // tag is tag: a request for what the leader serves goes to the leader,
@@ -70,8 +91,12 @@ type Service interface {
 // trusts the CA the peer advertised and the system's roots. A forwarded
 // request is never forwarded again, and every answer names the replica
 // that made it (ReplicaHeader).
-func Forward(next http.Handler, tag string, peers Peers, svc Service) http.Handler {
-	return &forwarder{next: next, tag: tag, peers: peers, svc: svc, transports: &transports{m: map[[32]byte]http.RoundTripper{}}}
+func Forward(next http.Handler, tag string, peers Peers, svc Service, opts ...Option) http.Handler {
+	f := &forwarder{next: next, tag: tag, peers: peers, svc: svc, transports: &transports{m: map[[32]byte]http.RoundTripper{}}}
+	for _, o := range opts {
+		o(f)
+	}
+	return f
 }
 
 type forwarder struct {
@@ -79,6 +104,7 @@ type forwarder struct {
 	tag   string
 	peers Peers
 	svc   Service
+	steps Steps // nil: host agents are served where they ask
 
 	transports *transports // by the peer's CA
 }
@@ -111,6 +137,27 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.proxy(w, r, p)
 		}
 		return
+	}
+	if host := f.svc.StepsHost(r.URL.EscapedPath()); host != "" && f.steps != nil && !forwarded {
+		tag, err := f.steps.StepTag(r.Context(), host)
+		if err != nil {
+			f.svc.Unavailable(w, "Which replica runs the workflow waiting on this host's agent could not be read from the database.")
+			return
+		}
+		if tag != "" && tag != f.tag {
+			p, ok, err := f.peers.Replica(r.Context(), tag)
+			switch {
+			case err != nil:
+				f.svc.Unavailable(w, "The replica that runs the workflow waiting on this host's agent could not be looked up.")
+			case !ok:
+				// It stopped: the leader settles its workflow; nothing
+				// waits on the agent there any more.
+				f.next.ServeHTTP(w, r)
+			default:
+				f.proxy(w, r, p)
+			}
+			return
+		}
 	}
 	f.next.ServeHTTP(w, r)
 }

@@ -50,6 +50,24 @@ func (testService) TaskTag(path string) string {
 
 func (testService) Root(path string) bool { return path == "/" }
 
+func (testService) StepsHost(path string) string {
+	host, _ := strings.CutPrefix(path, "/agents/")
+	if host == path {
+		return ""
+	}
+	return host
+}
+
+// stepTags says which replica's workflow waits on each host's agent.
+type stepTags map[string]string
+
+func (s stepTags) StepTag(_ context.Context, host string) (string, error) {
+	if host == "broken" {
+		return "", errors.New("database down")
+	}
+	return s[host], nil
+}
+
 func (testService) Unavailable(w http.ResponseWriter, why string) {
 	w.Header().Set("Retry-After", "1")
 	http.Error(w, "unavailable: "+why, http.StatusServiceUnavailable)
@@ -106,6 +124,46 @@ func TestForward(t *testing.T) {
 		if rec.Code != c.status || !strings.HasPrefix(rec.Body.String(), c.body) || rec.Header().Get(ReplicaHeader) != c.by || len(rec.Header().Values(ReplicaHeader)) != 1 {
 			t.Errorf("GET %s (forwarded %q): %d %q by %v; want %d %q by %s", c.path, c.forwarded, rec.Code, rec.Body, rec.Header().Values(ReplicaHeader), c.status, c.body, c.by)
 		}
+	}
+}
+
+// TestForwardSteps: a host agent's requests go to the replica whose
+// workflow waits on that host, are answered here when none does, this
+// one does, or the one that did has stopped, and answer 503 when the
+// owner cannot be read; a forwarded one is never forwarded again.
+func TestForwardSteps(t *testing.T) {
+	other := httptest.NewServer(Forward(echo("other"), "other", staticPeers{self: true}, testService{}))
+	defer other.Close()
+	local := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "here") })
+	tags := stepTags{"h1": "other", "h2": "me", "h3": "gone"}
+	h := Forward(local, "me", staticPeers{replicas: map[string]Peer{"other": {URL: other.URL}}}, testService{}, WithSteps(tags))
+	for _, c := range []struct {
+		path, forwarded string
+		status          int
+		body            string
+	}{
+		{"/agents/h1", "", 200, "other me"},
+		{"/agents/h1", "x", 200, "here"},
+		{"/agents/h2", "", 200, "here"},
+		{"/agents/h3", "", 200, "here"},
+		{"/agents/h4", "", 200, "here"},
+		{"/agents/broken", "", 503, "unavailable: Which replica runs"},
+	} {
+		req := httptest.NewRequest(http.MethodGet, c.path, nil)
+		if c.forwarded != "" {
+			req.Header.Set(ForwardedHeader, c.forwarded)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.status || !strings.HasPrefix(rec.Body.String(), c.body) {
+			t.Errorf("GET %s (forwarded %q): %d %q; want %d %q", c.path, c.forwarded, rec.Code, rec.Body, c.status, c.body)
+		}
+	}
+	// Without WithSteps, agents are served where they ask.
+	rec := httptest.NewRecorder()
+	Forward(local, "me", staticPeers{}, testService{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/agents/h1", nil))
+	if rec.Body.String() != "here" {
+		t.Errorf("without steps: %q", rec.Body)
 	}
 }
 

@@ -16,6 +16,10 @@
 //	    one row per record a transaction changed: a composition (kind
 //	    "composition"), a setting ("setting") or an object (its kind);
 //	    token is the transaction's random token (see In-doubt commits).
+//	events (seq identity PK, replica, num, data, at)
+//	    the event log active replicas share (events.go): every replica's
+//	    events in one order, seq their IDs; (replica, num) is unique, so
+//	    a retried append adds nothing twice.
 //
 // # Concurrency
 //

@@ -107,7 +107,13 @@ func (f *Feed) Position() int64 { return f.after }
 // failed connection is opened again with backoff. It returns when ctx
 // ends.
 func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger, fn func()) {
-	own := hex.EncodeToString(s.origin)
+	s.listen(ctx, NotifyChannel, hex.EncodeToString(s.origin), poll, log, fn)
+}
+
+// listen calls fn whenever channel is notified with a payload other than
+// skip ("" skips nothing), and every poll interval in any case, until ctx
+// ends (Listen, ListenEvents).
+func (s *Store) listen(ctx context.Context, channel, skip string, poll time.Duration, log *slog.Logger, fn func()) {
 	var conn *pgx.Conn
 	defer func() {
 		if conn != nil {
@@ -118,13 +124,13 @@ func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger
 		if conn == nil {
 			c, err := pgx.ConnectConfig(ctx, s.cfg.ConnConfig.Copy())
 			if err == nil {
-				if _, err = c.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+				if _, err = c.Exec(ctx, "LISTEN "+channel); err != nil {
 					c.Close(ctx)
 				}
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					log.Warn("change feed: cannot listen; retrying", "err", err, "in", backoff)
+					log.Warn("change feed: cannot listen; retrying", "channel", channel, "err", err, "in", backoff)
 				}
 				fn() // poll meanwhile
 				sleep(ctx, backoff)
@@ -138,7 +144,7 @@ func (s *Store) Listen(ctx context.Context, poll time.Duration, log *slog.Logger
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
-		case err == nil && n.Payload == own:
+		case err == nil && skip != "" && n.Payload == skip:
 		case err == nil, errors.Is(err, context.DeadlineExceeded):
 			fn()
 		case ctx.Err() == nil:
@@ -223,7 +229,8 @@ func (s *Store) PruneChanges(ctx context.Context, retention time.Duration) (int6
 	return tag.RowsAffected(), nil
 }
 
-// PruneLoop prunes the change log every interval until ctx ends.
+// PruneLoop prunes the change log (retention) and the event log
+// (EventRetention) every interval until ctx ends.
 func (s *Store) PruneLoop(ctx context.Context, every, retention time.Duration, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -237,6 +244,11 @@ func (s *Store) PruneLoop(ctx context.Context, every, retention time.Duration, l
 			log.Warn("change log: prune failed", "err", err)
 		} else if n > 0 {
 			log.Debug("change log pruned", "changes", n)
+		}
+		if n, err := s.PruneEvents(ctx, EventRetention); err != nil && ctx.Err() == nil {
+			log.Warn("event log: prune failed", "err", err)
+		} else if n > 0 {
+			log.Debug("event log pruned", "events", n)
 		}
 	}
 }

@@ -73,6 +73,22 @@ var migrations = []string{
 
 	// 4: audit entries name their outcome by a registry MessageId.
 	`ALTER TABLE audit ADD COLUMN message_id text NOT NULL DEFAULT '';`,
+
+	// 5: the event log active replicas share (events.go). Its sequence
+	// numbers are the events' IDs; they start at the time of the
+	// migration in microseconds, where a replica serving alone starts
+	// its own, so that IDs keep growing when a database goes from one
+	// replica to several.
+	`CREATE TABLE events (
+		seq     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		replica text COLLATE "C" NOT NULL, -- the tag of the replica that published it
+		num     bigint NOT NULL,           -- its number at that replica
+		data    bytea NOT NULL,            -- JSON
+		at      timestamptz NOT NULL DEFAULT now(),
+		UNIQUE (replica, num)
+	);
+	CREATE INDEX events_by_time ON events (at);
+	SELECT setval(pg_get_serial_sequence('events', 'seq'), (extract(epoch FROM clock_timestamp()) * 1000000)::bigint);`,
 }
 
 // migrationLock is the advisory lock key replicas starting together take,
