@@ -164,8 +164,9 @@ func (a *Active) Serving() bool { return a.held.Holding() }
 // evicted this replica (it found its membership taken on reconnecting).
 func (a *Active) Deposed() <-chan error { return a.held.Deposed() }
 
-// leads reports whether this replica leads now.
-func (a *Active) leads() bool { return a.lead.Load() != nil }
+// Leads reports whether this replica leads now: only the leader's fabric
+// monitor publishes events, and only its usage series are current.
+func (a *Active) Leads() bool { return a.lead.Load() != nil }
 
 // Release gives up the leadership and the membership.
 func (a *Active) Release() {
@@ -192,7 +193,7 @@ func (a *Active) Advertise(ctx context.Context, url string, ca []byte) error {
 // replica leads. An error says none leads now or the database is
 // unreachable.
 func (a *Active) Leader(ctx context.Context) (Peer, bool, error) {
-	if a.leads() {
+	if a.Leads() {
 		return Peer{}, true, nil
 	}
 	e := a.lookup("", func() peerEntry {
