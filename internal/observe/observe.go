@@ -83,8 +83,15 @@ func (o *Observer) OnFabricOp(kind inventory.FabricKind, op string, took time.Du
 }
 
 // OnChange is compose.Options.OnChange: every committed change becomes an
-// event for the owning tenant (and the administrators).
+// event for the owning tenant (and the administrators). A change another
+// active replica committed (Change.Remote) is that replica's to count and
+// publish: its event reaches this replica's bus through the shared event
+// log (docs/ha.md), and counting it here too would count it twice in
+// /metrics, which sums every replica's.
 func (o *Observer) OnChange(ch compose.Change) {
+	if ch.Remote {
+		return
+	}
 	o.changes.With(ch.Reason).Inc()
 	c := ch.New
 	if c == nil {
@@ -180,10 +187,12 @@ func (o *Observer) fault(e events.Event) {
 	}
 }
 
-// Watch counts the fabric monitor's fault events until the bus closes.
+// Watch counts the fabric monitor's fault events until the bus closes:
+// this process's own (another active replica's, Event.Replica, are that
+// replica's to count).
 func (o *Observer) Watch() {
 	ch, cancel := o.bus.Subscribe(func(e events.Event) bool {
-		return strings.HasPrefix(e.MessageID, "ResourceEvent.") && e.Severity != events.SeverityOK
+		return e.Replica == "" && strings.HasPrefix(e.MessageID, "ResourceEvent.") && e.Severity != events.SeverityOK
 	}, ^uint64(0))
 	go func() {
 		defer cancel()

@@ -93,6 +93,19 @@ func TestOnChange(t *testing.T) {
 	}
 }
 
+// TestRemoteChange: a change another active replica committed is that
+// replica's to publish and count; Sync's report of it here is neither.
+func TestRemoteChange(t *testing.T) {
+	o, bus := newObserver(t)
+	o.OnChange(compose.Change{New: comp("s1", inventory.Composed, ""), Reason: "composed", Remote: true})
+	if got := bus.Recent(0, nil); len(got) != 0 {
+		t.Fatalf("another replica's change published here: %+v", got)
+	}
+	if text := exposition(t, o); strings.Contains(text, `rackpool_composition_changes_total{`) {
+		t.Fatalf("another replica's change counted here:\n%s", text)
+	}
+}
+
 func TestDriveAndProvisioningEvents(t *testing.T) {
 	o, bus := newObserver(t)
 	o.OnDriveEvent(drive.Event{Severity: events.SeverityCritical, Drive: "hdd1", Node: "bn1", Message: "failed"})
@@ -117,13 +130,15 @@ func TestDriveAndProvisioningEvents(t *testing.T) {
 }
 
 // TestMetrics: the scheduler's and fabric's timings by outcome, and the
-// fabric monitor's fault events counted by severity (OK ones not).
+// fabric monitor's fault events counted by severity (OK ones not, nor
+// another active replica's, which it counts).
 func TestMetrics(t *testing.T) {
 	o, bus := newObserver(t)
 	o.OnSchedule(time.Millisecond, nil)
 	o.OnSchedule(time.Millisecond, errors.New("no fit"))
 	o.OnFabricOp(inventory.PCIeSwitch, "attach", time.Millisecond, nil)
 	o.Watch()
+	bus.Deliver(events.Event{ID: 1000, MessageID: "ResourceEvent.1.4.ResourceStatusChangedCritical", Severity: events.SeverityCritical, Replica: "other"})
 	bus.Publish(events.Event{MessageID: "ResourceEvent.1.4.ResourceStatusChangedCritical", Severity: events.SeverityCritical})
 	bus.Publish(events.Event{MessageID: "ResourceEvent.1.4.ResourceStatusChangedOK", Severity: events.SeverityOK})
 	bus.Publish(events.Event{MessageID: "Other.1.0.X", Severity: events.SeverityWarning})
