@@ -56,3 +56,52 @@ func TestPostgresActiveHostAgents(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresActiveTelemetry: usage samples pushed through one replica
+// (forwarded to the leader) and acknowledged are all at the next leader
+// after the leader's kill -9, with no checkpoint between: each push is
+// committed before it is acknowledged (docs/telemetry.md).
+func TestPostgresActiveTelemetry(t *testing.T) {
+	skipShort(t)
+	_, url := startPostgres(t)
+	fms := sharedFabrics(t, "instant")
+	topo := redfishRack(t, fms...)
+	env := append([]string{"RACKPOOL_ADMIN_PASSWORD=" + password}, fmEnv(fms...)...)
+	// A checkpoint an hour: only the pushes' own writes can carry the
+	// samples over.
+	flags := []string{"--active", "--store", url, "--topology", topo, "--telemetry-checkpoint", "1h"}
+	a := start(t, t.TempDir(), env, flags...)
+	waitLog(t, a, "active replica leads", 20*time.Second)
+	b := start(t, t.TempDir(), env, flags...)
+	ctx := context.Background()
+	sys, err := b.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Minute).Truncate(time.Second)
+	const pushes = 20
+	for i := range pushes {
+		at := start.Add(time.Duration(i) * time.Second)
+		if err := b.client().SubmitSystemUsage(ctx, sys.ID, []api.UsageSample{{MetricId: "memory_used_bytes", Timestamp: at, Value: float64(i << 20)}}); err != nil {
+			t.Fatalf("push %d through b: %v", i, err)
+		}
+	}
+	a.kill()
+	for deadline := time.Now().Add(30 * time.Second); !leads(b); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("b does not lead after the leader's kill -9:\n%s", b.stderr)
+		}
+	}
+	series, err := b.client().UsageSeries(ctx, "System", sys.ID, "memory_used_bytes", time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(series.Samples) != pushes {
+		t.Fatalf("the new leader holds %d of the %d acknowledged samples: %+v", len(series.Samples), pushes, series.Samples)
+	}
+	for i, sm := range series.Samples {
+		if sm.Value != float64(i<<20) || !sm.Timestamp.Equal(start.Add(time.Duration(i)*time.Second)) {
+			t.Fatalf("sample %d is %+v", i, sm)
+		}
+	}
+}
