@@ -260,7 +260,7 @@ func (q *Query) member(bodies Bodies, i int, path string, x *expander) (any, int
 			return nil, 0, nil
 		}
 		var err error
-		if raw, err = json.Marshal(v); err != nil {
+		if raw, err = Marshal(v); err != nil {
 			return nil, 0, nil
 		}
 	} else {

@@ -1,0 +1,175 @@
+package odata
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"rackpool/internal/rf"
+)
+
+// Marshal encodes v as json.Marshal does, byte for byte, without
+// reflection for the values resource bodies are built of: maps with string
+// keys (in sorted key order), slices, strings, booleans, integers,
+// references and raw JSON. Anything else (floats, named types, types with
+// their own encoding) and any string that needs escaping is encoded by
+// json.Marshal, so the output is always encoding/json's. An expanded page
+// encodes each of its members' bodies; reflection made that most of the
+// page's cost (docs/benchmarks.md, "Collections at scale").
+func Marshal(v any) ([]byte, error) {
+	return appendValue(make([]byte, 0, 1024), v)
+}
+
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return appendString(b, x)
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, x, 10), nil
+	case json.RawMessage:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		return appendMarshal(b, x) // compacted and checked, as json.Marshal does
+	case rf.ODataID:
+		b = append(b, `{"@odata.id":`...)
+		b, err := appendString(b, x.ID)
+		return append(b, '}'), err
+	case []rf.ODataID:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, r := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValue(b, r); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	case []string:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, s := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendString(b, s); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	case []any:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValue(b, e); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	case []map[string]any:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = appendValue(b, e); err != nil {
+				return b, err
+			}
+		}
+		return append(b, ']'), nil
+	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		return appendMap(b, x, appendValue)
+	case map[string]string:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		return appendMap(b, x, appendString)
+	}
+	return appendMarshal(b, v)
+}
+
+// appendMap writes an object of m's entries in sorted key order, each
+// value by value.
+func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+	type entry struct {
+		k string
+		v V
+	}
+	var small [32]entry
+	es := small[:0]
+	for k, v := range m {
+		es = append(es, entry{k, v})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.k, b.k) })
+	b = append(b, '{')
+	for i, e := range es {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendString(b, e.k); err != nil {
+			return b, err
+		}
+		b = append(b, ':')
+		if b, err = value(b, e.v); err != nil {
+			return b, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendString quotes s; a string with anything json.Marshal escapes
+// (quotes, backslashes, control characters, <, > and &, anything beyond
+// ASCII) is left to it.
+func appendString(b []byte, s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return appendMarshal(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
+
+func appendMarshal(b []byte, v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return b, err
+	}
+	return append(b, raw...), nil
+}
