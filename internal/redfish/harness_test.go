@@ -108,6 +108,13 @@ func newServiceOn(t testing.TB, top *topology.Topology) *service {
 // agents broker manages (nil: none).
 func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Broker, mods ...func(*redfish.Options)) *service {
 	t.Helper()
+	return newServiceBus(t, top, broker, events.Options{}, mods...)
+}
+
+// newServiceBus is newServiceAgents whose event bus has busOpts (an
+// active replica's relays its events through the shared event log).
+func newServiceBus(t testing.TB, top *topology.Topology, broker *hostagent.Broker, busOpts events.Options, mods ...func(*redfish.Options)) *service {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(t.TempDir())
 	if err != nil {
@@ -120,7 +127,7 @@ func newServiceAgents(t testing.TB, top *topology.Topology, broker *hostagent.Br
 	if err != nil {
 		t.Fatalf("emulated drivers: %v", err)
 	}
-	s.bus = events.New(events.Options{})
+	s.bus = events.New(busOpts)
 	t.Cleanup(s.bus.Close)
 	s.obs = observe.New(metrics.NewRegistry(), s.bus)
 	s.drivers = drivers

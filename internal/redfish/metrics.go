@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -89,12 +90,41 @@ func newAPIMetrics(reg *metrics.Registry, bus *events.Bus, s *Server) *apiMetric
 // getMetrics serves the Prometheus exposition. It needs the Login
 // privilege like the rest of the API (a scraper uses a ReadOnly account).
 // The usage gauges (rackpool_usage) name every tenant's systems and
-// leases: only accounts without a tenant get them.
+// leases: only accounts without a tenant get them, and only from the
+// replica that keeps the usage telemetry (the leader of active replicas).
+//
+// An active replica labels its series replica="TAG", and answers every
+// replica's: it reads the others' own (?local, with the client's
+// credentials, Options.Gather) and merges them with its own. If one
+// cannot be read it answers 503 with Retry-After, never a partial
+// exposition (which would differ from replica to replica). With ?local it
+// answers its own series alone: a scraper that scrapes every replica asks
+// each for its own.
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
-	if s.usageReg != nil && principal(r).Tenant == "" {
-		metrics.Handler(s.metrics.reg, s.usageReg).ServeHTTP(w, r)
+	regs := []*metrics.Registry{s.metrics.reg}
+	if s.usageReg != nil && principal(r).Tenant == "" && (s.leads == nil || s.leads()) {
+		regs = append(regs, s.usageReg)
+	}
+	if s.replica == "" {
+		metrics.Handler(regs...).ServeHTTP(w, r)
 		return nil
 	}
-	s.metrics.reg.Handler().ServeHTTP(w, r)
+	var others [][]byte
+	if s.gather != nil && !r.URL.Query().Has("local") {
+		var err error
+		if others, err = s.gather(r, localMetricsPath); err != nil {
+			return newError(http.StatusServiceUnavailable, baseRegistry+"ServiceTemporarilyUnavailable",
+				"The service is temporarily unavailable.  Retry in 1 seconds.", "1").
+				withResolution("Another replica's metrics could not be read (" + err.Error() + "). Retry shortly.")
+		}
+	}
+	h, err := metrics.Merged("replica", s.replica, regs, others)
+	if err != nil {
+		return fmt.Errorf("another replica's metrics: %w", err)
+	}
+	h.ServeHTTP(w, r)
 	return nil
 }
+
+// localMetricsPath asks a replica for its own series.
+const localMetricsPath = "/metrics?local"

@@ -56,6 +56,8 @@ type Server struct {
 
 	store          Store // audit log and settings; may be nil
 	gather         func(r *http.Request, path string) ([][]byte, error)
+	replica        string      // Options.Replica
+	leads          func() bool // Options.Leads
 	events         eventservice.Bus
 	metrics        *apiMetrics
 	asyncThreshold time.Duration
@@ -121,8 +123,18 @@ type Options struct {
 	Listen string
 	// Gather reads path at every other active replica as r's client
 	// (replica.Gatherer.Get): the task collection lists every replica's
-	// tasks. nil for a replica serving alone.
+	// tasks, and /metrics every replica's series. nil for a replica
+	// serving alone.
 	Gather func(r *http.Request, path string) ([][]byte, error)
+	// Replica is an active replica's tag: /metrics labels this replica's
+	// series replica="TAG" (metrics.go). "" for a replica serving alone,
+	// whose series have no such label.
+	Replica string
+	// Leads reports whether this replica leads the active replicas
+	// (replica.Active.Leads): usage telemetry lives at the leader, so
+	// only its /metrics has the usage series. nil: always (a replica
+	// serving alone).
+	Leads func() bool
 }
 
 // Compositions is what the handlers need of the composition manager
@@ -182,7 +194,7 @@ func New(mgr Compositions, auth Accounts, o Options) *Server {
 	s := &Server{mgr: mgr, top: mgr.Topology(), auth: auth, log: o.Logger, mux: &rf.Mux{Head: true}, started: time.Now(),
 		uuid: rf.ServiceUUID("rackpool:" + mgr.Topology().Name), store: o.Store, events: o.Observer.Bus(), asyncThreshold: o.AsyncThreshold,
 		tasks: rf.TaskList[*task]{Prefix: o.TaskPrefix, Retention: taskRetention, Max: maxTasks}, leases: o.Leases, healthSrc: o.Health, tel: o.Telemetry,
-		gather: o.Gather}
+		gather: o.Gather, replica: o.Replica, leads: o.Leads}
 	s.metrics = newAPIMetrics(o.Observer.Registry(), o.Observer.Bus(), s)
 	s.telemetry = telemetryservice.New(telemetryservice.Deps{Core: core{s}, Hosts: s.top, Systems: mgr, Leases: s.leases,
 		Usage: s.tel, Logger: s.log})
