@@ -198,6 +198,7 @@ type plane struct {
 	act      *replica.Active   // with --active
 	pg       *postgres.Store   // with a postgres:// --store
 	follower *replica.Follower // with --active: the others' commits
+	elog     *replica.EventLog // with --active: every replica's events
 	mgr      *compose.Manager
 	auth     *tenancy.Service
 	leases   *lease.Manager
@@ -271,7 +272,17 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 		return nil, err
 	}
 	closers = append(closers, closeDrivers)
-	p.bus = events.New(events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())})
+	busOpts := events.Options{Logger: log, StartID: uint64(time.Now().UnixMicro())}
+	var leads func() bool // nil: this replica serves alone
+	if p.act != nil {
+		// Active replicas share one event stream: the store's event log.
+		if p.elog, err = replica.OpenEventLog(ctx, opened.pg, p.act.Tag(), log); err != nil {
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+		closers = append(closers, p.elog.Close)
+		busOpts.Relay, busOpts.StartID, leads = p.elog, p.elog.Start(), p.act.Leads
+	}
+	p.bus = events.New(busOpts)
 	closers = append(closers, p.bus.Close)
 	obs := observe.New(metrics.NewRegistry(), p.bus)
 	power, err := bmcpower.Drivers(top.Hosts, compose.ModelPower{Clock: c.fabricClock}, bmcpower.Options{TLS: api.TLSConfig, Logger: log})
@@ -333,17 +344,18 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 	// The monitor's device telemetry, condensed into the FabricTelemetry
 	// MetricReport (its history and the MetricReport SSE stream).
 	fabricTel := fabricreport.New(fabricreport.Options{Interval: c.MonitorInterval, Topology: top})
-	p.monitor = events.NewMonitor(p.bus, drivers, events.MonitorOptions{Interval: c.MonitorInterval, Logger: log, Stats: fabricTel.Record})
-	taskPrefix := ""
+	p.monitor = events.NewMonitor(p.bus, drivers, events.MonitorOptions{Interval: c.MonitorInterval, Logger: log, Stats: fabricTel.Record, Publishes: leads})
+	taskPrefix, tag := "", ""
 	if p.act != nil {
-		taskPrefix = p.act.Tag() + "-"
+		tag = p.act.Tag()
+		taskPrefix = tag + "-"
 	}
 	var gather func(r *http.Request, path string) ([][]byte, error)
 	if p.act != nil {
 		gather = replica.NewGatherer(p.act.Tag(), p.act).Get
 	}
 	p.api = redfish.New(p.mgr, auth, redfish.Options{Logger: log, Store: st, Observer: obs, AsyncThreshold: c.AsyncThreshold, Leases: p.leases, Drives: p.drives, Health: p.monitor,
-		Telemetry: p.tel, Provisioning: p.prov, Broker: broker, TaskPrefix: taskPrefix, Listen: c.Addr, Gather: gather})
+		Telemetry: p.tel, Provisioning: p.prov, Broker: broker, TaskPrefix: taskPrefix, Listen: c.Addr, Gather: gather, Replica: tag, Leads: leads})
 	p.api.ServeFabricTelemetry(fabricTel)
 	if err := p.api.Restore(ctx); err != nil {
 		return nil, err
@@ -382,6 +394,7 @@ func (p *plane) start(ctx context.Context) {
 		}
 	} else {
 		go p.follower.Run(ctx, time.Second)
+		go p.elog.Run(ctx, p.bus)
 		go everySecond(ctx, p.mgr.RetryStuck)
 	}
 	go p.monitor.Run(ctx)
