@@ -45,69 +45,15 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		}
 		return appendMarshal(b, x) // compacted and checked, as json.Marshal does
 	case rf.ODataID:
-		b = append(b, `{"@odata.id":`...)
-		b, err := appendString(b, x.ID)
-		return append(b, '}'), err
+		return appendRef(b, x)
 	case []rf.ODataID:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, r := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendValue(b, r); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendSlice(b, x, appendRef)
 	case []string:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, s := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendString(b, s); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendSlice(b, x, appendString)
 	case []any:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendValue(b, e); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendSlice(b, x, appendValue)
 	case []map[string]any:
-		if x == nil {
-			return append(b, "null"...), nil
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendValue(b, e); err != nil {
-				return b, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendSlice(b, x, func(b []byte, m map[string]any) ([]byte, error) { return appendValue(b, m) })
 	case map[string]any:
 		if x == nil {
 			return append(b, "null"...), nil
@@ -120,6 +66,32 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		return appendMap(b, x, appendString)
 	}
 	return appendMarshal(b, v)
+}
+
+// appendRef writes a reference, {"@odata.id": ...}.
+func appendRef(b []byte, r rf.ODataID) ([]byte, error) {
+	b = append(b, `{"@odata.id":`...)
+	b, err := appendString(b, r.ID)
+	return append(b, '}'), err
+}
+
+// appendSlice writes an array of xs, each by value; a nil slice is
+// null, as encoding/json writes it.
+func appendSlice[V any](b []byte, xs []V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+	if xs == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = value(b, x); err != nil {
+			return b, err
+		}
+	}
+	return append(b, ']'), nil
 }
 
 // appendMap writes an object of m's entries in sorted key order, each

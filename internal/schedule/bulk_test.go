@@ -13,14 +13,13 @@ import (
 	"rackpool/internal/inventory"
 	"rackpool/internal/schedule"
 	"rackpool/internal/sim"
+	"rackpool/internal/topology"
 	"rackpool/internal/units"
 )
 
-// TestBulkExplainSameReasons: on a MONet pod filled until it refuses, the
-// explanation of a refusal on each host counts the same reasons, block
-// for block, whether the nodes behind the host's busy optical ports are
-// counted from the memory index's sums or visited one by one.
-func TestBulkExplainSameReasons(t *testing.T) {
+// smallMONet builds a MONet pod of 8 trays of 24 cards over 2 planes.
+func smallMONet(t *testing.T) *topology.Topology {
+	t.Helper()
 	c := sim.Defaults()
 	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
 	c.CardCores, c.MemoryNodeGB, c.MemoryBlockGB = 4, 16, 4
@@ -31,6 +30,15 @@ func TestBulkExplainSameReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return top
+}
+
+// TestBulkExplainSameReasons: on a MONet pod filled until it refuses, the
+// explanation of a refusal on each host counts the same reasons, block
+// for block, whether the nodes behind the host's busy optical ports are
+// counted from the memory index's sums or visited one by one.
+func TestBulkExplainSameReasons(t *testing.T) {
+	top := smallMONet(t)
 	s := schedule.New(top)
 	st := schedule.NewState(top)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -105,16 +113,7 @@ func TestBulkExplainSameReasons(t *testing.T) {
 // bounds (updated change by change) equal what the state gives when they
 // are recomputed from scratch.
 func TestBoundsFollowState(t *testing.T) {
-	c := sim.Defaults()
-	c.Architecture, c.Network, c.Trays, c.CardsPerTray, c.Planes = sim.PodPools, "monet", 8, 24, 2
-	c.CardCores, c.MemoryNodeGB, c.MemoryBlockGB = 4, 16, 4
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	top, err := sim.Build(&c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := smallMONet(t)
 	s := schedule.New(top)
 	st := schedule.NewState(top)
 	if err := schedule.CheckBounds(st); err != nil {

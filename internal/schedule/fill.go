@@ -39,6 +39,14 @@ func boundOf(n *Need) float64 {
 	return b
 }
 
+// blocksWanted is the least number of memory blocks that fill need n.
+func (s *Scheduler) blocksWanted(n *Need) int64 {
+	if n.CapacityBytes > 0 {
+		return (n.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
+	}
+	return int64(n.Count)
+}
+
 // memoryShort reports whether some memory need of req cannot be filled
 // from reach r whatever host of the reach asks: the free blocks of every
 // memory node the reach sees within the need's round trip fall short of
@@ -53,10 +61,7 @@ func (s *Scheduler) memoryShort(sc *scratch, st *State, req *Request, r *reach) 
 		if n.Kind != inventory.Memory {
 			continue
 		}
-		want := int64(n.Count)
-		if n.CapacityBytes > 0 {
-			want = (n.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
-		}
+		want := s.blocksWanted(n)
 		if sc.freeMany && (len(sc.failed) == 0 || !sc.failed[r]) {
 			// Plenty of free memory in the pool: a reach is summed only
 			// once one of its hosts has failed in this decision.
@@ -94,10 +99,7 @@ func (s *Scheduler) hostShort(sc *scratch, st *State, req *Request, h *inventory
 		if n.Kind != inventory.Memory {
 			continue
 		}
-		want := int64(n.Count)
-		if n.CapacityBytes > 0 {
-			want = (n.CapacityBytes + s.maxBlockBytes - 1) / s.maxBlockBytes
-		}
+		want := s.blocksWanted(n)
 		var free int64
 		best := sc.bestOpen[:0] // by fabric: the most a new circuit gives
 		for _, rk := range sc.inReach[reachBound{r, boundOf(n)}].ranks {
