@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -54,7 +55,9 @@ func answeredBy(t *testing.T, s *server, path, token string) (int, string) {
 
 // TestPostgresActive: three active replicas of one database and one
 // fabric manager. A system composed at one is read and decomposed at
-// another; a session opened at one is valid at the others, and so is the
+// another; its event reaches the SSE clients of the others under one
+// EventId, and /metrics at another has the first one's series (and the
+// leader's usage series); a session opened at one is valid at the others, and so is the
 // composition policy changed at one; the leader's
 // subsystems are answered by the leader whichever replica is asked. A
 // replica cut from the database and paused mid-composition is evicted by
@@ -79,11 +82,36 @@ func TestPostgresActive(t *testing.T) {
 	c := start(t, t.TempDir(), env, append([]string{"--store", url}, flags...)...)
 	tagA, tagB, tagC := replicaTag(t, a), replicaTag(t, b), replicaTag(t, c)
 	ctx := context.Background()
+	sctx, stopStreams := context.WithCancel(ctx)
+	defer stopStreams()
+	streamB, streamC := sseStream(t, sctx, b), sseStream(t, sctx, c)
 
 	// A system composed at a is read and decomposed at c.
 	sys, err := a.client().Compose(ctx, api.ComposeRequest{Needs: []api.Need{{Kind: "gpu", Count: 1}}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its event reaches the SSE clients of b and c, under one EventId
+	// (the shared event log), and /metrics at b has a's series.
+	created := `"MessageId":"ResourceEvent.1.4.ResourceCreated"`
+	atB, atC := awaitEvent(t, streamB, `"Composition":"`+sys.ID+`"`), awaitEvent(t, streamC, `"Composition":"`+sys.ID+`"`)
+	if atB != atC || !strings.Contains(atB[1], created) || !strings.Contains(atB[1], `"EventId":"`+atB[0]+`"`) {
+		t.Errorf("a's compose at b's SSE client: %q; at c's: %q", atB, atC)
+	}
+	stopStreams()
+	status, metricsAtB := b.request(http.MethodGet, "/metrics", "", true)
+	for _, want := range []string{
+		`rackpool_compose_duration_seconds_count{outcome="ok",replica="` + tagA + `"} 1`,
+		`rackpool_usage_series{replica="` + tagA + `"}`, // a leads: the usage series are its
+		`rackpool_compositions{replica="` + tagB + `",state="Composed"}`,
+		`rackpool_compositions{replica="` + tagC + `",state="Composed"}`,
+	} {
+		if status != http.StatusOK || !strings.Contains(metricsAtB, want) {
+			t.Errorf("/metrics at b: %d, no %s in\n%s", status, want, metricsAtB)
+		}
+	}
+	if strings.Contains(metricsAtB, `rackpool_usage_series{replica="`+tagB+`"}`) {
+		t.Errorf("/metrics at b has the usage series of b, which does not lead:\n%s", metricsAtB)
 	}
 	if got, err := c.client().System(ctx, sys.ID); err != nil || got.ID != sys.ID {
 		t.Fatalf("system %s at another replica: %v, %v", sys.ID, got, err)
@@ -263,6 +291,66 @@ func TestPostgresActive(t *testing.T) {
 		out, err := runServe(t, t.TempDir(), env, tc.flags...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("serve %v: %v; want an error saying %q:\n%s", tc.flags, err, tc.want, out)
+		}
+	}
+}
+
+// sseStream reads s's event stream as the Administrator until ctx ends:
+// each message's id and data.
+func sseStream(t *testing.T, ctx context.Context, s *server) <-chan [2]string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/redfish/v1/EventService/SSE", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("Administrator", password)
+	res, err := s.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		res.Body.Close()
+		t.Fatalf("SSE at %s: %d", s.url, res.StatusCode)
+	}
+	out := make(chan [2]string, 64)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		id := ""
+		for sc.Scan() {
+			switch l := sc.Text(); {
+			case strings.HasPrefix(l, "id: "):
+				id = strings.TrimPrefix(l, "id: ")
+			case strings.HasPrefix(l, "data: "):
+				select {
+				case out <- [2]string{id, strings.TrimPrefix(l, "data: ")}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// awaitEvent returns the first message of stream whose data contains
+// want, failing after 30 s or when the stream ends first.
+func awaitEvent(t *testing.T, stream <-chan [2]string, want string) [2]string {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m, ok := <-stream:
+			if !ok {
+				t.Fatalf("the SSE stream ended before an event with %s", want)
+			}
+			if strings.Contains(m[1], want) {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no event with %s on the SSE stream", want)
 		}
 	}
 }
