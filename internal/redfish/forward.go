@@ -25,9 +25,9 @@ var leaderPaths = []string{
 	"/redfish/v1/Oem/Rackpool/Drives",
 	"/redfish/v1/Oem/Rackpool/Provisioning",
 	"/redfish/v1/TelemetryService",
-	// Push subscriptions: the leader delivers them (it sees every
-	// replica's composition changes through the change log), so that one
-	// replica delivers each event once.
+	// Push subscriptions: the leader delivers them (its bus carries every
+	// replica's events, through the event log), so that one replica
+	// delivers each event once.
 	"/redfish/v1/EventService/Subscriptions",
 	"/redfish/v1/EventService/Actions/EventService.SubmitTestEvent",
 }

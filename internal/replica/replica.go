@@ -25,7 +25,10 @@
 // request for what the leader serves, or for a task another replica runs,
 // to that replica, and Gate answers 503 while the replica's hold is lost.
 // Which requests those are, and the error bodies, are the service's
-// (Service, implemented by redfish.Forwarding).
+// (Service, implemented by redfish.Forwarding). A Gatherer (gather.go)
+// reads what each replica keeps in its process (its tasks, its metrics)
+// at every other, and an EventLog (events.go) gives the replicas one
+// event stream through the store's event log.
 package replica
 
 import (
