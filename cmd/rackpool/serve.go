@@ -280,7 +280,7 @@ func newPlane(ctx context.Context, c *serveConfig, top *topology.Topology, opene
 			return nil, fmt.Errorf("--store: %w", err)
 		}
 		closers = append(closers, p.elog.Close)
-		busOpts.Relay, busOpts.StartID, leads = p.elog, p.elog.Start(), p.act.Leads
+		busOpts, leads = p.elog.BusOptions(busOpts), p.act.Leads
 	}
 	p.bus = events.New(busOpts)
 	closers = append(closers, p.bus.Close)

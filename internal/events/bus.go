@@ -120,6 +120,12 @@ type Options struct {
 	// numbered, through Deliver (an active replica's shared event log,
 	// docs/ha.md). Default: Publish numbers and delivers.
 	Relay Relay
+	// Seed fills the ring with events numbered elsewhere, oldest first,
+	// before anything is published or delivered: an active replica's
+	// newest events from the shared log, so that a client's Last-Event-ID
+	// from another replica resumes here, and nothing from before the bus
+	// reaches a subscriber as new. StartID is raised to the last one's ID.
+	Seed []Event
 }
 
 // Relay takes the events a bus publishes to number and deliver them
@@ -187,6 +193,9 @@ func New(opts Options) *Bus {
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = DefaultRetryBackoff
 	}
+	for _, e := range opts.Seed {
+		opts.StartID = max(opts.StartID, e.ID)
+	}
 	b := &Bus{
 		relay:   opts.Relay,
 		clock:   opts.Clock,
@@ -198,6 +207,9 @@ func New(opts Options) *Bus {
 		ring:    make([]Event, opts.History),
 		subs:    map[*subscriber]struct{}{},
 		dests:   map[string]*deliverer{},
+	}
+	for _, e := range opts.Seed {
+		b.push(e)
 	}
 	if b.client == nil {
 		b.ownClient = true

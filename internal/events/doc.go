@@ -27,7 +27,8 @@
 // sequence. Each replica reads the log and hands every event, its own
 // included, to its bus's Deliver with the log's number as its ID. So
 // every replica's bus holds the same events, in the same order, under the
-// same IDs, and a Last-Event-ID from one replica resumes at another.
+// same IDs, and a Last-Event-ID from one replica resumes at another (a
+// bus that starts is seeded with the log's newest events, Options.Seed).
 // Deliver drops an event whose ID is not past the last one, so nothing
 // reaches a consumer twice, and it never relays, so nothing loops.
 //

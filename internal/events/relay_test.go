@@ -89,3 +89,27 @@ func TestDeliverWithoutRelay(t *testing.T) {
 		t.Fatalf("published after 7: ID %d", e.ID)
 	}
 }
+
+// TestSeed: a bus starts with its seed in the ring, numbered as given, and
+// goes on after the last one: a resumed subscriber replays from the seed,
+// a new one gets only what comes next.
+func TestSeed(t *testing.T) {
+	b := New(Options{Seed: []Event{{ID: 40, Message: "old"}, {ID: 42, Message: "newest"}}, StartID: 7})
+	defer b.Close()
+	if b.LastID() != 42 || !slices.Equal(ids(b.Recent(0, nil)), []uint64{40, 42}) {
+		t.Fatalf("seeded bus: LastID %d, ring %v", b.LastID(), ids(b.Recent(0, nil)))
+	}
+	fresh, cancel := b.Subscribe(nil, b.LastID())
+	defer cancel()
+	resumed, cancel2 := b.Subscribe(nil, 40)
+	defer cancel2()
+	if b.Deliver(Event{ID: 41}) || !b.Deliver(Event{ID: 43}) {
+		t.Fatal("Deliver took an ID before the seed's last, or refused the next")
+	}
+	if got := ids(receive(t, fresh, 1)); !slices.Equal(got, []uint64{43}) {
+		t.Fatalf("a new subscriber got %v, want 43", got)
+	}
+	if got := ids(receive(t, resumed, 2)); !slices.Equal(got, []uint64{42, 43}) {
+		t.Fatalf("resumed after 40: %v, want 42 43", got)
+	}
+}

@@ -153,7 +153,7 @@ func replicaService(t *testing.T, url, tag string) *service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newServiceBus(t, topology.LoadDefault(), nil, events.Options{Relay: elog, StartID: elog.Start()}, func(o *redfish.Options) {
+	s := newServiceBus(t, topology.LoadDefault(), nil, elog.BusOptions(events.Options{}), func(o *redfish.Options) {
 		o.TaskPrefix, o.Replica = tag+"-", tag
 	})
 	go elog.Run(ctx, s.bus)

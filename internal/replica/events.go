@@ -13,8 +13,9 @@ import (
 	"rackpool/internal/store/postgres"
 )
 
-// EventLog gives the active replicas one event stream (docs/ha.md, "The
-// event stream"). It is the Relay of this replica's bus (events.Options):
+// EventLog gives the active replicas one event stream (docs/ha.md, "One
+// event stream, one exposition"). It is the Relay of this replica's bus
+// (BusOptions):
 // it appends every event the bus publishes to the store's event log, in
 // order, a batch at a time; and it reads the log, every replica's events in
 // the log's one order, and hands each to the bus's Deliver with its
@@ -31,10 +32,11 @@ import (
 // dropped and counted, while the database is unreachable), and the reader
 // reads a page at a time. The leader prunes the log (postgres.PruneLoop).
 type EventLog struct {
-	st    *postgres.Store
-	tag   string
-	log   *slog.Logger
-	start int64
+	st     *postgres.Store
+	tag    string
+	log    *slog.Logger
+	start  int64          // the last sequence number read at open
+	recent []events.Event // what was read at open, for the bus's ring
 
 	mu      sync.Mutex
 	pending []postgres.LoggedEvent // published here, not yet appended
@@ -59,10 +61,10 @@ const (
 )
 
 // OpenEventLog returns the event log of the replica tagged tag on st. It
-// reads from before the newest events.DefaultHistory events of the log,
-// so that a replica that starts holds what the others hold: an SSE client
-// of a replica that stopped resumes here with its Last-Event-ID. Seed the
-// bus with Start.
+// reads the newest events.DefaultHistory events of the log, for the bus
+// to start with (BusOptions), so that a replica that starts holds what
+// the others hold: an SSE client of a replica that stopped resumes here
+// with its Last-Event-ID.
 func OpenEventLog(ctx context.Context, st *postgres.Store, tag string, log *slog.Logger) (*EventLog, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -71,15 +73,30 @@ func OpenEventLog(ctx context.Context, st *postgres.Store, tag string, log *slog
 	if err != nil {
 		return nil, err
 	}
-	return &EventLog{st: st, tag: tag, log: log, start: start,
-		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), stopped: make(chan struct{})}, nil
+	l := &EventLog{st: st, tag: tag, log: log, start: start,
+		wake: make(chan struct{}, 1), kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	logged, err := st.EventsAfter(ctx, start, events.DefaultHistory)
+	if err != nil {
+		return nil, err
+	}
+	for _, le := range logged {
+		l.start = le.Seq
+		if e, ok := l.event(le); ok {
+			l.recent = append(l.recent, e)
+		}
+	}
+	return l, nil
 }
 
 var _ events.Relay = (*EventLog)(nil)
 
-// Start is the sequence number the log is read after: the bus's
-// events.Options.StartID.
-func (l *EventLog) Start() uint64 { return uint64(l.start) }
+// BusOptions returns o for this replica's bus: this log its Relay, and
+// the newest events of the log when it was opened its Seed (and StartID),
+// so that Run delivers from there on.
+func (l *EventLog) BusOptions(o events.Options) events.Options {
+	o.Relay, o.Seed, o.StartID = l, l.recent, uint64(l.start)
+	return o
+}
 
 // Dropped is how many events published here were lost because too many
 // were waiting to be appended.
@@ -162,21 +179,30 @@ func (l *EventLog) deliver(ctx context.Context, bus Deliverer, pos int64) (int64
 		}
 		for _, le := range logged {
 			pos = le.Seq
-			e, err := decodeEvent(le.Data)
-			if err != nil {
-				l.log.Error("event log: event not readable; skipped", "seq", le.Seq, "replica", le.Replica, "err", err)
-				continue
+			if e, ok := l.event(le); ok {
+				bus.Deliver(e)
 			}
-			e.ID = uint64(le.Seq)
-			if le.Replica != l.tag {
-				e.Replica = le.Replica
-			}
-			bus.Deliver(e)
 		}
 		if len(logged) < eventPage {
 			return pos, nil
 		}
 	}
+}
+
+// event is the event le logged, numbered by its place in the log and
+// marked with its replica unless it is this one; false if it cannot be
+// read (logged and skipped).
+func (l *EventLog) event(le postgres.LoggedEvent) (events.Event, bool) {
+	e, err := decodeEvent(le.Data)
+	if err != nil {
+		l.log.Error("event log: event not readable; skipped", "seq", le.Seq, "replica", le.Replica, "err", err)
+		return events.Event{}, false
+	}
+	e.ID = uint64(le.Seq)
+	if le.Replica != l.tag {
+		e.Replica = le.Replica
+	}
+	return e, true
 }
 
 // write appends the pending events as they come until ctx ends, then
