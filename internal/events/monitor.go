@@ -113,6 +113,7 @@ type Monitor struct {
 	log       *slog.Logger
 	sink      func(time.Time, map[string][]fabric.DeviceStats) // MonitorOptions.Stats
 	publishes func() bool                                      // MonitorOptions.Publishes
+	wall      func() time.Time                                 // what a pass costs is measured on (time.Now)
 
 	mu        sync.Mutex // one poll at a time; guards the state below
 	devices   map[elem]fabric.Health
@@ -175,6 +176,7 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 		log:       opts.Logger,
 		sink:      opts.Stats,
 		publishes: opts.Publishes,
+		wall:      time.Now,
 		devices:   map[elem]fabric.Health{},
 		ports:     map[elem]fabric.Health{},
 		hostsSeen: map[string]map[string]fabric.Health{},
@@ -186,14 +188,35 @@ func NewMonitor(bus *Bus, drivers map[string]fabric.Driver, opts MonitorOptions)
 	}
 }
 
-// Run polls at once and then every interval of its clock until ctx ends.
-// Polling errors are logged; the next poll tries again.
+// maxPollShare bounds the monitor's share of the time: when a pass takes
+// longer than interval/maxPollShare (the planes of a pod: hundreds of
+// thousands of devices and ports), Run skips ticks until maxPollShare
+// times the pass has gone by, so the monitor keeps to about a tenth of a
+// core whatever the fabrics' size, at the price of noticing later.
+const maxPollShare = 10
+
+// Run polls at once and then every interval of its clock until ctx ends,
+// spacing its polls out when one takes more than a tenth of the interval
+// (maxPollShare). Polling errors are logged; the next poll tries again.
 func (m *Monitor) Run(ctx context.Context) {
 	t := clock.NewTicker(m.clk, m.interval)
 	defer t.Stop()
+	var next time.Time // wall time before which ticks are skipped
+	spaced := false
 	for {
-		if err := m.Poll(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("fabric monitor poll", "err", err)
+		if now := m.wall(); !now.Before(next) {
+			if err := m.Poll(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("fabric monitor poll", "err", err)
+			}
+			next = time.Time{}
+			if took := m.wall().Sub(now); took*maxPollShare > m.interval {
+				next = now.Add(took * maxPollShare)
+				if !spaced {
+					m.log.Info("fabric monitor polls less often than --monitor-interval: a pass over the fabrics takes long",
+						"pass", took.Round(time.Millisecond), "every", (took * maxPollShare).Round(time.Second), "interval", m.interval)
+				}
+			}
+			spaced = !next.IsZero()
 		}
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -365,6 +366,65 @@ func TestMonitorRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
+}
+
+// TestMonitorSpacesLongPasses: a pass that takes more than a tenth of
+// the interval (on the wall clock) makes Run skip ticks until ten times
+// the pass has gone by; then it polls again.
+func TestMonitorSpacesLongPasses(t *testing.T) {
+	clk := clock.NewManual(time.Unix(0, 0))
+	var mu sync.Mutex
+	wall := time.Unix(1000, 0)
+	polls := 0
+	drivers := map[string]fabric.Driver{"a": &fakeDriver{discover: func() (fabric.State, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+		wall = wall.Add(time.Second) // each pass takes a second
+		return fabric.State{Health: map[string]fabric.Health{"d1": fabric.OK}}, nil
+	}}}
+	bus := New(Options{})
+	defer bus.Close()
+	m := NewMonitor(bus, drivers, MonitorOptions{Interval: time.Second, Clock: clk})
+	m.wall = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return wall
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return polls
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); count() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d polls, want %d", count(), n)
+			}
+			clk.Advance(time.Second) // a tick
+		}
+	}
+	waitFor(1)
+	// Ticks within ten seconds of wall time after the first pass: skipped.
+	for range 30 {
+		clk.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d polls within the spacing, want 1", n)
+	}
+	mu.Lock()
+	wall = wall.Add(10 * time.Second)
+	mu.Unlock()
+	waitFor(2)
 }
 
 // TestMonitorPublishes: a monitor whose Publishes answers false keeps the
