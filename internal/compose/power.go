@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -422,7 +423,14 @@ type hostPowerRecord struct {
 
 // hostPower reads free host id's power object.
 func (m *Manager) hostPower(ctx context.Context, id string) (inventory.Power, int64, error) {
-	objs, err := m.store.Objects(ctx, HostPowerKind)
+	var objs []store.Object
+	var err error
+	if c, ok := ctx.Value(hostPowersKey{}).(*hostPowers); ok {
+		c.once.Do(func() { c.objs, c.err = m.store.Objects(ctx, HostPowerKind) })
+		objs, err = c.objs, c.err
+	} else {
+		objs, err = m.store.Objects(ctx, HostPowerKind)
+	}
 	if err != nil {
 		return inventory.Power{}, 0, fmt.Errorf("read host power: %w", err)
 	}
@@ -437,6 +445,23 @@ func (m *Manager) hostPower(ctx context.Context, id string) (inventory.Power, in
 		return inventory.Power{State: r.State, Reset: r.Reset, Since: r.Since, Boot: r.Boot}, o.Version, nil
 	}
 	return inventory.Power{}, 0, nil
+}
+
+type hostPowersKey struct{}
+
+// hostPowers is what WithHostPowers puts in a context: the free hosts'
+// power records, read once.
+type hostPowers struct {
+	once sync.Once
+	objs []store.Object
+	err  error
+}
+
+// WithHostPowers returns ctx under which the free hosts' power records
+// are read from the store once, for everything done with it (a page of
+// systems, each showing its power state), instead of once per host.
+func WithHostPowers(ctx context.Context) context.Context {
+	return context.WithValue(ctx, hostPowersKey{}, &hostPowers{})
 }
 
 // hostPowerChange is the object change that stores p for free host id at

@@ -394,3 +394,61 @@ func TestManifestPower(t *testing.T) {
 	}
 	e.checkConsistent()
 }
+
+// countingStore counts the reads of objects of one kind.
+type countingStore struct {
+	store.Store
+	kind string
+	mu   sync.Mutex
+	n    int
+}
+
+func (c *countingStore) Objects(ctx context.Context, kind string) ([]store.Object, error) {
+	if kind == c.kind {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return c.Store.Objects(ctx, kind)
+}
+
+// TestHostPowersReadOnce: under WithHostPowers the free hosts' power
+// records are read from the store once for any number of hosts, with the
+// same answers as one read per host.
+func TestHostPowersReadOnce(t *testing.T) {
+	e := newEnv(t, loadRack(t))
+	if _, err := e.m.Reset(ctx, "host2", compose.ResetOn, 0); err != nil {
+		t.Fatal(err)
+	}
+	cs := &countingStore{Store: e.store, kind: compose.HostPowerKind}
+	m, err := compose.New(ctx, compose.Options{Topology: e.top, Store: cs, Drivers: e.drivers, Clock: e.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.n = 0
+	per := map[string]string{}
+	for _, h := range []string{"host2", "host3", "host4"} {
+		ps, err := m.Power(ctx, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per[h] = ps.State
+	}
+	if cs.n != 3 {
+		t.Fatalf("%d reads without WithHostPowers, want one per host", cs.n)
+	}
+	cs.n = 0
+	page := compose.WithHostPowers(ctx)
+	for _, h := range []string{"host2", "host3", "host4"} {
+		ps, err := m.Power(page, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps.State != per[h] {
+			t.Errorf("%s is %q under WithHostPowers, %q without", h, ps.State, per[h])
+		}
+	}
+	if cs.n != 1 || per["host2"] != inventory.PowerOn {
+		t.Fatalf("%d reads under WithHostPowers (want 1); host2 %q", cs.n, per["host2"])
+	}
+}

@@ -900,6 +900,9 @@ func (m *Manager) pool() []string {
 		fabrics[n.Fabric] = true
 	}
 	m.mu.Unlock()
+	if len(fabrics) == 0 {
+		return nil // no blocknode: no pool (and no walk of a pod's devices each step)
+	}
 	var out []string
 	for _, dev := range m.o.Topology.Devices {
 		if dev.Fabric == nil || dev.Fabric.Kind != inventory.SASCircuit || !fabrics[dev.Fabric.ID] {

@@ -321,6 +321,8 @@ func (s *Service) getSystems(w http.ResponseWriter, r *http.Request) error {
 			"Links":              map[string]any{"TargetCollection": rf.Ref("/redfish/v1/Systems")},
 		}},
 	}
+	// A page of systems reads the free hosts' power records once.
+	r = r.WithContext(compose.WithHostPowers(r.Context()))
 	service.WriteJSON(w, http.StatusOK, &odata.Collection{Head: head, Members: s.systemList(r)})
 	return nil
 }
