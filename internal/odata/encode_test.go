@@ -99,3 +99,19 @@ func TestMarshalRandomTrees(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMarshal: any string, as a value, a key and in a list, encodes as
+// json.Marshal encodes it (escapes, invalid UTF-8, HTML characters).
+func FuzzMarshal(f *testing.F) {
+	for _, s := range []string{"", "plain", "<&>", "\x00", "\xff", "\u2028", `"\`} {
+		f.Add(s, int64(len(s)))
+	}
+	f.Fuzz(func(t *testing.T, s string, n int64) {
+		v := map[string]any{s: []any{s, n, map[string]string{s: s}}, "refs": []rf.ODataID{rf.Ref(s)}, "list": []string{s}}
+		want, wantErr := json.Marshal(v)
+		got, err := Marshal(v)
+		if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("Marshal = %s, %v; json.Marshal: %s, %v", got, err, want, wantErr)
+		}
+	})
+}

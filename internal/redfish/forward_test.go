@@ -170,3 +170,20 @@ func TestStepsHost(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStepsHost: any path gives a host only when it is a host agent's
+// steps path naming that host, and never panics.
+func FuzzStepsHost(f *testing.F) {
+	for _, p := range []string{hostAgentsPath + "/h1/Steps", hostAgentsPath + "/h%2F1/Steps/x", hostAgentsPath + "//Steps", "/", "%zz", hostAgentsPath + "/%zz/Steps"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		host := (Forwarding{}).StepsHost(path)
+		if host == "" {
+			return
+		}
+		if !strings.HasPrefix(path, hostAgentsPath+"/") || !strings.Contains(path, "/Steps") {
+			t.Fatalf("StepsHost(%q) = %q for a path that is no host agent's", path, host)
+		}
+	})
+}

@@ -33,6 +33,27 @@ func smallMONet(t *testing.T) *topology.Topology {
 	return top
 }
 
+// fill places n requests from ask on st, committing each plan, and
+// returns the plans and how many were refused.
+func fill(t *testing.T, s *schedule.Scheduler, st *schedule.State, n int, ask func() schedule.Request) ([]*schedule.Plan, int) {
+	t.Helper()
+	var plans []*schedule.Plan
+	refused := 0
+	for range n {
+		p, err := s.Place(st, ask())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == nil {
+			refused++
+			continue
+		}
+		st.Commit(p)
+		plans = append(plans, p)
+	}
+	return plans, refused
+}
+
 // TestBulkExplainSameReasons: on a MONet pod filled until it refuses, the
 // explanation of a refusal on each host counts the same reasons, block
 // for block, whether the nodes behind the host's busy optical ports are
@@ -48,20 +69,7 @@ func TestBulkExplainSameReasons(t *testing.T) {
 	}
 	// Fill the pod until it refuses, then let a third of the requests go:
 	// memory frees on nodes other hosts' ports are circuited to.
-	var plans []*schedule.Plan
-	refused := 0
-	for range 4000 {
-		p, err := s.Place(st, ask())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p == nil {
-			refused++
-			continue
-		}
-		st.Commit(p)
-		plans = append(plans, p)
-	}
+	plans, refused := fill(t, s, st, 4000, ask)
 	if refused == 0 {
 		t.Fatal("the pod never refused: the test needs a fuller pod")
 	}
@@ -123,20 +131,11 @@ func TestBoundsFollowState(t *testing.T) {
 	var plans []*schedule.Plan
 	refused := 0
 	for round := range 6 {
-		for range 1500 {
-			req := schedule.Request{Share: schedule.Share{Cores: 1},
+		more, no := fill(t, s, st, 1500, func() schedule.Request {
+			return schedule.Request{Share: schedule.Share{Cores: 1},
 				Needs: []schedule.Need{{Kind: inventory.Memory, CapacityBytes: int64(4+4*rng.IntN(4)) * units.GiB}}}
-			p, err := s.Place(st, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p == nil {
-				refused++
-				continue
-			}
-			st.Commit(p)
-			plans = append(plans, p)
-		}
+		})
+		plans, refused = append(plans, more...), refused+no
 		if err := schedule.CheckBounds(st); err != nil {
 			t.Fatalf("round %d, filled: %v", round, err)
 		}
