@@ -51,6 +51,15 @@ type Bodies interface {
 	Body(i int) any
 }
 
+// Renderer is implemented by Bodies that write a member's body as JSON
+// themselves, faster than Marshal(Body(i)) and with the same meaning:
+// AppendBody appends member i's body, compact, to b; ok is false (and b
+// unchanged) when the client may not read it. An expanded page writes its
+// members into one buffer this way.
+type Renderer interface {
+	AppendBody(b []byte, i int) (out []byte, ok bool)
+}
+
 // Index is implemented by Members that answer a comparison `path eq
 // value` (path as written in $filter, Status/Health; value a string
 // literal) without reading the members: the members it holds for, in
@@ -116,9 +125,20 @@ type bodiesSub struct{ Sub }
 // Body implements Bodies.
 func (s *bodiesSub) Body(i int) any { return s.m.(Bodies).Body(s.pos[i]) }
 
+// renderSub is a Sub of Members that write their bodies.
+type renderSub struct{ bodiesSub }
+
+// AppendBody implements Renderer.
+func (s *renderSub) AppendBody(b []byte, i int) ([]byte, bool) {
+	return s.m.(Renderer).AppendBody(b, s.pos[i])
+}
+
 // NewSub returns the members of m at positions pos (ascending, in
-// range). They render bodies when m does.
+// range). They render (and write) bodies when m does.
 func NewSub(m Members, pos []int) Members {
+	if _, ok := m.(Renderer); ok {
+		return &renderSub{bodiesSub{Sub{m: m, pos: pos}}}
+	}
 	if _, ok := m.(Bodies); ok {
 		return &bodiesSub{Sub{m: m, pos: pos}}
 	}
@@ -201,6 +221,8 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 
 	body := make(map[string]any, len(c.Head)+3)
 	x := &expander{fetch: fetch, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
+	x.writer, _ = members.(Renderer)
+	x.pageLen = end - start
 	for k, v := range c.Head {
 		if q.expand != expandNone && !strings.Contains(k, "@") {
 			r, err := x.value(v, q.levels, k == "Links")
@@ -254,7 +276,23 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 // what it inlines below the member passes the expansion limit.
 func (q *Query) member(bodies Bodies, i int, path string, x *expander) (any, int, error) {
 	var raw []byte
-	if bodies != nil {
+	if x.writer != nil {
+		// Members are written one after another into the page's buffer;
+		// each is a slice of it, capped so that nothing appends over it.
+		at := len(x.page)
+		var ok bool
+		if x.page, ok = x.writer.AppendBody(x.page, i); !ok {
+			return nil, 0, nil
+		}
+		if at == 0 && x.pageLen > 1 {
+			// The first member sizes the buffer for the page (a little
+			// over, within the expansion limit): one allocation, not a
+			// copy each time it doubles.
+			c := min(len(x.page)*x.pageLen*5/4, maxExpandBytes+len(x.page))
+			x.page = append(make([]byte, 0, c), x.page...)
+		}
+		raw = x.page[at:len(x.page):len(x.page)]
+	} else if bodies != nil {
 		v := bodies.Body(i)
 		if v == nil {
 			return nil, 0, nil
@@ -355,6 +393,14 @@ func (f *filter) select_(m Members, fetch Fetch) (Members, *rf.Problem) {
 // readBody reads a member's body as plain JSON values, nil when the
 // client may not read it.
 func readBody(bodies Bodies, i int, path string, fetch Fetch) map[string]any {
+	if w, ok := bodies.(Renderer); ok {
+		data, ok := w.AppendBody(nil, i)
+		if !ok {
+			return nil
+		}
+		obj, _ := DecodeObject(data)
+		return obj
+	}
 	if bodies != nil {
 		v := bodies.Body(i)
 		if v == nil {

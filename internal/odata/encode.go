@@ -68,6 +68,20 @@ func appendValue(b []byte, v any) ([]byte, error) {
 	return appendMarshal(b, v)
 }
 
+// AppendString appends s quoted as json.Marshal quotes it: for a body
+// written by hand (Renderer).
+func AppendString(b []byte, s string) []byte {
+	b, _ = appendString(b, s) // a string always encodes
+	return b
+}
+
+// AppendRefs appends refs as json.Marshal writes a []rf.ODataID (null
+// when nil).
+func AppendRefs(b []byte, refs []rf.ODataID) []byte {
+	b, _ = appendSlice(b, refs, appendRef)
+	return b
+}
+
 // appendRef writes a reference, {"@odata.id": ...}.
 func appendRef(b []byte, r rf.ODataID) ([]byte, error) {
 	b = append(b, `{"@odata.id":`...)

@@ -100,11 +100,14 @@ func (q *Query) Apply(body map[string]any, path string, fetch Fetch) (any, *rf.P
 
 // expander inlines references for one response.
 type expander struct {
-	fetch  Fetch
-	kind   expandKind
-	cache  map[string]fetched // by path
-	left   int                // bytes that may still be inlined
-	denied bool               // a fetch was refused for the credentials
+	fetch   Fetch
+	kind    expandKind
+	cache   map[string]fetched // by path
+	left    int                // bytes that may still be inlined
+	denied  bool               // a fetch was refused for the credentials
+	writer  Renderer           // a page's members, when they write their bodies
+	page    []byte             // the members written so far
+	pageLen int                // members the page may hold
 }
 
 // fetched is a resource read for expansion; body is nil when it stays a

@@ -170,7 +170,15 @@ func renderPage(v any) (rf.Rendered, error) {
 	if at < 0 || len(members) == 0 {
 		return rf.Render(v)
 	}
-	out := make([]byte, 0, len(head)+len(members)*128)
+	size := len(head) + len(members)*8
+	for _, m := range members {
+		if raw, ok := m.(json.RawMessage); ok {
+			size += len(raw)
+		} else {
+			size += 96 // a reference
+		}
+	}
+	out := make([]byte, 0, size)
 	out = append(out, head[:at]...)
 	out = append(out, "[\n"...)
 	for i, m := range members {

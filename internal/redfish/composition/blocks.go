@@ -2,6 +2,7 @@ package composition
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -45,13 +46,6 @@ type blockList struct {
 	s      *Service
 	r      *http.Request
 	blocks []*inventory.Block
-	zones  map[*inventory.Device]blockZones // a page's blocks share their device's zones
-}
-
-// blockZones is what zonesOf answers for a device's blocks.
-type blockZones struct {
-	zones   []rf.ODataID
-	omitted bool
 }
 
 func (s *Service) blockList(r *http.Request, all []*inventory.Block) *blockList {
@@ -76,19 +70,14 @@ func (l *blockList) Path(i int) string { return service.BlocksPath + l.blocks[i]
 
 // Body implements odata.Bodies: the block as its GET answers it.
 func (l *blockList) Body(i int) any {
+	w, _ := l.AppendBody(nil, i)
+	return json.RawMessage(w)
+}
+
+// AppendBody implements odata.Renderer: the block as its GET answers it.
+func (l *blockList) AppendBody(w []byte, i int) ([]byte, bool) {
 	b := l.blocks[i]
-	if b.Device == nil {
-		return l.s.blockBody(l.r, b, l.s.mgr.BlockStatus(b.ID))
-	}
-	z, ok := l.zones[b.Device]
-	if !ok {
-		z.zones, z.omitted = l.s.zonesOf(b)
-		if l.zones == nil {
-			l.zones = map[*inventory.Device]blockZones{}
-		}
-		l.zones[b.Device] = z
-	}
-	return l.s.blockBodyIn(l.r, b, l.s.mgr.BlockStatus(b.ID), z.zones, z.omitted)
+	return l.s.appendBlock(w, l.r, b, l.s.mgr.BlockStatus(b.ID)), true
 }
 
 // Where implements odata.Index for the properties a block's record holds:
@@ -150,96 +139,8 @@ func (s *Service) getResourceBlock(w http.ResponseWriter, r *http.Request) error
 	if !service.BlockVisible(service.Principal(r), b, st) {
 		return s.core.Hide(r, "ResourceBlock", b.ID)
 	}
-	service.WriteJSON(w, http.StatusOK, s.blockBody(r, b, st))
+	service.WriteJSON(w, http.StatusOK, json.RawMessage(s.appendBlock(nil, r, b, st)))
 	return nil
-}
-
-func (s *Service) blockBody(r *http.Request, b *inventory.Block, st compose.BlockStatus) map[string]any {
-	zones, omitted := s.zonesOf(b)
-	return s.blockBodyIn(r, b, st, zones, omitted)
-}
-
-// blockBodyIn is blockBody with the block's zones (zonesOf) given.
-func (s *Service) blockBodyIn(r *http.Request, b *inventory.Block, st compose.BlockStatus, zones []rf.ODataID, omitted bool) map[string]any {
-	health := s.blockHealth(r.Context(), b)
-	oem := map[string]any{"Kind": b.Kind, "Model": b.Model}
-	var chassis []rf.ODataID
-	if b.CapacityBytes > 0 {
-		oem["CapacityBytes"] = b.CapacityBytes
-	}
-	if d := b.Device; d != nil {
-		oem["Device"] = d.ID
-		oem["Fabric"] = d.Fabric.ID
-		oem["Switch"] = d.Switch.ID
-		oem["SwitchPorts"] = d.Ports
-		if d.Vendor != "" {
-			oem["Vendor"] = d.Vendor
-		}
-		if d.VendorID != "" {
-			oem["VendorId"] = d.VendorID
-			oem["DeviceId"] = d.DeviceID
-		}
-		if d.LinkWidth > 0 {
-			oem["LinkWidth"] = d.LinkWidth
-			oem["LinkSpeed"] = d.LinkSpeed
-		}
-		if d.Drawer != nil {
-			oem["Drawer"] = d.Drawer.ID
-			oem["DrawerMode"] = d.Drawer.Mode
-			oem["Slot"] = d.Slot
-		}
-		chassis = append(chassis, rf.Ref("/redfish/v1/Chassis/"+service.ChassisOf(d)))
-		if len(b.Attrs) > 0 {
-			oem["Attributes"] = b.Attrs
-		}
-	} else {
-		oem["Cores"] = b.Host.Cores
-		oem["LocalMemoryGiB"] = b.Host.MemoryGiB
-		chassis = append(chassis, rf.Reff("/redfish/v1/Chassis/%s", b.Host.Rack))
-	}
-	if st.HeldBy != "" {
-		oem["HeldBy"] = st.HeldBy // e.g. leases-memnode1: memory leased outside compositions
-	}
-	state := st.State
-	if health == fabric.Critical {
-		state = "Failed"
-	}
-	if omitted {
-		oem["HostZonesOmitted"] = true
-	}
-	var systems []rf.ODataID
-	for _, c := range s.visibleSystems(service.Principal(r), st.Compositions) {
-		systems = append(systems, rf.Reff("/redfish/v1/Systems/%s", c))
-	}
-	if systems == nil {
-		systems = []rf.ODataID{}
-	}
-	if chassis == nil {
-		chassis = []rf.ODataID{}
-	}
-	body := map[string]any{
-		"@odata.id":         service.BlocksPath + b.ID,
-		"@odata.type":       "#ResourceBlock.v1_4_0.ResourceBlock",
-		"Id":                b.ID,
-		"Name":              strings.ToUpper(string(b.Kind[:1])) + string(b.Kind[1:]) + " " + b.ID,
-		"ResourceBlockType": []string{b.Kind.BlockType()},
-		"Status":            map[string]string{"State": "Enabled", "Health": string(health)},
-		"CompositionStatus": map[string]any{
-			"Reserved":             len(st.Reservations) > 0,
-			"CompositionState":     state,
-			"SharingCapable":       b.MaxCompositions > 1,
-			"MaxCompositions":      b.MaxCompositions,
-			"NumberOfCompositions": len(st.Compositions),
-		},
-		"Links": map[string]any{
-			"ComputerSystems": systems,
-			"Chassis":         chassis,
-			"Zones":           zones,
-		},
-		"Oem": service.RackpoolOem("ResourceBlock", oem),
-	}
-	blockMembers(b, body)
-	return body
 }
 
 // Resource zones: one per host ("host1": the host's compute block and

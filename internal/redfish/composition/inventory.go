@@ -78,20 +78,6 @@ func nicPath(b *inventory.Block) string {
 	return ""
 }
 
-// blockMembers adds to a resource block's body the DMTF arrays of what it
-// holds (Processors, Memory, Drives, EthernetInterfaces), as the
-// composability mockups carry them.
-func blockMembers(b *inventory.Block, body map[string]any) {
-	for name, uri := range map[string]string{"Processors": processorPath(b), "Memory": memoryPath(b), "EthernetInterfaces": nicPath(b)} {
-		if uri != "" {
-			body[name] = []rf.ODataID{rf.Ref(uri)}
-		}
-	}
-	if b.Device != nil && service.IsDrive(b.Kind) {
-		body["Drives"] = []rf.ODataID{rf.Ref(service.DrivePath(b))}
-	}
-}
-
 // systemParts is what a system is made of, as its inventory shows it.
 type systemParts struct {
 	base   string             // /redfish/v1/Systems/{id}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"rackpool/internal/compose"
@@ -85,6 +86,7 @@ type Service struct {
 	health     func(ctx context.Context, d *inventory.Device) fabric.Health
 	composeLat *metrics.HistogramVec
 	log        *slog.Logger
+	zones      sync.Map // *inventory.Device, or a compute *inventory.Block → blockZones (zonesJSON)
 }
 
 // New returns a Service over d.

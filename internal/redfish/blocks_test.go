@@ -1,0 +1,96 @@
+package redfish_test
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+
+	"rackpool/examples"
+	"rackpool/internal/topology"
+)
+
+// expandedBlocks GETs every resource block through expanded pages of
+// top members as c, checks each page is what a GET of each member says,
+// and returns the members by Id.
+func (s *service) expandedBlocks(c cred, top string) map[string]map[string]any {
+	s.t.Helper()
+	out := map[string]map[string]any{}
+	next := blocksColl + "?$expand=.&$top=" + top
+	for next != "" {
+		page := s.must(http.StatusOK, "GET", next, nil, c).json(s.t)
+		for _, m := range list(s.t, page["Members"]) {
+			blk, ok := m.(map[string]any)
+			if !ok {
+				s.t.Fatalf("member %v not expanded", m)
+			}
+			id, _ := blk["Id"].(string)
+			read := s.must(http.StatusOK, "GET", blk["@odata.id"].(string), nil, c).json(s.t)
+			if !reflect.DeepEqual(blk, read) {
+				s.t.Errorf("block %s on an expanded page:\n%v\nits GET:\n%v", id, blk, read)
+			}
+			out[id] = blk
+		}
+		next, _ = page["Members@odata.nextLink"].(string)
+	}
+	return out
+}
+
+// TestExpandedBlocksAsRead: a page of expanded blocks (written by the
+// blocks themselves, odata.Renderer) says of each block what its GET says,
+// in every state a block shows: failed, shared by two tenants'
+// systems (each tenant sees its own), held by a memory lease, and reached
+// by too many hosts to list their zones.
+func TestExpandedBlocksAsRead(t *testing.T) {
+	s := newService(t)
+	blue, red, _ := s.tenants()
+	s.compose(specificBody("host1", "gpu3"))
+	s.injectFault(http.StatusNoContent, "falcon1", map[string]any{"Kind": "device-fails", "Target": "gpu3"})
+	if err := s.pollFabrics(); err != nil {
+		t.Fatal(err)
+	}
+	s.must(http.StatusCreated, "POST", systemsPath, specificBody("host2", "nic1"), blue)
+	s.must(http.StatusCreated, "POST", systemsPath, specificBody("host3", "nic1"), red)
+	s.startMemnode(16 << 20)
+	s.must(http.StatusCreated, "POST", memoryLeases, map[string]any{"CapacityBytes": 8192, "Host": "host1", "TTLSeconds": 60}, blue)
+
+	all := s.expandedBlocks(admin, "7") // pages that end inside a drawer's devices
+	if len(all) != len(s.get(blocksColl)["Members"].([]any)) {
+		t.Fatalf("%d blocks expanded, %d listed", len(all), len(s.get(blocksColl)["Members"].([]any)))
+	}
+	if st := dig(t, all["gpu3"], "CompositionStatus", "CompositionState"); st != "Failed" {
+		t.Errorf("gpu3 %v, want Failed", st)
+	}
+	if n := len(list(t, dig(t, all["nic1"], "Links", "ComputerSystems"))); n != 2 {
+		t.Errorf("nic1 in %d systems, want 2", n)
+	}
+	held := 0
+	for _, b := range all {
+		if dig(t, b, "Oem", "Rackpool").(map[string]any)["HeldBy"] != nil {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("%d blocks held by a lease, want 1", held)
+	}
+	for _, c := range []cred{blue, red} {
+		mine := s.expandedBlocks(c, "100")
+		if n := len(list(t, dig(t, mine["nic1"], "Links", "ComputerSystems"))); n != 1 {
+			t.Errorf("a tenant sees nic1 in %d systems, want its own 1", n)
+		}
+	}
+
+	pod, err := topology.Parse("monet-pod.yaml", examples.MONetPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newServiceOn(t, pod)
+	omitted := 0
+	for _, b := range p.expandedBlocks(admin, "1000") {
+		if dig(t, b, "Oem", "Rackpool").(map[string]any)["HostZonesOmitted"] == true {
+			omitted++
+		}
+	}
+	if omitted != 384 {
+		t.Errorf("%d blocks omit their hosts' zones, want the pod's 384 memory blocks", omitted)
+	}
+}
