@@ -199,8 +199,11 @@ type pageRef = rf.ODataID
 
 // ShapeCollection answers a GET of the collection c at path with the
 // query's page of it. Member bodies come from c.Members when it renders
-// them (Bodies), else from fetch.
-func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *rf.Problem) {
+// them (Bodies), else from fetch. Members that write their own bodies
+// (Renderer) are written into *buf, grown as needed (buf nil: a new
+// buffer); the page's members are slices of it, so the caller may reuse
+// it once it has rendered the page.
+func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch, buf *[]byte) (any, *rf.Problem) {
 	members := c.Members
 	if q.filter != nil {
 		var p *rf.Problem
@@ -223,6 +226,10 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 	x := &expander{fetch: fetch, kind: q.expand, cache: map[string]fetched{}, left: maxExpandBytes}
 	x.writer, _ = members.(Renderer)
 	x.pageLen = end - start
+	if buf != nil {
+		x.page = (*buf)[:0]
+		defer func() { *buf = x.page }()
+	}
 	for k, v := range c.Head {
 		if q.expand != expandNone && !strings.Contains(k, "@") {
 			r, err := x.value(v, q.levels, k == "Links")
@@ -237,10 +244,13 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 	out := make([]any, 0, end-start)
 	bodies, _ := members.(Bodies)
 	for i := start; i < end; i++ {
-		p := members.Path(i)
 		if !inline {
-			out = append(out, pageRef{ID: p})
+			out = append(out, pageRef{ID: members.Path(i)})
 			continue
+		}
+		p := ""
+		if x.writer == nil {
+			p = members.Path(i)
 		}
 		m, size, err := q.member(bodies, i, p, x)
 		if err == nil {
@@ -254,7 +264,7 @@ func (q *Query) ShapeCollection(c *Collection, path string, fetch Fetch) (any, *
 			break
 		}
 		if m == nil {
-			out = append(out, pageRef{ID: p})
+			out = append(out, pageRef{ID: members.Path(i)})
 			continue
 		}
 		out = append(out, m)
@@ -284,11 +294,10 @@ func (q *Query) member(bodies Bodies, i int, path string, x *expander) (any, int
 		if x.page, ok = x.writer.AppendBody(x.page, i); !ok {
 			return nil, 0, nil
 		}
-		if at == 0 && x.pageLen > 1 {
+		if c := min(len(x.page)*x.pageLen*5/4, maxExpandBytes+len(x.page)); at == 0 && x.pageLen > 1 && cap(x.page) < c {
 			// The first member sizes the buffer for the page (a little
 			// over, within the expansion limit): one allocation, not a
 			// copy each time it doubles.
-			c := min(len(x.page)*x.pageLen*5/4, maxExpandBytes+len(x.page))
 			x.page = append(make([]byte, 0, c), x.page...)
 		}
 		raw = x.page[at:len(x.page):len(x.page)]

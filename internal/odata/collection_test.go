@@ -25,7 +25,7 @@ func shape(t *testing.T, raw string, c *Collection) map[string]any {
 	if p != nil {
 		t.Fatalf("%s: %v", raw, p)
 	}
-	out, p := q.ShapeCollection(c, "/redfish/v1/X", func(string) Response { return Response{Status: http.StatusNotFound} })
+	out, p := q.ShapeCollection(c, "/redfish/v1/X", func(string) Response { return Response{Status: http.StatusNotFound} }, nil)
 	if p != nil {
 		t.Fatalf("%s: %v", raw, p)
 	}

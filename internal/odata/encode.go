@@ -75,6 +75,21 @@ func AppendString(b []byte, s string) []byte {
 	return b
 }
 
+// AppendJoined appends the concatenation of parts, quoted, without
+// building it.
+func AppendJoined(b []byte, parts ...string) []byte {
+	for _, p := range parts {
+		if !plain(p) {
+			return AppendString(b, strings.Join(parts, ""))
+		}
+	}
+	b = append(b, '"')
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return append(b, '"')
+}
+
 // AppendRefs appends refs as json.Marshal writes a []rf.ODataID (null
 // when nil).
 func AppendRefs(b []byte, refs []rf.ODataID) []byte {
@@ -142,15 +157,32 @@ func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, e
 // (quotes, backslashes, control characters, <, > and &, anything beyond
 // ASCII) is left to it.
 func appendString(b []byte, s string) ([]byte, error) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return appendMarshal(b, s)
-		}
+	if !plain(s) {
+		return appendMarshal(b, s)
 	}
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"'), nil
 }
+
+// plain says whether s is written between quotes as it is.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// plainByte is the bytes json.Marshal writes as they are: printable
+// ASCII but for quotes, backslashes, <, > and &.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 func appendMarshal(b []byte, v any) ([]byte, error) {
 	raw, err := json.Marshal(v)

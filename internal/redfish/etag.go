@@ -24,12 +24,30 @@ package redfish
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"hash/crc32"
 	"net/http"
 	"strings"
 
 	"rackpool/internal/rf"
 )
+
+// pageETag is the weak ETag of a rendered page of a collection: two
+// CRC-32s of it (Castagnoli and IEEE polynomials, 64 bits together),
+// which the processor computes at over 20 GB/s where SHA-256 runs at
+// under 2: a page of 1,000 expanded blocks is about a megabyte, and its
+// SHA-256 was a tenth of the read. A weak validator needs to change when
+// the page does, not to resist forgery: the page is the server's own
+// writing, and If-Match guards on resources keep bodyETag.
+func pageETag(data []byte) string {
+	var sum [8]byte
+	binary.BigEndian.PutUint32(sum[:4], crc32.Checksum(data, castagnoli))
+	binary.BigEndian.PutUint32(sum[4:], crc32.ChecksumIEEE(data))
+	return `W/"` + hex.EncodeToString(sum[:]) + `"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // bodyETag is the weak ETag of a rendered body.
 func bodyETag(data []byte) string {

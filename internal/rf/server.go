@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -257,11 +258,14 @@ func WriteError(w http.ResponseWriter, p *Problem, more ...*Problem) {
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("OData-Version", "4.0")
-	w.WriteHeader(status)
 	if b, ok := v.(Rendered); ok {
+		// A body known whole is sent with its length, not chunked.
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(status)
 		_, _ = w.Write(b)
 		return
 	}
+	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

@@ -36,7 +36,7 @@ func (s *Service) appendBlock(w []byte, r *http.Request, b *inventory.Block, st 
 	d := b.Device
 
 	w = append(w, `{"@odata.id":`...)
-	w = odata.AppendString(w, service.BlocksPath+b.ID)
+	w = odata.AppendJoined(w, service.BlocksPath, b.ID)
 	w = append(w, `,"@odata.type":"#ResourceBlock.v1_4_0.ResourceBlock","CompositionStatus":{"CompositionState":`...)
 	w = odata.AppendString(w, state)
 	w = append(w, `,"MaxCompositions":`...)
@@ -49,17 +49,17 @@ func (s *Service) appendBlock(w []byte, r *http.Request, b *inventory.Block, st 
 	w = strconv.AppendBool(w, b.MaxCompositions > 1)
 	w = append(w, '}')
 	if d != nil && service.IsDrive(b.Kind) {
-		w = appendMember(w, "Drives", service.DrivePath(b))
+		w = appendMember(w, "Drives", "/redfish/v1/Chassis/", service.ChassisOf(d), "/Drives/", b.ID)
 	}
-	w = appendMember(w, "EthernetInterfaces", nicPath(b))
+	w = appendBlockMember(w, b, nicMember)
 	w = append(w, `,"Id":`...)
 	w = odata.AppendString(w, b.ID)
 
 	w = append(w, `,"Links":{"Chassis":[{"@odata.id":`...)
 	if d != nil {
-		w = odata.AppendString(w, "/redfish/v1/Chassis/"+service.ChassisOf(d))
+		w = odata.AppendJoined(w, "/redfish/v1/Chassis/", service.ChassisOf(d))
 	} else {
-		w = odata.AppendString(w, "/redfish/v1/Chassis/"+b.Host.Rack)
+		w = odata.AppendJoined(w, "/redfish/v1/Chassis/", b.Host.Rack)
 	}
 	w = append(w, `}],"ComputerSystems":[`...)
 	for i, c := range s.visibleSystems(service.Principal(r), st.Compositions) {
@@ -67,18 +67,19 @@ func (s *Service) appendBlock(w []byte, r *http.Request, b *inventory.Block, st 
 			w = append(w, ',')
 		}
 		w = append(w, `{"@odata.id":`...)
-		w = odata.AppendString(w, "/redfish/v1/Systems/"+c)
+		w = odata.AppendJoined(w, "/redfish/v1/Systems/", c)
 		w = append(w, '}')
 	}
 	w = append(w, `],"Zones":`...)
 	w = append(w, zones.raw...)
 	w = append(w, '}')
 
-	w = appendMember(w, "Memory", memoryPath(b))
+	w = appendBlockMember(w, b, memoryMember)
 	w = append(w, `,"Name":`...)
-	w = odata.AppendString(w, blockName(b))
+	kind := string(b.Kind)
+	w = odata.AppendJoined(w, strings.ToUpper(kind[:1]), kind[1:], " ", b.ID)
 	w = appendBlockOem(w, b, st, zones.omitted)
-	w = appendMember(w, "Processors", processorPath(b))
+	w = appendBlockMember(w, b, processorMember)
 	w = append(w, `,"ResourceBlockType":[`...)
 	w = odata.AppendString(w, b.Kind.BlockType())
 	w = append(w, `],"Status":{"Health":`...)
@@ -202,16 +203,23 @@ func appendBlockOem(w []byte, b *inventory.Block, st compose.BlockStatus, omitte
 	return append(w, `}}`...)
 }
 
-// appendMember appends ,"name":[{"@odata.id":uri}], the DMTF array of
-// what a block holds; nothing when uri is "".
-func appendMember(w []byte, name, uri string) []byte {
-	if uri == "" {
+// appendBlockMember appends the DMTF array of block b's member of one
+// kind (Processors, Memory, EthernetInterfaces), if it has one.
+func appendBlockMember(w []byte, b *inventory.Block, of memberOf) []byte {
+	coll, id, ok := of(b)
+	if !ok {
 		return w
 	}
+	return appendMember(w, coll, service.BlocksPath, b.ID, "/", coll, "/", id)
+}
+
+// appendMember appends ,"name":[{"@odata.id":uri}], the DMTF array of
+// what a block holds, uri in parts.
+func appendMember(w []byte, name string, uri ...string) []byte {
 	w = append(w, `,"`...)
 	w = append(w, name...)
 	w = append(w, `":[{"@odata.id":`...)
-	w = odata.AppendString(w, uri)
+	w = odata.AppendJoined(w, uri...)
 	return append(w, `}]`...)
 }
 
@@ -228,10 +236,4 @@ func appendStrings(w []byte, ss []string) []byte {
 		w = odata.AppendString(w, s)
 	}
 	return append(w, ']')
-}
-
-// blockName is a block's Name: its kind, capitalised, and its ID ("Gpu
-// gpu3").
-func blockName(b *inventory.Block) string {
-	return strings.ToUpper(string(b.Kind[:1])) + string(b.Kind[1:]) + " " + b.ID
 }

@@ -51,31 +51,44 @@ const (
 
 // processorPath, memoryPath and nicPath are the URIs of block b's member
 // in its resource block; "" when b has none of that kind.
-func processorPath(b *inventory.Block) string {
+func processorPath(b *inventory.Block) string { return memberPath(b, processorMember) }
+func memoryPath(b *inventory.Block) string    { return memberPath(b, memoryMember) }
+func nicPath(b *inventory.Block) string       { return memberPath(b, nicMember) }
+
+// A memberOf names block b's member of one kind: its collection in the
+// resource block and its Id; ok is false when b has none.
+type memberOf func(b *inventory.Block) (coll, id string, ok bool)
+
+func processorMember(b *inventory.Block) (string, string, bool) {
 	switch b.Kind {
 	case inventory.Compute:
-		return service.BlocksPath + b.ID + "/Processors/" + cpuMember
+		return "Processors", cpuMember, true
 	case inventory.GPU, inventory.FPGA:
-		return service.BlocksPath + b.ID + "/Processors/" + b.ID
+		return "Processors", b.ID, true
 	}
-	return ""
+	return "", "", false
 }
 
-func memoryPath(b *inventory.Block) string {
+func memoryMember(b *inventory.Block) (string, string, bool) {
 	switch b.Kind {
 	case inventory.Compute:
-		return service.BlocksPath + b.ID + "/Memory/" + localMember
+		return "Memory", localMember, true
 	case inventory.Memory:
-		return service.BlocksPath + b.ID + "/Memory/" + b.ID
+		return "Memory", b.ID, true
 	}
-	return ""
+	return "", "", false
 }
 
-func nicPath(b *inventory.Block) string {
-	if b.Kind == inventory.NIC {
-		return service.BlocksPath + b.ID + "/EthernetInterfaces/" + b.ID
+func nicMember(b *inventory.Block) (string, string, bool) {
+	return "EthernetInterfaces", b.ID, b.Kind == inventory.NIC
+}
+
+func memberPath(b *inventory.Block, of memberOf) string {
+	coll, id, ok := of(b)
+	if !ok {
+		return ""
 	}
-	return ""
+	return service.BlocksPath + b.ID + "/" + coll + "/" + id
 }
 
 // systemParts is what a system is made of, as its inventory shows it.
