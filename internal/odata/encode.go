@@ -2,6 +2,7 @@ package odata
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 // Marshal encodes v as json.Marshal does, byte for byte, without
 // reflection for the values resource bodies are built of: maps with string
 // keys (in sorted key order), slices, strings, booleans, integers,
-// references and raw JSON. Anything else (floats, named types, types with
+// float64s, references and raw JSON. Anything else (float32s, named types, types with
 // their own encoding) and any string that needs escaping is encoded by
 // json.Marshal, so the output is always encoding/json's. An expanded page
 // encodes each of its members' bodies; reflection made that most of the
@@ -39,6 +40,8 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		return strconv.AppendUint(b, uint64(x), 10), nil
 	case uint64:
 		return strconv.AppendUint(b, x, 10), nil
+	case float64:
+		return appendFloat(b, x)
 	case json.RawMessage:
 		if x == nil {
 			return append(b, "null"...), nil
@@ -90,11 +93,37 @@ func AppendJoined(b []byte, parts ...string) []byte {
 	return append(b, '"')
 }
 
+// AppendFloat appends f as json.Marshal writes a float64; NaN and the
+// infinities are its error.
+func AppendFloat(b []byte, f float64) ([]byte, error) { return appendFloat(b, f) }
+
 // AppendRefs appends refs as json.Marshal writes a []rf.ODataID (null
 // when nil).
 func AppendRefs(b []byte, refs []rf.ODataID) []byte {
 	b, _ = appendSlice(b, refs, appendRef)
 	return b
+}
+
+// appendFloat writes f as encoding/json does (ES6 number formatting:
+// exponent form below 1e-6 and from 1e21, the exponent without leading
+// zeros); NaN and infinities are json.Marshal's error.
+func appendFloat(b []byte, f float64) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return appendMarshal(b, f)
+	}
+	format := byte('f')
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
 }
 
 // appendRef writes a reference, {"@odata.id": ...}.

@@ -24,7 +24,8 @@ func TestMarshalAsEncodingJSON(t *testing.T) {
 	values := []any{
 		nil, "", "plain", `q"uote`, `back\slash`, "<tag> & amp", "tab\there", "\x00\x1f", "é ünïcode", "\u2028\u2029",
 		"bad \xff utf-8", true, false, 0, -7, int32(-1 << 31), int64(math.MaxInt64), uint32(math.MaxUint32), uint64(math.MaxUint64),
-		1.5, float32(0.1), math.SmallestNonzeroFloat64, 1e21, kind("gpu"), time.Unix(0, 0).UTC(), marshaler{},
+		1.5, float32(0.1), math.SmallestNonzeroFloat64, 1e21, 1e20, 999999999999999999999.0, 1e-6, 9.99e-7, -1e-7, 1.25e-300,
+		0.0, math.Copysign(0, -1), 0.25, 12.5, -3.0, math.MaxFloat64, 123456789.123, math.Inf(1), kind("gpu"), time.Unix(0, 0).UTC(), marshaler{},
 		json.RawMessage(`{ "spaced" : [ 1, 2 ] }`), json.RawMessage(nil),
 		rf.Ref("/redfish/v1/Systems/a<b"), []rf.ODataID{}, []rf.ODataID(nil), []rf.ODataID{rf.Ref("/x"), rf.Ref("/y")},
 		[]string{}, []string(nil), []string{"a", "b&c"}, []any{}, []any{1, "x", nil, []any{true}}, []map[string]any{{"b": 1, "a": 2}},
@@ -68,7 +69,7 @@ func TestMarshalRandomTrees(t *testing.T) {
 			case 2:
 				return rng.Int64() - rng.Int64()
 			case 3:
-				return rng.Float64() * 1e6
+				return (rng.Float64() - 0.5) * math.Pow(10, float64(rng.IntN(60)-30))
 			case 4:
 				return rf.Ref("/redfish/v1/" + words[rng.IntN(len(words))])
 			default:

@@ -13,9 +13,14 @@ import (
 // top members as c, checks each page is what a GET of each member says,
 // and returns the members by Id.
 func (s *service) expandedBlocks(c cred, top string) map[string]map[string]any {
+	return s.expanded(blocksColl, c, top)
+}
+
+// expanded is expandedBlocks of any collection.
+func (s *service) expanded(coll string, c cred, top string) map[string]map[string]any {
 	s.t.Helper()
 	out := map[string]map[string]any{}
-	next := blocksColl + "?$expand=.&$top=" + top
+	next := coll + "?$expand=.&$top=" + top
 	for next != "" {
 		page := s.must(http.StatusOK, "GET", next, nil, c).json(s.t)
 		for _, m := range list(s.t, page["Members"]) {
@@ -26,7 +31,10 @@ func (s *service) expandedBlocks(c cred, top string) map[string]map[string]any {
 			id, _ := blk["Id"].(string)
 			read := s.must(http.StatusOK, "GET", blk["@odata.id"].(string), nil, c).json(s.t)
 			if !reflect.DeepEqual(blk, read) {
-				s.t.Errorf("block %s on an expanded page:\n%v\nits GET:\n%v", id, blk, read)
+				s.t.Errorf("%s on an expanded page:\n%v\nits GET:\n%v", id, blk, read)
+			}
+			if out[id] != nil {
+				s.t.Errorf("%s twice", id)
 			}
 			out[id] = blk
 		}
@@ -39,11 +47,16 @@ func (s *service) expandedBlocks(c cred, top string) map[string]map[string]any {
 // blocks themselves, odata.Renderer) says of each block what its GET says,
 // in every state a block shows: failed, shared by two tenants'
 // systems (each tenant sees its own), held by a memory lease, and reached
-// by too many hosts to list their zones.
+// by too many hosts to list their zones. So do pages of endpoints (host
+// ports written by themselves, devices as maps).
 func TestExpandedBlocksAsRead(t *testing.T) {
 	s := newService(t)
 	blue, red, _ := s.tenants()
 	s.compose(specificBody("host1", "gpu3"))
+	// Before the fault: a failing device's counters move between reads.
+	if eps := s.expanded("/redfish/v1/Fabrics/falcon1/Endpoints", admin, "5"); len(eps) < 10 {
+		t.Errorf("falcon1 has %d endpoints", len(eps))
+	}
 	s.injectFault(http.StatusNoContent, "falcon1", map[string]any{"Kind": "device-fails", "Target": "gpu3"})
 	if err := s.pollFabrics(); err != nil {
 		t.Fatal(err)
@@ -92,5 +105,9 @@ func TestExpandedBlocksAsRead(t *testing.T) {
 	}
 	if omitted != 384 {
 		t.Errorf("%d blocks omit their hosts' zones, want the pod's 384 memory blocks", omitted)
+	}
+	eps := p.expanded("/redfish/v1/Fabrics/plane1/Endpoints", admin, "50")
+	if m := dig(t, eps["t1-cpu1-plane1"], "Oem", "Rackpool", "CableMetres"); m != 0.25 {
+		t.Errorf("t1-cpu1's port on plane1: %v m of cable, want 0.25 (%d endpoints)", m, len(eps))
 	}
 }

@@ -2,6 +2,7 @@ package fabrics
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -309,15 +310,33 @@ func (l *endpointList) Path(i int) string {
 	return base + l.f.Devices[i-len(l.f.Ports)].ID
 }
 
-// Body implements odata.Bodies.
-func (l *endpointList) Body(i int) any {
+// AppendBody implements odata.Renderer.
+func (l *endpointList) AppendBody(w []byte, i int) ([]byte, bool) {
+	at := len(w)
 	if i < len(l.f.Ports) {
-		return portEndpoint(l.f, l.f.Ports[i])
+		out, err := appendPortEndpoint(w, l.f, l.f.Ports[i])
+		if err != nil {
+			return w[:at], false
+		}
+		return out, true
 	}
 	if l.stats == nil {
 		l.stats = l.s.deviceStats(l.r, l.f)
 	}
-	return l.s.deviceEndpoint(l.r, l.f, l.f.Devices[i-len(l.f.Ports)], l.stats)
+	raw, err := odata.Marshal(l.s.deviceEndpoint(l.r, l.f, l.f.Devices[i-len(l.f.Ports)], l.stats))
+	if err != nil {
+		return w, false
+	}
+	return append(w, raw...), true
+}
+
+// Body implements odata.Bodies.
+func (l *endpointList) Body(i int) any {
+	w, ok := l.AppendBody(nil, i)
+	if !ok {
+		return nil
+	}
+	return json.RawMessage(w)
 }
 
 func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
@@ -328,7 +347,11 @@ func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("ep")
 	for _, hp := range f.Ports {
 		if hp.Host.ID+"-"+hp.ID == id {
-			service.WriteJSON(w, http.StatusOK, portEndpoint(f, hp))
+			body, err := appendPortEndpoint(nil, f, hp)
+			if err != nil {
+				return err
+			}
+			service.WriteJSON(w, http.StatusOK, json.RawMessage(body))
 			return nil
 		}
 	}
@@ -339,23 +362,6 @@ func (s *Service) getEndpoint(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return rf.NotFound("Endpoint", id)
-}
-
-// portEndpoint is the endpoint of host port hp on fabric f.
-func portEndpoint(f *inventory.Fabric, hp *inventory.HostPort) map[string]any {
-	id := hp.Host.ID + "-" + hp.ID
-	return map[string]any{
-		"@odata.id":        "/redfish/v1/Fabrics/" + f.ID + "/Endpoints/" + id,
-		"@odata.type":      "#Endpoint.v1_8_0.Endpoint",
-		"Id":               id,
-		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
-		"Name":             "Host port " + hp.ID + " of " + hp.Host.ID,
-		"EndpointProtocol": fabricTypes[f.Kind],
-		"ConnectedEntities": []any{map[string]any{"EntityType": "RootComplex", "EntityRole": "Initiator",
-			"EntityLink": rf.Reff("/redfish/v1/Systems/%s", hp.Host.ID)}},
-		"Links": map[string]any{"ConnectedPorts": []rf.ODataID{rf.Reff("/redfish/v1/Fabrics/%s/Switches/%s/Ports/%s", f.ID, hp.Switch.ID, strings.ReplaceAll(hp.Port, "/", "-"))}},
-		"Oem":   service.RackpoolOem("Endpoint", map[string]any{"Host": hp.Host.ID, "CableMetres": hp.Metres}),
-	}
 }
 
 // deviceStats is the fabric's per-device counters, by device, when its
