@@ -101,13 +101,32 @@ func TestMarshalRandomTrees(t *testing.T) {
 	}
 }
 
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // FuzzMarshal: any string, as a value, a key and in a list, encodes as
-// json.Marshal encodes it (escapes, invalid UTF-8, HTML characters).
+// json.Marshal encodes it (escapes, invalid UTF-8, HTML characters); so
+// does any string in parts (AppendJoined) and any float64 (AppendFloat).
 func FuzzMarshal(f *testing.F) {
 	for _, s := range []string{"", "plain", "<&>", "\x00", "\xff", "\u2028", `"\`} {
 		f.Add(s, int64(len(s)))
 	}
 	f.Fuzz(func(t *testing.T, s string, n int64) {
+		// The writers of hand-written bodies: a string in parts, a float.
+		if got, want := AppendJoined([]byte("x"), "/redfish/", s, "/", s), mustMarshal(t, "/redfish/"+s+"/"+s); !bytes.Equal(got[1:], want) {
+			t.Fatalf("AppendJoined = %s; json.Marshal: %s", got[1:], want)
+		}
+		x := math.Float64frombits(uint64(n))
+		wantX, errX := json.Marshal(x)
+		if got, err := AppendFloat(nil, x); (err == nil) != (errX == nil) || (err == nil && !bytes.Equal(got, wantX)) {
+			t.Fatalf("AppendFloat(%v) = %s, %v; json.Marshal: %s, %v", x, got, err, wantX, errX)
+		}
 		v := map[string]any{s: []any{s, n, map[string]string{s: s}}, "refs": []rf.ODataID{rf.Ref(s)}, "list": []string{s}}
 		want, wantErr := json.Marshal(v)
 		got, err := Marshal(v)
