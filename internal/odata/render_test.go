@@ -1,4 +1,4 @@
-package redfish
+package odata
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func TestRenderPage(t *testing.T) {
 		"empty":      {},
 	} {
 		body := map[string]any{"@odata.id": "/redfish/v1/X", "Name": "X", "Members": members, "Members@odata.count": len(members)}
-		page, err := renderPage(body, nil)
+		page, err := RenderPage(body, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
