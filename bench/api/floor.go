@@ -62,8 +62,15 @@ func startFloor() *floor {
 	return f
 }
 
-// read returns the median time of reading n bytes, reps times.
+// floorReps is the least number of reads a floor is the median of: a
+// floor is a few milliseconds at most, and on a shared machine the median
+// of five moved by 2x from run to run.
+const floorReps = 21
+
+// read returns the median time of reading n bytes, reps times (at least
+// floorReps).
 func (f *floor) read(n int64, reps int) Result {
+	reps = max(reps, floorReps)
 	r := Result{Name: "floor", Query: "/" + strconv.FormatInt(n, 10), Bytes: n, Pages: 1}
 	if n <= 0 || n > maxFloor {
 		r.Skipped = "no bytes to send, or over 9 MiB"

@@ -48,7 +48,8 @@ func (s *service) expanded(coll string, c cred, top string) map[string]map[strin
 // in every state a block shows: failed, shared by two tenants'
 // systems (each tenant sees its own), held by a memory lease, and reached
 // by too many hosts to list their zones. So do pages of endpoints (host
-// ports written by themselves, devices as maps).
+// ports written by themselves, devices as maps) and of systems (hosts
+// written, composed systems as maps).
 func TestExpandedBlocksAsRead(t *testing.T) {
 	s := newService(t)
 	blue, red, _ := s.tenants()
@@ -85,7 +86,20 @@ func TestExpandedBlocksAsRead(t *testing.T) {
 	if held != 1 {
 		t.Errorf("%d blocks held by a lease, want 1", held)
 	}
+	// Systems: hosts (written by themselves) and composed systems (maps).
+	if sys := s.expanded(systemsPath, admin, "3"); len(sys) < 6 {
+		t.Errorf("%d systems expanded", len(sys))
+	}
 	for _, c := range []cred{blue, red} {
+		composed := 0
+		for _, sys := range s.expanded(systemsPath, c, "2") {
+			if sys["SystemType"] == "Composed" {
+				composed++
+			}
+		}
+		if composed != 1 {
+			t.Errorf("a tenant's expanded systems hold %d composed ones, want its own 1", composed)
+		}
 		mine := s.expandedBlocks(c, "100")
 		if n := len(list(t, dig(t, mine["nic1"], "Links", "ComputerSystems"))); n != 1 {
 			t.Errorf("a tenant sees nic1 in %d systems, want its own 1", n)

@@ -2,6 +2,7 @@ package composition
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -365,11 +366,37 @@ func (l *systemList) id(i int) string {
 	return l.comps[i-len(l.hosts)]
 }
 
+// AppendBody implements odata.Renderer: a host's system is written, a
+// composed system's map encoded.
+func (l *systemList) AppendBody(w []byte, i int) ([]byte, bool) {
+	if i < len(l.hosts) {
+		at := len(w)
+		out, err := l.s.appendHost(w, l.r, l.hosts[i])
+		if err != nil {
+			return w[:at], false
+		}
+		return out, true
+	}
+	v := l.Body(i)
+	if v == nil {
+		return w, false
+	}
+	raw, err := odata.Marshal(v)
+	if err != nil {
+		return w, false
+	}
+	return append(w, raw...), true
+}
+
 // Body implements odata.Bodies: the system as its GET answers it (nil for
 // one decomposed since the list was taken).
 func (l *systemList) Body(i int) any {
 	if i < len(l.hosts) {
-		return l.s.hostBody(l.r, l.hosts[i])
+		raw, err := l.s.hostJSON(l.r, l.hosts[i])
+		if err != nil {
+			return nil
+		}
+		return raw
 	}
 	c, err := l.s.mgr.Get(l.comps[i-len(l.hosts)])
 	if err != nil {
@@ -417,7 +444,11 @@ func (s *Service) getSystem(w http.ResponseWriter, r *http.Request) error {
 		if !s.visibleBlock(service.Principal(r), h.Block) {
 			return s.core.Hide(r, "ComputerSystem", id)
 		}
-		service.WriteJSON(w, http.StatusOK, s.hostBody(r, h))
+		body, err := s.hostJSON(r, h)
+		if err != nil {
+			return err
+		}
+		service.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 	c, err := s.systemVisible(r, id)
@@ -446,31 +477,9 @@ func (s *Service) systemWithPower(r *http.Request, c *inventory.Composition) map
 	return body
 }
 
-func (s *Service) hostBody(r *http.Request, h *inventory.Host) map[string]any {
-	st := s.mgr.BlockStatus(h.ID)
-	body := map[string]any{
-		"@odata.id":        "/redfish/v1/Systems/" + h.ID,
-		"@odata.type":      "#ComputerSystem.v1_22_0.ComputerSystem",
-		"Id":               h.ID,
-		"Name":             "Host " + h.ID,
-		"SystemType":       "Physical",
-		"Status":           map[string]string{"State": "Enabled", "Health": "OK"},
-		"ProcessorSummary": map[string]any{"CoreCount": h.Cores, "Count": 1},
-		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": h.MemoryGiB},
-		"Links": map[string]any{
-			"ResourceBlocks": []rf.ODataID{rf.Ref(service.BlocksPath + h.ID)},
-			"Chassis":        []rf.ODataID{rf.Reff("/redfish/v1/Chassis/%s", h.Rack)},
-		},
-		"Processors":         rf.Ref("/redfish/v1/Systems/" + h.ID + "/Processors"),
-		"Memory":             rf.Ref("/redfish/v1/Systems/" + h.ID + "/Memory"),
-		"Storage":            rf.Ref("/redfish/v1/Systems/" + h.ID + "/Storage"),
-		"EthernetInterfaces": rf.Ref("/redfish/v1/Systems/" + h.ID + "/EthernetInterfaces"),
-		"Oem":                service.RackpoolOem("ComputerSystem", map[string]any{"ComposedInto": service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions))}),
-	}
-	if ps, ok := s.powerOf(r.Context(), h.ID); ok {
-		addPower(body, h.ID, ps)
-	}
-	return body
+// hostJSON is host h's system as r's client GETs it.
+func (s *Service) hostJSON(r *http.Request, h *inventory.Host) (json.RawMessage, error) {
+	return s.appendHost(nil, r, h)
 }
 
 func (s *Service) systemBody(c *inventory.Composition) map[string]any {
@@ -606,7 +615,11 @@ func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		want = 0 // the If-Match guard checked it; the boot change moved the version on
 	}
 	if host != nil {
-		service.WriteJSON(w, http.StatusOK, s.hostBody(r, host))
+		body, err := s.hostJSON(r, host)
+		if err != nil {
+			return err
+		}
+		service.WriteJSON(w, http.StatusOK, body)
 		return nil
 	}
 	var c *inventory.Composition
