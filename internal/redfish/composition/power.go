@@ -5,6 +5,7 @@ package composition
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"rackpool/internal/compose"
 	"rackpool/internal/inventory"
+	"rackpool/internal/odata"
 	"rackpool/internal/redfish/service"
 	"rackpool/internal/rf"
 )
@@ -48,50 +50,77 @@ func (s *Service) powerOf(ctx context.Context, id string) (compose.PowerState, b
 	return ps, true
 }
 
-// addPower adds PowerState, Boot and the Reset action to a system's body.
+// addPower adds PowerState, Boot and the Reset action to a system's body
+// (a composed system's; a host's is written by appendHost with the same
+// writers).
 func addPower(body map[string]any, id string, ps compose.PowerState) {
-	state := ps.State
-	if ps.IsOff() {
-		state = inventory.PowerOff
-	}
-	body["PowerState"] = state
-	b := ps.Boot
-	boot := map[string]any{
-		"BootSourceOverrideEnabled":                         orDefault(b.Enabled, "Disabled"),
-		"BootSourceOverrideEnabled@Redfish.AllowableValues": compose.BootEnabledValues,
-		"BootSourceOverrideTarget":                          orDefault(b.Target, "None"),
-		"BootSourceOverrideTarget@Redfish.AllowableValues":  service.NonNil(ps.Caps.BootTargets),
-		"BootSourceOverrideMode":                            orDefault(b.Mode, "UEFI"),
-		"BootSourceOverrideMode@Redfish.AllowableValues":    compose.BootModeValues,
-	}
-	// Present wherever UefiTarget may be chosen (null until set), as
-	// clients look for the property to know they may set it.
-	switch {
-	case b.UefiTarget != "":
-		boot["UefiTargetBootSourceOverride"] = b.UefiTarget
-	case slices.Contains(ps.Caps.BootTargets, "UefiTarget"):
-		boot["UefiTargetBootSourceOverride"] = nil
-	}
-	// BootNext likewise wherever UefiBootNext may be chosen.
-	switch {
-	case b.BootNext != "":
-		boot["BootNext"] = b.BootNext
-	case slices.Contains(ps.Caps.BootTargets, "UefiBootNext"):
-		boot["BootNext"] = nil
-	}
-	if ps.BootOptions != nil {
-		boot["BootOptions"] = rf.Ref("/redfish/v1/Systems/" + id + "/BootOptions")
-	}
-	body["Boot"] = boot
+	body["PowerState"] = powerState(ps)
+	body["Boot"] = json.RawMessage(appendBoot(nil, id, ps))
 	actions, _ := body["Actions"].(map[string]any)
 	if actions == nil {
 		actions = map[string]any{}
 		body["Actions"] = actions
 	}
-	actions[resetAction] = map[string]any{
-		"target":                            "/redfish/v1/Systems/" + id + "/Actions/ComputerSystem.Reset",
-		"ResetType@Redfish.AllowableValues": service.NonNil(ps.Caps.ResetTypes),
+	actions[resetAction] = json.RawMessage(appendReset(nil, id, ps))
+}
+
+// powerState is the PowerState a system in ps shows.
+func powerState(ps compose.PowerState) string {
+	if ps.IsOff() {
+		return string(inventory.PowerOff)
 	}
+	return string(ps.State)
+}
+
+// appendBoot appends a system's Boot object, its keys in encoding/json's
+// order. UefiTargetBootSourceOverride is present wherever UefiTarget may
+// be chosen (null until set), as clients look for the property to know
+// they may set it; BootNext likewise wherever UefiBootNext may be.
+func appendBoot(w []byte, id string, ps compose.PowerState) []byte {
+	b := ps.Boot
+	w = append(w, '{')
+	switch {
+	case b.BootNext != "":
+		w = append(w, `"BootNext":`...)
+		w = odata.AppendString(w, b.BootNext)
+		w = append(w, ',')
+	case slices.Contains(ps.Caps.BootTargets, "UefiBootNext"):
+		w = append(w, `"BootNext":null,`...)
+	}
+	if ps.BootOptions != nil {
+		w = append(w, `"BootOptions":{"@odata.id":`...)
+		w = odata.AppendJoined(w, "/redfish/v1/Systems/", id, "/BootOptions")
+		w = append(w, `},`...)
+	}
+	w = append(w, `"BootSourceOverrideEnabled":`...)
+	w = odata.AppendString(w, orDefault(b.Enabled, "Disabled"))
+	w = append(w, `,"BootSourceOverrideEnabled@Redfish.AllowableValues":`...)
+	w = appendStrings(w, compose.BootEnabledValues)
+	w = append(w, `,"BootSourceOverrideMode":`...)
+	w = odata.AppendString(w, orDefault(b.Mode, "UEFI"))
+	w = append(w, `,"BootSourceOverrideMode@Redfish.AllowableValues":`...)
+	w = appendStrings(w, compose.BootModeValues)
+	w = append(w, `,"BootSourceOverrideTarget":`...)
+	w = odata.AppendString(w, orDefault(b.Target, "None"))
+	w = append(w, `,"BootSourceOverrideTarget@Redfish.AllowableValues":`...)
+	w = appendStrings(w, service.NonNil(ps.Caps.BootTargets))
+	switch {
+	case b.UefiTarget != "":
+		w = append(w, `,"UefiTargetBootSourceOverride":`...)
+		w = odata.AppendString(w, b.UefiTarget)
+	case slices.Contains(ps.Caps.BootTargets, "UefiTarget"):
+		w = append(w, `,"UefiTargetBootSourceOverride":null`...)
+	}
+	return append(w, '}')
+}
+
+// appendReset appends a system's #ComputerSystem.Reset action.
+func appendReset(w []byte, id string, ps compose.PowerState) []byte {
+	w = append(w, `{"ResetType@Redfish.AllowableValues":`...)
+	w = appendStrings(w, service.NonNil(ps.Caps.ResetTypes))
+	w = append(w, `,"target":`...)
+	w = odata.AppendJoined(w, "/redfish/v1/Systems/", id, "/Actions/ComputerSystem.Reset")
+	return append(w, '}')
 }
 
 // powerSystem resolves the system a power request names and checks the

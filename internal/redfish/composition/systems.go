@@ -370,12 +370,7 @@ func (l *systemList) id(i int) string {
 // composed system's map encoded.
 func (l *systemList) AppendBody(w []byte, i int) ([]byte, bool) {
 	if i < len(l.hosts) {
-		at := len(w)
-		out, err := l.s.appendHost(w, l.r, l.hosts[i])
-		if err != nil {
-			return w[:at], false
-		}
-		return out, true
+		return l.s.appendHost(w, l.r, l.hosts[i]), true
 	}
 	v := l.Body(i)
 	if v == nil {
@@ -392,11 +387,7 @@ func (l *systemList) AppendBody(w []byte, i int) ([]byte, bool) {
 // one decomposed since the list was taken).
 func (l *systemList) Body(i int) any {
 	if i < len(l.hosts) {
-		raw, err := l.s.hostJSON(l.r, l.hosts[i])
-		if err != nil {
-			return nil
-		}
-		return raw
+		return l.s.hostJSON(l.r, l.hosts[i])
 	}
 	c, err := l.s.mgr.Get(l.comps[i-len(l.hosts)])
 	if err != nil {
@@ -444,11 +435,7 @@ func (s *Service) getSystem(w http.ResponseWriter, r *http.Request) error {
 		if !s.visibleBlock(service.Principal(r), h.Block) {
 			return s.core.Hide(r, "ComputerSystem", id)
 		}
-		body, err := s.hostJSON(r, h)
-		if err != nil {
-			return err
-		}
-		service.WriteJSON(w, http.StatusOK, body)
+		service.WriteJSON(w, http.StatusOK, s.hostJSON(r, h))
 		return nil
 	}
 	c, err := s.systemVisible(r, id)
@@ -478,7 +465,7 @@ func (s *Service) systemWithPower(r *http.Request, c *inventory.Composition) map
 }
 
 // hostJSON is host h's system as r's client GETs it.
-func (s *Service) hostJSON(r *http.Request, h *inventory.Host) (json.RawMessage, error) {
+func (s *Service) hostJSON(r *http.Request, h *inventory.Host) json.RawMessage {
 	return s.appendHost(nil, r, h)
 }
 
@@ -615,11 +602,7 @@ func (s *Service) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		want = 0 // the If-Match guard checked it; the boot change moved the version on
 	}
 	if host != nil {
-		body, err := s.hostJSON(r, host)
-		if err != nil {
-			return err
-		}
-		service.WriteJSON(w, http.StatusOK, body)
+		service.WriteJSON(w, http.StatusOK, s.hostJSON(r, host))
 		return nil
 	}
 	var c *inventory.Composition
