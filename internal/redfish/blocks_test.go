@@ -1,11 +1,15 @@
 package redfish_test
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"testing"
 
 	"rackpool/examples"
+	"rackpool/internal/tenancy"
 	"rackpool/internal/topology"
 )
 
@@ -123,5 +127,55 @@ func TestExpandedBlocksAsRead(t *testing.T) {
 	eps := p.expanded("/redfish/v1/Fabrics/plane1/Endpoints", admin, "50")
 	if m := dig(t, eps["t1-cpu1-plane1"], "Oem", "Rackpool", "CableMetres"); m != 0.25 {
 		t.Errorf("t1-cpu1's port on plane1: %v m of cable, want 0.25 (%d endpoints)", m, len(eps))
+	}
+}
+
+// TestExpandedPagesConcurrently: pages of expanded blocks, systems and
+// links read by several clients at once are each what the same page
+// reads alone, byte for byte: a page's buffers go back to a pool once it
+// is sent, and no page may carry another's bytes.
+func TestExpandedPagesConcurrently(t *testing.T) {
+	top, err := topology.Parse("generated", topology.GenerateRacks(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServiceOn(t, top)
+	var pages []string
+	for skip := 0; skip < 300; skip += 70 {
+		pages = append(pages, fmt.Sprintf("%s?$expand=.&$top=70&$skip=%d", blocksColl, skip),
+			fmt.Sprintf("%s?$top=90&$skip=%d", blocksColl, skip))
+	}
+	pages = append(pages, systemsPath+"?$expand=.&$top=25", systemsPath+"?$expand=.&$top=25&$skip=25")
+	want := map[string][]byte{}
+	for _, p := range pages {
+		want[p] = s.must(http.StatusOK, "GET", p, nil, admin).body
+	}
+	const clients, reads = 6, 40
+	errs := make(chan error, clients)
+	for c := range clients {
+		go func() {
+			for i := range reads {
+				p := pages[(c*7+i)%len(pages)]
+				req, _ := http.NewRequest(http.MethodGet, s.srv.URL+p, nil)
+				req.SetBasicAuth(tenancy.AdminUser, password)
+				resp, err := s.srv.Client().Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(body, want[p]) {
+					errs <- fmt.Errorf("GET %s: %d, %v, %d bytes (want %d)", p, resp.StatusCode, err, len(body), len(want[p]))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
