@@ -190,6 +190,29 @@ func (t *Topology) Reaches(p *inventory.HostPort, d *inventory.Device) bool {
 	return ok
 }
 
+// Reachable returns the blocks host h can be composed with, those Path
+// finds a way to, in topology order: its compute block and the blocks of
+// each device a port of h reaches. It reads the devices of h's fabrics,
+// not every block of the pool (a resource zone at 10^5 blocks read 10^5
+// blocks a host).
+func (t *Topology) Reachable(h *inventory.Host) []*inventory.Block {
+	var out []*inventory.Block
+	if h.Block != nil {
+		out = append(out, h.Block)
+	}
+	seen := map[*inventory.Device]bool{}
+	for _, p := range h.Ports {
+		for _, d := range p.Fabric.Devices {
+			if !seen[d] && t.Reaches(p, d) {
+				seen[d] = true
+				out = append(out, d.Blocks...)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *inventory.Block) int { return a.Index - b.Index })
+	return out
+}
+
 // PortPath returns how host port p reaches device d (hops and round trip
 // on that port, not the host's best), and false when it cannot.
 func (t *Topology) PortPath(p *inventory.HostPort, d *inventory.Device) (Path, bool) {

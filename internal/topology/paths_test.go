@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"rackpool/examples"
@@ -63,4 +64,29 @@ func randomFabric(rng *rand.Rand) *inventory.Fabric {
 		}
 	}
 	return f
+}
+
+// TestReachable: a host's reachable blocks are exactly those Path finds a
+// way to, in topology order, on the example rack, generated racks, the
+// CXL rack and the MONet pod (a memory block every CPU card reaches on
+// three planes).
+func TestReachable(t *testing.T) {
+	for name, src := range map[string][]byte{"rack.yaml": examples.Rack, "cxl-rack.yaml": examples.CXLRack,
+		"monet-pod.yaml": examples.MONetPod, "racks": GenerateRacks(3)} {
+		top, err := Parse(name, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range top.Hosts {
+			var want []*inventory.Block
+			for _, b := range top.Blocks {
+				if _, ok := top.Path(h, b); ok {
+					want = append(want, b)
+				}
+			}
+			if got := top.Reachable(h); !slices.Equal(got, want) {
+				t.Fatalf("%s: host %s reaches %d blocks, want %d", name, h.ID, len(got), len(want))
+			}
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strings"
 
 	"rackpool/internal/compose"
@@ -215,7 +214,7 @@ func (s *Service) getResourceZone(w http.ResponseWriter, r *http.Request) error 
 	desc := ""
 	if h := s.top.Host(id); h != nil {
 		desc = "Blocks host " + h.ID + " can be composed with in the current cabling and drawer modes"
-		for _, b := range s.zoneBlocks(h) {
+		for _, b := range s.top.Reachable(h) {
 			if s.visibleBlock(service.Principal(r), b) {
 				blocks = append(blocks, rf.Ref(service.BlocksPath+b.ID))
 			}
@@ -244,29 +243,6 @@ func (s *Service) getResourceZone(w http.ResponseWriter, r *http.Request) error 
 		"Links":       map[string]any{"ResourceBlocks": blocks},
 	})
 	return nil
-}
-
-// zoneBlocks returns the blocks host h can be composed with (those
-// topology.Path finds a way to), in topology order: its compute block and
-// the blocks of each device a port of h reaches. It reads the devices of
-// h's fabrics, not every block of the pool: a page of host zones at 10^5
-// blocks read 10^5 blocks a zone.
-func (s *Service) zoneBlocks(h *inventory.Host) []*inventory.Block {
-	var out []*inventory.Block
-	if h.Block != nil {
-		out = append(out, h.Block)
-	}
-	seen := map[*inventory.Device]bool{}
-	for _, p := range h.Ports {
-		for _, d := range p.Fabric.Devices {
-			if !seen[d] && s.top.Reaches(p, d) {
-				seen[d] = true
-				out = append(out, d.Blocks...)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b *inventory.Block) int { return a.Index - b.Index })
-	return out
 }
 
 // explain answers "would this request fit, where, and if not why": the
