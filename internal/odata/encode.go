@@ -97,6 +97,13 @@ func AppendJoined(b []byte, parts ...string) []byte {
 // infinities are its error.
 func AppendFloat(b []byte, f float64) ([]byte, error) { return appendFloat(b, f) }
 
+// AppendStrings appends ss as json.Marshal writes a []string (null when
+// nil).
+func AppendStrings(b []byte, ss []string) []byte {
+	b, _ = appendSlice(b, ss, appendString)
+	return b
+}
+
 // AppendRefs appends refs as json.Marshal writes a []rf.ODataID (null
 // when nil).
 func AppendRefs(b []byte, refs []rf.ODataID) []byte {

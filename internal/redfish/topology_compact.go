@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"math"
 	"strconv"
 	"sync"
 
 	"rackpool/internal/inventory"
+	"rackpool/internal/odata"
 	"rackpool/internal/topology"
 )
 
@@ -211,39 +211,23 @@ func (w *compactWriter) sep(i int) {
 
 func (w *compactWriter) int(n int64) { w.b = strconv.AppendInt(w.b, n, 10) }
 
-// num writes f as encoding/json does.
+// num writes f as encoding/json does (0 for NaN and the infinities, which
+// it cannot encode).
 func (w *compactWriter) num(f float64) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		w.b = append(w.b, '0')
-		return
+	b, err := odata.AppendFloat(w.b, f)
+	if err != nil {
+		b = append(w.b, '0')
 	}
-	format := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
-		format = 'e'
-	}
-	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
+	w.b = b
 }
 
-// str writes s as a JSON string: plain printable ASCII as it is, anything
-// else through encoding/json.
-func (w *compactWriter) str(s string) {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			w.b = append(w.b, q...)
-			return
-		}
-	}
-	w.b = append(w.b, '"')
-	w.b = append(w.b, s...)
-	w.b = append(w.b, '"')
-}
+// str writes s as a JSON string, as encoding/json does.
+func (w *compactWriter) str(s string) { w.b = odata.AppendString(w.b, s) }
 
+// strs writes list as a JSON array ([] when nil).
 func (w *compactWriter) strs(list []string) {
-	w.b = append(w.b, '[')
-	for i, s := range list {
-		w.sep(i)
-		w.str(s)
+	if list == nil {
+		list = []string{}
 	}
-	w.b = append(w.b, ']')
+	w.b = odata.AppendStrings(w.b, list)
 }

@@ -190,7 +190,7 @@ func appendBlockOem(w []byte, b *inventory.Block, st compose.BlockStatus, omitte
 		w = append(w, `,"Switch":`...)
 		w = odata.AppendString(w, d.Switch.ID)
 		w = append(w, `,"SwitchPorts":`...)
-		w = appendStrings(w, d.Ports)
+		w = odata.AppendStrings(w, d.Ports)
 		if d.Vendor != "" {
 			w = append(w, `,"Vendor":`...)
 			w = odata.AppendString(w, d.Vendor)
@@ -221,19 +221,4 @@ func appendMember(w []byte, name string, uri ...string) []byte {
 	w = append(w, `":[{"@odata.id":`...)
 	w = odata.AppendJoined(w, uri...)
 	return append(w, `}]`...)
-}
-
-// appendStrings appends ss as a JSON array, null when nil.
-func appendStrings(w []byte, ss []string) []byte {
-	if ss == nil {
-		return append(w, "null"...)
-	}
-	w = append(w, '[')
-	for i, s := range ss {
-		if i > 0 {
-			w = append(w, ',')
-		}
-		w = odata.AppendString(w, s)
-	}
-	return append(w, ']')
 }

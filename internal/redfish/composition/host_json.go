@@ -47,7 +47,7 @@ func (s *Service) appendHost(w []byte, r *http.Request, h *inventory.Host) []byt
 	w = append(w, `,"Oem":{"Rackpool":{"@odata.type":`...)
 	w = odata.AppendJoined(w, "#", service.OemNamespace, ".ComputerSystem")
 	w = append(w, `,"ComposedInto":`...)
-	w = appendStrings(w, service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions)))
+	w = odata.AppendStrings(w, service.NonNil(s.visibleSystems(service.Principal(r), st.Compositions)))
 	w = append(w, `}}`...)
 	if powered {
 		w = append(w, `,"PowerState":`...)

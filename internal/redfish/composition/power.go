@@ -95,15 +95,15 @@ func appendBoot(w []byte, id string, ps compose.PowerState) []byte {
 	w = append(w, `"BootSourceOverrideEnabled":`...)
 	w = odata.AppendString(w, orDefault(b.Enabled, "Disabled"))
 	w = append(w, `,"BootSourceOverrideEnabled@Redfish.AllowableValues":`...)
-	w = appendStrings(w, compose.BootEnabledValues)
+	w = odata.AppendStrings(w, compose.BootEnabledValues)
 	w = append(w, `,"BootSourceOverrideMode":`...)
 	w = odata.AppendString(w, orDefault(b.Mode, "UEFI"))
 	w = append(w, `,"BootSourceOverrideMode@Redfish.AllowableValues":`...)
-	w = appendStrings(w, compose.BootModeValues)
+	w = odata.AppendStrings(w, compose.BootModeValues)
 	w = append(w, `,"BootSourceOverrideTarget":`...)
 	w = odata.AppendString(w, orDefault(b.Target, "None"))
 	w = append(w, `,"BootSourceOverrideTarget@Redfish.AllowableValues":`...)
-	w = appendStrings(w, service.NonNil(ps.Caps.BootTargets))
+	w = odata.AppendStrings(w, service.NonNil(ps.Caps.BootTargets))
 	switch {
 	case b.UefiTarget != "":
 		w = append(w, `,"UefiTargetBootSourceOverride":`...)
@@ -117,7 +117,7 @@ func appendBoot(w []byte, id string, ps compose.PowerState) []byte {
 // appendReset appends a system's #ComputerSystem.Reset action.
 func appendReset(w []byte, id string, ps compose.PowerState) []byte {
 	w = append(w, `{"ResetType@Redfish.AllowableValues":`...)
-	w = appendStrings(w, service.NonNil(ps.Caps.ResetTypes))
+	w = odata.AppendStrings(w, service.NonNil(ps.Caps.ResetTypes))
 	w = append(w, `,"target":`...)
 	w = odata.AppendJoined(w, "/redfish/v1/Systems/", id, "/Actions/ComputerSystem.Reset")
 	return append(w, '}')
