@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"time"
+
+	"rackpool/internal/kwait"
 )
 
 // Client bounds.
@@ -39,11 +42,15 @@ const (
 // Client is a connection to one export of an NBD server. It is safe for
 // concurrent use, and pipelines: requests from many goroutines are in
 // flight at once, their headers written in batches by whichever caller
-// holds the writer role (see send), and one reader goroutine hands
-// replies to callers by cookie.
+// holds the writer role (see send), and replies read by whichever
+// waiting caller holds the reader role, which hands other callers their
+// replies by cookie and passes the role on once its own is whole (see
+// wait). There is no reader goroutine: at queue depth 1 the caller reads
+// its own reply, with no hand-off between goroutines.
 type Client struct {
 	nc         net.Conn
 	br         *bufio.Reader
+	kr         *kwait.Reader // br's source, when the lone caller may wait in the kernel
 	size       uint64
 	flags      ExportFlags
 	structured bool
@@ -72,13 +79,29 @@ type Client struct {
 	cookie uint64
 	err    error // set once: new requests fail with it
 
+	// rlock is held (full) by the goroutine reading replies. readerDone
+	// is closed once the read side has ended and every call in flight
+	// has been finished with the connection's error.
+	rlock      chan struct{}
 	readerDone chan struct{}
-	scratch    [16]byte // the reader goroutine's
+	hdr        [chunkHdrLen]byte // the reader's
+	scratch    [16]byte          // the reader's
+
+	// lmu guards how the reader is interrupted when its caller's context
+	// ends: at the start of a reply by a read deadline, in the middle of
+	// one by breaking the connection if the rest does not come within
+	// abandonGrace.
+	lmu         sync.Mutex
+	leadGen     uint64 // numbers the turns in the reader role
+	boundary    bool   // the reader waits for the start of a reply
+	interrupted bool   // and a read deadline was set to stop it
+	stall       *time.Timer
+	rdl         time.Time // the read deadline otherwise (Close sets one)
 }
 
-// call is one request in flight. The reader goroutine alone touches the
-// reply fields until it marks the call finished and signals done; mu is
-// held by the reader while it works on the call (reading data into p
+// call is one request in flight. The reader alone touches the reply
+// fields until it marks the call finished and signals done; mu is held
+// by the reader while it works on the call (reading data into p
 // included), and by a caller giving up on it.
 type call struct {
 	typ    uint16
@@ -147,6 +170,7 @@ func newClient(ctx context.Context, nc net.Conn, export string, tlsCfg *tls.Conf
 		nc:         nc,
 		br:         bufio.NewReaderSize(nc, readBufSize),
 		wlock:      make(chan struct{}, 1),
+		rlock:      make(chan struct{}, 1),
 		calls:      make(map[uint64]*call),
 		readerDone: make(chan struct{}),
 	}
@@ -155,7 +179,10 @@ func newClient(ctx context.Context, nc net.Conn, export string, tlsCfg *tls.Conf
 	if !stop() || err != nil {
 		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, contextErr(ctx, err))
 	}
-	go c.readLoop()
+	if kr := kwait.NewReader(c.nc); kr != nil && !c.tls && c.br.Buffered() == 0 {
+		c.br.Reset(kr) // nothing is buffered after the negotiation's last reply
+		c.kr = kr
+	}
 	return c, nil
 }
 
@@ -339,7 +366,7 @@ func (c *Client) Close() error {
 	if c.err != nil {
 		c.mu.Unlock()
 		c.nc.Close()
-		<-c.readerDone
+		c.readToEnd()
 		return nil
 	}
 	c.err = fmt.Errorf("%w: client closed", ErrClosed)
@@ -363,8 +390,11 @@ func (c *Client) Close() error {
 	t.Stop()
 	// The server closes the connection once it has answered what is in
 	// flight; the reader finishes those calls, then sees the end.
+	c.lmu.Lock()
+	c.rdl = deadline
 	c.nc.SetReadDeadline(deadline)
-	<-c.readerDone
+	c.lmu.Unlock()
+	c.readToEnd()
 	c.nc.Close()
 	return nil
 }
@@ -375,10 +405,10 @@ func (c *Client) Close() error {
 // libnbd's nbd_close without nbd_shutdown). Requests in flight fail with
 // an error wrapping ErrClosed, as do requests after Abort; a request the
 // server had not answered may or may not have been applied. Abort returns
-// once the reader goroutine has finished every call.
+// once every call in flight is finished.
 func (c *Client) Abort() {
 	c.breakConn(errors.New("client aborted the connection"))
-	<-c.readerDone
+	c.readToEnd()
 }
 
 // do sends one request and waits for its reply.
@@ -706,20 +736,39 @@ func (c *Client) breakConn(cause error) {
 }
 
 // wait waits for cl's reply and returns its error; cl may be freed by
-// the caller after a nil return only. If ctx ends first, wait gives up
-// on cl (whose late reply the reader discards) and returns ctx.Err().
+// the caller after a nil return only. While nobody reads replies, the
+// caller takes the reader role and reads them itself (lead) until its
+// own is whole; then the role passes to another waiting caller. If ctx
+// ends first, wait gives up on cl (whose late reply the reader discards)
+// and returns ctx.Err().
 func (c *Client) wait(ctx context.Context, cl *call) error {
-	select {
-	case <-cl.done:
-	default:
+	for {
 		select {
 		case <-cl.done:
+			return c.result(ctx, cl)
+		default:
+		}
+		select {
+		case <-cl.done:
+			return c.result(ctx, cl)
+		case c.rlock <- struct{}{}:
+			c.lead(ctx, cl)
+			<-c.rlock
 		case <-ctx.Done():
 			return c.abandon(ctx, cl)
 		}
 	}
+}
+
+// result returns a finished call's error, freeing the call if it failed;
+// a call that failed after its context ended (the connection broken while
+// its reader gave up) reports the context's error, as abandon does.
+func (c *Client) result(ctx context.Context, cl *call) error {
 	if err := cl.err; err != nil {
 		freeCall(cl)
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		return err
 	}
 	return nil
@@ -742,15 +791,180 @@ func (c *Client) abandon(ctx context.Context, cl *call) error {
 	if finished {
 		<-cl.done
 		freeCall(cl)
+	} else {
+		go c.drainAbandoned()
 	}
 	return ctx.Err()
 }
 
-// readLoop reads replies until the connection ends, then finishes every
-// call in flight with the connection's error.
-func (c *Client) readLoop() {
-	defer close(c.readerDone)
-	err := c.readReplies()
+// drainAbandoned reads replies while calls are in flight, so that the
+// reply to an abandoned call, which its caller no longer waits to read,
+// does not sit in the socket (a server blocked writing it may stop
+// reading requests). Callers still waiting get their replies from it as
+// from any reader.
+func (c *Client) drainAbandoned() {
+	c.rlock <- struct{}{}
+	defer func() { <-c.rlock }()
+	if c.readEnded() {
+		return
+	}
+	for {
+		c.mu.Lock()
+		n := len(c.calls)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if err := c.readReply(); err != nil {
+			c.endRead(err)
+			return
+		}
+	}
+}
+
+// errInterrupted stops a reader whose caller's context ended while no
+// reply was being read.
+var errInterrupted = errors.New("nbd: reader interrupted")
+
+// lead reads replies, as the holder of the reader role, until cl's is
+// whole, the connection ends (every call is then finished with its
+// error), or ctx ends while no reply is being read.
+func (c *Client) lead(ctx context.Context, cl *call) {
+	if c.readEnded() {
+		return
+	}
+	c.lmu.Lock()
+	c.leadGen++
+	gen := c.leadGen
+	c.lmu.Unlock()
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { c.interruptRead(gen) })
+	}
+	err := c.readFor(ctx, cl)
+	if stop != nil {
+		stop()
+	}
+	c.lmu.Lock()
+	c.leadGen++ // a late interruptRead of this turn does nothing
+	if c.stall != nil {
+		c.stall.Stop()
+		c.stall = nil
+	}
+	if c.interrupted {
+		c.interrupted = false
+		c.nc.SetReadDeadline(c.rdl)
+	}
+	c.boundary = false
+	c.lmu.Unlock()
+	if c.kr != nil {
+		c.kr.Block = false
+	}
+	if err != nil && err != errInterrupted {
+		c.endRead(err)
+	}
+}
+
+// readFor reads replies until cl's is whole; see lead.
+func (c *Client) readFor(ctx context.Context, cl *call) error {
+	for {
+		cl.mu.Lock()
+		finished := cl.finished
+		cl.mu.Unlock()
+		if finished {
+			return nil
+		}
+		c.lmu.Lock()
+		if ctx.Err() != nil {
+			c.lmu.Unlock()
+			return errInterrupted
+		}
+		c.boundary = true
+		c.lmu.Unlock()
+		if c.kr != nil && c.br.Buffered() == 0 {
+			// Only cl is in flight: nothing else of this connection
+			// can happen until its reply comes, so wait for it blocked
+			// in the kernel.
+			c.kr.Block = c.alone()
+		}
+		_, err := c.br.Peek(1)
+		c.lmu.Lock()
+		c.boundary = false
+		interrupted := c.interrupted
+		if interrupted {
+			c.interrupted = false
+			c.nc.SetReadDeadline(c.rdl)
+		}
+		c.lmu.Unlock()
+		if err != nil {
+			if interrupted && errors.Is(err, os.ErrDeadlineExceeded) {
+				return errInterrupted
+			}
+			return err
+		}
+		if err := c.readReply(); err != nil {
+			return err
+		}
+	}
+}
+
+// alone reports whether one call is in flight.
+func (c *Client) alone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls) == 1
+}
+
+// interruptRead stops the reader of turn gen because its caller's
+// context ended: at once if it waits for the start of a reply, and if it
+// is in the middle of one, by breaking the connection unless the rest
+// comes within abandonGrace.
+func (c *Client) interruptRead(gen uint64) {
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	if gen != c.leadGen {
+		return
+	}
+	if c.boundary {
+		c.interrupted = true
+		c.nc.SetReadDeadline(time.Unix(1, 0))
+		return
+	}
+	if c.stall == nil {
+		c.stall = time.AfterFunc(abandonGrace, func() {
+			c.breakConn(errors.New("server stalled in the middle of a reply"))
+		})
+	}
+}
+
+// readToEnd takes the reader role and reads replies until the connection
+// ends, for Close and Abort, which have made sure it will.
+func (c *Client) readToEnd() {
+	c.rlock <- struct{}{}
+	if !c.readEnded() {
+		var err error
+		for err == nil {
+			err = c.readReply()
+		}
+		c.endRead(err)
+	}
+	<-c.rlock
+}
+
+// readEnded reports whether the read side has ended.
+func (c *Client) readEnded() bool {
+	select {
+	case <-c.readerDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// endRead ends the read side, by the holder of the reader role: every
+// call in flight is finished with the connection's error, as are the
+// requests after it.
+func (c *Client) endRead(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: %w", ErrClosed, err)
@@ -765,6 +979,7 @@ func (c *Client) readLoop() {
 		cl.err = cerr
 		c.finish(cl)
 	}
+	close(c.readerDone)
 }
 
 // finish marks cl finished and hands it to its caller, or frees it if the
@@ -784,38 +999,33 @@ func protoErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 }
 
-// readReplies reads and dispatches replies; it returns why it stopped.
-func (c *Client) readReplies() error {
-	var hdr [chunkHdrLen]byte
-	for {
-		if _, err := io.ReadFull(c.br, hdr[:4]); err != nil {
+// readReply reads and dispatches one reply chunk; an error ends the
+// connection.
+func (c *Client) readReply() error {
+	hdr := c.hdr[:]
+	if _, err := io.ReadFull(c.br, hdr[:4]); err != nil {
+		return err
+	}
+	switch binary.BigEndian.Uint32(hdr) {
+	case simpleReplyMagic:
+		if _, err := io.ReadFull(c.br, hdr[4:simpleReplyLen]); err != nil {
 			return err
 		}
-		switch binary.BigEndian.Uint32(hdr[:]) {
-		case simpleReplyMagic:
-			if _, err := io.ReadFull(c.br, hdr[4:simpleReplyLen]); err != nil {
-				return err
-			}
-			if err := c.simpleReply(binary.BigEndian.Uint32(hdr[4:]), binary.BigEndian.Uint64(hdr[8:])); err != nil {
-				return err
-			}
-		case structuredReplyMagic:
-			if !c.structured {
-				return protoErr("structured reply without negotiation")
-			}
-			if _, err := io.ReadFull(c.br, hdr[4:chunkHdrLen]); err != nil {
-				return err
-			}
-			flags := binary.BigEndian.Uint16(hdr[4:])
-			typ := binary.BigEndian.Uint16(hdr[6:])
-			cookie := binary.BigEndian.Uint64(hdr[8:])
-			length := binary.BigEndian.Uint32(hdr[16:])
-			if err := c.chunk(flags, typ, cookie, length); err != nil {
-				return err
-			}
-		default:
-			return protoErr("bad reply magic %#x", binary.BigEndian.Uint32(hdr[:]))
+		return c.simpleReply(binary.BigEndian.Uint32(hdr[4:]), binary.BigEndian.Uint64(hdr[8:]))
+	case structuredReplyMagic:
+		if !c.structured {
+			return protoErr("structured reply without negotiation")
 		}
+		if _, err := io.ReadFull(c.br, hdr[4:chunkHdrLen]); err != nil {
+			return err
+		}
+		flags := binary.BigEndian.Uint16(hdr[4:])
+		typ := binary.BigEndian.Uint16(hdr[6:])
+		cookie := binary.BigEndian.Uint64(hdr[8:])
+		length := binary.BigEndian.Uint32(hdr[16:])
+		return c.chunk(flags, typ, cookie, length)
+	default:
+		return protoErr("bad reply magic %#x", binary.BigEndian.Uint32(hdr))
 	}
 }
 

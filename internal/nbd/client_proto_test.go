@@ -314,3 +314,134 @@ func TestClientCancelBlockedWriteKeepsOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// pipeClient negotiates a client over a pipe with a fake server, which
+// script then drives; the script's error is reported on the returned
+// channel.
+func pipeClient(t *testing.T, script func(f *fakeServer) error) (*Client, chan error) {
+	t.Helper()
+	a, b := net.Pipe()
+	f := &fakeServer{nc: b, br: bufio.NewReader(b)}
+	negotiated := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		defer b.Close()
+		if err := f.negotiate(1<<20, tflagHasFlags|tflagSendFlush); err != nil {
+			negotiated <- err
+			return
+		}
+		negotiated <- nil
+		done <- script(f)
+	}()
+	c, err := NewClient(testCtx(t), a, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Abort() })
+	if err := <-negotiated; err != nil {
+		t.Fatal(err)
+	}
+	return c, done
+}
+
+// TestClientReaderRolePassesOn: the caller reading replies gives up when
+// its context ends while it waits for the start of a reply, and another
+// caller takes the role over: its reply, and a later one, arrive; the
+// abandoned caller's late reply touches nothing.
+func TestClientReaderRolePassesOn(t *testing.T) {
+	checkNoLeak(t)
+	reqs := make(chan request, 2)
+	answer := make(chan struct{})
+	c, done := pipeClient(t, func(f *fakeServer) error {
+		var got []request
+		for range 2 {
+			r, err := f.request()
+			if err != nil {
+				return err
+			}
+			got = append(got, r)
+			reqs <- r
+		}
+		<-answer
+		// The second caller's reply first, then the abandoned one's.
+		for _, r := range []request{got[1], got[0]} {
+			if err := f.write(chunk(replyFlagDone, replyTypeOffsetData, r.cookie, u64(r.off), bytes.Repeat([]byte{byte(r.off >> 12)}, int(r.length)))); err != nil {
+				return err
+			}
+		}
+		r, err := f.request()
+		if err != nil {
+			return err
+		}
+		return f.write(chunk(replyFlagDone, replyTypeOffsetData, r.cookie, u64(r.off), bytes.Repeat([]byte{3}, int(r.length))))
+	})
+	ctx, cancel := context.WithCancel(testCtx(t))
+	first := make([]byte, 4096)
+	firstErr := make(chan error, 1)
+	go func() { firstErr <- c.ReadAt(ctx, first, 1<<12) }()
+	<-reqs // the first caller is in flight, and reads: nobody else waits
+	second := make([]byte, 4096)
+	secondErr := make(chan error, 1)
+	go func() { secondErr <- c.ReadAt(testCtx(t), second, 2<<12) }()
+	<-reqs
+	cancel()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled reader: %v, want context.Canceled", err)
+	}
+	close(answer)
+	if err := <-secondErr; err != nil {
+		t.Fatalf("the other caller: %v", err)
+	}
+	if !bytes.Equal(second, bytes.Repeat([]byte{2}, 4096)) {
+		t.Fatal("the other caller got the wrong data")
+	}
+	third := make([]byte, 512)
+	if err := c.ReadAt(testCtx(t), third, 0); err != nil {
+		t.Fatalf("read after the hand-over: %v", err)
+	}
+	if !bytes.Equal(third, bytes.Repeat([]byte{3}, 512)) {
+		t.Fatal("read after the hand-over got the wrong data")
+	}
+	if !bytes.Equal(first, make([]byte, 4096)) {
+		t.Fatal("the abandoned reply was written into the caller's buffer")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientReaderStallsMidReply: a server that stops in the middle of a
+// reply while its reader's context ends breaks the connection after
+// abandonGrace; the caller gets its context's error, later calls
+// ErrClosed.
+func TestClientReaderStallsMidReply(t *testing.T) {
+	checkNoLeak(t)
+	hold := make(chan struct{})
+	c, done := pipeClient(t, func(f *fakeServer) error {
+		r, err := f.request()
+		if err != nil {
+			return err
+		}
+		reply := chunk(replyFlagDone, replyTypeOffsetData, r.cookie, u64(r.off), make([]byte, r.length))
+		if err := f.write(reply[:len(reply)/2]); err != nil {
+			return err
+		}
+		<-hold
+		return nil
+	})
+	defer close(hold)
+	ctx, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.ReadAt(ctx, make([]byte, 8192), 0)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stalled read: %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < abandonGrace {
+		t.Fatalf("stalled read returned after %v, before the grace %v", d, abandonGrace)
+	}
+	if err := c.ReadAt(testCtx(t), make([]byte, 512), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after the stall: %v, want ErrClosed", err)
+	}
+	_ = done
+}

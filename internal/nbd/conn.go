@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+
+	"rackpool/internal/kwait"
 )
 
 const (
@@ -28,6 +30,7 @@ const (
 type conn struct {
 	nc          net.Conn
 	br          *reader
+	kr          *kwait.Reader // br's source, when waits for requests may block in the kernel
 	ex          Export
 	name        string
 	size        uint64
@@ -110,6 +113,13 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 	if ie, ok := neg.export.(IdleInlineExport); ok {
 		c.inlineIdle = ie.InlineWhenIdle()
 	}
+	if c.inline || c.inlineIdle {
+		// Requests run on the reader: while none is in flight, its wait
+		// for the next one is the connection's only work.
+		if kr := kwait.NewReader(nc); kr != nil {
+			br.rd, c.kr = kr, kr
+		}
+	}
 	c.tflags = flagsToWire(c.flags)
 	if c.structured {
 		c.tflags |= tflagSendDF
@@ -168,6 +178,9 @@ func (c *conn) readLoop() error {
 		max := readBufSize
 		if c.bigWrites {
 			max = requestLen
+		}
+		if c.kr != nil {
+			c.kr.Block = c.br.Buffered() < requestLen && c.idle()
 		}
 		hdr, err := c.br.next(requestLen, max)
 		if err != nil {
@@ -389,6 +402,13 @@ func (c *conn) release(o *op) {
 	c.bytes -= cost
 	c.cond.Signal()
 	c.mu.Unlock()
+}
+
+// idle reports whether no request is in flight.
+func (c *conn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight == 0
 }
 
 // busy reports whether requests other than one are in flight.
