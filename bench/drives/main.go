@@ -88,6 +88,9 @@ type result struct {
 	IOPS   float64
 	MBps   float64
 	LatUs  float64 // mean completion latency
+	// Best and Worst are the highest and lowest IOPS of the interleaved
+	// runs (the row's IOPS is their median).
+	Best, Worst float64
 }
 
 type report struct {
@@ -196,6 +199,7 @@ func main() {
 		for _, rs := range runs {
 			slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.IOPS, b.IOPS) })
 			res := rs[len(rs)/2]
+			res.Best, res.Worst = rs[len(rs)-1].IOPS, rs[0].IOPS
 			rep.Results = append(rep.Results, res)
 			fmt.Fprintf(os.Stderr, "%-28s %-17s %9.0f IOPS %8.1f MB/s %8.1f µs\n", r.Name, res.System, res.IOPS, res.MBps, res.LatUs)
 		}
@@ -741,7 +745,13 @@ func markdown(rep report) string {
 		fmt.Fprintf(&s, "| %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", name, k.IOPS, bn.IOPS, bn.IOPS/k.IOPS,
 			dc.IOPS, dc.IOPS/k.IOPS, px.IOPS, dc.IOPS/px.IOPS, k.LatUs, bn.LatUs, dc.LatUs, px.LatUs)
 	}
+	if rep.Reps > 1 {
+		bestTable(&s, by, order, "", rep.Reps)
+	}
 	tlsTable(&s, by, order)
+	if rep.Reps > 1 {
+		bestTable(&s, by, order, " TLS", rep.Reps)
+	}
 	if len(rep.Failovers) > 0 {
 		f := slices.Sorted(slices.Values(rep.Failovers))
 		fmt.Fprintf(&s, "\nFailover, kill -9 of the owning blocknode → first completed read through drive connect, %d kills: "+
@@ -753,6 +763,32 @@ func markdown(rep report) string {
 			"median %.0f ms, max %.0f ms, min %.0f ms.\n", len(f), f[len(f)/2], f[len(f)-1], f[0])
 	}
 	return s.String()
+}
+
+// bestTable writes the ratios of the best runs (the measure on a
+// shared machine) and the spread of each system's runs, worst to best, for
+// the systems named with suffix ("" or " TLS").
+func bestTable(s *strings.Builder, by map[string]map[string]result, order []string, suffix string, reps int) {
+	if _, ok := by[order[0]]["nbdkit"+suffix]; !ok {
+		return
+	}
+	fmt.Fprintf(s, "\nBest of the %d interleaved runs%s, and each system's spread (worst ÷ best IOPS):\n\n", reps, suffix)
+	s.WriteString("| workload | blocknode × nbdkit, best | drive connect × proxy, best | spread nbdkit | blocknode | drive connect | nbdkit proxy |\n")
+	s.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+	var bnOK, dcOK int
+	for _, name := range order {
+		r := by[name]
+		k, bn, dc, px := r["nbdkit"+suffix], r["blocknode"+suffix], r["drive connect"+suffix], r["nbdkit proxy"+suffix]
+		if bn.Best >= k.Best {
+			bnOK++
+		}
+		if dc.Best >= px.Best {
+			dcOK++
+		}
+		fmt.Fprintf(s, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name, bn.Best/k.Best, dc.Best/px.Best,
+			k.Worst/k.Best, bn.Worst/bn.Best, dc.Worst/dc.Best, px.Worst/px.Best)
+	}
+	fmt.Fprintf(s, "\nAt or above the peer, best runs%s: blocknode %d of %d rows, drive connect %d of %d.\n", suffix, bnOK, len(order), dcOK, len(order))
 }
 
 // tlsTable writes the TLS rows beside the plain ones: each system's IOPS

@@ -17,17 +17,22 @@
 // The wait is a system call to the runtime: a garbage collection does not
 // wait for it. But the thread keeps its P until the runtime's monitor
 // takes it back (20 µs to 10 ms later), and goroutines that become ready
-// meanwhile may have no P to run on. So at most GOMAXPROCS-1 threads of a
-// process wait this way at once, and none where GOMAXPROCS is 1: another
-// P is always free for the goroutines that become ready, and while one is
-// idle the monitor leaves the waiting thread's P alone. A wait lasts at
-// most MaxWait, and a reader whose wait ran out (its peer went quiet) waits
-// on the poller until a wait there is short again, so an idle connection
-// does not hold a thread or a P. Set Block only when nothing else of the
-// connection can happen before data arrives. (Measured without these
-// rules: idle connections of a blocknode held both of its Ps with waits of
-// 1 ms, and `drive connect` with four busy connections on its one P ran
-// at half its speed.)
+// meanwhile may have no P to run on. Kernel waits therefore pay only in a
+// process that serves one conversation at a time, and are kept to that: a
+// server counts its connections as conversations ([NewReader] with
+// conversation set, until [Reader.Close]), those whose peer is busy (its
+// last wait for data was shorter than MaxWait) as active ones, and while
+// more than one is active nobody waits in the kernel; at most
+// GOMAXPROCS-1 threads wait at once, none where GOMAXPROCS is 1, so a P is
+// always free for the goroutines that become ready (and while one is idle
+// the runtime leaves the waiting thread's P alone); a wait lasts at most
+// MaxWait, and a reader whose wait ran out (its peer went quiet) waits on
+// the poller until a wait there is short again, so an idle connection
+// holds no thread. Set Block only when nothing else of the connection can happen
+// before data arrives. (Measured without the first rules: a blocknode
+// serving `drive connect`'s four upstream connections lost a P to each
+// wait and ran their writes at two thirds of the speed; with one P,
+// `drive connect` serving four busy connections ran at half its speed.)
 package kwait
 
 import (
@@ -51,6 +56,8 @@ var (
 	waiters atomic.Int32
 	// waits counts the kernel waits made, for tests.
 	waits atomic.Uint64
+	// active counts the open conversations whose peer is busy.
+	active atomic.Int32
 )
 
 // Reader is an io.Reader over a socket whose reads wait in the kernel
@@ -70,17 +77,23 @@ type Reader struct {
 	n      int
 	err    error
 	waited bool
-	// quiet is set when a kernel wait ran out: the peer is not answering
-	// quickly, so reads wait on the poller until one of those waits is
-	// shorter than MaxWait.
+	parked time.Time // when the read in progress parked on the poller
+	// quiet is set when a wait for data took MaxWait or longer: the peer
+	// is not answering quickly, so reads wait on the poller until one of
+	// those waits is shorter.
 	quiet bool
+	// conv is set while the reader is an open conversation, counted in
+	// active unless quiet.
+	conv bool
 }
 
 // NewReader returns a reader over nc that can wait in the kernel, or nil
 // where it cannot: nc is not a plain TCP or unix socket (TLS buffers
 // records of its own, so a readable socket says nothing), or this is not
-// Linux.
-func NewReader(nc net.Conn) *Reader {
+// Linux. A server's connection is a conversation: it counts as one until
+// Close (a client's connection serves the process's own requests and
+// does not count).
+func NewReader(nc net.Conn, conversation bool) *Reader {
 	if !supported {
 		return nil
 	}
@@ -97,9 +110,36 @@ func NewReader(nc net.Conn) *Reader {
 	if err != nil {
 		return nil
 	}
-	k := &Reader{nc: nc, rc: rc}
+	k := &Reader{nc: nc, rc: rc, conv: conversation}
 	k.fn = k.read
+	if conversation {
+		active.Add(1)
+	}
 	return k
+}
+
+// Close stops counting the reader as a conversation, after its last Read;
+// the connection is the caller's to close. It may be called more than once.
+func (k *Reader) Close() {
+	if k.conv && !k.quiet {
+		active.Add(-1)
+	}
+	k.conv = false
+}
+
+// setQuiet records whether the peer answers slowly.
+func (k *Reader) setQuiet(q bool) {
+	if q == k.quiet {
+		return
+	}
+	k.quiet = q
+	if k.conv {
+		if q {
+			active.Add(-1)
+		} else {
+			active.Add(1)
+		}
+	}
 }
 
 // Read reads into p. Without Block it is the connection's own Read. With
@@ -110,16 +150,12 @@ func (k *Reader) Read(p []byte) (int, error) {
 	if !k.Block || len(p) == 0 {
 		return k.nc.Read(p)
 	}
-	if k.quiet {
-		start := time.Now()
-		n, err := k.nc.Read(p)
-		if time.Since(start) < MaxWait {
-			k.quiet = false
-		}
-		return n, err
-	}
 	k.p, k.waited = p, false
 	cerr := k.rc.Read(k.fn)
+	if !k.parked.IsZero() {
+		k.setQuiet(time.Since(k.parked) >= MaxWait)
+		k.parked = time.Time{}
+	}
 	n, err := k.n, k.err
 	k.p, k.n, k.err = nil, 0, nil
 	switch {
@@ -140,7 +176,7 @@ func (k *Reader) read(fd uintptr) bool {
 	if k.err != syscall.EAGAIN {
 		return true
 	}
-	if !k.waited && acquire() {
+	if !k.waited && !k.quiet && acquire() {
 		k.waited = true
 		ready := waitReadable(fd, MaxWait)
 		waiters.Add(-1)
@@ -148,7 +184,10 @@ func (k *Reader) read(fd uintptr) bool {
 			k.n, k.err = readFD(fd, k.p)
 			return k.err != syscall.EAGAIN
 		}
-		k.quiet = true
+		k.setQuiet(true)
+	}
+	if k.parked.IsZero() && !k.waited {
+		k.parked = time.Now()
 	}
 	return false
 }
@@ -157,10 +196,10 @@ func (k *Reader) read(fd uintptr) bool {
 // them against the poller.
 var disabled = os.Getenv("RACKPOOL_KWAIT") == "off"
 
-// acquire counts a kernel wait in, if fewer than GOMAXPROCS-1 are going
-// on.
+// acquire counts a kernel wait in, if at most one conversation is active
+// and fewer than GOMAXPROCS-1 kernel waits are going on.
 func acquire() bool {
-	if disabled {
+	if disabled || active.Load() > 1 {
 		return false
 	}
 	limit := int32(runtime.GOMAXPROCS(0)) - 1

@@ -39,7 +39,7 @@ func pair(t *testing.T) (a, b net.Conn) {
 
 func newReader(t *testing.T, nc net.Conn) *Reader {
 	t.Helper()
-	r := NewReader(nc)
+	r := NewReader(nc, false)
 	if r == nil {
 		if runtime.GOOS == "linux" {
 			t.Fatal("NewReader returned nil for a TCP connection on Linux")
@@ -198,7 +198,43 @@ func TestNotForTLSOrPipes(t *testing.T) {
 	p1, p2 := net.Pipe()
 	defer p1.Close()
 	defer p2.Close()
-	if NewReader(p1) != nil {
+	if NewReader(p1, false) != nil {
 		t.Fatal("NewReader took a net.Pipe")
+	}
+}
+
+// TestOneConversation: while two conversations are open nobody waits in
+// the kernel; once one closes, the other does again.
+func TestOneConversation(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	a, b := pair(t)
+	_, d := pair(t)
+	r := NewReader(b, true)
+	other := NewReader(d, true)
+	if r == nil || other == nil {
+		t.Skip("no kernel waits here")
+	}
+	defer r.Close()
+	r.Block = true
+	read := func() uint64 {
+		t.Helper()
+		before := waits.Load()
+		go func() {
+			time.Sleep(MaxWait / 4)
+			a.Write([]byte("x"))
+		}()
+		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		return waits.Load() - before
+	}
+	if n := read(); n != 0 {
+		t.Fatalf("%d kernel waits with two conversations open", n)
+	}
+	r.setQuiet(false) // the writer's sleep may have run long on a loaded machine
+	other.Close()
+	other.Close() // twice is fine
+	if n := read(); n == 0 {
+		t.Fatal("no kernel wait with one conversation open")
 	}
 }

@@ -179,7 +179,7 @@ func newClient(ctx context.Context, nc net.Conn, export string, tlsCfg *tls.Conf
 	if !stop() || err != nil {
 		return nil, fmt.Errorf("nbd: negotiate export %q: %w", export, contextErr(ctx, err))
 	}
-	if kr := kwait.NewReader(c.nc); kr != nil && !c.tls && c.br.Buffered() == 0 {
+	if kr := kwait.NewReader(c.nc, false); kr != nil && !c.tls && c.br.Buffered() == 0 {
 		c.br.Reset(kr) // nothing is buffered after the negotiation's last reply
 		c.kr = kr
 	}

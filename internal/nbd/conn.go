@@ -116,7 +116,7 @@ func newConn(ctx context.Context, nc net.Conn, br *reader, neg negotiated, st se
 	if c.inline || c.inlineIdle {
 		// Requests run on the reader: while none is in flight, its wait
 		// for the next one is the connection's only work.
-		if kr := kwait.NewReader(nc); kr != nil {
+		if kr := kwait.NewReader(nc, true); kr != nil {
 			br.rd, c.kr = kr, kr
 		}
 	}
@@ -165,6 +165,9 @@ func (c *conn) serve() {
 		c.log.Info("nbd connection dropped", "err", err)
 	}
 	c.workers.Wait()
+	if c.kr != nil {
+		c.kr.Close()
+	}
 	if cerr := c.ex.Close(); cerr != nil {
 		c.log.Warn("nbd export close failed", "err", cerr)
 	}
