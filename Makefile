@@ -68,7 +68,7 @@ bench-provision: ## provisioning policies on the synthetic and recorded traces, 
 	scripts/pyenv.sh
 	$(GO) run ./bench/provision -out docs
 
-bench-pager: ## paging to pooled memory: sort and random table at 100/75/50/25% local, against all local and a swap file (docs/paging.md; minutes, root for swap)
+bench-pager: ## paging to pooled memory: sort and random table at 100/75/50/25% local, over TCP and from a mapped lease, against all local and a swap file (docs/paging.md; minutes, root for swap)
 	bench/pager/run.sh
 
 bench-scaling: ## placement cost and peak RSS against MONet pod size, 10^3..10^5 cards (docs/benchmarks.md; minutes)

@@ -3,15 +3,22 @@
 // memory-bound workload, a sort and a random-access table, at 100, 75, 50
 // and 25% local memory, against the same workload on a plain Go slice
 // (all local) and against the kernel paging the same slice to a swap file
-// on disk under a memory cgroup limit of the same local fraction.
+// on disk under a memory cgroup limit of the same local fraction. The
+// pager runs two ways: over TCP to the memnode, and from the lease mapped
+// through the memnode's local socket (Options.MapSocket).
 //
-//	go run ./bench/pager [-size 64MiB] [-ops 200000] [-out docs] [-swap=false]
+//	go run ./bench/pager [-size 64MiB] [-ops 100000] [-runs 3] [-out docs] [-swap=false]
+//	    [-systems tcp,mapped,swap] [-fractions 100,75,50,25] [-workloads sort,table]
+//	    [-grid-prefetch sort=8,table=1] [-prefetch 1,8,32|none]
 //
-// The memnode runs in its own process on loopback (this program started
-// again), as it would on another host. The swap runs need root, a writable
-// cgroup v1 memory controller and swapon; without them the swap column is
-// left out and the reason printed. The program prints Markdown tables and
-// writes paging-sort.svg and paging-table.svg into -out.
+// The memnode runs in its own process (this program started again), on
+// loopback TCP and on a unix socket for mapped leases. Each point runs the
+// three systems interleaved -runs times (their order rotating), and the
+// tables give the best time and how much slower the worst was. The swap
+// runs need root, a writable cgroup v1 memory controller and swapon;
+// without them the swap column is left out and the reason printed. The
+// program prints Markdown tables and writes paging-sort.svg and
+// paging-table.svg into -out.
 package main
 
 import (
@@ -44,12 +51,56 @@ import (
 var gridPrefetch = map[string]int{"sort": 8, "table": 1}
 
 const (
-	memnodeEnv = "BENCH_PAGER_MEMNODE" // capacity,hex key
+	memnodeEnv = "BENCH_PAGER_MEMNODE" // capacity,hex key,map socket
 	workerEnv  = "BENCH_PAGER_WORKER"  // workload,size,ops
 	// cgroupSlack is added to the swap runs' memory limit for what the
 	// worker allocates besides the data (runtime, stacks, page tables).
 	cgroupSlack = 4 << 20
 )
+
+// The systems compared at each point.
+const (
+	sysTCP    = "pager (TCP)"
+	sysMapped = "pager (mapped)"
+	sysSwap   = "swap file"
+)
+
+// times are one system's runs at one point.
+type times struct {
+	best, worst time.Duration
+	stats       pager.Stats // of the best run
+	fails       int         // runs that failed (a swap worker the memory cgroup killed)
+	err         error       // the last failure
+}
+
+func (t *times) add(d time.Duration, s pager.Stats) {
+	if t.best == 0 || d < t.best {
+		t.best, t.stats = d, s
+	}
+	t.worst = max(t.worst, d)
+}
+
+// cell is the best time and the spread: how much slower the worst run was.
+func (t *times) cell() string {
+	switch {
+	case t.best == 0 && t.err != nil:
+		return "failed: " + t.err.Error()
+	case t.best == 0:
+		return "–"
+	}
+	c := fmt.Sprintf("%s (+%.0f%%)", ms(t.best), 100*(t.worst.Seconds()/t.best.Seconds()-1))
+	if t.fails > 0 {
+		c += fmt.Sprintf(" [%d failed]", t.fails)
+	}
+	return c
+}
+
+func (t *times) slowdown(local time.Duration) string {
+	if t.best == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", t.best.Seconds()/local.Seconds())
+}
 
 func main() {
 	switch {
@@ -65,7 +116,11 @@ func main() {
 	out := flag.String("out", "docs", "directory for the SVG charts")
 	swap := flag.Bool("swap", true, "measure the swap-file baseline (needs root, cgroup v1 memory, swapon)")
 	fracFlag := flag.String("fractions", "100,75,50,25", "local memory percentages")
-	prefetches := flag.String("prefetch", "1,8,32", "prefetch sizes (pages) compared at the smallest fraction")
+	prefetches := flag.String("prefetch", "1,8,32", "prefetch sizes (pages) compared at the smallest fraction (\"none\": no prefetch table)")
+	runs := flag.Int("runs", 3, "runs of each system at each point, interleaved")
+	workloads := flag.String("workloads", strings.Join(workload.Names, ","), "workloads to run")
+	gridFlag := flag.String("grid-prefetch", "sort=8,table=1", "prefetch of the main runs, per workload")
+	only := flag.String("systems", "tcp,mapped,swap", "systems to run: tcp, mapped, swap (the pager over TCP, from the mapped lease, the swap file)")
 	flag.Parse()
 	log.SetFlags(0)
 	sz, err := units.ParsePositive(*sizeFlag)
@@ -77,10 +132,24 @@ func main() {
 	if err != nil {
 		log.Fatalf("-fractions: %v", err)
 	}
-	pfs, err := ints(*prefetches)
-	if err != nil {
-		log.Fatalf("-prefetch: %v", err)
+	var pfs []int
+	if *prefetches != "none" {
+		if pfs, err = ints(*prefetches); err != nil {
+			log.Fatalf("-prefetch: %v", err)
+		}
 	}
+	for _, kv := range strings.Split(*gridFlag, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			log.Fatalf("-grid-prefetch: %q is not workload=pages", kv)
+		}
+		gridPrefetch[k] = n
+	}
+	if *runs < 1 {
+		log.Fatal("-runs must be at least 1")
+	}
+	names := strings.Split(*workloads, ",")
 	node, err := startMemnode(uint64(size))
 	if err != nil {
 		log.Fatal(err)
@@ -89,7 +158,7 @@ func main() {
 
 	var sw *swapSetup
 	swapWhy := "not asked for (-swap=false)"
-	if *swap {
+	if *swap && strings.Contains(*only, "swap") {
 		if sw, err = setupSwap(2 * size); err != nil {
 			swapWhy = err.Error()
 			sw = nil
@@ -97,16 +166,29 @@ func main() {
 			defer sw.teardown()
 		}
 	}
+	var systems []string
+	for _, name := range strings.Split(*only, ",") {
+		switch name {
+		case "tcp":
+			systems = append(systems, sysTCP)
+		case "mapped":
+			systems = append(systems, sysMapped)
+		case "swap":
+			if sw != nil {
+				systems = append(systems, sysSwap)
+			}
+		default:
+			log.Fatalf("-systems: %q is none of tcp, mapped, swap", name)
+		}
+	}
 
 	type row struct {
-		frac           int
-		paged, swapped time.Duration
-		stats          pager.Stats
-		swapErr        error
+		frac int
+		sys  map[string]*times
 	}
 	results := map[string][]row{}
 	local := map[string]time.Duration{}
-	for _, w := range workload.Names {
+	for _, w := range names {
 		var want uint64
 		best := time.Duration(1 << 62)
 		for range 3 {
@@ -124,36 +206,66 @@ func main() {
 		local[w] = best
 		log.Printf("%s all local: %v", w, best)
 		for _, f := range fracs {
-			r := row{frac: f}
-			r.paged, r.stats, err = paged(node, w, size, f, gridPrefetch[w], *ops, want)
-			if err != nil {
-				log.Fatalf("%s at %d%%: %v", w, f, err)
+			r := row{frac: f, sys: map[string]*times{}}
+			for _, name := range systems {
+				r.sys[name] = &times{}
 			}
-			log.Printf("%s paged at %d%%: %v (%d faults, %d fetches, %d writebacks)", w, f, r.paged, r.stats.Faults, r.stats.Fetches, r.stats.Writebacks)
-			if sw != nil {
-				r.swapped, r.swapErr = sw.run(w, size, f, *ops, want)
-				log.Printf("%s swapped at %d%%: %v %v", w, f, r.swapped, r.swapErr)
+			// Each system runs -runs times, the order rotating; a system
+			// that has had no good run yet (a swap worker the memory
+			// cgroup killed) gets up to -runs more tries.
+			for i := 0; i < 2**runs; i++ {
+				for k := range systems {
+					name := systems[(i+k)%len(systems)]
+					t := r.sys[name]
+					if i >= *runs && t.best > 0 {
+						continue
+					}
+					var d time.Duration
+					var s pager.Stats
+					var err error
+					switch name {
+					case sysTCP, sysMapped:
+						d, s, err = paged(node, w, size, f, gridPrefetch[w], *ops, want, name == sysMapped)
+						if err != nil {
+							log.Fatalf("%s %s at %d%%: %v", w, name, f, err)
+						}
+						log.Printf("%s %s at %d%%: %v (%d faults, %d write faults, %d fetches, %d writebacks, p50 %v)", w, name, f, d,
+							s.Faults, s.WriteFaults, s.Fetches, s.Writebacks, s.LatencyQuantile(0.5))
+					case sysSwap:
+						d, err = sw.run(w, size, f, *ops, want)
+						log.Printf("%s %s at %d%%: %v %v", w, name, f, d, err)
+					}
+					if err != nil {
+						t.fails++
+						t.err = err
+						continue
+					}
+					t.add(d, s)
+				}
 			}
 			results[w] = append(results[w], r)
 		}
 	}
 
-	fmt.Printf("### Slowdown against all local (%s of data; table: %d random updates; prefetch: sort %d pages, table %d)\n\n",
-		*sizeFlag, *ops, gridPrefetch["sort"], gridPrefetch["table"])
-	fmt.Println("| workload | local memory | all local | paged to the pool | slowdown | swap file | slowdown | faults | fetched | written back | fault p50 / p99 |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, w := range workload.Names {
+	fmt.Printf("### Slowdown against all local (%s of data; table: %d random updates; prefetch: sort %d pages, table %d; best of %d interleaved runs, (+x%%) the worst)\n\n",
+		*sizeFlag, *ops, gridPrefetch["sort"], gridPrefetch["table"], *runs)
+	fmt.Print("| workload | local memory | all local |")
+	for _, name := range systems {
+		fmt.Printf(" %s | slowdown |", name)
+	}
+	fmt.Print("\n|---|---|---|")
+	for range systems {
+		fmt.Print("---|---|")
+	}
+	fmt.Println()
+	for _, w := range names {
 		for _, r := range results[w] {
-			swCell, swSlow := "–", "–"
-			if sw != nil && r.swapErr == nil {
-				swCell, swSlow = ms(r.swapped), fmt.Sprintf("%.2f×", r.swapped.Seconds()/local[w].Seconds())
-			} else if r.swapErr != nil {
-				swCell = "failed: " + r.swapErr.Error()
+			fmt.Printf("| %s | %d%% | %s |", w, r.frac, ms(local[w]))
+			for _, name := range systems {
+				t := r.sys[name]
+				fmt.Printf(" %s | %s |", t.cell(), t.slowdown(local[w]))
 			}
-			s := r.stats
-			fmt.Printf("| %s | %d%% | %s | %s | %.2f× | %s | %s | %d | %s | %s | %v / %v |\n", w, r.frac, ms(local[w]), ms(r.paged),
-				r.paged.Seconds()/local[w].Seconds(), swCell, swSlow, s.Faults, mib(s.Fetched), mib(s.Written),
-				s.LatencyQuantile(0.5), s.LatencyQuantile(0.99))
+			fmt.Println()
 		}
 	}
 	if sw == nil {
@@ -161,36 +273,60 @@ func main() {
 	} else {
 		fmt.Printf("\nSwap: a %s swap file on the build disk (%s), the workload on a plain slice in a child process under a cgroup v1 memory limit of the local fraction + %d MiB.\n",
 			mib(uint64(2*size)), sw.fs, cgroupSlack>>20)
+		fmt.Println("The cgroup's OOM killer sometimes kills a swap run (reclaim gives up while swap-ins are slow): [n failed] counts those runs, and a point with no good run gets up to as many again.")
 	}
 
-	minFrac := fracs[len(fracs)-1]
-	fmt.Printf("\n### Prefetch (pages per fault) at %d%% local\n\n", minFrac)
-	fmt.Println("| workload | prefetch | paged | slowdown | faults | fetched | written back |")
-	fmt.Println("|---|---|---|---|---|---|---|")
-	for _, w := range workload.Names {
-		for _, pf := range pfs {
-			d, s, err := paged(node, w, size, minFrac, pf, *ops, 0)
-			if err != nil {
-				log.Fatalf("%s prefetch %d: %v", w, pf, err)
-			}
-			fmt.Printf("| %s | %d | %s | %.2f× | %d | %s | %s |\n", w, pf, ms(d), d.Seconds()/local[w].Seconds(), s.Faults, mib(s.Fetched), mib(s.Written))
-		}
-	}
-
-	for _, w := range workload.Names {
-		c := chart.Line{Title: fmt.Sprintf("%s of %s: slowdown against all local", w, *sizeFlag), XLabel: "local memory (% of the data)",
-			YLabel: "slowdown (×, all local = 1)", YFromZero: true}
-		pool := chart.Series{Name: "paged to the pool (rackpool pager)"}
-		swp := chart.Series{Name: "swap file on disk (kernel)"}
+	fmt.Printf("\n### The pagers' counters (best run)\n\n")
+	fmt.Println("| workload | local memory | pager | faults | write-protect faults | fetches | fetched | zero-filled | written back | fault p50 / p99 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	for _, w := range names {
 		for _, r := range results[w] {
-			pool.Points = append(pool.Points, chart.Point{X: float64(r.frac), Y: r.paged.Seconds() / local[w].Seconds()})
-			if sw != nil && r.swapErr == nil {
-				swp.Points = append(swp.Points, chart.Point{X: float64(r.frac), Y: r.swapped.Seconds() / local[w].Seconds()})
+			for _, name := range []string{sysTCP, sysMapped} {
+				if r.sys[name] == nil {
+					continue
+				}
+				s := r.sys[name].stats
+				fmt.Printf("| %s | %d%% | %s | %d | %d | %d | %s | %d | %s | %v / %v |\n", w, r.frac, strings.TrimSuffix(strings.TrimPrefix(name, "pager ("), ")"),
+					s.Faults, s.WriteFaults, s.Fetches, mib(s.Fetched), s.ZeroFills, mib(s.Written), s.LatencyQuantile(0.5), s.LatencyQuantile(0.99))
 			}
 		}
-		c.Series = []chart.Series{pool}
-		if len(swp.Points) > 0 {
-			c.Series = append(c.Series, swp)
+	}
+
+	if len(pfs) > 0 {
+		minFrac := fracs[len(fracs)-1]
+		fmt.Printf("\n### Prefetch (pages per fault) at %d%% local (one run each)\n\n", minFrac)
+		fmt.Println("| workload | prefetch | pager (TCP) | slowdown | faults | fetched | pager (mapped) | slowdown | faults | fetched |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+		for _, w := range names {
+			for _, pf := range pfs {
+				fmt.Printf("| %s | %d |", w, pf)
+				for _, mapped := range []bool{false, true} {
+					d, s, err := paged(node, w, size, minFrac, pf, *ops, 0, mapped)
+					if err != nil {
+						log.Fatalf("%s prefetch %d: %v", w, pf, err)
+					}
+					fmt.Printf(" %s | %.2f× | %d | %s |", ms(d), d.Seconds()/local[w].Seconds(), s.Faults, mib(s.Fetched))
+				}
+				fmt.Println()
+			}
+		}
+	}
+
+	for _, w := range names {
+		c := chart.Line{Title: fmt.Sprintf("%s of %s: slowdown against all local", w, *sizeFlag), XLabel: "local memory (% of the data)",
+			YLabel: "slowdown (×, all local = 1, best run)", YFromZero: true}
+		legend := map[string]string{sysTCP: "paged to the pool over TCP (rackpool pager)",
+			sysMapped: "paged to the pool, lease mapped (rackpool pager)", sysSwap: "swap file on disk (kernel)"}
+		for _, name := range systems {
+			se := chart.Series{Name: legend[name]}
+			for _, r := range results[w] {
+				if t := r.sys[name]; t.best > 0 {
+					se.Points = append(se.Points, chart.Point{X: float64(r.frac), Y: t.best.Seconds() / local[w].Seconds()})
+				}
+			}
+			if len(se.Points) > 0 {
+				c.Series = append(c.Series, se)
+			}
 		}
 		svg, err := c.SVG()
 		if err != nil {
@@ -218,8 +354,9 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", d.Seconds()*1000
 func mib(n uint64) string       { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // paged runs workload w on a pager region of size bytes with frac% of it
-// local and checks its checksum against want (unless want is 0).
-func paged(n *memnode, w string, size int64, frac, prefetch, ops int, want uint64) (time.Duration, pager.Stats, error) {
+// local, over TCP or from the lease mapped, and checks its checksum
+// against want (unless want is 0).
+func paged(n *memnode, w string, size int64, frac, prefetch, ops int, want uint64, mapped bool) (time.Duration, pager.Stats, error) {
 	ps := int64(os.Getpagesize())
 	localBytes := size * int64(frac) / 100 / ps * ps
 	tok, err := n.token(uint64(size))
@@ -228,7 +365,11 @@ func paged(n *memnode, w string, size int64, frac, prefetch, ops int, want uint6
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := pager.Open(ctx, pager.Options{Size: size, Local: localBytes, Endpoint: n.addr, Token: tok, Prefetch: prefetch})
+	o := pager.Options{Size: size, Local: localBytes, Endpoint: n.addr, Token: tok, Prefetch: prefetch}
+	if mapped {
+		o.Endpoint, o.MapSocket = "", n.sock
+	}
+	p, err := pager.Open(ctx, o)
 	if err != nil {
 		return 0, pager.Stats{}, err
 	}
@@ -247,9 +388,12 @@ func paged(n *memnode, w string, size int64, frac, prefetch, ops int, want uint6
 	return d, p.Stats(), err
 }
 
-// memnode is a memory.Server in a child process.
+// memnode is a memory.Server in a child process, on loopback TCP and on a
+// unix socket for mapped leases (what memnode --map-socket serves).
 type memnode struct {
 	addr string
+	sock string
+	dir  string
 	key  memory.Key
 	in   io.WriteCloser
 	cmd  *exec.Cmd
@@ -264,11 +408,17 @@ func startMemnode(capacity uint64) (*memnode, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp("", "bench-pager-memnode")
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "mem0.sock")
 	cmd := childproc.Command(exe)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x", memnodeEnv, capacity, []byte(key)))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x,%s", memnodeEnv, capacity, []byte(key), sock))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
@@ -276,19 +426,23 @@ func startMemnode(capacity uint64) (*memnode, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		cmd.Process.Kill()
+		cmd.Wait()
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("memnode did not start: %w", err)
 	}
-	return &memnode{addr: strings.TrimSpace(line), key: key, in: in, cmd: cmd}, nil
+	return &memnode{addr: strings.TrimSpace(line), sock: sock, dir: dir, key: key, in: in, cmd: cmd}, nil
 }
 
 func (n *memnode) stop() {
 	n.in.Close()
 	n.cmd.Wait()
+	os.RemoveAll(n.dir)
 }
 
 var leaseSeq int
@@ -300,13 +454,17 @@ func (n *memnode) token(size uint64) (string, error) {
 }
 
 func serveMemnode() int {
-	var capacity uint64
-	var keyHex string
-	if _, err := fmt.Sscanf(os.Getenv(memnodeEnv), "%d,%s", &capacity, &keyHex); err != nil {
+	parts := strings.SplitN(os.Getenv(memnodeEnv), ",", 3)
+	if len(parts) != 3 {
+		log.Print("memnode: bad ", memnodeEnv)
+		return 2
+	}
+	capacity, err := strconv.ParseUint(parts[0], 10, 64)
+	if err != nil {
 		log.Print("memnode: ", err)
 		return 2
 	}
-	key, err := hex.DecodeString(keyHex)
+	key, err := hex.DecodeString(parts[1])
 	if err != nil {
 		log.Print("memnode: ", err)
 		return 2
@@ -321,7 +479,13 @@ func serveMemnode() int {
 		log.Print("memnode: ", err)
 		return 2
 	}
+	ul, err := net.Listen("unix", parts[2])
+	if err != nil {
+		log.Print("memnode: ", err)
+		return 2
+	}
 	go s.Serve(l)
+	go s.Serve(ul)
 	fmt.Println(l.Addr())
 	io.Copy(io.Discard, os.Stdin)
 	s.Close()

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"rackpool/internal/clock"
-	"rackpool/internal/kwait"
 	"rackpool/internal/netserve"
 )
 
@@ -319,16 +318,7 @@ func (s *Server) Serve(l net.Listener) error {
 
 func (s *Server) serveConn(_ context.Context, tc *netserve.Conn[struct{}]) {
 	nc := tc.NC
-	var r io.Reader = nc
-	kr := kwait.NewReader(nc, true)
-	if kr != nil {
-		// The connection's one goroutine has nothing to do but wait while
-		// no request is buffered (it has flushed its answers by then).
-		kr.Block = true
-		r = kr
-		defer kr.Close()
-	}
-	c := s.newConn(r, nc)
+	c := s.newConn(nc, nc)
 	c.nc = nc
 	s.stats.accepted.Add(1)
 	s.stats.conns.Add(1)

@@ -39,6 +39,14 @@ type helperConfig struct {
 	Offset    uint64
 	Prefetch  int
 	IOTimeout time.Duration
+	// MapSocket: serve from the lease mapped through this socket.
+	MapSocket string
+	// Writable: install fetched pages writable too (zeros always are) and
+	// take them as possibly dirty, so that no write-protect fault occurs;
+	// eviction then writes back only the pages whose contents changed.
+	// Set with MapSocket, where telling a changed page from the pool's
+	// copy costs a compare, not a round trip.
+	Writable bool
 }
 
 // wireErrors are the sentinels an error message can name, by code (the

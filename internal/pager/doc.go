@@ -12,23 +12,43 @@
 // that is not resident blocks the touching thread in the kernel and queues
 // a fault message; the helper (below) reads it, fetches the aligned group
 // of Options.Prefetch pages around the page from the memnode with one READ
-// (pages never written back are zeros and are not fetched), evicts enough
-// pages to stay within the budget, and installs the group with UFFDIO_COPY,
-// which wakes the thread. Pages go in write-protected; the first write to
-// one is a write-protect fault, which marks it dirty and makes it writable
-// (a page whose own fault was a write goes in writable and dirty at once).
-// So the pager knows exactly which pages changed: a clean page is dropped
-// without a write, a dirty one is written back.
+// (pages never written back are zeros and are not fetched; while the
+// budget has free frames, a fault among such pages brings in the whole
+// aligned window of 64 around it), evicts enough pages to stay within the
+// budget, and installs the group with UFFDIO_COPY, which wakes the thread.
+//
+// Dirty tracking has two forms. A page fetched over TCP goes in
+// write-protected; the first write to it is a write-protect fault, which
+// marks it dirty and makes it writable (a page whose own fault was a write
+// goes in writable and dirty at once), so a clean page is dropped without
+// a write. Zeros, and every page of a mapped lease (below), go in writable
+// and count as possibly dirty: eviction reads them back and writes only
+// those that changed, from zeros or from the pool's copy. Either way a
+// page written back is one whose contents changed.
 //
 // Eviction is CLOCK over the budget's frames. Userspace cannot see the
 // hardware accessed bit, so a page's reference bit is set by the events the
 // pager sees, its fault and its first write; the hand clears it and passes
-// the page over once. Victims that are dirty are write-protected first (a
-// write racing with the eviction then waits, it is not lost), read back
+// the page over once. Victims that may be dirty are write-protected first
+// (a write racing with the eviction then waits, it is not lost), read back
 // from the memory file and written to the memnode in runs of adjacent
 // pages, concurrently; then every victim is punched out of the memory file
 // (fallocate PUNCH_HOLE), which unmaps it from the region and frees it,
 // and threads that waited on it are woken to fault it in again.
+//
+// # A mapped lease
+//
+// With Options.MapSocket, the memnode is on this machine and hands the
+// helper its lease as memory (memory.Map, P0 §4's byte-addressable way):
+// a fault is a copy from the mapping and a writeback a copy into it, with
+// no request to the memnode and no TCP. A lease the memnode discards
+// (revoked, expired, node restarted) reads zeros through a mapping, so the
+// helper keeps a 32-bit hash of every page it writes to the pool and
+// checks each page it brings back: a page that comes back changed fails
+// the pager, with the memnode's reason. The mapping also refuses an access
+// after the token's expiry, and the helper asks the memnode every second
+// whether the lease stands (a node that is gone, or a revocation no fault
+// has met yet, fails the pager within that second).
 //
 // # The helper process, and why
 //
@@ -55,10 +75,11 @@
 // Memory cannot return an error, so a failure is a fault. If the memnode
 // refuses a request (lease expired or revoked, node restarted, connection
 // lost) or does not answer within Options.IOTimeout, or the helper dies,
-// the pager fails: the helper sends its error to the program, then
-// truncates the memory file to nothing, so that every access to the region
-// raises SIGBUS, and wakes every thread waiting on a fault so that it takes
-// it. Nothing reads zeros in place of lost data, and no thread stays
+// the pager fails: the helper truncates the memory file to nothing, so
+// that every access to the region raises SIGBUS, then sends its error to
+// the program (so that a program that sees the failure can no longer
+// reach a resident page) and wakes every thread waiting on a fault so
+// that it takes it. Nothing reads zeros in place of lost data, and no thread stays
 // blocked. Access runs a function with the region and turns such a fault
 // into the pager's error (it uses debug.SetPanicOnFault); an access made
 // outside Access after a failure crashes the program with the runtime's
@@ -70,7 +91,8 @@
 //
 // # Cost
 //
-// A fault costs a memnode round trip plus two process switches; see
+// A fault costs two process switches, plus a memnode round trip over TCP
+// or a copy from a mapped lease; see
 // docs/paging.md for the measured slowdowns against an all-local slice and
 // a swap file. On a real host the same service is a swap device or the
 // kernel's far-memory path; docs/paging.md says when to use which.

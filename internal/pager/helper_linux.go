@@ -3,11 +3,13 @@
 package pager
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net"
 	"os"
 	"slices"
@@ -28,6 +30,9 @@ const (
 	maxFaultBatch = 64 // fault messages read at once
 	maxWriteRun   = 64 // pages per writeback request
 	maxWriters    = 16 // writeback requests in flight
+	// mapCheckEvery is how often a helper serving from a mapped lease
+	// asks the memnode whether the lease still stands (see watch).
+	mapCheckEvery = time.Second
 )
 
 // Page flags.
@@ -48,14 +53,22 @@ type helper struct {
 	pages    int
 	prefetch int
 	ctl      *net.UnixConn
-	mc       *memory.Client
+	mc       *memory.Client  // the memnode over TCP; nil when mp is set
+	mp       *memory.Mapping // the lease mapped into this process (Options.MapSocket); nil over TCP
+
+	// With a mapped lease, sums holds a hash of each page the pool holds
+	// (fInPool), checked when the page comes back: a lease the memnode
+	// discarded (revoked, expired, node restarted) reads zeros through
+	// the mapping, and that must fail the pager, not be installed.
+	sums []uint32
+	seed maphash.Seed
 
 	state   []uint8
 	frames  []int32 // page held by each frame of the local budget, -1 if none
 	frameOf []int32 // frame of each resident page
 	free    []int32 // free frames
 	hand    int     // CLOCK hand over frames
-	failed  bool
+	failed  atomic.Bool
 
 	zero  []byte
 	wbuf  []byte // writeback staging, maxWriters*maxWriteRun pages
@@ -104,6 +117,9 @@ func RunHelper() int {
 		return 1
 	}
 	go h.control()
+	if h.mp != nil {
+		go h.watch()
+	}
 	h.serve()
 	return 1
 }
@@ -124,15 +140,50 @@ func newHelper(cfg helperConfig, ctl *net.UnixConn) *helper {
 		h.frames[i] = -1
 		h.free[i] = int32(nframes - 1 - i)
 	}
-	h.zero = make([]byte, h.prefetch*ps)
+	h.zero = make([]byte, max(h.prefetch, zeroWindow)*ps)
 	h.wbuf = make([]byte, maxWriters*maxWriteRun*ps)
 	h.msgs = make([]byte, maxFaultBatch*uffdMsgSize)
+	if cfg.MapSocket != "" {
+		h.sums = make([]uint32, h.pages)
+		h.seed = maphash.MakeSeed()
+	}
 	return h
 }
 
-// connect dials the memnode and checks the lease: large enough, and
-// writable (an empty WRITE needs the write right and changes nothing).
+// connect reaches the lease: mapped through the memnode's local socket
+// when the pager was given one, over TCP otherwise.
 func (h *helper) connect() error {
+	if h.cfg.MapSocket != "" {
+		return h.connectMapped()
+	}
+	return h.connectTCP()
+}
+
+// connectMapped maps the lease and checks it as connectTCP does: large
+// enough, and writable (the mapping refuses an empty write without the
+// write right).
+func (h *helper) connectMapped() error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+	defer cancel()
+	m, err := memory.Map(ctx, h.cfg.MapSocket, h.cfg.Token)
+	if err != nil {
+		return err
+	}
+	if need := h.cfg.Offset + uint64(h.cfg.Size); m.Len() < need {
+		m.Close()
+		return fmt.Errorf("%w: the token's lease holds %d bytes, the region needs %d", errLeaseTooSmall, m.Len(), need)
+	}
+	if err := m.Write(ctx, h.cfg.Offset); err != nil {
+		m.Close()
+		return fmt.Errorf("check write rights: %w", err)
+	}
+	h.mp = m
+	return nil
+}
+
+// connectTCP dials the memnode and checks the lease: large enough, and
+// writable (an empty WRITE needs the write right and changes nothing).
+func (h *helper) connectTCP() error {
 	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
 	defer cancel()
 	mc, err := memory.Dial(ctx, h.cfg.Endpoint, h.cfg.Token)
@@ -183,17 +234,21 @@ func (h *helper) snapshot() Stats {
 	return out
 }
 
-// fail reports err to the parent, then makes the region dead: the memory
-// file is truncated, so that every access raises SIGBUS, and every waiting
-// thread is woken to take it. The error goes first so that the parent has
-// it when its accesses fault.
+// fail makes the region dead and reports err to the parent: the memory
+// file is truncated, so that every access raises SIGBUS, the error is
+// sent, and every waiting thread is woken to take its fault. The truncate
+// goes first: once the parent has the error (Pager.Failed), no access can
+// still reach a resident page. (A truncate is not instant: the size drops
+// before the pages are unmapped, so an access that faults on the way can
+// see a resident page after it; reporting first let a program that waited
+// for Failed read one.) An access that faults before the error is in
+// waits for it (Pager.Access).
 func (h *helper) fail(err error) {
-	if h.failed {
+	if !h.failed.CompareAndSwap(false, true) {
 		return
 	}
-	h.failed = true
-	h.ctl.Write(encodeError(err))
 	unix.Ftruncate(helperMemFD, 0)
+	h.ctl.Write(encodeError(err))
 	h.wakeAll()
 }
 
@@ -215,7 +270,7 @@ func (h *helper) serve() {
 	// nobody serves: fail the pager (dead region, threads woken) first.
 	defer func() {
 		if r := recover(); r != nil {
-			h.failed = false
+			h.failed.Store(false)
 			h.fail(fmt.Errorf("helper: %v", r))
 			panic(r)
 		}
@@ -246,7 +301,7 @@ func (h *helper) serve() {
 			}
 			page := int(addr-uintptr(h.cfg.Base)) / h.ps
 			switch {
-			case h.failed:
+			case h.failed.Load():
 				uffdRange(helperUffdFD, ioctlWake, h.addr(page), uintptr(h.ps))
 			case flags&uffdPagefaultFlagWP != 0:
 				h.writeFault(page)
@@ -254,7 +309,7 @@ func (h *helper) serve() {
 				missing = append(missing, fault{page, flags&uffdPagefaultFlagWrite != 0})
 			}
 		}
-		if len(missing) > 0 && !h.failed {
+		if len(missing) > 0 && !h.failed.Load() {
 			h.serveMissing(missing, start)
 		}
 	}
@@ -287,21 +342,29 @@ func (h *helper) serveMissing(faults []fault, start time.Time) {
 	h.stats.inFlight.Add(uint64(len(faults)))
 	defer h.stats.inFlight.Add(-uint64(len(faults)))
 	slices.SortFunc(faults, func(a, b fault) int { return a.page - b.page })
-	for len(faults) > 0 && !h.failed {
+	for len(faults) > 0 && !h.failed.Load() {
 		// A chunk: consecutive groups whose missing pages fit in the budget.
 		var chunk []group
-		need, i := 0, 0
+		need, i, prevHi := 0, 0, 0
 		for i < len(faults) {
 			g0 := faults[i].page / h.prefetch * h.prefetch
-			j := i
-			for j < len(faults) && faults[j].page/h.prefetch*h.prefetch == g0 {
-				j++
-			}
 			g := h.span(g0)
 			n := h.countMissing(g.lo, g.hi)
+			end := g0 + h.prefetch // the faults this group serves are below
+			if n > 0 {
+				if z, zn := h.zeroSpan(faults[i].page, prevHi, need); zn > n {
+					g, n = z, zn
+					end = faults[i].page/zeroWindow*zeroWindow + zeroWindow
+				}
+			}
+			j := i
+			for j < len(faults) && faults[j].page < end {
+				j++
+			}
 			if len(chunk) > 0 && need+n > len(h.frames) {
 				break
 			}
+			prevHi = max(prevHi, g.hi)
 			if n > 0 {
 				chunk = append(chunk, g)
 				need += n
@@ -367,6 +430,38 @@ func (h *helper) span(g0 int) group {
 	return group{lo: lo, hi: hi}
 }
 
+// zeroWindow is the most pages a fault on pages never written to the pool
+// brings in (see zeroSpan).
+const zeroWindow = 64
+
+// zeroSpan widens the group of a fault on page f to the aligned window of
+// zeroWindow pages around it, from page from on, when none of the
+// window's missing pages is in the pool (they are all zeros) and the free
+// frames hold them besides the need frames the chunk takes already. It
+// returns the widened group, narrowed to its missing pages, and their
+// number, or 0. (The prefetch is a power of two; below zeroWindow, a
+// window is whole prefetch groups.) Zeros cost no fetch, and nothing is
+// evicted for them, so filling a fresh region takes a fault per window
+// rather than per prefetch group.
+func (h *helper) zeroSpan(f, from, need int) (group, int) {
+	w0 := f / zeroWindow * zeroWindow
+	end := min(w0+zeroWindow, h.pages)
+	lo, hi, n := end, w0, 0
+	for p := max(w0, from); p < end; p++ {
+		switch st := h.state[p]; {
+		case st&fResident != 0:
+		case st&fInPool != 0:
+			return group{}, 0
+		default:
+			lo, hi, n = min(lo, p), p+1, n+1
+		}
+	}
+	if n == 0 || need+n > len(h.free) {
+		return group{}, 0
+	}
+	return group{lo: lo, hi: hi}, n
+}
+
 func (h *helper) countMissing(lo, hi int) int {
 	n := 0
 	for p := lo; p < hi; p++ {
@@ -397,6 +492,10 @@ func (h *helper) fetch(chunk []group) {
 			h.bufs = append(h.bufs, make([]byte, h.prefetch*h.ps))
 		}
 		g.buf = h.bufs[k][:(g.hi-g.lo)*h.ps]
+		if h.mp != nil {
+			g.err = h.readMapped(g.lo, g.hi, g.buf)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -420,6 +519,80 @@ func (h *helper) fetch(chunk []group) {
 			}
 		}
 	}
+}
+
+// readMapped copies pages [lo, hi) from the mapped lease into buf (a copy
+// of its own, so that what is checked is what gets installed) and checks
+// each page the pool holds against its hash. The mapping refuses a read
+// after the lease's expiry (memory.ErrExpired); a lease that the memnode
+// discarded earlier (revoked, or the node restarted) reads zeros, which
+// the hashes catch.
+func (h *helper) readMapped(lo, hi int, buf []byte) error {
+	if err := h.mp.Read(context.Background(), h.cfg.Offset+uint64(lo*h.ps), buf); err != nil {
+		return err
+	}
+	for p := lo; p < hi; p++ {
+		if h.state[p]&fInPool == 0 {
+			continue
+		}
+		if h.sum(buf[(p-lo)*h.ps:(p-lo+1)*h.ps]) != h.sums[p] {
+			return h.lostError(p)
+		}
+	}
+	return nil
+}
+
+// sum is the hash of a page's contents kept for a mapped lease.
+func (h *helper) sum(page []byte) uint32 { return uint32(maphash.Bytes(h.seed, page)) }
+
+// lostError is the error of page p coming back from the mapped lease with
+// other contents than were written: the memnode says why (revoked,
+// expired, restarted, gone) when it can.
+func (h *helper) lostError(p int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+	defer cancel()
+	if _, err := h.mp.Stat(ctx); err != nil {
+		return fmt.Errorf("page %d of the mapped lease lost its contents: %w", p, connLost(err))
+	}
+	return fmt.Errorf("page %d of the mapped lease changed under the pager (does another holder of the lease write it?)", p)
+}
+
+// watch asks the memnode every mapCheckEvery whether the mapped lease
+// still stands, and fails the pager when it does not: the pages already
+// in the mapping stay readable after the node lets go of the lease (or
+// dies), but they are no longer the lease's, and a revoked lease must stop
+// being used even where no fault notices it. A fault that finds a page
+// changed fails the pager at once (readMapped).
+func (h *helper) watch() {
+	t := time.NewTicker(mapCheckEvery)
+	defer t.Stop()
+	for range t.C {
+		if h.failed.Load() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+		_, err := h.mp.Stat(ctx)
+		cancel()
+		if err != nil {
+			h.fail(fmt.Errorf("the mapped lease: %w", connLost(err)))
+			return
+		}
+	}
+}
+
+// connLost marks an error of the memnode's local socket that names none
+// of the memory package's reasons (end of file, a broken pipe) as the
+// connection lost, memory.ErrClosed, as the TCP client reports it.
+func connLost(err error) error {
+	for _, e := range wireErrors {
+		if e != nil && errors.Is(err, e) {
+			return err
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", memory.ErrClosed, err)
 }
 
 // count counts the faults of a chunk and the pages it is about to
@@ -468,10 +641,14 @@ func isWrite(faults []fault, p int) bool {
 	return false
 }
 
-// install maps the group's missing pages: runs of pages write-protected
-// (clean; their first write is a write-protect fault), except a page whose
-// fault was a write, which goes in writable and dirty. The pages are
-// counted already (see count); a page left out is taken off the counts.
+// install maps the group's missing pages. Pages fetched over TCP go in
+// write-protected (clean; their first write is a write-protect fault),
+// except a page whose fault was a write, which goes in writable and
+// dirty. Zeros (a group not fetched), and every page from a mapped lease,
+// go in writable and are taken as dirty: eviction reads them back and
+// writes only those that changed (writeBack), which costs a compare where
+// a write-protect fault costs two process switches. The pages are counted
+// already (see count); a page left out is taken off the counts.
 func (h *helper) install(g group, faults []fault) {
 	for p := g.lo; p < g.hi; {
 		if h.state[p]&fWanted == 0 {
@@ -479,8 +656,14 @@ func (h *helper) install(g group, faults []fault) {
 			continue
 		}
 		q := p + 1
-		w := isWrite(faults, p)
-		if !w {
+		writable := h.cfg.Writable || !g.fetch
+		w := writable || isWrite(faults, p)
+		switch {
+		case writable:
+			for q < g.hi && h.state[q]&fWanted != 0 {
+				q++
+			}
+		case !w:
 			for q < g.hi && h.state[q]&fWanted != 0 && !isWrite(faults, q) {
 				q++
 			}
@@ -594,7 +777,6 @@ func (h *helper) victims(n int) []int {
 // of the memory file, which unmaps it from the region, and threads that
 // waited on it are woken to fault it in again.
 func (h *helper) evict(victims []int) error {
-	type run struct{ lo, hi int }
 	var dirty []run
 	for _, p := range victims {
 		if h.state[p]&fDirty == 0 {
@@ -611,35 +793,8 @@ func (h *helper) evict(victims []int) error {
 			return fmt.Errorf("write-protect pages %d-%d for writeback: %w", r.lo, r.hi-1, err)
 		}
 	}
-	for len(dirty) > 0 {
-		batch := dirty[:min(len(dirty), maxWriters)]
-		dirty = dirty[len(batch):]
-		errs := make([]error, len(batch))
-		var wg sync.WaitGroup
-		for i, r := range batch {
-			buf := h.wbuf[i*maxWriteRun*h.ps : (i*maxWriteRun+r.hi-r.lo)*h.ps]
-			if _, err := unix.Pread(helperMemFD, buf, int64(r.lo*h.ps)); err != nil {
-				return fmt.Errorf("read back pages %d-%d: %w", r.lo, r.hi-1, err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
-				defer cancel()
-				errs[i] = h.mc.Write(ctx, h.cfg.Offset+uint64(r.lo*h.ps), buf)
-			}()
-		}
-		wg.Wait()
-		for i, r := range batch {
-			if errs[i] != nil {
-				return fmt.Errorf("write back pages %d-%d: %w", r.lo, r.hi-1, errs[i])
-			}
-			for p := r.lo; p < r.hi; p++ {
-				h.state[p] |= fInPool
-			}
-			h.stats.writebacks.Add(uint64(r.hi - r.lo))
-			h.stats.written.Add(uint64((r.hi - r.lo) * h.ps))
-		}
+	if err := h.writeBack(dirty); err != nil {
+		return err
 	}
 	for i := 0; i < len(victims); {
 		j := i + 1
@@ -661,5 +816,91 @@ func (h *helper) evict(victims []int) error {
 	}
 	h.stats.evictions.Add(uint64(len(victims)))
 	h.stats.resident.Add(-uint64(len(victims)))
+	return nil
+}
+
+// run is the pages [lo, hi).
+type run struct{ lo, hi int }
+
+// writeBack writes the dirty victims' runs (write-protected already) to
+// the pool, up to maxWriters runs at a time. Each run is read back from
+// the memory file and only the pages that changed are written: a page the
+// pool does not hold that is still zeros is not (it comes back as zeros
+// anyway), nor, from a mapped lease, a page equal to the pool's copy.
+// Over TCP the writes of a batch go out concurrently; to a mapped lease
+// they are copies, each page's hash kept for its return.
+func (h *helper) writeBack(dirty []run) error {
+	ps := h.ps
+	var pool []byte
+	if h.mp != nil {
+		pool = h.mp.Bytes()[h.cfg.Offset:]
+	}
+	type write struct {
+		run
+		buf []byte
+		err error
+	}
+	var writes []write
+	for len(dirty) > 0 {
+		batch := dirty[:min(len(dirty), maxWriters)]
+		dirty = dirty[len(batch):]
+		writes = writes[:0]
+		for i, r := range batch {
+			buf := h.wbuf[i*maxWriteRun*ps : (i*maxWriteRun+r.hi-r.lo)*ps]
+			if _, err := unix.Pread(helperMemFD, buf, int64(r.lo*ps)); err != nil {
+				return fmt.Errorf("read back pages %d-%d: %w", r.lo, r.hi-1, err)
+			}
+			changed := func(p int) bool {
+				pg := buf[(p-r.lo)*ps : (p-r.lo+1)*ps]
+				switch {
+				case h.state[p]&fInPool == 0:
+					return !bytes.Equal(pg, h.zero[:ps])
+				case pool != nil:
+					return !bytes.Equal(pg, pool[p*ps:(p+1)*ps])
+				}
+				return true
+			}
+			from := -1 // the first page of a run of changed pages
+			for p := r.lo; p <= r.hi; p++ {
+				switch c := p < r.hi && changed(p); {
+				case c && from < 0:
+					from = p
+				case !c && from >= 0:
+					writes = append(writes, write{run: run{from, p}, buf: buf[(from-r.lo)*ps : (p-r.lo)*ps]})
+					from = -1
+				}
+			}
+		}
+		if h.mp != nil {
+			for k := range writes {
+				w := &writes[k]
+				for p := w.lo; p < w.hi; p++ {
+					h.sums[p] = h.sum(w.buf[(p-w.lo)*ps : (p-w.lo+1)*ps])
+				}
+				w.err = h.mp.Write(context.Background(), h.cfg.Offset+uint64(w.lo*ps), w.buf)
+			}
+		} else {
+			var wg sync.WaitGroup
+			for k := range writes {
+				w := &writes[k]
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), h.cfg.IOTimeout)
+					defer cancel()
+					w.err = h.mc.Write(ctx, h.cfg.Offset+uint64(w.lo*ps), w.buf)
+				})
+			}
+			wg.Wait()
+		}
+		for _, w := range writes {
+			if w.err != nil {
+				return fmt.Errorf("write back pages %d-%d: %w", w.lo, w.hi-1, w.err)
+			}
+			for p := w.lo; p < w.hi; p++ {
+				h.state[p] |= fInPool
+			}
+			h.stats.writebacks.Add(uint64(w.hi - w.lo))
+			h.stats.written.Add(uint64((w.hi - w.lo) * ps))
+		}
+	}
 	return nil
 }

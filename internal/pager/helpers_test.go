@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 
 var pageSize = int64(os.Getpagesize())
 
-const memnodeEnv = "PAGER_TEST_MEMNODE" // capacity,hex key
+const memnodeEnv = "PAGER_TEST_MEMNODE" // capacity,hex key,map socket path
 
 // node is a real memnode on loopback, in its own process. It must not run
 // in the process whose region it backs: a thread of that process waiting
@@ -43,6 +44,7 @@ const memnodeEnv = "PAGER_TEST_MEMNODE" // capacity,hex key
 // the fault, are stopped too.
 type node struct {
 	addr string
+	sock string // the local socket mapped leases are served on
 	key  memory.Key
 	cmd  *exec.Cmd
 	in   io.WriteCloser
@@ -50,16 +52,22 @@ type node struct {
 	stop func()
 }
 
-// serveMemnode runs the memnode: it prints its address, then serves until
-// its standard input closes. A line "revoke LEASE" on standard input
+// serveMemnode runs the memnode: it prints its address, then serves on
+// loopback TCP and on a unix socket for mapped leases until its standard
+// input closes. A line "revoke LEASE" on standard input
 // revokes a lease for an hour.
 func serveMemnode() int {
 	var capacity uint64
-	var keyHex string
-	if _, err := fmt.Sscanf(os.Getenv(memnodeEnv), "%d,%s", &capacity, &keyHex); err != nil {
+	parts := strings.SplitN(os.Getenv(memnodeEnv), ",", 3)
+	if len(parts) != 3 {
+		fmt.Fprintln(os.Stderr, "memnode: bad", memnodeEnv)
+		return 2
+	}
+	if _, err := fmt.Sscanf(parts[0], "%d", &capacity); err != nil {
 		fmt.Fprintln(os.Stderr, "memnode:", err)
 		return 2
 	}
+	keyHex, sock := parts[1], parts[2]
 	key, err := hex.DecodeString(keyHex)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memnode:", err)
@@ -75,7 +83,13 @@ func serveMemnode() int {
 		fmt.Fprintln(os.Stderr, "memnode:", err)
 		return 2
 	}
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memnode:", err)
+		return 2
+	}
 	go s.Serve(l)
+	go s.Serve(ul)
 	fmt.Println(l.Addr())
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
@@ -94,8 +108,9 @@ func startNode(t testing.TB, capacity uint64) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock := filepath.Join(t.TempDir(), "mem0.sock")
 	cmd := childproc.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x", memnodeEnv, capacity, []byte(key)))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%x,%s", memnodeEnv, capacity, []byte(key), sock))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -108,7 +123,7 @@ func startNode(t testing.TB, capacity uint64) *node {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &node{key: key, cmd: cmd, in: in, out: bufio.NewReader(stdout)}
+	n := &node{sock: sock, key: key, cmd: cmd, in: in, out: bufio.NewReader(stdout)}
 	stopped := false
 	n.stop = func() {
 		if !stopped {
@@ -153,8 +168,8 @@ func (n *node) token(t testing.TB, length uint64, edit func(*memory.Claims)) str
 	return tok
 }
 
-// open opens a pager of size bytes with local bytes of budget on n, and
-// closes it when the test ends. Its I/O timeout is a minute: a loopback
+// open opens a pager of size bytes with local bytes of budget on n over
+// TCP, and closes it when the test ends. Its I/O timeout is a minute: a loopback
 // request on a loaded machine is slow, not lost, and no test here fails
 // the pager by a timeout.
 func (n *node) open(t testing.TB, size, local int64, edit func(*Options)) *Pager {
@@ -171,4 +186,27 @@ func (n *node) open(t testing.TB, size, local int64, edit func(*Options)) *Pager
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// transports are the two ways a pager reaches its lease: a tcp edit
+// leaves the options alone, a mapped one serves from the lease mapped
+// through the node's local socket (and drops the TCP endpoint, so that
+// nothing can go over TCP).
+var transports = []struct {
+	name string
+	edit func(*node) func(*Options)
+}{
+	{"tcp", func(*node) func(*Options) { return func(*Options) {} }},
+	{"mapped", func(n *node) func(*Options) { return func(o *Options) { o.MapSocket, o.Endpoint = n.sock, "" } }},
+}
+
+// then chains option edits.
+func then(edits ...func(*Options)) func(*Options) {
+	return func(o *Options) {
+		for _, e := range edits {
+			if e != nil {
+				e(o)
+			}
+		}
+	}
 }

@@ -35,9 +35,18 @@ type Options struct {
 	Local int64
 	// Endpoint and Token reach the lease backing the region: a memnode
 	// address and a capability token with read and write rights for a
-	// lease of at least Offset+Size bytes.
+	// lease of at least Offset+Size bytes. With MapSocket, Endpoint may be
+	// empty.
 	Endpoint string
 	Token    string
+	// MapSocket, when set, is the local socket of a memnode on this
+	// machine that maps leases (memnode --map-socket; a lease's MapSocket
+	// when its host may map it). The helper then maps the lease into its
+	// own memory (memory.Map) and serves faults and writebacks with copies
+	// to and from the mapping, with no request to the memnode; Endpoint
+	// is not used. A lease the memnode discards (revoked, expired, node
+	// restarted or gone) fails the pager as a refused request does.
+	MapSocket string
 	// Offset is where the region starts within the lease.
 	Offset uint64
 	// Prefetch is the number of pages a fault brings in: the aligned
@@ -79,7 +88,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("pager: local budget %d is not a multiple of the page size %d", o.Local, ps)
 	case o.Local > o.Size:
 		return fmt.Errorf("pager: local budget %d is larger than the region (%d)", o.Local, o.Size)
-	case o.Endpoint == "":
+	case o.Endpoint == "" && o.MapSocket == "":
 		return errors.New("pager: no memnode endpoint")
 	case o.Token == "":
 		return errors.New("pager: no token")

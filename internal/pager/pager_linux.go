@@ -106,7 +106,8 @@ func Open(ctx context.Context, opts Options) (_ *Pager, err error) {
 		return nil, err
 	}
 	cfg, _ := json.Marshal(helperConfig{Base: uint64(p.base), Size: opts.Size, Local: opts.Local, Endpoint: opts.Endpoint,
-		Token: opts.Token, Offset: opts.Offset, Prefetch: opts.Prefetch, IOTimeout: opts.IOTimeout})
+		Token: opts.Token, Offset: opts.Offset, Prefetch: opts.Prefetch, IOTimeout: opts.IOTimeout,
+		MapSocket: opts.MapSocket, Writable: opts.MapSocket != ""})
 	if _, err := p.ctl.Write(append([]byte{msgConfig}, cfg...)); err != nil {
 		return nil, fmt.Errorf("pager: configure the helper: %w", err)
 	}
@@ -195,10 +196,11 @@ func (p *Pager) readControl() {
 	for {
 		n, err := p.ctl.Read(buf)
 		if err != nil || n == 0 {
-			p.fail(fmt.Errorf("%w: the helper process stopped", ErrFailed))
 			// A dead helper serves no fault: make the region dead
-			// (faults raise SIGBUS) rather than leave threads waiting.
+			// (faults raise SIGBUS) rather than leave threads waiting,
+			// then record the failure (see helper.fail for the order).
 			p.kill()
+			p.fail(fmt.Errorf("%w: the helper process stopped", ErrFailed))
 			return
 		}
 		switch buf[0] {
@@ -292,10 +294,10 @@ func (p *Pager) Access(f func(region []byte)) (err error) {
 }
 
 // accessError is the error of an access that faulted: the pager was
-// closed, or it failed. The helper sends its error before it makes the
-// region dead, and a helper that stops without one is seen stopping, so
-// the error is on its way if it is not in yet: this waits for it, not for
-// an amount of time (the minute is a backstop for a bug).
+// closed, or it failed. The helper sends its error as soon as it has made
+// the region dead, and a helper that stops without one is seen stopping,
+// so the error is on its way if it is not in yet: this waits for it, not
+// for an amount of time (the minute is a backstop for a bug).
 func (p *Pager) accessError() error {
 	backstop := time.NewTimer(time.Minute)
 	defer backstop.Stop()

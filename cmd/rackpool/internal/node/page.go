@@ -21,11 +21,14 @@ import (
 
 func PageCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "page --memnode A --token T | --control URL [--workload sort|table]",
+		Use:   "page --memnode A --token T | --map-socket S --token T | --control URL [--workload sort|table]",
 		Short: "run a workload on a region paged to pooled memory (userfaultfd), against all local",
 		Long: "Runs a memory-bound workload once on a plain slice and once on a region paged to pooled memory\n" +
 			"(userfaultfd) with a smaller local budget, and prints the slowdown and the pager's counters\n" +
-			"(docs/paging.md). The memory is a lease from --control, or --memnode with --token.",
+			"(docs/paging.md). The memory is a lease from --control, or --memnode with --token. A lease on a memory\n" +
+			"node on this machine is paged from the lease mapped into the pager (no TCP): with --control when the\n" +
+			"lease can be mapped from --host (--mapped asks for such a lease; --tcp pages over TCP anyway), or\n" +
+			"with --map-socket, the node's socket for mapped leases, and --token.",
 		Example: "  rackpool page --control https://127.0.0.1:8080 --workload table --size 256MiB --local 25%",
 		Args:    cli.NoArgs,
 	}
@@ -34,7 +37,10 @@ func PageCmd() *cobra.Command {
 	fs.StringVar(&o.control, "control", "", "control plane URL to lease the memory from (credentials from RACKPOOL_USER / RACKPOOL_PASSWORD)")
 	cli.CAFileFlag(fs, &o.caFile)
 	fs.StringVar(&o.memnode, "memnode", "", "memnode address to use directly, with --token, instead of --control")
-	fs.StringVar(&o.token, "token", "", "capability token for --memnode (a lease of at least --size, rights rw)")
+	fs.StringVar(&o.token, "token", "", "capability token for --memnode or --map-socket (a lease of at least --size, rights rw)")
+	fs.StringVar(&o.mapSocket, "map-socket", "", "with --token: the local socket of a memory node on this machine (memnode --map-socket) to map the lease through")
+	fs.BoolVar(&o.mapped, "mapped", false, "with --control: lease memory --host can map (a memory node on this machine)")
+	fs.BoolVar(&o.tcp, "tcp", false, "page over TCP even when the lease can be mapped")
 	fs.StringVar(&o.host, "host", "", "with --control: topology host the memory is for")
 	fs.StringVar(&o.work, "workload", "sort", "sort (a sort of --size bytes of keys) or table (--ops random updates of a --size table)")
 	fs.StringVar(&o.size, "size", "64MiB", "region size")
@@ -47,8 +53,9 @@ func PageCmd() *cobra.Command {
 
 // pageConfig is page's command line.
 type pageConfig struct {
-	control, caFile, memnode, token, host, work, size, local string
-	ops, prefetch                                            int
+	control, caFile, memnode, token, mapSocket, host, work, size, local string
+	ops, prefetch                                                       int
+	mapped, tcp                                                         bool
 }
 
 // runPage demonstrates paging to the pool (docs/paging.md): it runs a
@@ -69,30 +76,49 @@ func runPage(o pageConfig) error {
 		return errors.New("--ops must be positive")
 	}
 	switch {
-	case o.control != "" && o.memnode != "":
-		return errors.New("give --control or --memnode, not both")
+	case o.control != "" && (o.memnode != "" || o.mapSocket != ""):
+		return errors.New("give --control or --memnode/--map-socket, not both")
 	case o.memnode != "" && o.token == "":
 		return errors.New("--memnode needs --token")
-	case o.memnode == "" && o.token != "":
-		return errors.New("--token needs --memnode")
-	case o.control == "" && o.memnode == "":
-		return cli.Usagef("usage: rackpool page (--control URL | --memnode ADDR --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%%]")
+	case o.mapSocket != "" && o.token == "":
+		return errors.New("--map-socket needs --token")
+	case o.memnode == "" && o.mapSocket == "" && o.token != "":
+		return errors.New("--token needs --memnode or --map-socket")
+	case o.mapped && o.control == "":
+		return errors.New("--mapped goes with --control (with a token, give --map-socket)")
+	case o.tcp && (o.mapped || o.mapSocket != ""):
+		return errors.New("--tcp pages over TCP: not with --mapped or --map-socket")
+	case o.tcp && o.memnode == "" && o.control == "":
+		return errors.New("--tcp needs --memnode or --control")
+	case o.control == "" && o.memnode == "" && o.mapSocket == "":
+		return cli.Usagef("usage: rackpool page (--control URL | --memnode ADDR --token T | --map-socket PATH --token T) [--workload sort|table] [--size SIZE] [--local SIZE|PCT%%]")
 	}
 	ctx := context.Background()
-	endpoint, tok := o.memnode, o.token
+	endpoint, tok, sock := o.memnode, o.token, o.mapSocket
 	if o.control != "" {
 		cf := &client.Flags{URL: o.control, CAFile: o.caFile}
 		c, err := cf.Client()
 		if err != nil {
 			return err
 		}
-		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: o.host, TTL: time.Hour})
+		l, err := c.GetMemory(ctx, api.LeaseRequest{Size: uint64(regionBytes), Host: o.host, TTL: time.Hour, Mapped: o.mapped})
 		if err != nil {
 			return fmt.Errorf("lease %s of pooled memory: %w", cli.Human(regionBytes), err)
 		}
 		defer c.ReleaseLease(context.Background(), l.ID)
 		fmt.Printf("leased %s: %s on %s at %s\n", l.ID, cli.Human(int64(l.CapacityBytes)), l.MemoryNode, l.Endpoint)
 		endpoint, tok = l.Endpoint, l.Token
+		if !o.tcp {
+			sock = l.MapSocket
+		}
+		if o.mapped && sock == "" {
+			return fmt.Errorf("lease %s on %s cannot be mapped from host %q", l.ID, l.MemoryNode, o.host)
+		}
+	}
+	if sock != "" {
+		fmt.Printf("paging from the lease mapped through %s\n", sock)
+	} else {
+		fmt.Printf("paging over TCP to %s\n", endpoint)
 	}
 
 	plain := make([]byte, regionBytes)
@@ -107,7 +133,7 @@ func runPage(o pageConfig) error {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	p, err := pager.Open(openCtx, pager.Options{Size: regionBytes, Local: localBytes, Endpoint: endpoint, Token: tok,
-		Prefetch: o.prefetch, HelperArgs: []string{"page"}})
+		MapSocket: sock, Prefetch: o.prefetch, HelperArgs: []string{"page"}})
 	if err != nil {
 		return err
 	}
