@@ -18,21 +18,21 @@
 // wait for it. But the thread keeps its P until the runtime's monitor
 // takes it back (20 µs to 10 ms later), and goroutines that become ready
 // meanwhile may have no P to run on. Kernel waits therefore pay only in a
-// process that serves one conversation at a time, and are kept to that: a
-// server counts its connections as conversations ([NewReader] with
-// conversation set, until [Reader.Close]), those whose peer is busy (its
-// last wait for data was shorter than MaxWait) as active ones, and while
-// more than one is active nobody waits in the kernel; at most
-// GOMAXPROCS-1 threads wait at once, none where GOMAXPROCS is 1, so a P is
-// always free for the goroutines that become ready (and while one is idle
-// the runtime leaves the waiting thread's P alone); a wait lasts at most
+// process that serves one conversation at a time, and are kept to that. A
+// server's connections are conversations ([NewReader] with conversation
+// set, until [Reader.Close]); one is busy while it had data within the
+// last [Busy]. A reader waits in the kernel only if no other
+// conversation is busy and at most MaxConversations are open; at most
+// GOMAXPROCS-1 threads wait at once (one where GOMAXPROCS is 1), so a P is
+// free for the goroutines that become ready (and while one is idle the
+// runtime leaves the waiting thread's P alone); a wait lasts at most
 // MaxWait, and a reader whose wait ran out (its peer went quiet) waits on
-// the poller until a wait there is short again, so an idle connection
-// holds no thread. Set Block only when nothing else of the connection can happen
-// before data arrives. (Measured without the first rules: a blocknode
-// serving `drive connect`'s four upstream connections lost a P to each
-// wait and ran their writes at two thirds of the speed; with one P,
-// `drive connect` serving four busy connections ran at half its speed.)
+// the poller until a wait there is short again. Set Block only when
+// nothing else of the connection can happen before data arrives.
+// (Measured without the conversation rule: a blocknode serving `drive
+// connect`'s four upstream connections lost a P to each wait and ran
+// their writes at two thirds of the speed; with one P, `drive connect`
+// serving four busy connections ran at half its speed.)
 package kwait
 
 import (
@@ -40,6 +40,8 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,13 +53,26 @@ import (
 // ppoll) takes effect within it.
 const MaxWait = 200 * time.Microsecond
 
+// Busy is how long a conversation counts as busy after it last had data:
+// longer than the gaps between the requests of a client at queue depth 1
+// behind two hops (a few hundred µs).
+const Busy = 2 * time.Millisecond
+
+// MaxConversations is the most open conversations with which a process
+// still waits in the kernel: beyond it, it is a busy server whose
+// connections' waits would take each other's Ps.
+const MaxConversations = 8
+
 var (
 	// waiters counts the threads blocked in a kernel wait in this process.
 	waiters atomic.Int32
 	// waits counts the kernel waits made, for tests.
 	waits atomic.Uint64
-	// active counts the open conversations whose peer is busy.
-	active atomic.Int32
+
+	// convs lists the open conversations (copied on change, read without
+	// a lock); convMu serialises the changes.
+	convMu sync.Mutex
+	convs  atomic.Pointer[[]*Reader]
 )
 
 // Reader is an io.Reader over a socket whose reads wait in the kernel
@@ -82,9 +97,9 @@ type Reader struct {
 	// is not answering quickly, so reads wait on the poller until one of
 	// those waits is shorter.
 	quiet bool
-	// conv is set while the reader is an open conversation, counted in
-	// active unless quiet.
-	conv bool
+
+	conv     bool         // an open conversation, in convs
+	lastData atomic.Int64 // unix nanoseconds of its last read with data
 }
 
 // NewReader returns a reader over nc that can wait in the kernel, or nil
@@ -113,32 +128,31 @@ func NewReader(nc net.Conn, conversation bool) *Reader {
 	k := &Reader{nc: nc, rc: rc, conv: conversation}
 	k.fn = k.read
 	if conversation {
-		active.Add(1)
+		k.lastData.Store(time.Now().UnixNano())
+		convMu.Lock()
+		var list []*Reader
+		if l := convs.Load(); l != nil {
+			list = slices.Clone(*l)
+		}
+		list = append(list, k)
+		convs.Store(&list)
+		convMu.Unlock()
 	}
 	return k
 }
 
-// Close stops counting the reader as a conversation, after its last Read;
-// the connection is the caller's to close. It may be called more than once.
+// Close stops counting the reader as a conversation; the connection is the
+// caller's to close. It may be called more than once.
 func (k *Reader) Close() {
-	if k.conv && !k.quiet {
-		active.Add(-1)
-	}
-	k.conv = false
-}
-
-// setQuiet records whether the peer answers slowly.
-func (k *Reader) setQuiet(q bool) {
-	if q == k.quiet {
+	if !k.conv {
 		return
 	}
-	k.quiet = q
+	convMu.Lock()
+	defer convMu.Unlock()
 	if k.conv {
-		if q {
-			active.Add(-1)
-		} else {
-			active.Add(1)
-		}
+		list := slices.DeleteFunc(slices.Clone(*convs.Load()), func(r *Reader) bool { return r == k })
+		convs.Store(&list)
+		k.conv = false
 	}
 }
 
@@ -148,12 +162,17 @@ func (k *Reader) setQuiet(q bool) {
 // Read does; errors are the connection's.
 func (k *Reader) Read(p []byte) (int, error) {
 	if !k.Block || len(p) == 0 {
-		return k.nc.Read(p)
+		n, err := k.nc.Read(p)
+		if n > 0 && k.conv {
+			k.lastData.Store(time.Now().UnixNano())
+		}
+		return n, err
 	}
 	k.p, k.waited = p, false
 	cerr := k.rc.Read(k.fn)
+	now := time.Now()
 	if !k.parked.IsZero() {
-		k.setQuiet(time.Since(k.parked) >= MaxWait)
+		k.quiet = now.Sub(k.parked) >= MaxWait
 		k.parked = time.Time{}
 	}
 	n, err := k.n, k.err
@@ -166,6 +185,9 @@ func (k *Reader) Read(p []byte) (int, error) {
 	case n == 0:
 		return 0, io.EOF
 	}
+	if k.conv {
+		k.lastData.Store(now.UnixNano())
+	}
 	return n, nil
 }
 
@@ -176,7 +198,7 @@ func (k *Reader) read(fd uintptr) bool {
 	if k.err != syscall.EAGAIN {
 		return true
 	}
-	if !k.waited && !k.quiet && acquire() {
+	if !k.waited && !k.quiet && k.mayWait() {
 		k.waited = true
 		ready := waitReadable(fd, MaxWait)
 		waiters.Add(-1)
@@ -184,7 +206,7 @@ func (k *Reader) read(fd uintptr) bool {
 			k.n, k.err = readFD(fd, k.p)
 			return k.err != syscall.EAGAIN
 		}
-		k.setQuiet(true)
+		k.quiet = true
 	}
 	if k.parked.IsZero() && !k.waited {
 		k.parked = time.Now()
@@ -196,13 +218,35 @@ func (k *Reader) read(fd uintptr) bool {
 // them against the poller.
 var disabled = os.Getenv("RACKPOOL_KWAIT") == "off"
 
-// acquire counts a kernel wait in, if at most one conversation is active
-// and fewer than GOMAXPROCS-1 kernel waits are going on.
-func acquire() bool {
-	if disabled || active.Load() > 1 {
+// mayWait counts a kernel wait of k in, if no other conversation is busy
+// (for a client's reader: at most one is), at most MaxConversations are
+// open, and fewer than GOMAXPROCS-1 (at least one) kernel waits are going
+// on.
+func (k *Reader) mayWait() bool {
+	if disabled {
 		return false
 	}
-	limit := int32(runtime.GOMAXPROCS(0)) - 1
+	if l := convs.Load(); l != nil {
+		if len(*l) > MaxConversations {
+			return false
+		}
+		// A client's reader serves one of the conversations, the busy
+		// one if any: a conversation's reader is alone if no other is.
+		busy := 0
+		if !k.conv {
+			busy = -1
+		}
+		since := time.Now().UnixNano() - int64(Busy)
+		for _, r := range *l {
+			if r == k || r.lastData.Load() <= since {
+				continue
+			}
+			if busy++; busy > 0 {
+				return false
+			}
+		}
+	}
+	limit := max(int32(runtime.GOMAXPROCS(0))-1, 1)
 	for {
 		n := waiters.Load()
 		if n >= limit {
