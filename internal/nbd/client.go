@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rackpool/internal/kwait"
@@ -42,11 +43,11 @@ const (
 // Client is a connection to one export of an NBD server. It is safe for
 // concurrent use, and pipelines: requests from many goroutines are in
 // flight at once, their headers written in batches by whichever caller
-// holds the writer role (see send), and replies read by whichever
-// waiting caller holds the reader role, which hands other callers their
-// replies by cookie and passes the role on once its own is whole (see
-// wait). There is no reader goroutine: at queue depth 1 the caller reads
-// its own reply, with no hand-off between goroutines.
+// holds the writer role (see send), and replies read by the holder of the
+// reader role, which hands callers their replies by cookie: the caller
+// itself while its call is the only one in flight (at queue depth 1 there
+// is no hand-off between goroutines), otherwise a reader goroutine that
+// runs while calls are in flight (see wait).
 type Client struct {
 	nc         net.Conn
 	br         *bufio.Reader
@@ -522,6 +523,7 @@ func (c *Client) register(cl *call) (cookie uint64, inFlight int, err error) {
 	}
 	c.cookie++
 	c.calls[c.cookie] = cl
+	callsInFlight.Add(1)
 	return c.cookie, len(c.calls), nil
 }
 
@@ -695,6 +697,7 @@ func (c *Client) sendWrite(ctx context.Context, cl *call) error {
 		// still reach it.
 		c.mu.Lock()
 		delete(c.calls, cookie)
+		callsInFlight.Add(-1)
 		c.mu.Unlock()
 		c.flushLater()
 		return ctx.Err()
@@ -748,14 +751,75 @@ func (c *Client) wait(ctx context.Context, cl *call) error {
 			return c.result(ctx, cl)
 		default:
 		}
+		if c.takeRoleIfAlone() {
+			c.lead(ctx, cl)
+			<-c.rlock
+			c.kickReader() // for calls made meanwhile
+			continue
+		}
+		c.kickReader()
 		select {
 		case <-cl.done:
 			return c.result(ctx, cl)
-		case c.rlock <- struct{}{}:
-			c.lead(ctx, cl)
-			<-c.rlock
 		case <-ctx.Done():
 			return c.abandon(ctx, cl)
+		}
+	}
+}
+
+// takeRoleIfAlone takes the reader role if it is free and one call is in
+// flight, the caller's: then nothing is gained by a reader goroutine, and
+// the caller reads its reply itself. With more in flight a goroutine of
+// its own reads (readBackground), so that the socket is read continuously
+// while callers come and go (bulk replies would otherwise wait in the
+// socket, and TCP slows the sender down).
+func (c *Client) takeRoleIfAlone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) != 1 {
+		return false
+	}
+	select {
+	case c.rlock <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// kickReader starts a reader goroutine if calls are in flight and nobody
+// holds the reader role.
+func (c *Client) kickReader() {
+	select {
+	case c.rlock <- struct{}{}:
+	default:
+		return // a reader is at work
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) == 0 {
+		<-c.rlock
+		return
+	}
+	go c.readBackground()
+}
+
+// readBackground reads replies, holding the reader role, until no call is
+// in flight or the connection ends. Callers get their replies from it as
+// from a caller reading.
+func (c *Client) readBackground() {
+	for {
+		c.mu.Lock()
+		if len(c.calls) == 0 {
+			<-c.rlock
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		if err := c.readReply(); err != nil {
+			c.endRead(err)
+			<-c.rlock
+			return
 		}
 	}
 }
@@ -792,34 +856,9 @@ func (c *Client) abandon(ctx context.Context, cl *call) error {
 		<-cl.done
 		freeCall(cl)
 	} else {
-		go c.drainAbandoned()
+		c.kickReader() // someone must read the late reply
 	}
 	return ctx.Err()
-}
-
-// drainAbandoned reads replies while calls are in flight, so that the
-// reply to an abandoned call, which its caller no longer waits to read,
-// does not sit in the socket (a server blocked writing it may stop
-// reading requests). Callers still waiting get their replies from it as
-// from any reader.
-func (c *Client) drainAbandoned() {
-	c.rlock <- struct{}{}
-	defer func() { <-c.rlock }()
-	if c.readEnded() {
-		return
-	}
-	for {
-		c.mu.Lock()
-		n := len(c.calls)
-		c.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		if err := c.readReply(); err != nil {
-			c.endRead(err)
-			return
-		}
-	}
 }
 
 // errInterrupted stops a reader whose caller's context ended while no
@@ -882,10 +921,14 @@ func (c *Client) readFor(ctx context.Context, cl *call) error {
 		c.boundary = true
 		c.lmu.Unlock()
 		if c.kr != nil && c.br.Buffered() == 0 {
-			// Only cl is in flight: nothing else of this connection
-			// can happen until its reply comes, so wait for it blocked
-			// in the kernel.
-			c.kr.Block = c.alone()
+			// Only cl is in flight, and it is a server's lone request
+			// forwarded from that server's reader (RunsInline), which
+			// reads nothing until it returns: nothing else can happen
+			// until the reply comes, so wait for it blocked in the
+			// kernel. (A caller whose server reader goes on reading
+			// would keep it from the P: at 64 KiB and queue depth 16
+			// behind drive connect that halved the IOPS.)
+			c.kr.Block = c.alone() && RunsInline(ctx)
 		}
 		_, err := c.br.Peek(1)
 		c.lmu.Lock()
@@ -908,11 +951,16 @@ func (c *Client) readFor(ctx context.Context, cl *call) error {
 	}
 }
 
-// alone reports whether one call is in flight.
+// callsInFlight counts the calls in flight on every client of the process.
+var callsInFlight atomic.Int64
+
+// alone reports whether one call is in flight, in the whole process: a
+// caller waiting in the kernel keeps its thread's P, and with other calls
+// in flight (on any connection) their goroutines may need it.
 func (c *Client) alone() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.calls) == 1
+	return len(c.calls) == 1 && callsInFlight.Load() == 1
 }
 
 // interruptRead stops the reader of turn gen because its caller's
@@ -972,6 +1020,7 @@ func (c *Client) endRead(err error) {
 	cerr := c.err
 	calls := c.calls
 	c.calls = nil
+	callsInFlight.Add(-int64(len(calls)))
 	c.mu.Unlock()
 	c.nc.Close()
 	for _, cl := range calls {
@@ -1047,6 +1096,7 @@ func (c *Client) lookup(cookie uint64) (*call, error) {
 func (c *Client) complete(cookie uint64, cl *call) {
 	c.mu.Lock()
 	delete(c.calls, cookie)
+	callsInFlight.Add(-1)
 	c.mu.Unlock()
 	c.finish(cl)
 }

@@ -51,13 +51,20 @@
 // meanwhile in the next. A WRITE takes the writer role, waiting for it,
 // and sends the queued headers, its header and its data in one writev,
 // so its caller's buffer is never referred to once the call returns.
-// One reader goroutine reads the
-// replies, matching them to callers by cookie and reading READ data
-// straight into the caller's buffer. A caller whose context ends returns
-// ctx.Err() at once; the late reply is read and dropped. The one wait is
+// Replies are read by the holder of the reader role, which matches them
+// to callers by cookie and reads READ data straight into the caller's
+// buffer: a caller whose call is the only one in flight reads its own
+// reply (no hand-off between goroutines at queue depth 1), waiting for it
+// blocked in the kernel (internal/kwait); with more in flight a reader
+// goroutine runs until none is, so that bulk replies are read as they
+// come. A caller whose context ends returns ctx.Err() at once, giving the
+// role up if it held it between replies; the late reply is read and
+// dropped. The one wait is
 // for reply data already being read into the caller's buffer, which is
 // read to its end first (or the connection is broken after 2 s), so that
-// nothing writes to the buffer after the call returned. A request write
+// nothing writes to the buffer after the call returned. The server's
+// reader of an inline export waits for the next request the same way
+// while no request is in flight. A request write
 // still blocked a second after its caller's context ended (the server is
 // not reading) is interrupted: if none of it went out, the call returns
 // ctx.Err() and the connection goes on, the other callers' headers that
