@@ -739,11 +739,11 @@ func (c *Client) breakConn(cause error) {
 }
 
 // wait waits for cl's reply and returns its error; cl may be freed by
-// the caller after a nil return only. While nobody reads replies, the
-// caller takes the reader role and reads them itself (lead) until its
-// own is whole; then the role passes to another waiting caller. If ctx
-// ends first, wait gives up on cl (whose late reply the reader discards)
-// and returns ctx.Err().
+// the caller after a nil return only. A caller whose call is the only
+// one in flight reads the reply itself (lead); otherwise a reader
+// goroutine reads while calls are in flight (kickReader). If ctx ends
+// first, wait gives up on cl (whose late reply the reader discards) and
+// returns ctx.Err().
 func (c *Client) wait(ctx context.Context, cl *call) error {
 	for {
 		select {
