@@ -23,7 +23,7 @@ type Layer struct {
 var Layers = []Layer{
 	{"foundation: clocks, units, limits, child processes, certificates, capability tokens, connection loops, the model's vocabulary", []string{
 		"internal/clock", "internal/units", "internal/jsonlimit", "internal/childproc", "internal/profiling",
-		"internal/metrics", "internal/chart/...", "internal/pki", "internal/netserve", "internal/captoken", "internal/inventory",
+		"internal/metrics", "internal/chart/...", "internal/pki", "internal/netserve", "internal/kwait", "internal/captoken", "internal/inventory",
 		"internal/forecast", "internal/demand", "internal/console", "internal/pager/workload",
 		"internal/replica/alloctest", "internal/fabric", "internal/store", "internal/layers", "examples",
 	}},
