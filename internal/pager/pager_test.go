@@ -489,16 +489,7 @@ func TestBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good()
 			tc.edit(&o)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			p, err := Open(ctx, o)
-			if err == nil {
-				p.Close()
-				t.Fatal("Open succeeded")
-			}
-			if !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
-				t.Fatalf("Open: %v; want an error containing %q (is %v)", err, tc.want, tc.is)
-			}
+			openRefuses(t, o, tc.want, tc.is)
 		})
 	}
 	t.Run("good", func(t *testing.T) {
@@ -539,16 +530,7 @@ func TestBadInputMapped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good()
 			tc.edit(&o)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			p, err := Open(ctx, o)
-			if err == nil {
-				p.Close()
-				t.Fatal("Open succeeded")
-			}
-			if !strings.Contains(err.Error(), tc.want) || (tc.is != nil && !errors.Is(err, tc.is)) {
-				t.Fatalf("Open: %v; want an error containing %q (is %v)", err, tc.want, tc.is)
-			}
+			openRefuses(t, o, tc.want, tc.is)
 		})
 	}
 }
@@ -618,5 +600,21 @@ func TestAccessPanicPassesThrough(t *testing.T) {
 	access(t, p, func(r []byte) { r[0] = 1 })
 	if p.Bytes()[0] != 1 {
 		t.Fatal("write through Access not seen")
+	}
+}
+
+// openRefuses checks that Open refuses o with an error containing want
+// (and wrapping is, if set).
+func openRefuses(t *testing.T, o Options, want string, is error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := Open(ctx, o)
+	if err == nil {
+		p.Close()
+		t.Fatal("Open succeeded")
+	}
+	if !strings.Contains(err.Error(), want) || (is != nil && !errors.Is(err, is)) {
+		t.Fatalf("Open: %v; want an error containing %q (is %v)", err, want, is)
 	}
 }
